@@ -2,14 +2,14 @@
 
 use std::collections::BTreeMap;
 
-use agent_errors::agent::{Agent, ESCALATE, NotJsonArguments, RunError, THROW_EXCEPTION};
-use agent_errors::llm::CallSource;
-use agent_errors::pipeline::TerminationReason;
+use agent_errors::CallSource;
+use agent_errors::TerminationReason;
 use agent_errors::testing::{FaultyTool, ReportAssertions, ScriptedModel, echo_tool};
 use agent_errors::{
     Action, ChatRequest, Fix, FixRequest, FixerError, Message, Policy, PolicyKey, Severity,
     ToolDef, ToolResult,
 };
+use agent_errors::{Agent, ESCALATE, NotJsonArguments, RunError, THROW_EXCEPTION};
 use serde::Deserialize;
 
 fn tool_results(request: &ChatRequest) -> Vec<&ToolResult> {

@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_errors::agent::{Agent, AgentBuilder, Json, RunError};
-use agent_errors::events::Event;
+use agent_errors::Event;
 use agent_errors::llm::ZeroRetryAttempts;
 use agent_errors::testing::{ReportAssertions, ScriptedModel, echo_tool};
+use agent_errors::{Agent, AgentBuilder, Json, RunError};
 use agent_errors::{Cancellation, ChatResponse, LlmErrorDecision};
 use tokio::time::Instant;
 

@@ -6,12 +6,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_errors::events::{Event, EventLog};
-use agent_errors::llm::{
-    CallSource, ChatModel, ChatRequest, FallbackModel, Heartbeat, Message, PersistentRetry,
-};
+use agent_errors::llm::{FallbackModel, Heartbeat, PersistentRetry};
 use agent_errors::retry::RetrySchedule;
 use agent_errors::{BoxError, ChatResponse, HttpError};
+use agent_errors::{CallSource, ChatModel, ChatRequest, Message};
+use agent_errors::{Event, EventLog};
 use tokio::time::Instant;
 
 /// `futures_util::future::BoxFuture`, which `ChatModel::chat` returns.

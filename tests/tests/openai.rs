@@ -10,15 +10,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent_errors::llm::Sleeper;
 use agent_errors::llm::retryability::find_http_error;
-use agent_errors::llm::{
-    CallSource, ChatModel, ChatRequest, Message, Sleeper, ToolCall, ToolResult, ToolSpec,
-};
 use agent_errors::openai::{
     OpenAiBuilder, OpenAiConfigError, OpenAiError, OpenAiModel, TOOL_ERROR_PREFIX,
 };
 use agent_errors::retry::RetrySchedule;
 use agent_errors::{BoxError, ErrorKind, HttpError, classify};
+use agent_errors::{CallSource, ChatModel, ChatRequest, Message, ToolCall, ToolResult, ToolSpec};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;

@@ -6,8 +6,8 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::chat::ToolSpec;
 use crate::error::Severity;
-use crate::llm::ToolSpec;
 use crate::tool::schema_of;
 
 /// The name of the built-in soft-failure tool.

@@ -1,22 +1,21 @@
 //! The loop: ask the model, run the tool calls it makes (concurrently, answered in order), and
 //! repeat until it answers in text, a call ends the run, or the turn cap is reached.
 
-use futures_util::future::join_all;
+use std::sync::Arc;
+
 use tracing::Instrument;
 
 use super::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
 use super::llm_error::backoff;
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
+use crate::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolResult, ToolSpec};
 use crate::classify::ErrorKind;
 use crate::events::{Event, RunReport};
-use crate::llm::{
-    ChatRequest, ChatResponse, LlmErrorDecision, Message, ToolCall, ToolResult, ToolSpec,
+use crate::executor::{
+    self, CANCELLED, CallOutcome, Cancellation, RunContext, Terminated, TerminationReason,
 };
-use crate::pipeline::{CallOutcome, Cancellation, RunContext, Terminated, TerminationReason};
+use crate::llm::LlmErrorDecision;
 use crate::sanitize::SurfacedError;
-
-/// What a tool call's result is when the run was cancelled before it could finish.
-pub(crate) const CANCELLED_RESULT: &str = "operation cancelled";
 
 impl<O: AgentOutput> Agent<O> {
     /// Runs the agent on `input` and returns its output.
@@ -67,21 +66,27 @@ struct Answered {
     stop: Option<RunError>,
 }
 
-/// Why a batch of calls ends the run, if it does. A call that found its tool's breaker tripped by
-/// a concurrent call stops with `CircuitOpen`: the trip is the cause worth reporting, and any
-/// other stop of the batch (an auth failure, say) comes first.
-fn batch_verdict(stops: Vec<RunError>, tripped: Option<(String, u32)>) -> Option<RunError> {
-    let caused_by_trip = |stop: &RunError| match (stop, &tripped) {
-        (RunError::Terminated(t), Some((tool, _))) => {
-            t.reason == TerminationReason::CircuitOpen && t.tool == *tool
-        }
-        _ => false,
-    };
-    let mut stops = stops.into_iter();
-    if let Some(stop) = stops.by_ref().find(|s| !caused_by_trip(s)) {
-        return Some(stop);
+/// Why a batch of calls ends the run, if it does: the first stop in call order, except that a
+/// tripped breaker gives way to any other stop (an auth failure says more about what to fix).
+fn batch_verdict(stops: Vec<RunError>) -> Option<RunError> {
+    let is_trip = |stop: &RunError| matches!(stop, RunError::BreakerTripped { .. });
+    let first_other = stops.iter().position(|s| !is_trip(s));
+    let mut stops = stops;
+    match first_other {
+        Some(i) => Some(stops.swap_remove(i)),
+        None => stops.into_iter().next(),
     }
-    tripped.map(|(tool, failures)| RunError::BreakerTripped { tool, failures })
+}
+
+/// The run error a tool's stop becomes.
+fn stopped(terminated: Box<Terminated>) -> RunError {
+    match terminated.reason {
+        TerminationReason::BreakerTripped { failures } => RunError::BreakerTripped {
+            tool: terminated.tool,
+            failures,
+        },
+        _ => RunError::Terminated(terminated),
+    }
 }
 
 impl<O: AgentOutput> AgentInner<O> {
@@ -124,16 +129,16 @@ impl<O: AgentOutput> AgentInner<O> {
         }
     }
 
-    fn offered_tools(&self, ctx: &RunContext) -> Vec<ToolSpec> {
-        let mut specs: Vec<ToolSpec> = self
-            .registry
-            .specs()
+    /// The tools offered to the model: shared as they are until `degrade` drops one.
+    fn offered_tools(&self, ctx: &RunContext) -> Arc<[ToolSpec]> {
+        if !self.offered.iter().any(|spec| ctx.is_degraded(&spec.name)) {
+            return Arc::clone(&self.offered);
+        }
+        self.offered
             .iter()
             .filter(|spec| !ctx.is_degraded(&spec.name))
             .cloned()
-            .collect();
-        specs.extend(self.builtins.specs());
-        specs
+            .collect()
     }
 
     async fn drive(
@@ -165,17 +170,9 @@ impl<O: AgentOutput> AgentInner<O> {
 
             let calls = response.tool_calls;
             counts.tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
-            ctx.begin_turn();
-            let answers = join_all(calls.iter().map(|call| async move {
-                let answered = self.answer(ctx, call).await;
-                // This call ends the run: the others answer "operation cancelled" now rather
-                // than holding the stop up until they finish.
-                if answered.stop.is_some() || ctx.tripped().is_some() {
-                    ctx.halt();
-                }
-                answered
-            }))
-            .await;
+            let answer = |call| self.answer(ctx, call);
+            let answers =
+                executor::execute_turn(ctx, &calls, answer, |a: &Answered| a.stop.is_some()).await;
             request
                 .messages
                 .push(Message::assistant(response.text, calls));
@@ -187,7 +184,7 @@ impl<O: AgentOutput> AgentInner<O> {
             if ctx.cancellation().is_cancelled() {
                 return Err(RunError::Cancelled);
             }
-            if let Some(verdict) = batch_verdict(stops, ctx.tripped()) {
+            if let Some(verdict) = batch_verdict(stops) {
                 return Err(verdict);
             }
             // A degraded tool is not offered again.
@@ -259,7 +256,7 @@ impl<O: AgentOutput> AgentInner<O> {
             CallOutcome::Result(result) => Answered { result, stop: None },
             CallOutcome::Stop(terminated) => Answered {
                 result: ToolResult::error(call, terminated.user_message),
-                stop: Some(RunError::Terminated(terminated)),
+                stop: Some(stopped(terminated)),
             },
         }
     }
@@ -267,7 +264,7 @@ impl<O: AgentOutput> AgentInner<O> {
     fn answer_builtin(&self, ctx: &RunContext, call: &ToolCall) -> Answered {
         if ctx.cancellation().is_cancelled() {
             return Answered {
-                result: ToolResult::error(call, CANCELLED_RESULT),
+                result: ToolResult::error(call, CANCELLED),
                 stop: None,
             };
         }

@@ -30,7 +30,7 @@
 //! wrapper. Streaming is not implemented.
 //!
 //! ```no_run
-//! use agent_errors::llm::{ChatModel, ChatRequest, Message};
+//! use agent_errors::{ChatModel, ChatRequest, Message};
 //! use agent_errors::openai::OpenAiModel;
 //!
 //! # async fn run() -> Result<(), agent_errors::BoxError> {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+use crate::chat::{ChatModel, ChatRequest, ChatResponse, ToolCall};
 use crate::error::BoxError;
-use crate::llm::{ChatModel, ChatRequest, ChatResponse, ToolCall};
 
 type Responder = Box<dyn FnOnce(&ChatRequest) -> Result<ChatResponse, BoxError> + Send>;
 type ErrorFactory = Box<dyn Fn() -> BoxError + Send + Sync>;
@@ -305,7 +305,7 @@ impl ChatModel for ScriptedModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::Message;
+    use crate::chat::Message;
 
     #[tokio::test(start_paused = true)]
     async fn answers_in_order_records_requests_and_reports_running_out() {
