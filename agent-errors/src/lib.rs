@@ -34,7 +34,7 @@ pub use llm::{
 pub use pipeline::{CallOutcome, Cancellation, Permission, RunContext, Terminated};
 pub use policy::{Action, Explanation, Ladder, Layer, Policy, PolicyKey};
 pub use registry::{ConfigError, Registry};
-pub use retry::RetrySchedule;
+pub use retry::{RetrySchedule, ZeroAttempts};
 pub use tool::ToolDef;
 
 /// The names most programs need: `use agent_errors::prelude::*;`.

@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use agent_errors::agent::{Agent, AgentBuilder, Json, RunError};
 use agent_errors::events::Event;
-use agent_errors::llm::ZeroRetryAttempts;
 use agent_errors::testing::{ReportAssertions, ScriptedModel, echo_tool};
-use agent_errors::{Cancellation, ChatResponse, LlmErrorDecision};
+use agent_errors::{Cancellation, ChatResponse, LlmErrorDecision, ZeroAttempts};
 use tokio::time::Instant;
 
 fn ms(n: u64) -> Duration {
@@ -164,7 +163,7 @@ async fn the_handler_may_switch_decision_between_failures() {
 async fn retry_with_zero_attempts_is_rejected_and_never_retries() {
     assert_eq!(
         LlmErrorDecision::<String>::retry(0, ms(500)),
-        Err(ZeroRetryAttempts)
+        Err(ZeroAttempts)
     );
 
     // A handler that passes the rejection on gets Rethrow: the original error, one call.
