@@ -374,3 +374,18 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn every_zero_count_is_rejected_with_the_one_error_type() {
+    use agent_errors::llm::FallbackModel;
+    use agent_errors::testing::ScriptedModel;
+    use agent_errors::{LlmErrorDecision, ZeroAttempts};
+
+    assert_eq!(RetrySchedule::attempts(0), Err(ZeroAttempts));
+    assert_eq!(
+        LlmErrorDecision::<String>::retry(0, Duration::from_millis(500)),
+        Err(ZeroAttempts)
+    );
+    let fallback = FallbackModel::new(ScriptedModel::new(), ScriptedModel::new());
+    assert_eq!(fallback.after(0).err(), Some(ZeroAttempts));
+}

@@ -202,3 +202,26 @@ impl<M: ChatModel> ChatModel for PersistentRetry<M> {
         self.model.name()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// For a bare status, persistent retry waits for exactly what the classifier calls
+    /// retryable: one table, whoever asks.
+    #[test]
+    fn waits_for_exactly_what_classify_calls_retryable() {
+        for status in 100..600 {
+            let http = HttpError::new(status, "");
+            assert_eq!(
+                worth_waiting_for(&http),
+                classify(&http).is_retryable(),
+                "status {status}"
+            );
+        }
+        let quota = HttpError::new(429, "insufficient_quota");
+        assert!(classify(&quota).is_retryable() && !worth_waiting_for(&quota));
+        let refused = HttpError::new(529, "Overloaded").with_header("x-should-retry", "false");
+        assert!(!worth_waiting_for(&refused));
+    }
+}
