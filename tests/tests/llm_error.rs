@@ -1,4 +1,4 @@
-//! `on_llm_error` (F22): what the loop does when the model call itself fails.
+//! `on_llm_error`: what the loop does when the model call itself fails.
 
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};

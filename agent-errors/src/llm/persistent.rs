@@ -42,7 +42,7 @@ type HeartbeatFn = Arc<dyn Fn(&Heartbeat) + Send + Sync>;
 /// (CI, batch jobs), until a hard time cap (default 6 h) runs out.
 ///
 /// It retries what waiting can fix: whatever [`classify`] finds retryable (for an
-/// [`HttpError`](crate::HttpError) anywhere in the chain: 408, 409, 423, 425, 429 and the 5xx
+/// [`HttpError`] anywhere in the chain: 408, 409, 423, 425, 429 and the 5xx
 /// statuses but 501, unless the server said `x-should-retry: false`), except a 429 whose quota or
 /// spending limit is used up, and any "overloaded" error. Anything else comes back at once, as it
 /// was.

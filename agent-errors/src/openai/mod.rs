@@ -10,7 +10,7 @@
 //! # Recovery inside the provider
 //!
 //! Below the agent's `on_llm_error`, each call recovers from what a retry can fix, following the
-//! status table of [`classify`](crate::classify) and adding the rules of model calls:
+//! status table of [`classify`](mod@crate::classify) and adding the rules of model calls:
 //!
 //! - connection errors, bodies that could not be read or decoded, and the statuses the table
 //!   calls retryable (408, 409, 423, 425, 500, 502, 503, 504 and the other 5xx but 501) are
@@ -58,7 +58,7 @@ use futures_util::future::BoxFuture;
 
 pub use error::{OpenAiConfigError, OpenAiError, StatusError};
 
-use crate::classify::classify;
+use crate::classify::{classify, server_delay};
 use crate::error::BoxError;
 use crate::llm::retryability::{RetryRules, StopReason, Verdict};
 use crate::llm::{CallSource, ChatModel, ChatRequest, ChatResponse, MAX_RETRY_AFTER};
@@ -376,12 +376,7 @@ impl OpenAiModel {
             };
             let next = match self.verdict(&error, &request.source) {
                 Verdict::Retry => {
-                    let server = match &error {
-                        OpenAiError::Status(e) => {
-                            e.http().classification(self.max_retry_after).retry_after
-                        }
-                        _ => None,
-                    };
+                    let server = server_delay(&error, self.max_retry_after);
                     match retrier.after_failure(true, server) {
                         Step::Wait(delay) => Next::Sleep(delay),
                         Step::Stop(_) => Next::GiveUp,
