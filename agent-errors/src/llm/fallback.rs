@@ -31,9 +31,12 @@ use crate::retry::{Retrier, RetrySchedule, Step, ZeroAttempts, sleep};
 ///
 /// ```
 /// use agent_errors::llm::FallbackModel;
-/// # fn wrap(big: impl agent_errors::ChatModel, small: impl agent_errors::ChatModel) {
+/// # fn wrap(
+/// #     big: impl agent_errors::ChatModel,
+/// #     small: impl agent_errors::ChatModel,
+/// # ) -> Result<(), agent_errors::ZeroAttempts> {
 /// let model = FallbackModel::new(big, small).after(3)?;
-/// # Ok::<(), agent_errors::ZeroAttempts>(())
+/// # Ok(())
 /// # }
 /// ```
 pub struct FallbackModel<P, F> {
