@@ -6,15 +6,15 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use super::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
-use super::llm_error::backoff;
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
 use crate::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolResult, ToolSpec};
-use crate::classify::ErrorKind;
+use crate::classify::{ErrorKind, server_delay};
 use crate::events::{Event, RunReport};
 use crate::executor::{
     self, CANCELLED, CallOutcome, Cancellation, RunContext, Terminated, TerminationReason,
 };
-use crate::llm::LlmErrorDecision;
+use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER};
+use crate::retry::{RetrySchedule, Step, decide, sleep};
 use crate::sanitize::SurfacedError;
 
 impl<O: AgentOutput> Agent<O> {
@@ -231,15 +231,21 @@ impl<O: AgentOutput> AgentInner<O> {
                     max_attempts,
                     initial_backoff,
                 } => {
-                    if attempt >= max_attempts.get() {
+                    // The handler chose to retry: that is the retryability verdict. The handler may
+                    // answer differently each time, so its schedule is read afresh per failure.
+                    let schedule = RetrySchedule::new(max_attempts)
+                        .with_initial(initial_backoff)
+                        .with_jitter(0.0);
+                    let computed = schedule.delays().nth(attempt as usize - 1);
+                    let server = server_delay(error.as_ref(), MAX_RETRY_AFTER);
+                    let Step::Wait(delay) = decide(true, computed, server, None) else {
                         return Err(RunError::Model(error));
-                    }
-                    let delay = backoff(initial_backoff, attempt);
+                    };
                     ctx.events().emit(Event::LlmRetry { attempt, delay });
                     tokio::select! {
                         biased;
                         () = cancellation.cancelled() => return Err(RunError::Cancelled),
-                        () = tokio::time::sleep(delay) => {}
+                        () = sleep(delay) => {}
                     }
                     attempt += 1;
                 }

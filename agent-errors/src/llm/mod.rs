@@ -6,16 +6,19 @@ use std::time::Duration;
 
 // The model wrappers below speak the chat types; they live in `chat`.
 pub(crate) use crate::chat::{CallSource, ChatModel, ChatRequest, ChatResponse};
+use crate::retry::ZeroAttempts;
 
 pub mod fallback;
 pub mod persistent;
-pub mod retryability;
-mod sleep;
+#[cfg(feature = "openai")]
+pub(crate) mod retryability;
 
 pub use fallback::FallbackModel;
 pub use persistent::{Heartbeat, PersistentRetry};
-pub use retryability::{ContextOverflow, RetryRules, StopReason, Verdict};
-pub use sleep::{Sleeper, TokioSleeper};
+
+/// The longest `Retry-After` a model-call retry waits before calling again; longer requests are
+/// cut to this. (`PersistentRetry` waits as long as asked, bounded by its own time cap.)
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// What to do when a model call fails: the answer of an `on_llm_error` handler.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -25,8 +28,9 @@ pub enum LlmErrorDecision<O = String> {
     Rethrow,
     /// End the run with this output.
     RespondWith(O),
-    /// Call the model again with backoff `initial_backoff · 2^(k-1)`; `max_attempts` counts the
-    /// first call and the budget is per model turn.
+    /// Call the model again after `initial_backoff · 2^(k-1)`, capped at 32 s like every
+    /// [`RetrySchedule`](crate::RetrySchedule) (a server's `Retry-After`, up to 60 s, replaces
+    /// it); `max_attempts` counts the first call and the budget is per model turn.
     Retry {
         /// Calls at most in this turn, counting the first.
         max_attempts: NonZeroU32,
@@ -35,19 +39,14 @@ pub enum LlmErrorDecision<O = String> {
     },
 }
 
-/// `Retry` was asked for with zero attempts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("LlmErrorDecision::Retry needs max_attempts >= 1 (it counts the first call)")]
-pub struct ZeroRetryAttempts;
-
 impl<O> LlmErrorDecision<O> {
     /// `Retry`; rejected when `max_attempts` is zero.
-    pub fn retry(max_attempts: u32, initial_backoff: Duration) -> Result<Self, ZeroRetryAttempts> {
+    pub fn retry(max_attempts: u32, initial_backoff: Duration) -> Result<Self, ZeroAttempts> {
         NonZeroU32::new(max_attempts)
             .map(|max_attempts| LlmErrorDecision::Retry {
                 max_attempts,
                 initial_backoff,
             })
-            .ok_or(ZeroRetryAttempts)
+            .ok_or(ZeroAttempts)
     }
 }
