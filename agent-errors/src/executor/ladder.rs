@@ -13,17 +13,17 @@ use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
 
-use super::attempt::{Missed, ToolPanic, attempt, classify_tool_error};
+use super::attempt::{Missed, ToolPanic, attempt};
 use super::context::RunContext;
 use super::outcome::{Failure, Handled, TerminationReason};
 use crate::chat::ToolCall;
-use crate::classify::{Classification, ErrorKind, Evidence};
+use crate::classify::ErrorKind;
 use crate::error::{Severity, ToolError};
 use crate::events::Event;
 use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
 use crate::policy::{Action, FixAction, Ladder, PolicyKey, ResolvedPolicy, RetryAction};
 use crate::registry::Registry;
-use crate::retry::retry_after_failure;
+use crate::retry::{Retrier, Step, sleep};
 use crate::sanitize::{SurfacedError, sanitize};
 use crate::tool::{ToolDef, to_output};
 
@@ -118,37 +118,35 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// `retry(n)`: call again while the failure is retryable and the schedule allows.
+    /// `retry(n)`: call again while the failure is retryable and the schedule allows; a
+    /// server's `Retry-After` replaces the computed delay.
     async fn retry(&mut self, retry: &RetryAction) -> Next {
-        if !self.failure.class.is_retryable() {
-            return Next::Down;
-        }
-        let (ctx, tool, before) = (self.ctx, self.tool, self.failure.attempts);
-        let raw: &str = &self.raw;
-        // The engine hands the first failure back if it never calls again; until it returns,
-        // `self.failure` holds a stand-in that nothing reads.
-        let first = Missed::Failed(std::mem::replace(&mut self.failure.error, taken()));
-        let result = retry_after_failure(
-            &retry.schedule(),
-            first,
-            || attempt(ctx, tool, raw),
-            classify_missed,
-            |_, notice| {
-                ctx.events().emit(Event::ToolRetry {
-                    tool: tool.name().to_owned(),
-                    attempt: before - 1 + notice.attempt,
-                    kind: notice.classification.kind,
-                    delay: notice.delay,
-                })
-            },
-        )
-        .await;
-        match result {
-            Ok(output) => Next::Done(Handled::Ok(output)),
-            Err(last) => match last.error {
-                Missed::Failed(error) => self.after_failure(error, before - 1 + last.attempts),
-                Missed::Tripped { failures } => self.tripped(tool.name(), failures),
-            },
+        let mut retrier = Retrier::new(retry.schedule().delays());
+        loop {
+            let class = &self.failure.class;
+            let delay = match retrier.after_failure(class.is_retryable(), class.retry_after) {
+                Step::Wait(delay) => delay,
+                Step::Stop(_) => return Next::Down,
+            };
+            self.ctx.events().emit(Event::ToolRetry {
+                tool: self.tool.name().to_owned(),
+                attempt: self.failure.attempts,
+                kind: class.kind,
+                delay,
+            });
+            sleep(delay).await;
+            match attempt(self.ctx, self.tool, &self.raw).await {
+                Ok(output) => return Next::Done(Handled::Ok(output)),
+                Err(Missed::Tripped { failures }) => {
+                    return self.tripped(self.tool.name(), failures);
+                }
+                Err(Missed::Failed(error)) => {
+                    let attempts = self.failure.attempts + 1;
+                    if let Next::Switch = self.after_failure(error, attempts) {
+                        return Next::Switch;
+                    }
+                }
+            }
         }
     }
 
@@ -326,25 +324,4 @@ async fn ask(fixer: &FixerDef, request: FixRequest) -> Result<Result<Fix, FixerE
         Err(payload) => Err(payload),
     };
     answer.map_err(ToolPanic::from_payload)
-}
-
-fn classify_missed(missed: &Missed) -> Classification {
-    match missed {
-        Missed::Failed(error) => classify_tool_error(error),
-        // Never retried: the run is ending.
-        Missed::Tripped { .. } => {
-            let mut c = Classification::new(ErrorKind::Unknown, Evidence::Type("RunBreaker"));
-            c.should_retry = Some(false);
-            c
-        }
-    }
-}
-
-/// Stands in for a failure the retry engine holds.
-#[derive(Debug, thiserror::Error)]
-#[error("(failure handed to the retry engine)")]
-struct Taken;
-
-fn taken() -> ToolError {
-    ToolError::execution(serde_json::Value::Null, Taken)
 }

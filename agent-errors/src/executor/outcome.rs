@@ -4,7 +4,7 @@
 use super::attempt::classify_tool_error;
 use super::context::RunContext;
 use crate::chat::{ToolCall, ToolResult};
-use crate::classify::{Classification, ErrorKind};
+use crate::classify::{Classification, ErrorKind, chain};
 use crate::error::{Severity, ToolError};
 use crate::events::Event;
 use crate::sanitize::{SurfacedError, sanitize};
@@ -153,15 +153,14 @@ impl Failure {
 
     /// The failure's own words and those of its causes, each said once.
     pub(crate) fn message(&self) -> String {
-        let mut text = self.error.cause().to_string();
-        let mut next = self.error.cause().source();
-        while let Some(cause) = next {
+        let mut levels = chain(self.error.cause());
+        let mut text = levels.next().map(ToString::to_string).unwrap_or_default();
+        for cause in levels {
             let said = cause.to_string();
             if !text.contains(&said) {
                 text.push_str(": ");
                 text.push_str(&said);
             }
-            next = cause.source();
         }
         text
     }
