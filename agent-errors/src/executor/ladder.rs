@@ -82,7 +82,7 @@ impl<'a> Walk<'a> {
             for action in ladder.actions() {
                 match self.rung(action).await {
                     Next::Done(handled) => return handled,
-                    Next::Stop(reason) => return Handled::Stop(reason, self.failure),
+                    Next::Stop(reason) => return Handled::stop(reason, self.failure),
                     Next::Down => {}
                     Next::Switch => continue 'ladders,
                 }

@@ -21,6 +21,11 @@ mod context;
 mod ladder;
 mod outcome;
 
+use std::borrow::Cow;
+use std::future::poll_fn;
+use std::pin::pin;
+use std::task::Poll;
+
 use futures_util::future::join_all;
 
 pub use attempt::{CircuitOpen, ToolPanic};
@@ -28,6 +33,8 @@ pub use context::{Cancellation, Limits, Permission, PermissionHook, RunContext};
 pub use outcome::{CallOutcome, Terminated, TerminationReason};
 
 pub(crate) use outcome::CANCELLED;
+
+use tokio_util::sync::CancellationToken;
 
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
@@ -45,15 +52,13 @@ pub(crate) async fn execute(registry: &Registry, ctx: &RunContext, call: &ToolCa
     if halt.is_cancelled() {
         return CallOutcome::cancelled(call);
     }
-    let handled = tokio::select! {
-        biased;
-        handled = handle(registry, ctx, call) => handled,
-        () = halt.cancelled() => return CallOutcome::cancelled(call),
+    let Some(handled) = until_halted(halt, handle(registry, ctx, call)).await else {
+        return CallOutcome::cancelled(call);
     };
     let ok = matches!(handled, Handled::Ok(_));
     let kind = match &handled {
         Handled::Error(surfaced) => surfaced.kind,
-        Handled::Stop(_, failure) => failure.class.kind,
+        Handled::Stop(stop) => stop.1.class.kind,
         Handled::Ok(_) | Handled::Tripped { .. } => ErrorKind::Unknown,
     };
     let outcome = handled.into_outcome(ctx, call);
@@ -62,13 +67,14 @@ pub(crate) async fn execute(registry: &Registry, ctx: &RunContext, call: &ToolCa
     }
     // An unknown name is the model's text: bound it before it is used as a key.
     let tool = if ok {
-        call.name.clone()
+        Cow::Borrowed(call.name.as_str())
     } else {
-        sanitize(&call.name, MAX_TOOL_NAME_CHARS)
+        Cow::Owned(sanitize(&call.name, MAX_TOOL_NAME_CHARS))
     };
     match ctx.record_outcome(&tool, ok) {
         None => outcome,
         Some(failures) => {
+            let tool = tool.into_owned();
             ctx.events().emit(Event::BreakerTripped {
                 tool: tool.clone(),
                 failures,
@@ -76,6 +82,20 @@ pub(crate) async fn execute(registry: &Registry, ctx: &RunContext, call: &ToolCa
             outcome::tripped(tool, kind, failures)
         }
     }
+}
+
+/// Runs `work` until it finishes (`Some`) or the run halts (`None`). Work that is ready on its
+/// first poll never registers for the halt's wake-up.
+async fn until_halted<T>(halt: &CancellationToken, work: impl Future<Output = T>) -> Option<T> {
+    let mut work = pin!(work);
+    let mut halted = pin!(halt.cancelled());
+    poll_fn(|cx| {
+        if let Poll::Ready(out) = work.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        halted.as_mut().poll(cx).map(|()| None)
+    })
+    .await
 }
 
 /// Runs the calls of one model turn concurrently and answers them in order: the engine of

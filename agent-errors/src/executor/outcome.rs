@@ -173,13 +173,17 @@ pub(crate) enum Handled {
     Ok(ToolOutput),
     /// The model is shown this error.
     Error(SurfacedError),
-    /// The run ends.
-    Stop(TerminationReason, Failure),
+    /// The run ends. Boxed: the rare path should not grow every call's future.
+    Stop(Box<(TerminationReason, Failure)>),
     /// The per-run breaker of `tool` tripped while this call was being handled.
     Tripped { tool: String, failures: u32 },
 }
 
 impl Handled {
+    pub(crate) fn stop(reason: TerminationReason, failure: Failure) -> Handled {
+        Handled::Stop(Box::new((reason, failure)))
+    }
+
     /// The error result the model sees: `tool`, `kind`, a sanitized and bounded message.
     pub(crate) fn escalate(
         ctx: &RunContext,
@@ -208,15 +212,15 @@ impl Handled {
             .downcast_ref::<super::CircuitOpen>()
             .is_some();
         if circuit_open {
-            return Handled::Stop(TerminationReason::CircuitOpen, failure);
+            return Handled::stop(TerminationReason::CircuitOpen, failure);
         }
         if kind == ErrorKind::Auth {
-            return Handled::Stop(TerminationReason::Auth, failure);
+            return Handled::stop(TerminationReason::Auth, failure);
         }
         // A server that said "do not retry" answered for good: the model may try something else.
         if kind.is_retryable() && failure.class.should_retry != Some(false) {
             let attempts = failure.attempts;
-            return Handled::Stop(TerminationReason::RetriesExhausted { attempts }, failure);
+            return Handled::stop(TerminationReason::RetriesExhausted { attempts }, failure);
         }
         let message = failure.message();
         Handled::escalate(ctx, tool, kind, &message, Severity::High)
@@ -234,7 +238,8 @@ impl Handled {
                 });
                 CallOutcome::Result(ToolResult::error(call, surfaced.to_content()))
             }
-            Handled::Stop(reason, failure) => {
+            Handled::Stop(stop) => {
+                let (reason, failure) = *stop;
                 let tool = failure.blamed.clone().unwrap_or_else(|| call.name.clone());
                 let kind = failure.class.kind;
                 ctx.events().emit(Event::ToolFailed {
