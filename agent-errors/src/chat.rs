@@ -254,6 +254,41 @@ impl ChatResponse {
 
 /// A chat model: anything that answers a [`ChatRequest`].
 ///
+/// The providers (`openai`) and the testing kit's scripted model implement it; so can you, for
+/// a provider this crate does not ship or a model in-process:
+///
+/// ```
+/// use agent_errors::{Agent, BoxError, BoxFuture, ChatModel, ChatRequest, ChatResponse, Message};
+///
+/// /// Answers every question by repeating the user's last words.
+/// struct Echo;
+///
+/// impl ChatModel for Echo {
+///     fn chat<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
+///         Box::pin(async move {
+///             let last_user_text = request.messages.iter().rev().find_map(|m| match m {
+///                 Message::User { content } => Some(content.clone()),
+///                 _ => None,
+///             });
+///             // An error here goes to `on_llm_error`, unchanged and downcastable.
+///             let text = last_user_text.ok_or("no user message")?;
+///             Ok(ChatResponse::text(text))
+///         })
+///     }
+///
+///     fn name(&self) -> &str {
+///         "echo"
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("parrot").model(Echo).build()?;
+/// assert_eq!(agent.run("hello").await?, "hello");
+/// # Ok(())
+/// # }
+/// ```
+///
 /// Errors are returned as they are, boxed: the agent hands the very same error to
 /// `on_llm_error` and, on `Rethrow`, back to the caller, so it can be downcast.
 pub trait ChatModel: Send + Sync + 'static {

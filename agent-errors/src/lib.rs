@@ -52,6 +52,7 @@ pub use tool::{ToolDef, ToolFuture, ToolHandler};
 
 /// The names most programs need: `use agent_errors::prelude::*;`.
 pub mod prelude {
+    #[doc(no_inline)]
     pub use crate::{
         Agent, BoxError, ChatModel, Fix, FixRequest, FixerError, HttpError, LlmErrorDecision,
         RunError, Severity, ToolDef, defaults, fixer, fixers, policy, tool, tools,

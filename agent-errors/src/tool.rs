@@ -118,6 +118,34 @@ where
 }
 
 /// A registered tool: what `#[tool]` produces and `tools![...]` collects.
+///
+/// Build one by hand from a closure over a typed argument struct when a `#[tool]` fn does not
+/// fit (a tool made at run time, a closure that owns a client):
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::{Action, HttpError, Policy, PolicyKey, ToolDef};
+///
+/// /// The arguments the model sends; their JSON Schema is offered with the tool.
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Args {
+///     /// A city name.
+///     city: String,
+/// }
+///
+/// let weather = ToolDef::new("weather", "Today's weather in a city.", |args: Args| async move {
+///     if args.city.is_empty() {
+///         return Err(HttpError::new(400, "city is empty"));
+///     }
+///     Ok(format!("sunny in {}", args.city))
+/// })
+/// .with_policy(Policy::new().on(PolicyKey::Execution, Action::retry(3)?))
+/// .with_timeout(Duration::from_secs(10));
+///
+/// assert_eq!(weather.name(), "weather");
+/// assert_eq!(weather.parameters()["required"][0], "city");
+/// # Ok::<(), agent_errors::ZeroAttempts>(())
+/// ```
 #[derive(Clone)]
 pub struct ToolDef {
     name: Cow<'static, str>,
@@ -168,6 +196,14 @@ impl ToolDef {
             timeout: None,
             handler: Arc::new(handler),
         }
+    }
+
+    /// The same tool with another handler: everything else (name, description, schema,
+    /// policies, timeout) is kept. For wrappers that add behaviour around a tool's calls.
+    #[must_use]
+    pub fn with_handler(mut self, handler: impl ToolHandler) -> Self {
+        self.handler = Arc::new(handler);
+        self
     }
 
     /// Sets the tool's own policy (the top layer).

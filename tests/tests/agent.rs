@@ -1,4 +1,4 @@
-//! The agent loop (F14, F16-F18, F20, F21), driven as a user would: a scripted model, tools that
+//! The agent loop, driven as a user would: a scripted model, tools that
 //! fail on purpose, and the run's report and transcript.
 
 use std::num::NonZeroU32;

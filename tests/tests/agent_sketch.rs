@@ -1,5 +1,5 @@
-//! The SPEC's opening sketch, run through the agent loop: macros, an agent-level override, an
-//! `on_llm_error` handler written as in the sketch, and `run(..).await?`.
+//! The crate's headline usage, run through the agent loop: macros, an agent-level override, an
+//! `on_llm_error` handler, and `run(..).await?`.
 
 use std::io;
 use std::time::Duration;

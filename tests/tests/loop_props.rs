@@ -1,4 +1,4 @@
-//! Property test of the loop invariant (F14) over random scripts and random faults:
+//! Property test of the loop invariant over random scripts and random faults:
 //!
 //! - every tool call the model makes gets exactly one result (checked on every request the
 //!   scripted model was sent, and on the final transcript), and history only grows;

@@ -1,4 +1,4 @@
-//! The SPEC's opening sketch, minus the agent loop: crate defaults, a tool with its own policy, a
+//! The crate's headline usage, minus the agent loop: crate defaults, a tool with its own policy, a
 //! fixer, an agent-level override, start-up validation, and calls through the executor.
 
 use std::sync::atomic::{AtomicU32, Ordering};

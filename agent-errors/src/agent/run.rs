@@ -274,63 +274,58 @@ impl<O: AgentOutput> AgentInner<O> {
                 stop: None,
             };
         }
-        let parsed = if call.name == ESCALATE {
-            serde_json::from_str::<EscalateArgs>(&call.arguments).map(|args| {
-                let severity = args.severity();
-                ctx.events().emit(Event::Escalated {
-                    tool: ESCALATE.to_owned(),
-                    reason: crate::sanitize::sanitize(
-                        &args.reason,
-                        crate::sanitize::DEFAULT_MAX_CHARS,
-                    ),
-                    severity,
-                });
-                let shown = SurfacedError::new(ESCALATE, ErrorKind::Unknown, &args.reason)
-                    .with_severity(severity);
-                Answered {
-                    result: ToolResult::error(call, shown.to_content()),
-                    stop: Some(RunError::Escalated {
-                        reason: args.reason,
-                        severity,
-                    }),
-                }
-            })
+        let limit = self.limits.max_message_chars;
+        let answered = if call.name == ESCALATE {
+            serde_json::from_str(&call.arguments).map(|args| escalated(ctx, call, args, limit))
         } else {
             debug_assert_eq!(call.name, THROW_EXCEPTION);
-            serde_json::from_str::<ThrowArgs>(&call.arguments).map(|args| {
-                ctx.events().emit(Event::Terminated {
-                    tool: THROW_EXCEPTION.to_owned(),
-                    kind: ErrorKind::Unknown,
-                });
-                let reason = TerminationReason::Thrown(args.reason);
-                let user_message = reason.user_message();
-                Answered {
-                    result: ToolResult::error(call, user_message),
-                    stop: Some(RunError::Terminated(Box::new(Terminated {
-                        tool: THROW_EXCEPTION.to_owned(),
-                        kind: ErrorKind::Unknown,
-                        reason,
-                        user_message,
-                        error: None,
-                    }))),
-                }
-            })
+            serde_json::from_str(&call.arguments).map(|args| thrown(ctx, call, args))
         };
-        parsed.unwrap_or_else(|error| {
-            let shown = SurfacedError::new(
-                &call.name,
-                ErrorKind::Validation,
-                &format!("invalid arguments: {error}"),
-            )
-            .with_suggestion(if call.name == ESCALATE {
-                r#"Call it as {"reason": "...", "severity": "low|medium|high|critical"}."#
-            } else {
-                r#"Call it as {"reason": "..."}."#
-            });
+        answered.unwrap_or_else(|error| {
+            let message = format!("invalid arguments: {error}");
+            let shown = SurfacedError::bounded(&call.name, ErrorKind::Validation, &message, limit)
+                .with_suggestion(if call.name == ESCALATE {
+                    r#"Call it as {"reason": "...", "severity": "low|medium|high|critical"}."#
+                } else {
+                    r#"Call it as {"reason": "..."}."#
+                });
             Answered {
                 result: ToolResult::error(call, shown.to_content()),
                 stop: None,
             }
         })
+    }
+}
+
+/// The model called `escalate`: the run ends with its reason, which the model also sees.
+fn escalated(ctx: &RunContext, call: &ToolCall, args: EscalateArgs, limit: usize) -> Answered {
+    let severity = args.severity();
+    let shown = SurfacedError::bounded(ESCALATE, ErrorKind::Unknown, &args.reason, limit)
+        .with_severity(severity);
+    ctx.events().emit(Event::Escalated {
+        tool: ESCALATE.to_owned(),
+        reason: shown.message.clone(),
+        severity,
+    });
+    Answered {
+        result: ToolResult::error(call, shown.to_content()),
+        stop: Some(RunError::Escalated {
+            reason: args.reason,
+            severity,
+        }),
+    }
+}
+
+/// The model called `throw_exception`: the run ends in code.
+fn thrown(ctx: &RunContext, call: &ToolCall, args: ThrowArgs) -> Answered {
+    ctx.events().emit(Event::Terminated {
+        tool: THROW_EXCEPTION.to_owned(),
+        kind: ErrorKind::Unknown,
+    });
+    let reason = TerminationReason::Thrown(args.reason);
+    let terminated = Terminated::new(THROW_EXCEPTION.to_owned(), ErrorKind::Unknown, reason, None);
+    Answered {
+        result: ToolResult::error(call, terminated.user_message),
+        stop: Some(RunError::Terminated(Box::new(terminated))),
     }
 }

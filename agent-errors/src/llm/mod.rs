@@ -1,5 +1,5 @@
 //! When a model call fails: what to do about it ([`LlmErrorDecision`]), and model wrappers that
-//! retry, fall back and persist around any [`ChatModel`](crate::ChatModel).
+//! retry, fall back and persist around any [`ChatModel`].
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -8,8 +8,8 @@ use std::time::Duration;
 pub(crate) use crate::chat::{CallSource, ChatModel, ChatRequest, ChatResponse};
 use crate::retry::ZeroAttempts;
 
-pub mod fallback;
-pub mod persistent;
+mod fallback;
+mod persistent;
 #[cfg(feature = "openai")]
 pub(crate) mod retryability;
 

@@ -17,10 +17,10 @@ use crate::events::{Event, EventLog, emit_to};
 use crate::retry::{Retrier, RetrySchedule, Step, sleep};
 
 /// The default hard cap on one call's retrying: 6 hours.
-pub const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(6 * 60 * 60);
+pub(crate) const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(6 * 60 * 60);
 
 /// The default longest single sleep between heartbeats: 30 seconds.
-pub const DEFAULT_CHUNK: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_CHUNK: Duration = Duration::from_secs(30);
 
 /// Sent to the heartbeat callback after each chunk of a wait.
 #[derive(Debug, Clone, PartialEq, Eq)]
