@@ -1,42 +1,82 @@
-//! Error collection: every problem is reported, not just the first.
+//! Error collection: every problem is reported, not just the first, and none can be lost.
 
+use std::cell::RefCell;
 use std::fmt::Display;
+use std::thread;
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::parse::ParseStream;
 
 /// Compile errors gathered while parsing or validating, reported together.
-#[derive(Default)]
-pub(crate) struct Errors(Option<syn::Error>);
+///
+/// It must be consumed by [`check`](Ctxt::check): dropping it unchecked panics, so an error
+/// pushed on some path that forgot to look cannot vanish from the output.
+pub(crate) struct Ctxt {
+    errors: RefCell<Option<Vec<syn::Error>>>,
+}
 
-impl Errors {
-    pub(crate) fn push(&mut self, error: syn::Error) {
-        match &mut self.0 {
-            Some(all) => all.combine(error),
-            None => self.0 = Some(error),
+impl Ctxt {
+    pub(crate) fn new() -> Self {
+        Ctxt {
+            errors: RefCell::new(Some(Vec::new())),
         }
     }
 
+    pub(crate) fn push(&self, error: syn::Error) {
+        self.errors
+            .borrow_mut()
+            .as_mut()
+            .expect("a checked Ctxt takes no more errors")
+            .push(error);
+    }
+
     /// An error spanned on `tokens`.
-    pub(crate) fn at(&mut self, tokens: impl ToTokens, message: impl Display) {
+    pub(crate) fn error_spanned_by(&self, tokens: impl ToTokens, message: impl Display) {
         self.push(syn::Error::new_spanned(tokens, message));
     }
 
     /// An error at `span`, for spans that are not tokens (a group's delimiters).
-    pub(crate) fn at_span(&mut self, span: proc_macro2::Span, message: impl Display) {
+    pub(crate) fn error_at(&self, span: Span, message: impl Display) {
         self.push(syn::Error::new(span, message));
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_none()
+    /// How many errors so far: a caller compares counts to learn whether one step failed.
+    pub(crate) fn error_count(&self) -> usize {
+        self.errors.borrow().as_ref().map_or(0, Vec::len)
+    }
+
+    pub(crate) fn has_errors(&self) -> bool {
+        self.error_count() > 0
+    }
+
+    /// Every error at once, combined, or `Ok` when nothing went wrong.
+    pub(crate) fn check(self) -> syn::Result<()> {
+        let errors = self
+            .errors
+            .borrow_mut()
+            .take()
+            .expect("a Ctxt is checked once");
+        let mut errors = errors.into_iter();
+        let Some(mut combined) = errors.next() else {
+            return Ok(());
+        };
+        for rest in errors {
+            combined.combine(rest);
+        }
+        Err(combined)
     }
 
     /// `Ok(value)` when nothing went wrong, else every error at once.
     pub(crate) fn finish<T>(self, value: T) -> syn::Result<T> {
-        match self.0 {
-            Some(error) => Err(error),
-            None => Ok(value),
+        self.check().map(|()| value)
+    }
+}
+
+impl Drop for Ctxt {
+    fn drop(&mut self) {
+        if !thread::panicking() && self.errors.borrow().is_some() {
+            panic!("forgot to check for errors");
         }
     }
 }
@@ -55,9 +95,9 @@ impl<T> SetOnce<T> {
     }
 
     /// Sets the value, or reports `name` (spanned on `at`) when it is already set.
-    pub(crate) fn set(&mut self, errors: &mut Errors, at: impl ToTokens, name: &str, value: T) {
+    pub(crate) fn set(&mut self, cx: &Ctxt, at: impl ToTokens, name: &str, value: T) {
         if self.value.is_some() {
-            errors.at(
+            cx.error_spanned_by(
                 at,
                 format_args!("`{name}` is set twice: give each {} once", self.what),
             );
@@ -78,7 +118,7 @@ impl<T> SetOnce<T> {
 /// group: syn would otherwise report leftover tokens a second time.
 pub(crate) fn parse_list<T>(
     input: ParseStream<'_>,
-    errors: &mut Errors,
+    cx: &Ctxt,
     mut item: impl FnMut(ParseStream<'_>) -> syn::Result<T>,
 ) -> Vec<T> {
     let mut items = Vec::new();
@@ -90,12 +130,12 @@ pub(crate) fn parse_list<T>(
                     break;
                 }
                 if let Err(error) = input.parse::<syn::Token![,]>() {
-                    errors.push(error);
+                    cx.push(error);
                     skip_past_comma(input);
                 }
             }
             Err(error) => {
-                errors.push(error);
+                cx.push(error);
                 skip_past_comma(input);
             }
         }
@@ -117,10 +157,55 @@ fn skip_past_comma(input: ParseStream<'_>) {
     });
 }
 
-/// The item exactly as written, followed by the errors: one clear message, no cascade from a
-/// missing item.
-pub(crate) fn with_item(error: syn::Error, item: TokenStream) -> TokenStream {
-    let mut out = error.to_compile_error();
-    out.extend(item);
-    out
+/// Runs `parse` over `tokens` with errors going to `cx`; the parser itself never fails, so
+/// what it read is kept even when some of it was wrong.
+pub(crate) fn parse_all<T>(
+    cx: &Ctxt,
+    tokens: TokenStream,
+    parse: impl FnOnce(ParseStream<'_>, &Ctxt) -> T,
+) -> T {
+    let before = cx.error_count();
+    let mut out = None;
+    let parser = |input: ParseStream<'_>| {
+        out = Some(parse(input, cx));
+        // A failed parse keeps syn from also reporting the tokens a reported error left unread
+        // (inside `escalate(now)`, say): that would be the same mistake twice.
+        if cx.error_count() > before {
+            Err(input.error("already reported"))
+        } else {
+            Ok(())
+        }
+    };
+    if let Err(error) = syn::parse::Parser::parse2(parser, tokens) {
+        if cx.error_count() == before {
+            cx.push(error);
+        }
+    }
+    out.expect("the parser ran")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "forgot to check for errors")]
+    fn an_unchecked_context_panics() {
+        let cx = Ctxt::new();
+        cx.error_at(Span::call_site(), "lost");
+    }
+
+    #[test]
+    fn every_error_comes_out_of_check() {
+        let cx = Ctxt::new();
+        cx.error_at(Span::call_site(), "one");
+        cx.error_at(Span::call_site(), "two");
+        let messages: Vec<String> = cx
+            .check()
+            .unwrap_err()
+            .into_iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(messages, ["one", "two"]);
+    }
 }
