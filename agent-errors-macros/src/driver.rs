@@ -45,9 +45,9 @@ fn expression_after(errors: TokenStream, value: TokenStream) -> TokenStream {
 
 /// `#[tool]`.
 pub(crate) struct Tool {
-    pub(crate) attr: TokenStream,
+    attr: TokenStream,
     /// The annotated item, as it will be emitted.
-    pub(crate) item: TokenStream,
+    item: TokenStream,
     head: Option<FnHead>,
     krate: Path,
 }
