@@ -1,5 +1,6 @@
-//! The crate's headline usage, minus the agent loop: crate defaults, a tool with its own policy, a
-//! fixer, an agent-level override, start-up validation, and calls through the executor.
+//! The declarations a typical program writes, minus the agent loop: crate defaults, a tool with
+//! its own policy, a fixer, an agent-level override, start-up validation, and calls through the
+//! executor.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
