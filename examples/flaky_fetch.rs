@@ -11,6 +11,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use agent_errors::ToolCall;
 use agent_errors::prelude::*;
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{ChatResponse, Message};

@@ -8,6 +8,7 @@
 //! cargo run -p agent-errors-examples --example json_key_counter
 //! ```
 
+use agent_errors::ToolCall;
 use agent_errors::prelude::*;
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{ChatRequest, ChatResponse, Message};

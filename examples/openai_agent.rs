@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use agent_errors::agent::Agent;
+use agent_errors::Agent;
 use agent_errors::openai::{OpenAiError, OpenAiModel};
 use agent_errors::prelude::*;
 

@@ -7,7 +7,7 @@ use syn::{
     PathArguments, ReturnType, Type, Visibility,
 };
 
-use crate::errors::Errors;
+use crate::ctxt::Ctxt;
 
 /// Reads `item` as a function, or explains (spanned on the item's keyword) that `attribute` only
 /// goes on functions.
@@ -50,7 +50,7 @@ pub(crate) struct FnHead {
 }
 
 impl FnHead {
-    fn new(func: &ItemFn) -> Self {
+    pub(crate) fn new(func: &ItemFn) -> Self {
         FnHead {
             ident: func.sig.ident.clone(),
             vis: func.vis.clone(),
@@ -99,19 +99,19 @@ pub(crate) struct ToolFn {
 }
 
 impl ToolFn {
-    /// The model of `func`; anything a tool can't be is reported to `errors`.
-    pub(crate) fn from_item(func: &ItemFn, errors: &mut Errors) -> Self {
+    /// The model of `func`; anything a tool can't be is reported to `cx`.
+    pub(crate) fn from_item(func: &ItemFn, cx: &Ctxt) -> Self {
         let sig = &func.sig;
-        reject_common(func, "tool", errors);
+        reject_common(func, "tool", cx);
         let mut params = Vec::new();
         for input in &sig.inputs {
             match input {
-                FnArg::Receiver(receiver) => errors.at(
+                FnArg::Receiver(receiver) => cx.error_spanned_by(
                     receiver,
                     "a tool can't take `self`: make it a free function",
                 ),
                 FnArg::Typed(typed) => {
-                    check_param_type(&typed.ty, errors);
+                    check_param_type(&typed.ty, cx);
                     match &*typed.pat {
                         Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
                             params.push(Param {
@@ -125,7 +125,7 @@ impl ToolFn {
                                     .collect(),
                             });
                         }
-                        pat => errors.at(
+                        pat => cx.error_spanned_by(
                             pat,
                             "a tool parameter must be a plain name such as `query: String`: \
                              the name is the JSON field the model fills in",
@@ -158,14 +158,14 @@ pub(crate) struct FixerFn {
 }
 
 impl FixerFn {
-    /// The model of `func`; anything a fixer can't be is reported to `errors`.
-    pub(crate) fn from_item(func: &ItemFn, errors: &mut Errors) -> Self {
+    /// The model of `func`; anything a fixer can't be is reported to `cx`.
+    pub(crate) fn from_item(func: &ItemFn, cx: &Ctxt) -> Self {
         let sig = &func.sig;
-        reject_common(func, "fixer", errors);
+        reject_common(func, "fixer", cx);
         let mut inputs = sig.inputs.iter();
         match inputs.next() {
-            None => errors.at_span(sig.paren_token.span.join(), FIXER_ARITY),
-            Some(FnArg::Receiver(receiver)) => errors.at(
+            None => cx.error_at(sig.paren_token.span.join(), FIXER_ARITY),
+            Some(FnArg::Receiver(receiver)) => cx.error_spanned_by(
                 receiver,
                 "a fixer can't take `self`: make it a free function",
             ),
@@ -177,7 +177,7 @@ impl FixerFn {
             if let Some(joined) = extra.last().and_then(|last| span.join(last.span())) {
                 span = joined;
             }
-            errors.at_span(span, FIXER_ARITY);
+            cx.error_at(span, FIXER_ARITY);
         }
         FixerFn {
             head: FnHead::new(func),
@@ -187,10 +187,10 @@ impl FixerFn {
 }
 
 /// What neither a tool nor a fixer can be: generic, `unsafe`, variadic.
-fn reject_common(func: &ItemFn, what: &str, errors: &mut Errors) {
+fn reject_common(func: &ItemFn, what: &str, cx: &Ctxt) {
     let sig = &func.sig;
     if !sig.generics.params.is_empty() {
-        errors.at(
+        cx.error_spanned_by(
             &sig.generics,
             format_args!(
                 "a {what} can't be generic: it is called with values parsed at run time, \
@@ -199,39 +199,39 @@ fn reject_common(func: &ItemFn, what: &str, errors: &mut Errors) {
         );
     }
     if let Some(unsafety) = &sig.unsafety {
-        errors.at(
+        cx.error_spanned_by(
             unsafety,
             format_args!("a {what} can't be `unsafe`: the agent calls it without checks"),
         );
     }
     if let Some(variadic) = &sig.variadic {
-        errors.at(variadic, format_args!("a {what} can't be variadic"));
+        cx.error_spanned_by(variadic, format_args!("a {what} can't be variadic"));
     }
 }
 
 /// Borrowed and `impl Trait` types can't be deserialized into an owned, `'static` call.
-fn check_param_type(ty: &Type, errors: &mut Errors) {
+fn check_param_type(ty: &Type, cx: &Ctxt) {
     match ty {
-        Type::Reference(reference) => errors.at(
+        Type::Reference(reference) => cx.error_spanned_by(
             reference,
             "a tool parameter can't be a reference: use an owned type such as `String` or `Vec<T>`",
         ),
-        Type::ImplTrait(impl_trait) => errors.at(
+        Type::ImplTrait(impl_trait) => cx.error_spanned_by(
             impl_trait,
             "a tool parameter can't be `impl Trait`: use a concrete type that implements \
              `Deserialize` and `JsonSchema`",
         ),
-        Type::Array(t) => check_param_type(&t.elem, errors),
-        Type::Slice(t) => check_param_type(&t.elem, errors),
-        Type::Group(t) => check_param_type(&t.elem, errors),
-        Type::Paren(t) => check_param_type(&t.elem, errors),
-        Type::Tuple(t) => t.elems.iter().for_each(|t| check_param_type(t, errors)),
+        Type::Array(t) => check_param_type(&t.elem, cx),
+        Type::Slice(t) => check_param_type(&t.elem, cx),
+        Type::Group(t) => check_param_type(&t.elem, cx),
+        Type::Paren(t) => check_param_type(&t.elem, cx),
+        Type::Tuple(t) => t.elems.iter().for_each(|t| check_param_type(t, cx)),
         Type::Path(t) => {
             for segment in &t.path.segments {
                 if let PathArguments::AngleBracketed(args) = &segment.arguments {
                     for arg in &args.args {
                         if let GenericArgument::Type(t) = arg {
-                            check_param_type(t, errors);
+                            check_param_type(t, cx);
                         }
                     }
                 }

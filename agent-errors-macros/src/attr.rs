@@ -5,57 +5,69 @@
 use proc_macro2::Span;
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
-use syn::{Expr, ExprLit, ExprUnary, Ident, Lit, LitInt, LitStr, Token, UnOp, bracketed, token};
+use syn::{
+    Expr, ExprLit, ExprUnary, Ident, Lit, LitInt, LitStr, Path, Token, UnOp, bracketed, token,
+};
 
-use crate::errors::{Errors, SetOnce, parse_list};
+use crate::ctxt::{Ctxt, SetOnce, parse_list};
 
-/// A policy key: a failure class or an error kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Key {
-    InvalidArgs,
-    Execution,
-    Transient,
-    Timeout,
-    Quota,
-    ServerError,
-    Auth,
-    NotFound,
-    Validation,
-    Bug,
-    Unknown,
+/// Declares [`Key`] from one table, so its variants, `ALL` and the names cannot disagree. The
+/// runtime's `PolicyKey` mirrors this list; a test in the `tests` package fails when they drift.
+macro_rules! keys {
+    (
+        classes { $($class:ident => $class_name:literal,)* }
+        kinds { $($kind:ident => $kind_name:literal,)* }
+    ) => {
+        /// A policy key: a failure class, or an error kind named after the runtime's `ErrorKind`
+        /// variant of the same name.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum Key {
+            $($class,)*
+            $($kind,)*
+        }
+
+        impl Key {
+            /// Every key, in the order `PolicyKey::all` lists them.
+            pub(crate) const ALL: &'static [Key] = &[$(Key::$class,)* $(Key::$kind,)*];
+
+            /// The key as written in a policy.
+            pub(crate) fn name(self) -> &'static str {
+                match self {
+                    $(Key::$class => $class_name,)*
+                    $(Key::$kind => $kind_name,)*
+                }
+            }
+
+            /// The `ErrorKind` variant this key refines `execution` with; `None` for a class.
+            pub(crate) fn error_kind(self) -> Option<&'static str> {
+                match self {
+                    $(Key::$class => None,)*
+                    $(Key::$kind => Some(stringify!($kind)),)*
+                }
+            }
+        }
+    };
+}
+
+keys! {
+    classes {
+        InvalidArgs => "invalid_args",
+        Execution => "execution",
+    }
+    kinds {
+        Transient => "transient",
+        Timeout => "timeout",
+        Quota => "quota",
+        ServerError => "server_error",
+        Auth => "auth",
+        NotFound => "not_found",
+        Validation => "validation",
+        Bug => "bug",
+        Unknown => "unknown",
+    }
 }
 
 impl Key {
-    pub(crate) const ALL: [Key; 11] = [
-        Key::InvalidArgs,
-        Key::Execution,
-        Key::Transient,
-        Key::Timeout,
-        Key::Quota,
-        Key::ServerError,
-        Key::Auth,
-        Key::NotFound,
-        Key::Validation,
-        Key::Bug,
-        Key::Unknown,
-    ];
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Key::InvalidArgs => "invalid_args",
-            Key::Execution => "execution",
-            Key::Transient => "transient",
-            Key::Timeout => "timeout",
-            Key::Quota => "quota",
-            Key::ServerError => "server_error",
-            Key::Auth => "auth",
-            Key::NotFound => "not_found",
-            Key::Validation => "validation",
-            Key::Bug => "bug",
-            Key::Unknown => "unknown",
-        }
-    }
-
     /// Whether `retry` can ever act on failures under this key: the runtime retries only
     /// transient, timeout, quota and server errors, and `execution` may hold any of them.
     pub(crate) fn can_retry(self) -> bool {
@@ -84,39 +96,142 @@ fn any_ident(input: ParseStream<'_>, expected: &str) -> syn::Result<Ident> {
     }
 }
 
-/// `name` when it is one of `allowed`, else "unknown argument `name` for `context`, expected
-/// one of: ...".
-fn check_name(ident: &Ident, allowed: &[&'static str], context: &str) -> syn::Result<&'static str> {
+/// The name that opens one argument of a list, when it is one of `allowed`; else "unknown
+/// argument `name` for `context`, expected one of: ...".
+fn arg_name(
+    input: ParseStream<'_>,
+    allowed: &[&'static str],
+    context: &str,
+) -> syn::Result<(Ident, &'static str)> {
+    let expected = match allowed {
+        [one] => format!("`{one}`"),
+        many => format!("one of: {}", quoted_list(many.iter().copied())),
+    };
+    let ident = any_ident(input, &expected)?;
     let name = ident.unraw().to_string();
     match allowed.iter().find(|a| **a == name) {
-        Some(found) => Ok(found),
-        None if allowed.len() == 1 => Err(syn::Error::new(
-            ident.span(),
-            format_args!(
-                "unknown argument `{name}` for {context}, expected `{}`",
-                allowed[0]
-            ),
-        )),
+        Some(found) => Ok((ident, found)),
         None => Err(syn::Error::new(
             ident.span(),
-            format_args!(
-                "unknown argument `{name}` for {context}, expected one of: {}",
-                quoted_list(allowed.iter().copied())
-            ),
+            format_args!("unknown argument `{name}` for {context}, expected {expected}"),
         )),
     }
 }
 
-/// A string literal that names something (a tool, a fixer): non-empty.
-fn parse_name_str(input: ParseStream<'_>, example: &str) -> syn::Result<LitStr> {
-    if !input.peek(LitStr) {
-        return Err(input.error(format_args!("expected a string, e.g. `{example}`")));
+/// `name = value`. Every named argument of the DSL reads its `= value` here; the value's type
+/// says what may follow.
+#[derive(Debug, Clone)]
+pub(crate) struct Named<V> {
+    pub(crate) name: Ident,
+    pub(crate) value: V,
+}
+
+/// What may follow `name =`. `name` is the argument as written, for the messages.
+pub(crate) trait ArgValue: Sized {
+    fn parse_value(input: ParseStream<'_>, name: &Ident) -> syn::Result<Self>;
+}
+
+impl<V: ArgValue> Named<V> {
+    /// Reads `= value` after `name`.
+    fn parse_after(name: Ident, input: ParseStream<'_>) -> syn::Result<Self> {
+        input.parse::<Token![=]>()?;
+        let value = V::parse_value(input, &name)?;
+        Ok(Named { name, value })
     }
-    let lit: LitStr = input.parse()?;
-    if lit.value().trim().is_empty() {
-        return Err(syn::Error::new(lit.span(), "expected a non-empty name"));
+
+    /// Records the argument in `slot`; a second one is reported on its name.
+    fn set_in(self, slot: &mut SetOnce<V>, cx: &Ctxt) {
+        let name = self.name.unraw().to_string();
+        slot.set(cx, &self.name, &name, self.value);
     }
-    Ok(lit)
+}
+
+/// A string that names something (a tool, a fixer): non-empty.
+#[derive(Debug, Clone)]
+pub(crate) struct NameStr(pub(crate) LitStr);
+
+impl ArgValue for NameStr {
+    fn parse_value(input: ParseStream<'_>, name: &Ident) -> syn::Result<Self> {
+        if !input.peek(LitStr) {
+            let example = match name.unraw().to_string().as_str() {
+                "agent" => "json_fixer",
+                "tool" => "cached_fetch",
+                _ => "search",
+            };
+            return Err(input.error(format_args!(
+                "expected a string, e.g. `{} = \"{example}\"`",
+                name.unraw()
+            )));
+        }
+        let lit: LitStr = input.parse()?;
+        if lit.value().trim().is_empty() {
+            return Err(syn::Error::new(lit.span(), "expected a non-empty name"));
+        }
+        Ok(NameStr(lit))
+    }
+}
+
+/// Any string, such as a description.
+impl ArgValue for LitStr {
+    fn parse_value(input: ParseStream<'_>, name: &Ident) -> syn::Result<Self> {
+        if !input.peek(LitStr) {
+            return Err(input.error(format_args!(
+                "expected a string, e.g. `{} = \"...\"`",
+                name.unraw()
+            )));
+        }
+        input.parse()
+    }
+}
+
+impl ArgValue for Count {
+    fn parse_value(input: ParseStream<'_>, _: &Ident) -> syn::Result<Self> {
+        input.parse()
+    }
+}
+
+impl ArgValue for DurationLit {
+    fn parse_value(input: ParseStream<'_>, _: &Ident) -> syn::Result<Self> {
+        input.parse()
+    }
+}
+
+/// `crate = "path"`: where the generated code finds the agent-errors crate, for a crate that
+/// renamed it or reaches it through a re-export.
+#[derive(Debug, Clone)]
+pub(crate) struct CratePath(pub(crate) Path);
+
+impl CratePath {
+    /// `::agent_errors`.
+    pub(crate) fn default_path() -> Path {
+        syn::parse_quote!(::agent_errors)
+    }
+}
+
+const CRATE_PATH_EXAMPLE: &str =
+    "such as `crate = \"::agent_errors\"` or `crate = \"my_crate::agent_errors\"`";
+
+impl ArgValue for CratePath {
+    fn parse_value(input: ParseStream<'_>, _: &Ident) -> syn::Result<Self> {
+        if !input.peek(LitStr) {
+            return Err(input.error(format_args!(
+                "expected the path to agent-errors as a string, {CRATE_PATH_EXAMPLE}"
+            )));
+        }
+        let lit: LitStr = input.parse()?;
+        // The path's tokens take the literal's span, so a path that does not resolve is
+        // reported on the literal.
+        match lit.parse_with(Path::parse_mod_style) {
+            Ok(path) => Ok(CratePath(path)),
+            Err(_) => Err(syn::Error::new(
+                lit.span(),
+                format_args!(
+                    "{:?} is not a path: expected the path to agent-errors, {CRATE_PATH_EXAMPLE}",
+                    lit.value()
+                ),
+            )),
+        }
+    }
 }
 
 /// A key as written, with its identifier to point at.
@@ -129,13 +244,13 @@ pub(crate) struct KeyNode {
 impl KeyNode {
     fn from_ident(ident: Ident) -> syn::Result<Self> {
         let name = ident.unraw().to_string();
-        match Key::ALL.into_iter().find(|k| k.name() == name) {
-            Some(key) => Ok(KeyNode { key, ident }),
+        match Key::ALL.iter().find(|k| k.name() == name) {
+            Some(&key) => Ok(KeyNode { key, ident }),
             None => Err(syn::Error::new(
                 ident.span(),
                 format_args!(
                     "unknown key `{name}`, expected one of: {}",
-                    quoted_list(Key::ALL.map(Key::name))
+                    quoted_list(Key::ALL.iter().map(|k| k.name()))
                 ),
             )),
         }
@@ -330,33 +445,28 @@ impl Parse for ActionNode {
         } else {
             None
         };
+        let needs_arguments = |usage: &str| {
+            syn::Error::new(
+                name.span(),
+                format_args!("`{}` needs {usage}", name.unraw()),
+            )
+        };
         let kind = match name.unraw().to_string().as_str() {
             "retry" => match parens {
                 Some((_, content)) => parse_retry(&name, &content)?,
                 None => {
-                    return Err(syn::Error::new(
-                        name.span(),
-                        "`retry` needs a count: `retry(3)` or `retry(max_attempts = 3, initial = \"250ms\", max = \"10s\")`",
+                    return Err(needs_arguments(
+                        "a count: `retry(3)` or `retry(max_attempts = 3, initial = \"250ms\", max = \"10s\")`",
                     ));
                 }
             },
             "fix" => match parens {
                 Some((_, content)) => parse_fix(&name, &content)?,
-                None => {
-                    return Err(syn::Error::new(
-                        name.span(),
-                        "`fix` needs a fixer: `fix(agent = \"name\")`",
-                    ));
-                }
+                None => return Err(needs_arguments("a fixer: `fix(agent = \"name\")`")),
             },
             "fallback" => match parens {
                 Some((_, content)) => parse_fallback(&name, &content)?,
-                None => {
-                    return Err(syn::Error::new(
-                        name.span(),
-                        "`fallback` needs a tool: `fallback(tool = \"name\")`",
-                    ));
-                }
+                None => return Err(needs_arguments("a tool: `fallback(tool = \"name\")`")),
             },
             bare @ ("escalate" | "throw" | "degrade") => {
                 if let Some((parens, _content)) = parens {
@@ -388,9 +498,9 @@ impl Parse for ActionNode {
 /// One argument inside `retry(...)`.
 enum RetryArg {
     Count(Count),
-    MaxAttempts(Ident, Count),
-    Initial(Ident, DurationLit),
-    Max(Ident, DurationLit),
+    MaxAttempts(Named<Count>),
+    Initial(Named<DurationLit>),
+    Max(Named<DurationLit>),
 }
 
 impl Parse for RetryArg {
@@ -398,51 +508,46 @@ impl Parse for RetryArg {
         if !(input.peek(Ident::peek_any) && input.peek2(Token![=])) {
             return input.parse().map(RetryArg::Count);
         }
-        let ident = Ident::parse_any(input)?;
-        let name = check_name(&ident, &["max_attempts", "initial", "max"], "`retry`")?;
-        input.parse::<Token![=]>()?;
+        let (ident, name) = arg_name(input, &["max_attempts", "initial", "max"], "`retry`")?;
         Ok(match name {
-            "max_attempts" => RetryArg::MaxAttempts(ident, input.parse()?),
-            "initial" => RetryArg::Initial(ident, input.parse()?),
-            _ => RetryArg::Max(ident, input.parse()?),
+            "max_attempts" => RetryArg::MaxAttempts(Named::parse_after(ident, input)?),
+            "initial" => RetryArg::Initial(Named::parse_after(ident, input)?),
+            _ => RetryArg::Max(Named::parse_after(ident, input)?),
         })
     }
 }
 
 fn parse_retry(name: &Ident, content: ParseStream<'_>) -> syn::Result<ActionKind> {
-    let mut errors = Errors::default();
+    let cx = Ctxt::new();
     let mut max_attempts = SetOnce::new("argument");
     let mut initial = SetOnce::new("argument");
     let mut max = SetOnce::new("argument");
-    for arg in parse_list(content, &mut errors, RetryArg::parse) {
+    for arg in parse_list(content, &cx, RetryArg::parse) {
         match arg {
             RetryArg::Count(count) => {
                 let lit = count.lit.clone();
-                max_attempts.set(&mut errors, lit, "max_attempts", count);
+                max_attempts.set(&cx, lit, "max_attempts", count);
             }
-            RetryArg::MaxAttempts(ident, count) => {
-                max_attempts.set(&mut errors, ident, "max_attempts", count);
-            }
-            RetryArg::Initial(ident, d) => initial.set(&mut errors, ident, "initial", d),
-            RetryArg::Max(ident, d) => max.set(&mut errors, ident, "max", d),
+            RetryArg::MaxAttempts(arg) => arg.set_in(&mut max_attempts, &cx),
+            RetryArg::Initial(arg) => arg.set_in(&mut initial, &cx),
+            RetryArg::Max(arg) => arg.set_in(&mut max, &cx),
         }
     }
     let max_attempts = max_attempts.get();
     match &max_attempts {
-        Some(count) if count.value == 0 => errors.at(
+        Some(count) if count.value == 0 => cx.error_spanned_by(
             &count.lit,
             "`retry` needs at least 1 attempt: the count includes the first call",
         ),
         Some(_) => {}
-        None if errors.is_empty() => errors.at(
+        None if !cx.has_errors() => cx.error_spanned_by(
             name,
             "`retry` needs a count: `retry(3)` or `max_attempts = 3`",
         ),
         None => {}
     }
-    let initial = initial.get();
-    let max = max.get();
-    errors.finish(())?;
+    let (initial, max) = (initial.get(), max.get());
+    cx.check()?;
     Ok(ActionKind::Retry {
         max_attempts: max_attempts.expect("a missing count was reported above"),
         initial,
@@ -452,84 +557,73 @@ fn parse_retry(name: &Ident, content: ParseStream<'_>) -> syn::Result<ActionKind
 
 /// One argument inside `fix(...)`.
 enum FixArg {
-    Agent(Ident, LitStr),
-    Retries(Ident, Count),
+    Agent(Named<NameStr>),
+    Retries(Named<Count>),
 }
 
 impl Parse for FixArg {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let ident = any_ident(input, "`agent = \"name\"` or `retries = n`")?;
-        let name = check_name(&ident, &["agent", "retries"], "`fix`")?;
-        input.parse::<Token![=]>()?;
+        let (ident, name) = arg_name(input, &["agent", "retries"], "`fix`")?;
         Ok(match name {
-            "agent" => FixArg::Agent(ident, parse_name_str(input, "agent = \"json_fixer\"")?),
-            _ => FixArg::Retries(ident, input.parse()?),
+            "agent" => FixArg::Agent(Named::parse_after(ident, input)?),
+            _ => FixArg::Retries(Named::parse_after(ident, input)?),
         })
     }
 }
 
 fn parse_fix(name: &Ident, content: ParseStream<'_>) -> syn::Result<ActionKind> {
-    let mut errors = Errors::default();
+    let cx = Ctxt::new();
     let mut agent = SetOnce::new("argument");
     let mut retries = SetOnce::new("argument");
-    for arg in parse_list(content, &mut errors, FixArg::parse) {
+    for arg in parse_list(content, &cx, FixArg::parse) {
         match arg {
-            FixArg::Agent(ident, lit) => agent.set(&mut errors, ident, "agent", lit),
-            FixArg::Retries(ident, count) => {
-                if count.value == 0 {
-                    errors.at(
-                        &count.lit,
+            FixArg::Agent(arg) => arg.set_in(&mut agent, &cx),
+            FixArg::Retries(arg) => {
+                if arg.value.value == 0 {
+                    cx.error_spanned_by(
+                        &arg.value.lit,
                         "`retries` must be at least 1: it is how many times the fixer is asked",
                     );
                 }
-                retries.set(&mut errors, ident, "retries", count);
+                arg.set_in(&mut retries, &cx);
             }
         }
     }
     let agent = agent.get();
-    if agent.is_none() && errors.is_empty() {
-        errors.at(
+    if agent.is_none() && !cx.has_errors() {
+        cx.error_spanned_by(
             name,
             "`fix` needs `agent = \"name\"`: the name of a `#[fixer]`",
         );
     }
     let retries = retries.get();
-    errors.finish(())?;
+    cx.check()?;
     Ok(ActionKind::Fix {
-        agent: agent.expect("a missing agent was reported above"),
+        agent: agent.expect("a missing agent was reported above").0,
         retries,
     })
 }
 
-/// The one argument of `fallback(...)`.
-struct FallbackArg(Ident, LitStr);
-
-impl Parse for FallbackArg {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let ident = any_ident(input, "`tool = \"name\"`")?;
-        check_name(&ident, &["tool"], "`fallback`")?;
-        input.parse::<Token![=]>()?;
-        let tool = parse_name_str(input, "tool = \"cached_fetch\"")?;
-        Ok(FallbackArg(ident, tool))
-    }
-}
-
 fn parse_fallback(name: &Ident, content: ParseStream<'_>) -> syn::Result<ActionKind> {
-    let mut errors = Errors::default();
+    let cx = Ctxt::new();
     let mut tool = SetOnce::new("argument");
-    for FallbackArg(ident, lit) in parse_list(content, &mut errors, FallbackArg::parse) {
-        tool.set(&mut errors, ident, "tool", lit);
+    let args = parse_list(content, &cx, |input| {
+        let (ident, _) = arg_name(input, &["tool"], "`fallback`")?;
+        Named::<NameStr>::parse_after(ident, input)
+    });
+    for arg in args {
+        arg.set_in(&mut tool, &cx);
     }
     let tool = tool.get();
-    if tool.is_none() && errors.is_empty() {
-        errors.at(
+    if tool.is_none() && !cx.has_errors() {
+        cx.error_spanned_by(
             name,
             "`fallback` needs `tool = \"name\"`: the tool to call instead",
         );
     }
-    errors.finish(())?;
+    cx.check()?;
     Ok(ActionKind::Fallback {
-        tool: tool.expect("a missing tool was reported above"),
+        tool: tool.expect("a missing tool was reported above").0,
     })
 }
 
@@ -546,9 +640,9 @@ impl Parse for LadderNode {
         if input.peek(token::Bracket) {
             let content;
             let brackets = bracketed!(content in input);
-            let mut errors = Errors::default();
-            let actions = parse_list(&content, &mut errors, ActionNode::parse);
-            errors.finish(LadderNode {
+            let cx = Ctxt::new();
+            let actions = parse_list(&content, &cx, ActionNode::parse);
+            cx.finish(LadderNode {
                 brackets: Some(brackets),
                 actions,
             })
@@ -611,29 +705,101 @@ pub(crate) struct PolicyNode {
     pub(crate) entries: Vec<EntryNode>,
 }
 
+/// Gathers a policy's entries, each key at most once.
+struct PolicyBuilder {
+    seen: Vec<SetOnce<()>>,
+    entries: Vec<EntryNode>,
+}
+
+impl PolicyBuilder {
+    fn new() -> Self {
+        PolicyBuilder {
+            seen: Key::ALL.iter().map(|_| SetOnce::new("key")).collect(),
+            entries: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, raw: RawEntry, cx: &Ctxt) {
+        let key = match raw.key {
+            Ok(key) => {
+                self.seen[key.key as usize].set(cx, &key.ident, key.key.name(), ());
+                Some(key)
+            }
+            Err(error) => {
+                cx.push(error);
+                None
+            }
+        };
+        match (key, raw.ladder) {
+            (Some(key), Ok(ladder)) => self.entries.push(EntryNode { key, ladder }),
+            (_, Err(error)) => cx.push(error),
+            (None, Ok(_)) => {}
+        }
+    }
+
+    fn finish(self) -> PolicyNode {
+        PolicyNode {
+            entries: self.entries,
+        }
+    }
+}
+
 impl Parse for PolicyNode {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let mut errors = Errors::default();
-        let mut seen: Vec<SetOnce<()>> = Key::ALL.iter().map(|_| SetOnce::new("key")).collect();
-        let mut entries = Vec::new();
-        for raw in parse_list(input, &mut errors, RawEntry::parse) {
-            let key = match raw.key {
-                Ok(key) => {
-                    seen[key.key as usize].set(&mut errors, &key.ident, key.key.name(), ());
-                    Some(key)
-                }
-                Err(error) => {
-                    errors.push(error);
-                    None
-                }
-            };
-            match (key, raw.ladder) {
-                (Some(key), Ok(ladder)) => entries.push(EntryNode { key, ladder }),
-                (_, Err(error)) => errors.push(error),
-                (None, Ok(_)) => {}
+        let cx = Ctxt::new();
+        let mut policy = PolicyBuilder::new();
+        for raw in parse_list(input, &cx, RawEntry::parse) {
+            policy.add(raw, &cx);
+        }
+        cx.finish(policy.finish())
+    }
+}
+
+/// `crate = "path"` where a list allows it, or one of the list's own items.
+enum OrCrate<T> {
+    Crate(Named<CratePath>),
+    Item(T),
+}
+
+impl<T> OrCrate<T> {
+    fn parse(
+        input: ParseStream<'_>,
+        item: impl FnOnce(ParseStream<'_>) -> syn::Result<T>,
+    ) -> syn::Result<Self> {
+        if input.peek(Token![crate]) && input.peek2(Token![=]) {
+            let ident = Ident::parse_any(input)?;
+            return Named::parse_after(ident, input).map(OrCrate::Crate);
+        }
+        item(input).map(OrCrate::Item)
+    }
+}
+
+/// Where the generated code finds the runtime: `crate = "..."`, else `::agent_errors`.
+fn crate_path(slot: SetOnce<CratePath>) -> Path {
+    slot.get()
+        .map_or_else(CratePath::default_path, |CratePath(path)| path)
+}
+
+/// Everything inside `policy!(...)`: the entries, and perhaps `crate = "..."`.
+pub(crate) struct PolicyArgs {
+    pub(crate) krate: Path,
+    pub(crate) policy: PolicyNode,
+}
+
+impl PolicyArgs {
+    pub(crate) fn parse(input: ParseStream<'_>, cx: &Ctxt) -> Self {
+        let mut krate = SetOnce::new("argument");
+        let mut policy = PolicyBuilder::new();
+        for item in parse_list(input, cx, |input| OrCrate::parse(input, RawEntry::parse)) {
+            match item {
+                OrCrate::Crate(arg) => arg.set_in(&mut krate, cx),
+                OrCrate::Item(raw) => policy.add(raw, cx),
             }
         }
-        errors.finish(PolicyNode { entries })
+        PolicyArgs {
+            krate: crate_path(krate),
+            policy: policy.finish(),
+        }
     }
 }
 
@@ -652,142 +818,175 @@ fn parse_on_error(input: ParseStream<'_>, ident: &Ident) -> syn::Result<PolicyNo
 
 /// One argument of `#[tool(...)]`.
 enum ToolArg {
-    Name(Ident, LitStr),
-    Description(Ident, LitStr),
+    Name(Named<NameStr>),
+    Description(Named<LitStr>),
     Optional(Ident),
-    Timeout(Ident, DurationLit),
+    Timeout(Named<DurationLit>),
     OnError(Ident, PolicyNode),
+    Crate(Named<CratePath>),
 }
 
 impl Parse for ToolArg {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let ident = any_ident(
+        let (ident, name) = arg_name(
             input,
-            "`name`, `description`, `optional`, `timeout` or `on_error(...)`",
-        )?;
-        let name = check_name(
-            &ident,
-            &["name", "description", "optional", "timeout", "on_error"],
+            &[
+                "name",
+                "description",
+                "optional",
+                "timeout",
+                "on_error",
+                "crate",
+            ],
             "`#[tool]`",
         )?;
-        match name {
-            "name" => {
-                input.parse::<Token![=]>()?;
-                let lit = parse_name_str(input, "name = \"search\"")?;
-                Ok(ToolArg::Name(ident, lit))
-            }
-            "description" => {
-                input.parse::<Token![=]>()?;
-                if !input.peek(LitStr) {
-                    return Err(input.error("expected a string, e.g. `description = \"...\"`"));
-                }
-                Ok(ToolArg::Description(ident, input.parse()?))
-            }
-            "optional" => Ok(ToolArg::Optional(ident)),
-            "timeout" => {
-                input.parse::<Token![=]>()?;
-                Ok(ToolArg::Timeout(ident, input.parse()?))
-            }
+        Ok(match name {
+            "name" => ToolArg::Name(Named::parse_after(ident, input)?),
+            "description" => ToolArg::Description(Named::parse_after(ident, input)?),
+            "optional" => ToolArg::Optional(ident),
+            "timeout" => ToolArg::Timeout(Named::parse_after(ident, input)?),
+            "crate" => ToolArg::Crate(Named::parse_after(ident, input)?),
             _ => {
                 let policy = parse_on_error(input, &ident)?;
-                Ok(ToolArg::OnError(ident, policy))
+                ToolArg::OnError(ident, policy)
             }
-        }
+        })
     }
 }
 
 /// Everything inside `#[tool(...)]`.
-#[derive(Default)]
 pub(crate) struct ToolArgs {
     pub(crate) name: Option<LitStr>,
     pub(crate) description: Option<LitStr>,
     pub(crate) optional: bool,
     pub(crate) timeout: Option<DurationLit>,
     pub(crate) on_error: Option<PolicyNode>,
+    pub(crate) krate: Path,
 }
 
-impl Parse for ToolArgs {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let mut errors = Errors::default();
+impl ToolArgs {
+    /// What was read, even when some of it was wrong (reported to `cx`).
+    pub(crate) fn parse(input: ParseStream<'_>, cx: &Ctxt) -> Self {
         let mut name = SetOnce::new("argument");
         let mut description = SetOnce::new("argument");
         let mut optional = SetOnce::new("argument");
         let mut timeout = SetOnce::new("argument");
         let mut on_error = SetOnce::new("argument");
-        for arg in parse_list(input, &mut errors, ToolArg::parse) {
+        let mut krate = SetOnce::new("argument");
+        for arg in parse_list(input, cx, ToolArg::parse) {
             match arg {
-                ToolArg::Name(ident, lit) => name.set(&mut errors, ident, "name", lit),
-                ToolArg::Description(ident, lit) => {
-                    description.set(&mut errors, ident, "description", lit);
-                }
-                ToolArg::Optional(ident) => optional.set(&mut errors, ident, "optional", ()),
-                ToolArg::Timeout(ident, duration) => {
-                    timeout.set(&mut errors, ident, "timeout", duration);
-                }
-                ToolArg::OnError(ident, policy) => {
-                    on_error.set(&mut errors, ident, "on_error", policy);
-                }
+                ToolArg::Name(arg) => arg.set_in(&mut name, cx),
+                ToolArg::Description(arg) => arg.set_in(&mut description, cx),
+                ToolArg::Optional(ident) => optional.set(cx, &ident, "optional", ()),
+                ToolArg::Timeout(arg) => arg.set_in(&mut timeout, cx),
+                ToolArg::OnError(ident, policy) => on_error.set(cx, &ident, "on_error", policy),
+                ToolArg::Crate(arg) => arg.set_in(&mut krate, cx),
             }
         }
-        errors.finish(ToolArgs {
-            name: name.get(),
+        ToolArgs {
+            name: name.get().map(|NameStr(lit)| lit),
             description: description.get(),
             optional: optional.get().is_some(),
             timeout: timeout.get(),
             on_error: on_error.get(),
-        })
+            krate: crate_path(krate),
+        }
     }
 }
 
 /// Everything inside `#[fixer(...)]`.
-#[derive(Default)]
 pub(crate) struct FixerArgs {
     pub(crate) name: Option<LitStr>,
+    pub(crate) krate: Path,
 }
 
-impl Parse for FixerArgs {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let mut errors = Errors::default();
+impl FixerArgs {
+    /// What was read, even when some of it was wrong (reported to `cx`).
+    pub(crate) fn parse(input: ParseStream<'_>, cx: &Ctxt) -> Self {
         let mut name = SetOnce::new("argument");
-        let args = parse_list(input, &mut errors, |input| {
-            let ident = any_ident(input, "`name = \"...\"`")?;
-            check_name(&ident, &["name"], "`#[fixer]`")?;
-            input.parse::<Token![=]>()?;
-            let lit = parse_name_str(input, "name = \"json_fixer\"")?;
-            Ok((ident, lit))
+        let mut krate = SetOnce::new("argument");
+        let args = parse_list(input, cx, |input| {
+            let (ident, which) = arg_name(input, &["name", "crate"], "`#[fixer]`")?;
+            Ok(match which {
+                "name" => OrCrate::Item(Named::<NameStr>::parse_after(ident, input)?),
+                _ => OrCrate::Crate(Named::parse_after(ident, input)?),
+            })
         });
-        for (ident, lit) in args {
-            name.set(&mut errors, ident, "name", lit);
+        for arg in args {
+            match arg {
+                OrCrate::Item(arg) => arg.set_in(&mut name, cx),
+                OrCrate::Crate(arg) => arg.set_in(&mut krate, cx),
+            }
         }
-        errors.finish(FixerArgs { name: name.get() })
+        FixerArgs {
+            name: name.get().map(|NameStr(lit)| lit),
+            krate: crate_path(krate),
+        }
     }
 }
 
 /// Everything inside `defaults!(...)`.
 pub(crate) struct DefaultsArgs {
     pub(crate) on_error: PolicyNode,
+    pub(crate) krate: Path,
 }
 
-impl Parse for DefaultsArgs {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+impl DefaultsArgs {
+    /// What was read, even when some of it was wrong (reported to `cx`).
+    pub(crate) fn parse(input: ParseStream<'_>, cx: &Ctxt) -> Self {
         if input.is_empty() {
-            return Err(input.error(
+            cx.push(input.error(
                 "`defaults!` needs `on_error(...)`, e.g. `defaults!(on_error(execution = retry(3)))`",
             ));
         }
-        let mut errors = Errors::default();
         let mut on_error = SetOnce::new("argument");
-        let args = parse_list(input, &mut errors, |input| {
-            let ident = any_ident(input, "`on_error(...)`")?;
-            check_name(&ident, &["on_error"], "`defaults!`")?;
-            let policy = parse_on_error(input, &ident)?;
-            Ok((ident, policy))
+        let mut krate = SetOnce::new("argument");
+        let args = parse_list(input, cx, |input| {
+            let (ident, which) = arg_name(input, &["on_error", "crate"], "`defaults!`")?;
+            Ok(match which {
+                "on_error" => {
+                    let policy = parse_on_error(input, &ident)?;
+                    OrCrate::Item((ident, policy))
+                }
+                _ => OrCrate::Crate(Named::parse_after(ident, input)?),
+            })
         });
-        for (ident, policy) in args {
-            on_error.set(&mut errors, ident, "on_error", policy);
+        for arg in args {
+            match arg {
+                OrCrate::Item((ident, policy)) => on_error.set(cx, &ident, "on_error", policy),
+                OrCrate::Crate(arg) => arg.set_in(&mut krate, cx),
+            }
         }
-        let on_error = on_error.get().unwrap_or_default();
-        errors.finish(DefaultsArgs { on_error })
+        DefaultsArgs {
+            on_error: on_error.get().unwrap_or_default(),
+            krate: crate_path(krate),
+        }
+    }
+}
+
+/// Everything inside `tools![...]` or `fixers![...]`: paths, and perhaps `crate = "..."`.
+pub(crate) struct ListArgs {
+    pub(crate) paths: Vec<Path>,
+    pub(crate) krate: Path,
+}
+
+impl ListArgs {
+    /// What was read, even when some of it was wrong (reported to `cx`).
+    pub(crate) fn parse(input: ParseStream<'_>, cx: &Ctxt) -> Self {
+        let mut krate = SetOnce::new("argument");
+        let mut paths = Vec::new();
+        for item in parse_list(input, cx, |input| {
+            OrCrate::parse(input, Path::parse_mod_style)
+        }) {
+            match item {
+                OrCrate::Crate(arg) => arg.set_in(&mut krate, cx),
+                OrCrate::Item(path) => paths.push(path),
+            }
+        }
+        ListArgs {
+            paths,
+            krate: crate_path(krate),
+        }
     }
 }
 

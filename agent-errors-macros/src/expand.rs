@@ -1,7 +1,12 @@
-//! Code generation. Every path is absolute, into `::agent_errors::__private` or `::std`, so the
-//! output means the same wherever it lands.
+//! Code generation. Paths into the runtime go through its hidden `__private` module, found at
+//! `::agent_errors` or at the `crate = "..."` path the user gave; the rest are absolute
+//! (`::std::...`). The one exception is on purpose: a tool entry looks up its crate's
+//! `defaults!` with a `use crate::*` confined to a block (see [`crate_defaults`]).
+//!
+//! Per tool, the output is small and calls nothing generic that does not depend on the tool's
+//! own types: the work shared by every tool is done by plain functions of the runtime.
 
-use proc_macro2::{Literal, TokenStream};
+use proc_macro2::{Literal, Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
@@ -11,8 +16,9 @@ use crate::ast::{Description, FixerFn, FnHead, Output, Param, ToolFn};
 use crate::attr::{ActionKind, ActionNode, DurationLit, Key, PolicyNode, ToolArgs};
 use crate::valid;
 
-fn private() -> TokenStream {
-    quote!(::agent_errors::__private)
+/// `<crate>::__private`, the runtime's module for generated code.
+pub(crate) fn private(krate: &Path) -> TokenStream {
+    quote!(#krate::__private)
 }
 
 /// `__agent_errors_<kind>_<fn name>`, spanned on the user's identifier so that a path in
@@ -24,80 +30,55 @@ pub(crate) fn entry_ident(kind: &str, ident: &Ident) -> Ident {
     )
 }
 
-/// A `Policy` expression, entries in the order written.
-pub(crate) fn policy(node: &PolicyNode) -> TokenStream {
-    let p = private();
+/// A `&'static PolicyTable` constant: entries in the order written.
+fn policy_table(p: &TokenStream, node: &PolicyNode) -> TokenStream {
     let entries = node.entries.iter().map(|entry| {
-        let key = key(entry.key.key);
-        let actions = entry.ladder.actions.iter().map(action);
-        quote!(.on(#key, #p::Ladder::new([#(#actions),*])))
+        let key = key(p, entry.key.key);
+        let rungs = entry.ladder.actions.iter().map(|action| rung(p, action));
+        quote!((#key, &[#(#rungs),*]))
     });
-    quote!(#p::Policy::new() #(#entries)*)
+    quote!(&[#(#entries),*])
 }
 
-fn key(key: Key) -> TokenStream {
-    let p = private();
-    let kind = |variant: &str| {
-        let variant = Ident::new(variant, proc_macro2::Span::call_site());
-        quote!(#p::PolicyKey::Kind(#p::ErrorKind::#variant))
-    };
-    match key {
-        Key::InvalidArgs => quote!(#p::PolicyKey::InvalidArgs),
-        Key::Execution => quote!(#p::PolicyKey::Execution),
-        Key::Transient => kind("Transient"),
-        Key::Timeout => kind("Timeout"),
-        Key::Quota => kind("Quota"),
-        Key::ServerError => kind("ServerError"),
-        Key::Auth => kind("Auth"),
-        Key::NotFound => kind("NotFound"),
-        Key::Validation => kind("Validation"),
-        Key::Bug => kind("Bug"),
-        Key::Unknown => kind("Unknown"),
+/// A `Policy` expression, entries in the order written.
+pub(crate) fn policy(p: &TokenStream, node: &PolicyNode) -> TokenStream {
+    let table = policy_table(p, node);
+    quote!(#p::policy(const { #table }))
+}
+
+/// The runtime's `PolicyKey` for `key`.
+pub(crate) fn key(p: &TokenStream, key: Key) -> TokenStream {
+    match key.error_kind() {
+        Some(kind) => {
+            let kind = Ident::new(kind, Span::call_site());
+            quote!(#p::PolicyKey::Kind(#p::ErrorKind::#kind))
+        }
+        None if key == Key::InvalidArgs => quote!(#p::PolicyKey::InvalidArgs),
+        None => quote!(#p::PolicyKey::Execution),
     }
 }
 
-fn action(action: &ActionNode) -> TokenStream {
-    let p = private();
+fn rung(p: &TokenStream, action: &ActionNode) -> TokenStream {
     match &action.kind {
         ActionKind::Retry {
             max_attempts,
             initial,
             max,
         } => {
-            let max_attempts = non_zero(max_attempts.value);
+            let max_attempts = Literal::u32_unsuffixed(max_attempts.value);
             let initial = optional_duration(initial.as_ref());
             let max = optional_duration(max.as_ref());
-            quote!(#p::Action::Retry(#p::RetryAction {
-                max_attempts: #max_attempts,
-                initial: #initial,
-                max: #max,
-            }))
+            quote!(#p::Rung::Retry { max_attempts: #max_attempts, initial: #initial, max: #max })
         }
         ActionKind::Fix { agent, retries } => {
-            let retries = non_zero(retries.as_ref().map_or(1, |count| count.value));
-            let agent = cow(agent);
-            quote!(#p::Action::Fix(#p::FixAction { agent: #agent, retries: #retries }))
+            let retries = Literal::u32_unsuffixed(retries.as_ref().map_or(1, |count| count.value));
+            quote!(#p::Rung::Fix { agent: #agent, retries: #retries })
         }
-        ActionKind::Escalate => quote!(#p::Action::Escalate),
-        ActionKind::Throw => quote!(#p::Action::Throw),
-        ActionKind::Degrade => quote!(#p::Action::Degrade),
-        ActionKind::Fallback { tool } => {
-            let tool = cow(tool);
-            quote!(#p::Action::Fallback { tool: #tool })
-        }
+        ActionKind::Escalate => quote!(#p::Rung::Escalate),
+        ActionKind::Throw => quote!(#p::Rung::Throw),
+        ActionKind::Degrade => quote!(#p::Rung::Degrade),
+        ActionKind::Fallback { tool } => quote!(#p::Rung::Fallback(#tool)),
     }
-}
-
-/// A `NonZeroU32` constant. The parser already rejected zero; the `const` block turns that into
-/// a compile-time fact instead of a run-time `expect`.
-fn non_zero(n: u32) -> TokenStream {
-    let n = Literal::u32_unsuffixed(n);
-    quote!(const {
-        match ::std::num::NonZeroU32::new(#n) {
-            ::std::option::Option::Some(n) => n,
-            ::std::option::Option::None => ::std::panic!("the macro rejects zero counts"),
-        }
-    })
 }
 
 fn optional_duration(duration: Option<&DurationLit>) -> TokenStream {
@@ -108,10 +89,6 @@ fn optional_duration(duration: Option<&DurationLit>) -> TokenStream {
         }
         None => quote!(::std::option::Option::None),
     }
-}
-
-fn cow(lit: &LitStr) -> TokenStream {
-    quote!(::std::borrow::Cow::Borrowed(#lit))
 }
 
 fn description(description: Option<Description>) -> TokenStream {
@@ -133,8 +110,7 @@ fn description(description: Option<Description>) -> TokenStream {
 
 /// The crate's `defaults!` policy, if it declared one. Isolated in a block so the glob import
 /// that finds the crate's trait cannot shadow names the user wrote.
-fn crate_defaults() -> TokenStream {
-    let p = private();
+fn crate_defaults(p: &TokenStream) -> TokenStream {
     quote!({
         #[allow(unused_imports)]
         use crate::*;
@@ -144,9 +120,16 @@ fn crate_defaults() -> TokenStream {
     })
 }
 
-/// The entry function of a `#[tool]`, returning its `ToolDef`.
+/// The string serde and schemars read for their `crate = "..."`.
+fn path_string(path: &TokenStream) -> String {
+    path.to_string().replace(' ', "")
+}
+
+/// The entry function of a `#[tool]`, returning its `ToolDef`: the argument struct, a plain fn
+/// that parses the arguments and starts the call, and the static facts, handed to the runtime's
+/// `tool_def`.
 pub(crate) fn tool(args: &ToolArgs, func: &ToolFn) -> TokenStream {
-    let p = private();
+    let p = &private(&args.krate);
     let FnHead { ident, vis, cfgs } = &func.head;
     let entry = entry_ident("tool", ident);
     let name = valid::tool_name(args, func);
@@ -158,7 +141,8 @@ pub(crate) fn tool(args: &ToolArgs, func: &ToolFn) -> TokenStream {
         .params
         .iter()
         .map(|Param { ident, ty, docs }| quote_spanned!(ty.span()=> #(#docs)* #ident: #ty));
-    let args_var = Ident::new("__agent_errors_args", proc_macro2::Span::mixed_site());
+    let args_var = Ident::new("__agent_errors_args", Span::mixed_site());
+    let raw_var = Ident::new("__agent_errors_raw", Span::mixed_site());
     let call_args = func
         .params
         .iter()
@@ -175,10 +159,7 @@ pub(crate) fn tool(args: &ToolArgs, func: &ToolFn) -> TokenStream {
     };
     let output = quote_spanned!(return_span=> #p::output);
     let error = quote_spanned!(return_span=> #p::error);
-    let value = Ident::new(
-        "value",
-        proc_macro2::Span::mixed_site().located_at(return_span),
-    );
+    let value = Ident::new("value", Span::mixed_site().located_at(return_span));
     let body = match &func.output {
         Output::Result(_) => quote_spanned! {return_span=>
             match #call {
@@ -192,47 +173,54 @@ pub(crate) fn tool(args: &ToolArgs, func: &ToolFn) -> TokenStream {
         },
     };
     // Spanned on the fn's name: a future that is not `Send` is reported there.
-    let def = quote_spanned! {ident.span()=>
-        #p::tool(
-            #name,
-            #description,
-            |#args_var: __AgentErrorsArgs| async move { #body },
-        )
+    let start = quote_spanned!(ident.span()=> #p::call(async move { #body }));
+    let policy = match &args.on_error {
+        Some(node) => policy_table(p, node),
+        None => quote!(&[]),
     };
-    let with_policy = args.on_error.as_ref().map(|node| {
-        let policy = policy(node);
-        quote!(.with_policy(#policy))
-    });
-    let optional = args.optional.then(|| quote!(.optional(true)));
-    let timeout = args.timeout.as_ref().map(|d| {
-        let nanos = Literal::u64_unsuffixed(d.nanos);
-        quote!(.with_timeout(::std::time::Duration::from_nanos(#nanos)))
-    });
-    let crate_defaults = crate_defaults();
+    let optional = args.optional;
+    let timeout = optional_duration(args.timeout.as_ref());
+    let crate_defaults = crate_defaults(p);
+    let serde_crate = format!("{}::serde", path_string(p));
+    let schemars_crate = format!("{}::schemars", path_string(p));
     quote! {
         #(#cfgs)*
         #[doc(hidden)]
         #[allow(dead_code)]
         #vis fn #entry() -> #p::ToolDef {
             #[derive(#p::serde::Deserialize, #p::schemars::JsonSchema)]
-            #[serde(crate = "::agent_errors::__private::serde", deny_unknown_fields)]
-            #[schemars(crate = "::agent_errors::__private::schemars", title = #name)]
+            #[serde(crate = #serde_crate, deny_unknown_fields)]
+            #[schemars(crate = #schemars_crate, title = #name)]
             struct __AgentErrorsArgs {
                 #(#fields,)*
             }
 
-            #def
-            #with_policy
-            .with_crate_defaults(#crate_defaults)
-            #optional
-            #timeout
+            fn __agent_errors_call(#raw_var: &str) -> #p::CallResult {
+                let #args_var: __AgentErrorsArgs = #p::parse_args(#raw_var)?;
+                #start
+            }
+
+            static __AGENT_ERRORS_TOOL: #p::ToolSpec = #p::ToolSpec {
+                name: #name,
+                description: #description,
+                policy: #policy,
+                optional: #optional,
+                timeout: #timeout,
+            };
+
+            #p::tool_def(
+                &__AGENT_ERRORS_TOOL,
+                #p::schema::<__AgentErrorsArgs>,
+                __agent_errors_call,
+                #crate_defaults,
+            )
         }
     }
 }
 
 /// The entry function of a `#[fixer]`, returning its `FixerDef`.
-pub(crate) fn fixer(name: Option<&LitStr>, func: &FixerFn) -> TokenStream {
-    let p = private();
+pub(crate) fn fixer(krate: &Path, name: Option<&LitStr>, func: &FixerFn) -> TokenStream {
+    let p = &private(krate);
     let FnHead { ident, vis, cfgs } = &func.head;
     let entry = entry_ident("fixer", ident);
     let name = match name {
@@ -256,11 +244,16 @@ pub(crate) fn fixer(name: Option<&LitStr>, func: &FixerFn) -> TokenStream {
 
 /// An entry function that only keeps other code compiling while the attribute's own error is
 /// reported: the crate does not build, so its body never runs.
-pub(crate) fn placeholder_entry(kind: &str, head: &FnHead, returns: &str) -> TokenStream {
-    let p = private();
+pub(crate) fn placeholder_entry(
+    krate: &Path,
+    kind: &str,
+    head: &FnHead,
+    returns: &str,
+) -> TokenStream {
+    let p = private(krate);
     let FnHead { ident, vis, cfgs } = head;
     let entry = entry_ident(kind, ident);
-    let returns = Ident::new(returns, proc_macro2::Span::call_site());
+    let returns = Ident::new(returns, Span::call_site());
     quote! {
         #(#cfgs)*
         #[doc(hidden)]
@@ -272,9 +265,9 @@ pub(crate) fn placeholder_entry(kind: &str, head: &FnHead, returns: &str) -> Tok
 }
 
 /// `tools![...]` and `fixers![...]`: a `Vec` of the named entries.
-pub(crate) fn list(paths: &[Path], kind: &str, element: &str) -> TokenStream {
-    let p = private();
-    let element = Ident::new(element, proc_macro2::Span::call_site());
+pub(crate) fn list(krate: &Path, paths: &[Path], kind: &str, element: &str) -> TokenStream {
+    let p = private(krate);
+    let element = Ident::new(element, Span::call_site());
     let calls = paths.iter().map(|path| {
         let mut path = path.clone();
         if let Some(last) = path.segments.last_mut() {
@@ -287,9 +280,9 @@ pub(crate) fn list(paths: &[Path], kind: &str, element: &str) -> TokenStream {
 
 /// `defaults!(...)`: the crate's trait that tool entries find through `use crate::*`, and the
 /// check that it sits at the crate root.
-pub(crate) fn defaults(node: &PolicyNode) -> TokenStream {
-    let p = private();
-    let policy = policy(node);
+pub(crate) fn defaults(krate: &Path, node: &PolicyNode) -> TokenStream {
+    let p = &private(krate);
+    let policy = policy(p, node);
     quote! {
         #[doc(hidden)]
         #[allow(dead_code)]
@@ -309,4 +302,17 @@ pub(crate) fn defaults(node: &PolicyNode) -> TokenStream {
 
         const _: crate::__agent_errors_defaults_must_be_declared_at_the_crate_root = ();
     }
+}
+
+/// `[(name, PolicyKey, can_retry), ...]` for every key the macros know, through the same
+/// mapping policies use, so a test can hold it against the runtime's list.
+pub(crate) fn policy_keys(krate: &Path) -> TokenStream {
+    let p = &private(krate);
+    let keys = Key::ALL.iter().map(|&k| {
+        let name = k.name();
+        let key = key(p, k);
+        let can_retry = k.can_retry();
+        quote!((#name, #key, #can_retry))
+    });
+    quote!([#(#keys),*])
 }

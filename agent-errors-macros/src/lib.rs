@@ -72,32 +72,39 @@
 //! * an empty ladder `[]`, or an action after `escalate`, `throw` or `degrade`;
 //! * `retry` under a key it can never help: `invalid_args` (the same arguments fail the same
 //!   way), `auth`, `not_found`, `validation`, `bug` and `unknown` (never retried at run time);
+//! * a `crate = "..."` that is not a string holding a path;
 //! * in `#[tool]` only: `degrade` on a tool not marked `optional`, a fallback to the tool itself,
 //!   a missing description, a name model APIs reject.
 //!
 //! `policy!` and `defaults!` do not know which tool they will apply to, so the agent's registry
 //! checks `degrade` and fixer or tool names when it is built.
+//!
+//! # A renamed or re-exported runtime
+//!
+//! The generated code names the runtime `::agent_errors`. A crate that depends on it under
+//! another name, or reaches it through a re-export, says where it is with `crate = "path"`,
+//! accepted by every macro here: `#[tool(crate = "my_sdk::agent_errors", ...)]`,
+//! `#[fixer(crate = "...")]`, `policy!(crate = "...", ...)`, `defaults!(crate = "...",
+//! on_error(...))`, `tools![crate = "...", ...]` and `fixers![crate = "...", ...]`.
 
 mod ast;
 mod attr;
-mod errors;
+mod ctxt;
+mod driver;
 mod expand;
 mod valid;
 
 use proc_macro::TokenStream;
-use proc_macro2::TokenStream as TokenStream2;
-use syn::Path;
-use syn::parse::Parser;
-
-use crate::ast::{FixerFn, ToolFn};
-use crate::attr::{DefaultsArgs, FixerArgs, PolicyNode, ToolArgs};
-use crate::errors::{Errors, parse_list, with_item};
 
 /// Declares a tool: the function stays as written, and a hidden sibling function builds the
 /// tool's definition, which [`tools!`] collects.
 ///
-/// ```ignore
+/// ```
 /// use agent_errors::prelude::*;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("fetch failed")]
+/// struct FetchError;
 ///
 /// /// Fetches a page and returns its text.
 /// ///
@@ -109,10 +116,25 @@ use crate::errors::{Errors, parse_list, with_item};
 ///     auth = throw,
 /// ))]
 /// async fn fetch(url: String, max_bytes: Option<u64>) -> Result<String, FetchError> {
-///     # todo!()
+///     let _ = max_bytes;
+///     Ok(format!("the text of {url}"))
+/// }
+///
+/// mod cached {
+///     use agent_errors::prelude::*;
+///
+///     /// Returns the last copy of a page fetched before.
+///     #[tool(optional, timeout = "2s")]
+///     pub fn cached_fetch(url: String, max_bytes: Option<u64>) -> String {
+///         let _ = max_bytes;
+///         format!("a copy of {url}")
+///     }
 /// }
 ///
 /// let tools = tools![fetch, cached::cached_fetch];
+/// assert_eq!(tools[0].name(), "fetch");
+/// assert_eq!(tools[0].description(), "Fetches a page and returns its text.\n\nUse it for pages the user names.");
+/// assert_eq!(tools[1].timeout(), Some(std::time::Duration::from_secs(2)));
 /// ```
 ///
 /// # Arguments
@@ -128,14 +150,17 @@ use crate::errors::{Errors, parse_list, with_item};
 /// * `timeout = "30s"`: a call still running after this fails with kind `timeout` (and is then
 ///   handled by the policy like any other failure), so a tool that hangs cannot hold a run open.
 /// * `on_error(...)`: the tool's recovery policy; see [the grammar](crate#the-policy-grammar).
+/// * `crate = "path"`: where the agent-errors crate is, when not at `::agent_errors`; see
+///   [a renamed runtime](crate#a-renamed-or-re-exported-runtime).
 ///
 /// # The function
 ///
-/// A free `fn` or `async fn` (not in an `impl` block), not generic, not `unsafe`. Each parameter is a plain name with
-/// an owned type (`String`, not `&str`) that implements `Deserialize` and `JsonSchema`; together
-/// they become the tool's arguments, a JSON object with one field per parameter (`Option` fields
-/// may be left out, unknown fields are rejected). The agent-errors crate re-exports serde and
-/// schemars for the generated code, so a crate whose parameters are standard types needs neither.
+/// A free `fn` or `async fn` (not in an `impl` block), not generic, not `unsafe`. Each parameter
+/// is a plain name with an owned type (`String`, not `&str`) that implements `Deserialize` and
+/// `JsonSchema`; together they become the tool's arguments, a JSON object with one field per
+/// parameter (`Option` fields may be left out, unknown fields are rejected). The agent-errors
+/// crate re-exports serde and schemars for the generated code, so a crate whose parameters are
+/// standard types needs neither.
 ///
 /// The function returns `Result<T, E>` (any type whose last path segment is `Result`, such as
 /// `anyhow::Result<T>` or `io::Result<T>`), with `T: Serialize` and `E` convertible into a
@@ -153,46 +178,13 @@ use crate::errors::{Errors, parse_list, with_item};
 /// the function in [`tools!`] rather than calling it.
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
-    tool_impl(attr.into(), item.into()).into()
-}
-
-fn tool_impl(attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
-    let func = match ast::parse_fn(item.clone(), "tool") {
-        Ok(func) => func,
-        Err(error) => return with_item(error, item),
-    };
-    let mut errors = Errors::default();
-    let tool = ToolFn::from_item(&func, &mut errors);
-    let item = match ast::without_param_docs(&func) {
-        Some(stripped) => quote::quote!(#stripped),
-        None => item,
-    };
-    let args = match syn::parse2::<ToolArgs>(attr) {
-        Ok(args) => {
-            valid::tool(&args, &tool, &mut errors);
-            args
-        }
-        Err(error) => {
-            errors.push(error);
-            ToolArgs::default()
-        }
-    };
-    match errors.finish(()) {
-        Ok(()) => {
-            let entry = expand::tool(&args, &tool);
-            quote::quote!(#item #entry)
-        }
-        Err(error) => {
-            let placeholder = expand::placeholder_entry("tool", &tool.head, "ToolDef");
-            with_item(error, quote::quote!(#item #placeholder))
-        }
-    }
+    driver::expand(driver::Tool::new(attr.into(), item.into())).into()
 }
 
 /// Declares a fixer: a function that repairs failed tool calls, registered under the function's
 /// name (or `name = "..."`) and named by `fix(agent = "...")` in a policy.
 ///
-/// ```ignore
+/// ```
 /// use agent_errors::prelude::*;
 ///
 /// #[fixer]
@@ -203,47 +195,26 @@ fn tool_impl(attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
 ///
 /// #[fixer(name = "llm_fixer")]
 /// async fn ask_a_model(request: FixRequest) -> Result<Fix, FixerError> {
-///     # todo!()
+///     Err(FixerError::escalate(request.failure, Severity::Low))
 /// }
 ///
 /// let fixers = fixers![json_fixer, ask_a_model];
+/// assert_eq!(fixers.len(), 2);
 /// ```
 ///
 /// The function, `fn` or `async fn`, takes exactly one `FixRequest` and returns
 /// `Result<Fix, FixerError>`; an `async fn`'s future must be `Send`. It stays callable as
-/// written. A hidden sibling builds its `FixerDef`, which [`fixers!`] collects.
+/// written. A hidden sibling builds its `FixerDef`, which [`fixers!`] collects. `crate = "..."`
+/// says where agent-errors is, as for [`#[tool]`](macro@tool).
 #[proc_macro_attribute]
 pub fn fixer(attr: TokenStream, item: TokenStream) -> TokenStream {
-    fixer_impl(attr.into(), item.into()).into()
-}
-
-fn fixer_impl(attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
-    let func = match ast::parse_fn(item.clone(), "fixer") {
-        Ok(func) => func,
-        Err(error) => return with_item(error, item),
-    };
-    let mut errors = Errors::default();
-    let fixer = FixerFn::from_item(&func, &mut errors);
-    let args = syn::parse2::<FixerArgs>(attr).unwrap_or_else(|error| {
-        errors.push(error);
-        FixerArgs::default()
-    });
-    match errors.finish(()) {
-        Ok(()) => {
-            let entry = expand::fixer(args.name.as_ref(), &fixer);
-            quote::quote!(#item #entry)
-        }
-        Err(error) => {
-            let placeholder = expand::placeholder_entry("fixer", &fixer.head, "FixerDef");
-            with_item(error, quote::quote!(#item #placeholder))
-        }
-    }
+    driver::expand(driver::Fixer::new(attr.into(), item.into())).into()
 }
 
 /// Builds a `Policy` from the [policy grammar](crate#the-policy-grammar), for an agent's
 /// `on_tool_error(tool, policy)`.
 ///
-/// ```ignore
+/// ```
 /// let policy = agent_errors::policy!(
 ///     execution = [retry(5), escalate],
 ///     auth = throw,
@@ -252,48 +223,23 @@ fn fixer_impl(attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
 /// ```
 ///
 /// Entries keep the order written. Whether `degrade` is allowed depends on the tool, so the
-/// agent's registry checks it when it is built.
+/// agent's registry checks it when it is built. A `crate = "..."` entry says where agent-errors
+/// is, as for [`#[tool]`](macro@tool).
 #[proc_macro]
 pub fn policy(input: TokenStream) -> TokenStream {
-    match syn::parse::<PolicyNode>(input) {
-        Ok(node) => {
-            let mut errors = Errors::default();
-            valid::policy(&node, None, &mut errors);
-            match errors.finish(()) {
-                Ok(()) => expand::policy(&node),
-                Err(error) => expression_error(
-                    error,
-                    quote::quote!(::agent_errors::__private::Policy::new()),
-                ),
-            }
-        }
-        Err(error) => expression_error(
-            error,
-            quote::quote!(::agent_errors::__private::Policy::new()),
-        ),
-    }
-    .into()
-}
-
-/// The errors of a macro used as an expression, in a block whose value still has the expected
-/// type, so no type error follows.
-fn expression_error(error: syn::Error, fallback: TokenStream2) -> TokenStream2 {
-    let errors = error.to_compile_error();
-    quote::quote!({
-        #errors
-        #fallback
-    })
+    driver::expand(driver::Policy::new(input.into())).into()
 }
 
 /// Declares the crate-wide policy that every [`#[tool]`](macro@tool) of this crate inherits,
 /// below the tool's own policy and the agent's `on_tool_error`, above the built-in default.
 ///
-/// ```ignore
+/// ```
 /// // at the crate root: lib.rs or main.rs
 /// agent_errors::defaults!(on_error(
 ///     invalid_args = fix(agent = "json_fixer"),
 ///     execution = [retry(3), escalate],
 /// ));
+/// # fn main() {}
 /// ```
 ///
 /// It must be invoked once, at the crate root; anywhere else is a compile error naming that
@@ -302,51 +248,55 @@ fn expression_error(error: syn::Error, fallback: TokenStream2) -> TokenStream2 {
 /// agent's registry reports it for tools that are not optional.
 #[proc_macro]
 pub fn defaults(input: TokenStream) -> TokenStream {
-    match syn::parse::<DefaultsArgs>(input) {
-        Ok(args) => {
-            let mut errors = Errors::default();
-            valid::policy(&args.on_error, None, &mut errors);
-            match errors.finish(()) {
-                Ok(()) => expand::defaults(&args.on_error),
-                Err(error) => error.to_compile_error(),
-            }
-        }
-        Err(error) => error.to_compile_error(),
-    }
-    .into()
+    driver::expand(driver::Defaults::new(input.into())).into()
 }
 
 /// The `Vec<ToolDef>` of the named [`#[tool]`](macro@tool) functions, by path.
 ///
-/// ```ignore
-/// let tools = tools![count_keys, web::fetch, crate::files::read_file];
+/// ```
+/// mod web {
+///     /// Fetches a page.
+///     #[agent_errors::tool]
+///     pub fn fetch(url: String) -> String {
+///         url
+///     }
+/// }
+///
+/// let tools = agent_errors::tools![web::fetch];
+/// assert_eq!(tools[0].name(), "fetch");
 /// ```
 ///
 /// Each path must name a function annotated with `#[tool]` (the macro calls its hidden
 /// sibling, so the function's visibility applies).
 #[proc_macro]
 pub fn tools(input: TokenStream) -> TokenStream {
-    list(input.into(), "tool", "ToolDef").into()
+    driver::expand(driver::List::new(input.into(), "tool", "ToolDef")).into()
 }
 
 /// The `Vec<FixerDef>` of the named [`#[fixer]`](macro@fixer) functions, by path.
 ///
-/// ```ignore
-/// let fixers = fixers![json_fixer, repair::url_fixer];
+/// ```
+/// mod repair {
+///     use agent_errors::prelude::*;
+///
+///     #[fixer]
+///     pub fn url_fixer(request: FixRequest) -> Result<Fix, FixerError> {
+///         Ok(Fix::args(request.raw_args.trim().to_owned()))
+///     }
+/// }
+///
+/// let fixers = agent_errors::fixers![repair::url_fixer];
+/// assert_eq!(fixers.len(), 1);
 /// ```
 #[proc_macro]
 pub fn fixers(input: TokenStream) -> TokenStream {
-    list(input.into(), "fixer", "FixerDef").into()
+    driver::expand(driver::List::new(input.into(), "fixer", "FixerDef")).into()
 }
 
-fn list(input: TokenStream2, kind: &str, element: &str) -> TokenStream2 {
-    let parser = |input: syn::parse::ParseStream<'_>| {
-        let mut errors = Errors::default();
-        let paths = parse_list(input, &mut errors, Path::parse_mod_style);
-        errors.finish(paths)
-    };
-    match parser.parse2(input) {
-        Ok(paths) => expand::list(&paths, kind, element),
-        Err(error) => expression_error(error, expand::list(&[], kind, element)),
-    }
+/// Every policy key the macros know, as `[(name, PolicyKey, can_retry), ...]`, for the test
+/// that fails when this crate's list and the runtime's drift apart. Not public API.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __policy_keys(input: TokenStream) -> TokenStream {
+    driver::expand(driver::PolicyKeys::new(input.into())).into()
 }

@@ -4,7 +4,7 @@ use syn::ext::IdentExt;
 
 use crate::ast::ToolFn;
 use crate::attr::{ActionKind, ActionNode, EntryNode, Key, PolicyNode, ToolArgs};
-use crate::errors::Errors;
+use crate::ctxt::Ctxt;
 
 /// What the checks know about the tool a policy belongs to. `policy!` and `defaults!` have no
 /// tool: the runtime registry checks what depends on one.
@@ -15,17 +15,17 @@ pub(crate) struct ToolContext<'a> {
 }
 
 /// Checks every entry of `policy`.
-pub(crate) fn policy(policy: &PolicyNode, tool: Option<ToolContext<'_>>, errors: &mut Errors) {
+pub(crate) fn policy(policy: &PolicyNode, tool: Option<ToolContext<'_>>, cx: &Ctxt) {
     for entry in &policy.entries {
-        ladder(entry, tool, errors);
+        ladder(entry, tool, cx);
     }
 }
 
-fn ladder(entry: &EntryNode, tool: Option<ToolContext<'_>>, errors: &mut Errors) {
+fn ladder(entry: &EntryNode, tool: Option<ToolContext<'_>>, cx: &Ctxt) {
     let key = entry.key.key;
     let actions = &entry.ladder.actions;
     if actions.is_empty() {
-        errors.at_span(
+        cx.error_at(
             entry.ladder.span(),
             format_args!(
                 "empty ladder: give at least one action, such as `[retry(3), escalate]`, \
@@ -38,7 +38,7 @@ fn ladder(entry: &EntryNode, tool: Option<ToolContext<'_>>, errors: &mut Errors)
     for action in actions {
         match terminal {
             Some(end) => {
-                errors.at(
+                cx.error_spanned_by(
                     &action.name,
                     format_args!(
                         "`{}` can never run: `{}` ends the ladder, so it must come last",
@@ -51,11 +51,11 @@ fn ladder(entry: &EntryNode, tool: Option<ToolContext<'_>>, errors: &mut Errors)
             None if action.kind.is_terminal() => terminal = Some(action),
             None => {}
         }
-        self::action(key, action, tool, errors);
+        self::action(key, action, tool, cx);
     }
 }
 
-fn action(key: Key, action: &ActionNode, tool: Option<ToolContext<'_>>, errors: &mut Errors) {
+fn action(key: Key, action: &ActionNode, tool: Option<ToolContext<'_>>, cx: &Ctxt) {
     match &action.kind {
         ActionKind::Retry { .. } if !key.can_retry() => {
             let why = match key {
@@ -68,7 +68,7 @@ fn action(key: Key, action: &ActionNode, tool: Option<ToolContext<'_>>, errors: 
                      `quota` and `server_error` are)"
                 }
             };
-            errors.at(
+            cx.error_spanned_by(
                 &action.name,
                 format_args!("`retry` can't help `{}`: {why}", key.name()),
             );
@@ -77,7 +77,7 @@ fn action(key: Key, action: &ActionNode, tool: Option<ToolContext<'_>>, errors: 
             initial: Some(initial),
             max: Some(max),
             ..
-        } if initial.nanos > max.nanos => errors.at(
+        } if initial.nanos > max.nanos => cx.error_spanned_by(
             &initial.lit,
             format_args!(
                 "`initial` ({}) is longer than `max` ({}): `max` caps each computed delay",
@@ -87,7 +87,7 @@ fn action(key: Key, action: &ActionNode, tool: Option<ToolContext<'_>>, errors: 
         ),
         ActionKind::Degrade => {
             if let Some(tool) = tool.filter(|t| !t.optional) {
-                errors.at(
+                cx.error_spanned_by(
                     &action.name,
                     format_args!(
                         "`degrade` drops `{}` from the run, so the tool must be marked \
@@ -98,7 +98,7 @@ fn action(key: Key, action: &ActionNode, tool: Option<ToolContext<'_>>, errors: 
             }
         }
         ActionKind::Fallback { tool: target } if tool.is_some_and(|t| t.name == target.value()) => {
-            errors.at(target, "a tool can't fall back to itself");
+            cx.error_spanned_by(target, "a tool can't fall back to itself");
         }
         _ => {}
     }
@@ -113,7 +113,7 @@ pub(crate) fn tool_name(args: &ToolArgs, func: &ToolFn) -> String {
 }
 
 /// Checks a `#[tool]`: its name, its description and its policy.
-pub(crate) fn tool(args: &ToolArgs, func: &ToolFn, errors: &mut Errors) {
+pub(crate) fn tool(args: &ToolArgs, func: &ToolFn, cx: &Ctxt) {
     let name = tool_name(args, func);
     if !is_valid_tool_name(&name) {
         let message = format!(
@@ -121,8 +121,8 @@ pub(crate) fn tool(args: &ToolArgs, func: &ToolFn, errors: &mut Errors) {
              digits, `_` or `-`"
         );
         match &args.name {
-            Some(lit) => errors.at(lit, message),
-            None => errors.at(
+            Some(lit) => cx.error_spanned_by(lit, message),
+            None => cx.error_spanned_by(
                 &func.head.ident,
                 format!("{message} (set `name = \"...\"`)"),
             ),
@@ -130,10 +130,10 @@ pub(crate) fn tool(args: &ToolArgs, func: &ToolFn, errors: &mut Errors) {
     }
     match &args.description {
         Some(lit) if lit.value().trim().is_empty() => {
-            errors.at(lit, "the description is empty: say what the tool does");
+            cx.error_spanned_by(lit, "the description is empty: say what the tool does");
         }
         Some(_) => {}
-        None if func.doc_description().is_none() => errors.at(
+        None if func.doc_description().is_none() => cx.error_spanned_by(
             &func.head.ident,
             "a tool needs a description: add a doc comment or `description = \"...\"`",
         ),
@@ -144,7 +144,7 @@ pub(crate) fn tool(args: &ToolArgs, func: &ToolFn, errors: &mut Errors) {
             name: &name,
             optional: args.optional,
         };
-        policy(on_error, Some(context), errors);
+        policy(on_error, Some(context), cx);
     }
 }
 

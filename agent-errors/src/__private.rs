@@ -1,46 +1,239 @@
 //! Paths the macros expand to. Not public API: anything here may change in any release.
+//!
+//! What the macros generate per tool is kept small and free of generic calls wherever the work
+//! does not depend on the tool's types: a `#[tool]` expands to its argument struct, one plain
+//! `fn` that parses the arguments and starts the call, and a static [`ToolSpec`]; [`tool_def`]
+//! does the rest once for every tool. Policies are written as static [`PolicyTable`]s and built
+//! by [`policy`], so no ladder is assembled by generated code.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
-use std::marker::PhantomData;
+use std::num::NonZeroU32;
+use std::pin::Pin;
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use crate::classify::ErrorKind;
-pub use crate::error::BoxError;
+pub use crate::error::{BoxError, ToolError};
 pub use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
 pub use crate::policy::{Action, FixAction, Ladder, Policy, PolicyKey, RetryAction};
-pub use crate::tool::{ToolDef, ToolOutput, schema_of};
+pub use crate::tool::ToolDef;
+pub use agent_errors_macros::__policy_keys as policy_keys;
 pub use schemars;
 pub use serde;
 pub use serde_json;
 pub use std;
 
-use crate::error::ToolError;
-use crate::tool::{ToolFuture, ToolHandler, parse_args, to_output};
+use crate::tool::{ToolFuture, ToolHandler, schema_of, to_output};
 
-/// The `ToolDef` of a `#[tool]` fn. `f` already turned the fn's output into text, through
-/// [`output`] and [`error`] spanned on the user's return type, so a return type that is not
-/// `Serialize` is reported there rather than on the attribute.
-pub fn tool<A, F, Fut>(
-    name: impl Into<Cow<'static, str>>,
-    description: impl Into<Cow<'static, str>>,
-    f: F,
-) -> ToolDef
+/// A tool's successful output: the text the model sees.
+pub type ToolOutput = String;
+
+/// A started call of a `#[tool]` fn.
+pub type CallFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, BoxError>> + Send>>;
+
+/// What a `#[tool]`'s generated call fn returns: the started call, or why the arguments did not
+/// parse.
+pub type CallResult = Result<CallFuture, ToolError>;
+
+/// The generated fn that parses a tool's arguments and starts the call.
+pub type Call = fn(&str) -> CallResult;
+
+/// One rung of a ladder, as the macros write it in a static table.
+#[derive(Debug, Clone, Copy)]
+pub enum Rung {
+    /// `retry(...)`; `max_attempts` is never zero (the macro rejects it).
+    Retry {
+        /// Calls at most, counting the first.
+        max_attempts: u32,
+        /// `initial = "..."`.
+        initial: Option<Duration>,
+        /// `max = "..."`.
+        max: Option<Duration>,
+    },
+    /// `fix(agent = "...", retries = n)`; `retries` is never zero.
+    Fix {
+        /// The fixer's name.
+        agent: &'static str,
+        /// How many times it may be asked.
+        retries: u32,
+    },
+    /// `fallback(tool = "...")`.
+    Fallback(&'static str),
+    /// `escalate`.
+    Escalate,
+    /// `throw`.
+    Throw,
+    /// `degrade`.
+    Degrade,
+}
+
+/// `key = [rungs]` entries, in the order written.
+pub type PolicyTable = [(PolicyKey, &'static [Rung])];
+
+fn non_zero(count: u32) -> NonZeroU32 {
+    NonZeroU32::new(count).expect("the macros reject zero counts")
+}
+
+impl Rung {
+    fn action(&self) -> Action {
+        match *self {
+            Rung::Retry {
+                max_attempts,
+                initial,
+                max,
+            } => Action::Retry(RetryAction {
+                max_attempts: non_zero(max_attempts),
+                initial,
+                max,
+            }),
+            Rung::Fix { agent, retries } => Action::Fix(FixAction {
+                agent: Cow::Borrowed(agent),
+                retries: non_zero(retries),
+            }),
+            Rung::Fallback(tool) => Action::Fallback {
+                tool: Cow::Borrowed(tool),
+            },
+            Rung::Escalate => Action::Escalate,
+            Rung::Throw => Action::Throw,
+            Rung::Degrade => Action::Degrade,
+        }
+    }
+}
+
+/// The `Policy` of a table, entries in the order written.
+pub fn policy(table: &PolicyTable) -> Policy {
+    table.iter().fold(Policy::new(), |policy, (key, rungs)| {
+        policy.on(*key, Ladder::new(rungs.iter().map(Rung::action)))
+    })
+}
+
+/// What a `#[tool]` declares, known at compile time.
+#[derive(Debug)]
+pub struct ToolSpec {
+    /// The name the model calls it by.
+    pub name: &'static str,
+    /// What the model is told it does.
+    pub description: &'static str,
+    /// Its own policy.
+    pub policy: &'static PolicyTable,
+    /// Whether `degrade` may drop it.
+    pub optional: bool,
+    /// The bound on one call.
+    pub timeout: Option<Duration>,
+}
+
+/// The `ToolDef` of a `#[tool]` fn: `schema` is the JSON Schema of its arguments, `call` parses
+/// them and starts the call, `crate_defaults` is its crate's `defaults!`.
+pub fn tool_def(
+    spec: &'static ToolSpec,
+    schema: fn() -> serde_json::Value,
+    call: Call,
+    crate_defaults: Option<Policy>,
+) -> ToolDef {
+    let def = ToolDef::from_handler(spec.name, spec.description, schema(), CallHandler(call))
+        .with_policy(policy(spec.policy))
+        .with_crate_defaults(crate_defaults)
+        .optional(spec.optional);
+    match spec.timeout {
+        Some(timeout) => def.with_timeout(timeout),
+        None => def,
+    }
+}
+
+/// The JSON Schema of a tool's arguments.
+///
+/// Only `A`'s own `JsonSchema` functions depend on `A`; schemars' root-schema code is generic,
+/// and instantiating it for every tool is a large share of what a tool costs to compile. So
+/// it runs once, for [`ArgsRoot`], which forwards to `A`'s functions.
+pub fn schema<A: JsonSchema>() -> serde_json::Value {
+    ArgsRoot::schema(ArgsFns {
+        name: A::schema_name,
+        id: A::schema_id,
+        json_schema: A::json_schema,
+    })
+}
+
+/// The `JsonSchema` functions of one argument type.
+#[derive(Clone, Copy)]
+struct ArgsFns {
+    name: fn() -> Cow<'static, str>,
+    id: fn() -> Cow<'static, str>,
+    json_schema: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
+}
+
+thread_local! {
+    /// The argument type whose schema is being generated on this thread.
+    static ARGS: std::cell::Cell<Option<ArgsFns>> = const { std::cell::Cell::new(None) };
+}
+
+/// Stands for the argument type of the schema being generated: its `JsonSchema` functions are
+/// that type's, read from [`ARGS`].
+struct ArgsRoot;
+
+impl ArgsRoot {
+    fn schema(fns: ArgsFns) -> serde_json::Value {
+        /// Puts back what was there, even on unwind.
+        struct Restore(Option<ArgsFns>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                ARGS.set(self.0);
+            }
+        }
+        let _restore = Restore(ARGS.replace(Some(fns)));
+        schema_of::<ArgsRoot>()
+    }
+
+    fn fns() -> ArgsFns {
+        ARGS.get()
+            .expect("ArgsRoot is only asked for a schema inside ArgsRoot::schema")
+    }
+}
+
+impl JsonSchema for ArgsRoot {
+    fn schema_name() -> Cow<'static, str> {
+        (Self::fns().name)()
+    }
+
+    fn schema_id() -> Cow<'static, str> {
+        (Self::fns().id)()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        (Self::fns().json_schema)(generator)
+    }
+}
+
+/// Parses a tool's arguments.
+pub fn parse_args<A: DeserializeOwned>(raw: &str) -> Result<A, ToolError> {
+    crate::tool::parse_args(raw)
+}
+
+/// The started call. Its bound, spanned on the tool's name, is what a future that is not `Send`
+/// is reported against.
+pub fn call<F>(future: F) -> CallResult
 where
-    A: DeserializeOwned + JsonSchema + 'static,
-    F: Fn(A) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<ToolOutput, BoxError>> + Send + 'static,
+    F: Future<Output = Result<ToolOutput, BoxError>> + Send + 'static,
 {
-    ToolDef::from_handler(
-        name,
-        description,
-        schema_of::<A>(),
-        MacroHandler::<A, F>::new(f),
-    )
+    Ok(Box::pin(future))
+}
+
+struct CallHandler(Call);
+
+impl ToolHandler for CallHandler {
+    fn call(&self, raw_args: &str) -> Result<ToolFuture, ToolError> {
+        (self.0)(raw_args)
+    }
+}
+
+impl fmt::Debug for CallHandler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallHandler").finish_non_exhaustive()
+    }
 }
 
 /// The `FixerDef` of a sync `#[fixer]` fn. Its own bound, rather than `FixerDef::from_fn`'s, is
@@ -71,40 +264,6 @@ pub fn error<E: Into<BoxError>>(error: E) -> BoxError {
     error.into()
 }
 
-struct MacroHandler<A, F> {
-    f: F,
-    _args: PhantomData<fn(A)>,
-}
-
-impl<A, F> MacroHandler<A, F> {
-    fn new(f: F) -> Self {
-        MacroHandler {
-            f,
-            _args: PhantomData,
-        }
-    }
-}
-
-impl<A, F, Fut> ToolHandler for MacroHandler<A, F>
-where
-    A: DeserializeOwned + 'static,
-    F: Fn(A) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<ToolOutput, BoxError>> + Send + 'static,
-{
-    fn call(&self, raw_args: &str) -> Result<ToolFuture, ToolError> {
-        let args = parse_args::<A>(raw_args)?;
-        Ok(Box::pin((self.f)(args)))
-    }
-}
-
-impl<A, F> fmt::Debug for MacroHandler<A, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MacroHandler")
-            .field("args", &std::any::type_name::<A>())
-            .finish_non_exhaustive()
-    }
-}
-
 /// What a `#[tool]` entry asks for its crate's `defaults!`.
 ///
 /// `defaults!` implements a crate-local trait for this type with a by-value method; a tool entry
@@ -122,5 +281,89 @@ pub trait NoCrateDefaults {
 impl NoCrateDefaults for &DefaultsProbe {
     fn __agent_errors_crate_defaults(self) -> Option<Policy> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Documented, with a nested type that lands in `$defs`.
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    #[schemars(title = "lookup")]
+    #[allow(dead_code)]
+    struct Args {
+        /// What to look up.
+        query: String,
+        limit: Option<u32>,
+        filter: Filter,
+        tags: Vec<Filter>,
+    }
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    enum Filter {
+        Recent,
+        Named { name: String },
+    }
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    struct Empty {}
+
+    #[test]
+    fn the_schema_is_the_one_schemars_generates() {
+        assert_eq!(schema::<Args>(), schema_of::<Args>());
+        assert_eq!(schema::<Empty>(), schema_of::<Empty>());
+        assert_eq!(schema::<Option<u32>>(), schema_of::<Option<u32>>());
+        assert!(schema::<Args>()["$defs"]["Filter"].is_object());
+    }
+
+    #[test]
+    fn a_table_builds_the_policy_the_builder_would() {
+        const TABLE: &PolicyTable = &[
+            (
+                PolicyKey::Execution,
+                &[
+                    Rung::Retry {
+                        max_attempts: 4,
+                        initial: Some(Duration::from_millis(250)),
+                        max: None,
+                    },
+                    Rung::Fallback("cached"),
+                    Rung::Degrade,
+                ],
+            ),
+            (
+                PolicyKey::InvalidArgs,
+                &[Rung::Fix {
+                    agent: "json_fixer",
+                    retries: 2,
+                }],
+            ),
+            (PolicyKey::Kind(ErrorKind::Auth), &[Rung::Throw]),
+            (PolicyKey::Kind(ErrorKind::NotFound), &[Rung::Escalate]),
+        ];
+        let expected = Policy::new()
+            .on(
+                PolicyKey::Execution,
+                Ladder::new([
+                    Action::Retry(RetryAction {
+                        max_attempts: NonZeroU32::new(4).unwrap(),
+                        initial: Some(Duration::from_millis(250)),
+                        max: None,
+                    }),
+                    Action::fallback("cached"),
+                    Action::Degrade,
+                ]),
+            )
+            .on(
+                PolicyKey::InvalidArgs,
+                Action::fix("json_fixer", 2).unwrap(),
+            )
+            .on(PolicyKey::Kind(ErrorKind::Auth), Action::Throw)
+            .on(PolicyKey::Kind(ErrorKind::NotFound), Action::Escalate);
+        assert_eq!(policy(TABLE), expected);
+        assert_eq!(policy(&[]), Policy::new());
     }
 }

@@ -2,38 +2,39 @@
 //! shared across runs.
 
 use std::collections::HashMap;
+use std::num::NonZeroU32;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The default number of consecutive failures that trips a breaker.
-pub const DEFAULT_THRESHOLD: u32 = 3;
+/// The default number of consecutive failures that trips a run's breaker.
+pub(crate) const DEFAULT_THRESHOLD: u32 = 3;
 
 /// Consecutive failures per tool within one run; resets on success. Fresh for every run.
 #[derive(Debug, Clone)]
-pub struct RunBreaker {
+pub(crate) struct RunBreaker {
     threshold: u32,
     failures: HashMap<String, u32>,
 }
 
 impl Default for RunBreaker {
     fn default() -> Self {
-        RunBreaker::new(DEFAULT_THRESHOLD)
+        RunBreaker::new(NonZeroU32::new(DEFAULT_THRESHOLD).expect("3 is not zero"))
     }
 }
 
 impl RunBreaker {
-    /// A breaker that trips after `threshold` consecutive failures of one tool (at least 1).
-    pub fn new(threshold: u32) -> Self {
+    /// A breaker that trips after `threshold` consecutive failures of one tool.
+    pub(crate) fn new(threshold: NonZeroU32) -> Self {
         RunBreaker {
-            threshold: threshold.max(1),
+            threshold: threshold.get(),
             failures: HashMap::new(),
         }
     }
 
     /// Records an outcome; returns the consecutive-failure count when this trips the breaker.
-    pub fn record(&mut self, tool: &str, ok: bool) -> Option<u32> {
+    pub(crate) fn record(&mut self, tool: &str, ok: bool) -> Option<u32> {
         if ok {
             // Skipping the hash when nothing has failed keeps the happy path cheap.
             if self.failures.is_empty() {
@@ -49,18 +50,15 @@ impl RunBreaker {
         (*n >= self.threshold).then_some(*n)
     }
 
-    /// Whether this tool has tripped the breaker.
-    pub fn is_tripped(&self, tool: &str) -> bool {
-        !self.failures.is_empty()
-            && self
-                .failures
-                .get(tool)
-                .is_some_and(|n| *n >= self.threshold)
-    }
-
-    /// The threshold.
-    pub fn threshold(&self) -> u32 {
-        self.threshold
+    /// The failure count, when this tool has tripped the breaker.
+    pub(crate) fn tripped(&self, tool: &str) -> Option<u32> {
+        if self.failures.is_empty() {
+            return None;
+        }
+        self.failures
+            .get(tool)
+            .copied()
+            .filter(|n| *n >= self.threshold)
     }
 }
 
@@ -84,7 +82,7 @@ struct Circuit {
 
 /// Whether a call may go to the service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admission {
+pub(crate) enum Admission {
     /// Go ahead.
     Allowed,
     /// Go ahead: this call is the half-open probe.
@@ -104,15 +102,27 @@ pub struct ServiceBreaker {
 
 impl Default for ServiceBreaker {
     fn default() -> Self {
-        ServiceBreaker::new(5, Duration::from_secs(30))
+        ServiceBreaker::new(
+            NonZeroU32::new(5).expect("5 is not zero"),
+            Duration::from_secs(30),
+        )
     }
 }
 
 impl ServiceBreaker {
-    /// Opens after `threshold` consecutive failures (at least 1); probes after `cooldown`.
-    pub fn new(threshold: u32, cooldown: Duration) -> Self {
+    /// Opens after `threshold` consecutive failures; lets one probe through after `cooldown`.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use agent_errors::{BreakerState, ServiceBreaker};
+    ///
+    /// let breaker = ServiceBreaker::new(NonZeroU32::new(5).unwrap(), Duration::from_secs(30));
+    /// assert_eq!(breaker.state("weather"), BreakerState::Closed);
+    /// ```
+    pub fn new(threshold: NonZeroU32, cooldown: Duration) -> Self {
         ServiceBreaker {
-            threshold: threshold.max(1),
+            threshold: threshold.get(),
             cooldown,
             circuits: Mutex::new(HashMap::new()),
         }
@@ -123,7 +133,7 @@ impl ServiceBreaker {
     }
 
     /// Asks to call `service` now.
-    pub fn admit(&self, service: &str) -> Admission {
+    pub(crate) fn admit(&self, service: &str) -> Admission {
         let mut circuits = self.lock();
         let Some(c) = circuits.get_mut(service) else {
             return Admission::Allowed;
@@ -139,7 +149,7 @@ impl ServiceBreaker {
     }
 
     /// Records the outcome of an admitted call.
-    pub fn record(&self, service: &str, ok: bool) {
+    pub(crate) fn record(&self, service: &str, ok: bool) {
         let mut circuits = self.lock();
         if ok {
             circuits.remove(service);
@@ -159,7 +169,7 @@ impl ServiceBreaker {
 
     /// Gives back a half-open probe whose outcome will never be recorded (its call was
     /// cancelled): the next call after the cooldown may probe again.
-    pub fn release_probe(&self, service: &str) {
+    pub(crate) fn release_probe(&self, service: &str) {
         if let Some(c) = self.lock().get_mut(service) {
             c.probing = false;
         }

@@ -1,50 +1,60 @@
 #![doc = include_str!("../../README.md")]
 #![warn(missing_docs)]
 
-pub mod agent;
-pub mod breaker;
+mod agent;
+mod breaker;
+mod chat;
 pub mod classify;
-pub mod error;
-pub mod events;
-pub mod fix;
+mod error;
+mod events;
+mod executor;
+mod fix;
 pub mod llm;
 #[cfg(feature = "openai")]
 pub mod openai;
-pub mod pipeline;
-pub mod policy;
-pub mod registry;
+mod policy;
+mod registry;
 pub mod retry;
 pub mod sanitize;
+#[cfg(feature = "testing")]
 pub mod testing;
-pub mod tool;
+mod tool;
 
 #[doc(hidden)]
 pub mod __private;
 
 pub use agent_errors_macros::{defaults, fixer, fixers, policy, tool, tools};
 
-pub use agent::{Agent, AgentBuilder, AgentOutput, Json, RunError, RunOptions, RunOutcome};
-pub use classify::{Classification, Classifier, ErrorKind, HttpError, classify};
-pub use error::{BoxError, Severity, ToolError};
-pub use events::{Event, RunReport};
-pub use fix::{Fix, FixRequest, FixerDef, FixerError};
-pub use llm::{
-    ChatModel, ChatRequest, ChatResponse, LlmErrorDecision, Message, ToolCall, ToolResult,
+pub use agent::{
+    Agent, AgentBuilder, AgentOutput, ESCALATE, IntoLlmDecision, Json, ModelError,
+    NotJsonArguments, RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
 };
-pub use pipeline::{CallOutcome, Cancellation, Permission, RunContext, Terminated};
-pub use policy::{Action, Explanation, Ladder, Layer, Policy, PolicyKey};
-pub use registry::{ConfigError, Registry};
-pub use retry::RetrySchedule;
-pub use tool::ToolDef;
+pub use breaker::{BreakerState, ServiceBreaker};
+pub use chat::{
+    BoxFuture, CallSource, ChatModel, ChatRequest, ChatResponse, Message, ToolCall, ToolResult,
+    ToolSpec,
+};
+pub use classify::{Classification, ErrorKind, HttpError, classify};
+pub use error::{BoxError, Severity, ToolError};
+pub use events::{Event, EventLog, EventSink, RunReport};
+pub use executor::{
+    CallOutcome, Cancellation, CircuitOpen, Limits, Permission, PermissionHook, RunContext,
+    Terminated, TerminationReason, ToolPanic,
+};
+pub use fix::{Fix, FixRequest, Fixer, FixerDef, FixerError};
+pub use llm::LlmErrorDecision;
+pub use policy::{
+    Action, Explanation, FixAction, Ladder, Policy, PolicyKey, PolicyLayer, RetryAction,
+};
+pub use registry::{ConfigError, ConfigProblem, Registry, RegistryBuilder};
+pub use retry::{RetrySchedule, ZeroAttempts};
+pub use tool::{ToolDef, ToolFuture, ToolHandler};
 
 /// The names most programs need: `use agent_errors::prelude::*;`.
 pub mod prelude {
-    pub use crate::breaker::ServiceBreaker;
-    pub use crate::pipeline::{Limits, Permission};
+    #[doc(no_inline)]
     pub use crate::{
-        Action, BoxError, CallOutcome, ChatModel, ErrorKind, Fix, FixRequest, FixerError,
-        HttpError, LlmErrorDecision, Policy, PolicyKey, Registry, RunContext, Severity, ToolCall,
-        ToolError, defaults, fixer, fixers, policy, tool, tools,
+        Agent, BoxError, ChatModel, Fix, FixRequest, FixerError, HttpError, LlmErrorDecision,
+        RunError, Severity, ToolDef, defaults, fixer, fixers, policy, tool, tools,
     };
-    pub use crate::{Agent, Cancellation, FixerDef, Json, RunError, RunOptions, ToolDef};
 }

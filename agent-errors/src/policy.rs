@@ -7,7 +7,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use crate::classify::ErrorKind;
-use crate::retry::RetrySchedule;
+use crate::retry::{RetrySchedule, ZeroAttempts};
 
 /// What a policy entry answers: a failure class, or a refinement by error kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -100,25 +100,23 @@ pub enum Action {
 }
 
 impl Action {
-    /// `retry(n)` with the default schedule; `None` when `n` is zero.
-    pub fn retry(max_attempts: u32) -> Option<Action> {
-        NonZeroU32::new(max_attempts).map(|max_attempts| {
-            Action::Retry(RetryAction {
-                max_attempts,
-                initial: None,
-                max: None,
-            })
-        })
+    /// `retry(n)` with the default schedule: at most `n` calls, the first included.
+    pub fn retry(max_attempts: u32) -> Result<Action, ZeroAttempts> {
+        let max_attempts = NonZeroU32::new(max_attempts).ok_or(ZeroAttempts)?;
+        Ok(Action::Retry(RetryAction {
+            max_attempts,
+            initial: None,
+            max: None,
+        }))
     }
 
-    /// `fix(agent = name, retries = n)`; `None` when `retries` is zero.
-    pub fn fix(agent: impl Into<Cow<'static, str>>, retries: u32) -> Option<Action> {
-        NonZeroU32::new(retries).map(|retries| {
-            Action::Fix(FixAction {
-                agent: agent.into(),
-                retries,
-            })
-        })
+    /// `fix(agent = name, retries = n)`: the fixer is asked at most `n` times.
+    pub fn fix(agent: impl Into<Cow<'static, str>>, retries: u32) -> Result<Action, ZeroAttempts> {
+        let retries = NonZeroU32::new(retries).ok_or(ZeroAttempts)?;
+        Ok(Action::Fix(FixAction {
+            agent: agent.into(),
+            retries,
+        }))
     }
 
     /// `fallback(tool = name)`.
@@ -277,7 +275,7 @@ impl Policy {
 
 /// Where a resolved entry came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Layer {
+pub enum PolicyLayer {
     /// The tool's own `#[tool(on_error(...))]`.
     Tool,
     /// The agent's `on_tool_error(tool, ...)`.
@@ -288,13 +286,13 @@ pub enum Layer {
     BuiltIn,
 }
 
-impl fmt::Display for Layer {
+impl fmt::Display for PolicyLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Layer::Tool => "tool",
-            Layer::Agent => "agent",
-            Layer::CrateDefaults => "crate defaults",
-            Layer::BuiltIn => "built-in",
+            PolicyLayer::Tool => "tool",
+            PolicyLayer::Agent => "agent",
+            PolicyLayer::CrateDefaults => "crate defaults",
+            PolicyLayer::BuiltIn => "built-in",
         })
     }
 }
@@ -302,19 +300,23 @@ impl fmt::Display for Layer {
 /// A tool's policy after resolution: for every key that any layer sets, the ladder and the layer
 /// it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolvedPolicy {
-    entries: Vec<(PolicyKey, Ladder, Layer)>,
+pub(crate) struct ResolvedPolicy {
+    entries: Vec<(PolicyKey, Ladder, PolicyLayer)>,
 }
 
 impl ResolvedPolicy {
     /// Resolves per key: tool, then agent, then crate defaults, then built-in.
-    pub fn resolve(tool: &Policy, agent: Option<&Policy>, crate_defaults: Option<&Policy>) -> Self {
+    pub(crate) fn resolve(
+        tool: &Policy,
+        agent: Option<&Policy>,
+        crate_defaults: Option<&Policy>,
+    ) -> Self {
         let built_in = Policy::built_in();
         let layers = [
-            (Some(tool), Layer::Tool),
-            (agent, Layer::Agent),
-            (crate_defaults, Layer::CrateDefaults),
-            (Some(&built_in), Layer::BuiltIn),
+            (Some(tool), PolicyLayer::Tool),
+            (agent, PolicyLayer::Agent),
+            (crate_defaults, PolicyLayer::CrateDefaults),
+            (Some(&built_in), PolicyLayer::BuiltIn),
         ];
         let entries = PolicyKey::all()
             .filter_map(|key| {
@@ -329,7 +331,7 @@ impl ResolvedPolicy {
     }
 
     /// The resolved entry for exactly this key, if any layer sets it.
-    pub fn get(&self, key: PolicyKey) -> Option<(&Ladder, Layer)> {
+    pub(crate) fn get(&self, key: PolicyKey) -> Option<(&Ladder, PolicyLayer)> {
         self.entries
             .iter()
             .find(|(k, _, _)| *k == key)
@@ -343,7 +345,7 @@ impl ResolvedPolicy {
     /// crate default `transient = escalate`. `auth` is the exception that keeps the default
     /// fail-closed: auth failures follow only an `auth` entry (built-in: `throw`), never a
     /// generic `execution` one.
-    pub fn for_kind(&self, kind: ErrorKind) -> (PolicyKey, &Ladder, Layer) {
+    pub(crate) fn for_kind(&self, kind: ErrorKind) -> (PolicyKey, &Ladder, PolicyLayer) {
         let key = PolicyKey::Kind(kind);
         let (execution, execution_layer) = self
             .get(PolicyKey::Execution)
@@ -357,13 +359,13 @@ impl ResolvedPolicy {
     }
 
     /// The entry that answers invalid arguments.
-    pub fn for_invalid_args(&self) -> (&Ladder, Layer) {
+    pub(crate) fn for_invalid_args(&self) -> (&Ladder, PolicyLayer) {
         self.get(PolicyKey::InvalidArgs)
             .expect("the built-in layer always sets `invalid_args`")
     }
 
     /// Every resolved entry.
-    pub fn entries(&self) -> impl Iterator<Item = (PolicyKey, &Ladder, Layer)> {
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (PolicyKey, &Ladder, PolicyLayer)> {
         self.entries.iter().map(|(k, l, s)| (*k, l, *s))
     }
 }
@@ -371,17 +373,29 @@ impl ResolvedPolicy {
 /// A tool's resolved policy with the source of each key, for people: `agent.explain("tool")`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Explanation {
-    /// The tool explained.
-    pub tool: String,
-    /// Whether the tool may be dropped with `degrade`.
-    pub optional: bool,
-    /// The resolved policy.
-    pub policy: ResolvedPolicy,
+    pub(crate) tool: String,
+    pub(crate) optional: bool,
+    pub(crate) policy: ResolvedPolicy,
 }
 
 impl Explanation {
+    /// The tool explained.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// Whether the tool may be dropped with `degrade`.
+    pub fn is_optional(&self) -> bool {
+        self.optional
+    }
+
+    /// Every resolved key with its ladder and the layer it came from.
+    pub fn entries(&self) -> impl Iterator<Item = (PolicyKey, &Ladder, PolicyLayer)> {
+        self.policy.entries()
+    }
+
     /// The layer that set `key`, if any did.
-    pub fn source_of(&self, key: PolicyKey) -> Option<Layer> {
+    pub fn source_of(&self, key: PolicyKey) -> Option<PolicyLayer> {
         self.policy.get(key).map(|(_, layer)| layer)
     }
 
@@ -393,7 +407,7 @@ impl Explanation {
 
 impl Explanation {
     /// The entry that answers an execution failure of `kind`, as the executor picks it.
-    pub fn for_kind(&self, kind: ErrorKind) -> (PolicyKey, &Ladder, Layer) {
+    pub fn for_kind(&self, kind: ErrorKind) -> (PolicyKey, &Ladder, PolicyLayer) {
         self.policy.for_kind(kind)
     }
 }

@@ -1,13 +1,17 @@
 //! The registry: the tools and fixers an agent has, the agent-level policies, and the start-up
-//! validation that refuses a configuration that would fail at 3am.
+//! validation that refuses a configuration that would fail at 3am. Calls are run against it
+//! with [`Registry::execute`] (the executor lives in `executor/`).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use std::sync::Arc;
+
+use crate::chat::{ToolCall, ToolSpec};
+use crate::executor::{self, CallOutcome, RunContext};
 use crate::fix::FixerDef;
-use crate::llm::ToolSpec;
-use crate::policy::{Action, Explanation, Layer, Policy, PolicyKey, ResolvedPolicy};
+use crate::policy::{Action, Explanation, Policy, PolicyKey, PolicyLayer, ResolvedPolicy};
 use crate::tool::ToolDef;
 
 /// One thing wrong with a configuration.
@@ -25,7 +29,7 @@ pub enum ConfigProblem {
         /// The key.
         key: PolicyKey,
         /// The layer the entry came from.
-        layer: Layer,
+        layer: PolicyLayer,
         /// The fixer's name.
         fixer: String,
     },
@@ -36,7 +40,7 @@ pub enum ConfigProblem {
         /// The key.
         key: PolicyKey,
         /// The layer the entry came from.
-        layer: Layer,
+        layer: PolicyLayer,
         /// The fallback's name.
         fallback: String,
     },
@@ -54,7 +58,7 @@ pub enum ConfigProblem {
         /// The key.
         key: PolicyKey,
         /// The layer the entry came from.
-        layer: Layer,
+        layer: PolicyLayer,
     },
     /// `on_tool_error` names a tool that is not registered.
     UnknownToolPolicy(String),
@@ -279,15 +283,7 @@ impl RegistryBuilder {
             return Err(ConfigError { problems });
         }
         Ok(Registry {
-            specs: self
-                .tools
-                .iter()
-                .map(|t| ToolSpec {
-                    name: t.name().to_owned(),
-                    description: t.description().to_owned(),
-                    parameters: t.parameters().clone(),
-                })
-                .collect(),
+            specs: self.tools.iter().map(ToolDef::spec).collect(),
             tools: self.tools,
             resolved,
             index,
@@ -298,11 +294,40 @@ impl RegistryBuilder {
 
 /// Validated tools and fixers with every tool's policy resolved: what an agent runs calls
 /// against.
+///
+/// A registry is also the way to put the recovery layer inside an agent loop of your own: build
+/// it once, make a [`RunContext`] per run, and answer each tool call the model makes with
+/// [`execute`](Registry::execute) (or a whole turn with
+/// [`execute_turn`](Registry::execute_turn)). Send every [`CallOutcome::Result`] back to the
+/// model; end the run on a [`CallOutcome::Stop`].
+///
+/// ```
+/// use agent_errors::{CallOutcome, Registry, RunContext, ToolCall, ToolDef};
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Args { city: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let weather = ToolDef::new("weather", "Today's weather in a city.", |args: Args| async move {
+///     Ok::<_, std::io::Error>(format!("sunny in {}", args.city))
+/// });
+/// let registry = Registry::builder().tool(weather).build()?;
+///
+/// let ctx = RunContext::new();
+/// let call = ToolCall::new("call_1", "weather", r#"{"city": "Lyon"}"#);
+/// match registry.execute(&ctx, &call).await {
+///     CallOutcome::Result(result) => assert_eq!(result.content, "sunny in Lyon"),
+///     CallOutcome::Stop(stop) => panic!("the run ends: {stop}"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Registry {
     tools: Vec<ToolDef>,
     resolved: Vec<ResolvedPolicy>,
-    specs: Vec<ToolSpec>,
+    specs: Arc<[ToolSpec]>,
     index: HashMap<String, usize, BuildHasherDefault<NameHasher>>,
     fixers: HashMap<String, FixerDef>,
 }
@@ -318,8 +343,24 @@ impl Registry {
         self.index.get(name).map(|&i| &self.tools[i])
     }
 
+    /// Runs one tool call through its resolved policy. Whatever happens, the call gets exactly
+    /// one outcome: a result for the model, or a stop of the run. Cancelling `ctx`'s
+    /// [`Cancellation`](crate::Cancellation) answers "operation cancelled".
+    pub async fn execute(&self, ctx: &RunContext, call: &ToolCall) -> CallOutcome {
+        executor::execute(self, ctx, call).await
+    }
+
+    /// Runs the tool calls of one model turn concurrently and returns their outcomes in the
+    /// order of `calls`. Parallel failures of one tool in a turn count once for the per-run
+    /// breaker (three lookups that miss together are one stumble), and a call that stops the
+    /// run makes the calls still running answer "operation cancelled".
+    pub async fn execute_turn(&self, ctx: &RunContext, calls: &[ToolCall]) -> Vec<CallOutcome> {
+        let answer = |call| self.execute(ctx, call);
+        executor::execute_turn(ctx, calls, answer, |o: &CallOutcome| o.stop().is_some()).await
+    }
+
     /// The tool and its resolved policy.
-    pub fn entry(&self, name: &str) -> Option<(&ToolDef, &ResolvedPolicy)> {
+    pub(crate) fn entry(&self, name: &str) -> Option<(&ToolDef, &ResolvedPolicy)> {
         self.index
             .get(name)
             .map(|&i| (&self.tools[i], &self.resolved[i]))
@@ -330,8 +371,8 @@ impl Registry {
         &self.tools
     }
 
-    /// Every tool as offered to a model.
-    pub fn specs(&self) -> &[ToolSpec] {
+    /// Every tool as offered to a model, shared: cloning it does not copy the schemas.
+    pub fn specs(&self) -> &Arc<[ToolSpec]> {
         &self.specs
     }
 

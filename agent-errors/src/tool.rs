@@ -8,19 +8,20 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::chat::{BoxFuture, ToolSpec};
 use crate::error::{BoxError, ToolError};
 use crate::policy::Policy;
 
 /// A tool's successful output, as the text the model sees.
 pub type ToolOutput = String;
 
-/// The future a handler returns once its arguments parsed.
-pub type ToolFuture = BoxFuture<'static, Result<ToolOutput, BoxError>>;
+/// The future a handler returns once its arguments parsed: the tool's output as the text the
+/// model sees, or its error.
+pub type ToolFuture = BoxFuture<'static, Result<String, BoxError>>;
 
 /// Runs a tool from the model's raw argument text.
 ///
@@ -35,7 +36,7 @@ pub trait ToolHandler: Send + Sync + 'static {
 /// Parses argument text into `A`, telling invalid JSON apart from JSON of the wrong shape.
 ///
 /// Empty or blank text reads as `{}`: models often send that for tools without parameters.
-pub fn parse_args<A: DeserializeOwned>(raw: &str) -> Result<A, ToolError> {
+pub(crate) fn parse_args<A: DeserializeOwned>(raw: &str) -> Result<A, ToolError> {
     let text = if raw.trim().is_empty() { "{}" } else { raw };
     let to_tool_error = |error: serde_json::Error| {
         if error.is_data() {
@@ -63,7 +64,7 @@ pub fn parse_args<A: DeserializeOwned>(raw: &str) -> Result<A, ToolError> {
 }
 
 /// Serializes a tool's output for the model: strings as they are, anything else as JSON.
-pub fn to_output<T: Serialize + ?Sized>(value: &T) -> Result<ToolOutput, BoxError> {
+pub(crate) fn to_output<T: Serialize + ?Sized>(value: &T) -> Result<ToolOutput, BoxError> {
     let json = serde_json::to_string(value)?;
     if json.starts_with('"') {
         Ok(serde_json::from_str::<String>(&json)?)
@@ -73,7 +74,7 @@ pub fn to_output<T: Serialize + ?Sized>(value: &T) -> Result<ToolOutput, BoxErro
 }
 
 /// A handler from a typed async function: `A` is read from the arguments.
-pub struct FnHandler<A, F> {
+pub(crate) struct FnHandler<A, F> {
     f: F,
     _args: PhantomData<fn(A)>,
 }
@@ -88,7 +89,7 @@ impl<A, F> fmt::Debug for FnHandler<A, F> {
 
 impl<A, F> FnHandler<A, F> {
     /// Wraps `f`.
-    pub fn new(f: F) -> Self {
+    pub(crate) fn new(f: F) -> Self {
         FnHandler {
             f,
             _args: PhantomData,
@@ -117,6 +118,34 @@ where
 }
 
 /// A registered tool: what `#[tool]` produces and `tools![...]` collects.
+///
+/// Build one by hand from a closure over a typed argument struct when a `#[tool]` fn does not
+/// fit (a tool made at run time, a closure that owns a client):
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::{Action, HttpError, Policy, PolicyKey, ToolDef};
+///
+/// /// The arguments the model sends; their JSON Schema is offered with the tool.
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Args {
+///     /// A city name.
+///     city: String,
+/// }
+///
+/// let weather = ToolDef::new("weather", "Today's weather in a city.", |args: Args| async move {
+///     if args.city.is_empty() {
+///         return Err(HttpError::new(400, "city is empty"));
+///     }
+///     Ok(format!("sunny in {}", args.city))
+/// })
+/// .with_policy(Policy::new().on(PolicyKey::Execution, Action::retry(3)?))
+/// .with_timeout(Duration::from_secs(10));
+///
+/// assert_eq!(weather.name(), "weather");
+/// assert_eq!(weather.parameters()["required"][0], "city");
+/// # Ok::<(), agent_errors::ZeroAttempts>(())
+/// ```
 #[derive(Clone)]
 pub struct ToolDef {
     name: Cow<'static, str>,
@@ -167,6 +196,14 @@ impl ToolDef {
             timeout: None,
             handler: Arc::new(handler),
         }
+    }
+
+    /// The same tool with another handler: everything else (name, description, schema,
+    /// policies, timeout) is kept. For wrappers that add behaviour around a tool's calls.
+    #[must_use]
+    pub fn with_handler(mut self, handler: impl ToolHandler) -> Self {
+        self.handler = Arc::new(handler);
+        self
     }
 
     /// Sets the tool's own policy (the top layer).
@@ -237,6 +274,15 @@ impl ToolDef {
     /// The handler.
     pub fn handler(&self) -> &dyn ToolHandler {
         self.handler.as_ref()
+    }
+
+    /// The tool as offered to a model.
+    pub fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name.to_string(),
+            description: self.description.to_string(),
+            parameters: self.parameters.clone(),
+        }
     }
 }
 

@@ -1,13 +1,11 @@
-//! The agent loop (F14, F16-F18, F20, F21), driven as a user would: a scripted model, tools that
+//! The agent loop, driven as a user would: a scripted model, tools that
 //! fail on purpose, and the run's report and transcript.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_errors::agent::{Agent, AgentBuilder, Json, RunError, RunOptions};
-use agent_errors::breaker::{BreakerState, ServiceBreaker};
-use agent_errors::pipeline::{Permission, TerminationReason};
-use agent_errors::registry::ConfigProblem;
+use agent_errors::ConfigProblem;
 use agent_errors::testing::{
     Fault, FaultyTool, ReportAssertions, ScriptedModel, echo_tool, transcript_violations,
 };
@@ -15,6 +13,9 @@ use agent_errors::{
     Action, Cancellation, ChatRequest, ErrorKind, HttpError, Message, Policy, PolicyKey, ToolCall,
     ToolResult,
 };
+use agent_errors::{Agent, AgentBuilder, Json, RunError, RunOptions};
+use agent_errors::{BreakerState, ServiceBreaker};
+use agent_errors::{Permission, TerminationReason};
 use tokio::time::Instant;
 
 fn secs(n: u64) -> Duration {
@@ -326,7 +327,7 @@ async fn the_per_run_breaker_is_fresh_for_every_run() {
 async fn the_service_breaker_is_shared_by_the_agents_runs() {
     let down = FaultyTool::new(echo_tool("fetch"))
         .then_always(Fault::error(|| HttpError::new(503, "down")));
-    let breaker = Arc::new(ServiceBreaker::new(2, secs(30)));
+    let breaker = Arc::new(ServiceBreaker::new(NonZeroU32::new(2).unwrap(), secs(30)));
     let model = ScriptedModel::new()
         .tool_call("fetch", r#"{"text": "1"}"#)
         .tool_call("fetch", r#"{"text": "2"}"#);

@@ -1,15 +1,15 @@
-//! The built-in tools `escalate` and `throw_exception` (F13), and agents used as fixers.
+//! The built-in tools `escalate` and `throw_exception`, and agents used as fixers.
 
 use std::collections::BTreeMap;
 
-use agent_errors::agent::{Agent, ESCALATE, NotJsonArguments, RunError, THROW_EXCEPTION};
-use agent_errors::llm::CallSource;
-use agent_errors::pipeline::TerminationReason;
+use agent_errors::CallSource;
+use agent_errors::TerminationReason;
 use agent_errors::testing::{FaultyTool, ReportAssertions, ScriptedModel, echo_tool};
 use agent_errors::{
-    Action, ChatRequest, Fix, FixRequest, FixerError, Message, Policy, PolicyKey, Severity,
+    Action, ChatRequest, Fix, FixRequest, FixerError, Limits, Message, Policy, PolicyKey, Severity,
     ToolDef, ToolResult,
 };
+use agent_errors::{Agent, ESCALATE, NotJsonArguments, RunError, THROW_EXCEPTION};
 use serde::Deserialize;
 
 fn tool_results(request: &ChatRequest) -> Vec<&ToolResult> {
@@ -99,6 +99,44 @@ async fn escalate_ends_the_run_with_the_reason_and_a_case_insensitive_severity()
 }
 
 #[tokio::test(start_paused = true)]
+async fn escalate_without_a_reason_still_escalates() {
+    let model = ScriptedModel::new().tool_call(ESCALATE, r#"{"severity": "critical"}"#);
+    let agent = Agent::builder("a")
+        .model(model)
+        .enable_escalate()
+        .build()
+        .unwrap();
+    match agent.run("go").await {
+        Err(RunError::Escalated { reason, severity }) => {
+            assert_eq!(severity, Severity::Critical);
+            assert!(reason.contains("without giving a reason"), "{reason}");
+        }
+        other => panic!("expected an escalation, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn escalate_shows_the_model_a_reason_bounded_by_the_agents_limit() {
+    let long = "x".repeat(2_000);
+    let model = ScriptedModel::new().tool_call(ESCALATE, serde_json::json!({ "reason": long }));
+    let agent = Agent::builder("a")
+        .model(model)
+        .enable_escalate()
+        .limits(Limits::default().with_max_message_chars(50))
+        .build()
+        .unwrap();
+    let outcome = agent.run_with_report("go").await;
+    let Some(Message::Tool(result)) = outcome.transcript.last() else {
+        panic!("the escalate call is answered: {:?}", outcome.transcript);
+    };
+    let shown: serde_json::Value = serde_json::from_str(&result.content).unwrap();
+    assert!(
+        shown["message"].as_str().unwrap().chars().count() <= 50,
+        "{shown}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn escalate_severity_defaults_to_high() {
     let model = ScriptedModel::new().tool_call(ESCALATE, r#"{"reason": "stuck"}"#);
     let agent = Agent::builder("a")
@@ -118,7 +156,7 @@ async fn escalate_severity_defaults_to_high() {
 #[tokio::test(start_paused = true)]
 async fn a_builtin_called_with_bad_arguments_gets_an_error_result_and_the_run_goes_on() {
     let model = ScriptedModel::new()
-        .tool_call(ESCALATE, r#"{"why": "no reason field"}"#)
+        .tool_call(ESCALATE, r#"{"reason": 42}"#)
         .text("fine");
     let agent = Agent::builder("a")
         .model(model.clone())

@@ -1,9 +1,10 @@
-//! The SPEC's opening sketch, run through the agent loop: macros, an agent-level override, an
-//! `on_llm_error` handler written as in the sketch, and `run(..).await?`.
+//! The crate's headline usage, run through the agent loop: macros, an agent-level override, an
+//! `on_llm_error` handler, and `run(..).await?`.
 
 use std::io;
 use std::time::Duration;
 
+use agent_errors::PolicyKey;
 use agent_errors::prelude::*;
 use agent_errors::testing::{ReportAssertions, ScriptedModel};
 
@@ -66,7 +67,7 @@ async fn the_sketch_runs_end_to_end() -> Result<(), Box<dyn std::error::Error>> 
     let explained = agent.explain("count_keys").expect("a registered tool");
     assert_eq!(
         explained.source_of(PolicyKey::Execution),
-        Some(agent_errors::Layer::Tool)
+        Some(agent_errors::PolicyLayer::Tool)
     );
     Ok(())
 }

@@ -5,9 +5,11 @@ use std::borrow::Cow;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use agent_errors::policy::{FixAction, RetryAction};
 use agent_errors::prelude::*;
-use agent_errors::{FixerDef, Ladder, ToolDef};
+use agent_errors::{
+    Action, BoxError, ErrorKind, FixAction, FixerDef, Ladder, Policy, PolicyKey, RetryAction,
+    ToolError,
+};
 use serde_json::{Value, json};
 
 agent_errors::defaults!(on_error(

@@ -1,17 +1,18 @@
 //! The executor, driven as a user would: tools and fixers registered by hand, one call at a time.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use agent_errors::breaker::ServiceBreaker;
-use agent_errors::pipeline::{Permission, TerminationReason};
-use agent_errors::policy::{Layer, PolicyKey};
-use agent_errors::registry::ConfigProblem;
+use agent_errors::ConfigProblem;
+use agent_errors::ServiceBreaker;
 use agent_errors::{
     Action, CallOutcome, ErrorKind, Fix, FixRequest, FixerDef, FixerError, HttpError, Ladder,
     Policy, Registry, RunContext, Severity, ToolCall, ToolDef, ToolError,
 };
+use agent_errors::{Permission, TerminationReason};
+use agent_errors::{PolicyKey, PolicyLayer};
 use serde::Deserialize;
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -458,6 +459,16 @@ async fn cancelling_mid_call_answers_operation_cancelled() {
     assert_eq!(outcome.result().unwrap().content, "operation cancelled");
 }
 
+/// The stop a tripped per-run breaker gives: the tool and its failure count.
+fn tripped(outcome: &CallOutcome) -> Option<(String, u32)> {
+    match outcome.stop()?.reason {
+        TerminationReason::BreakerTripped { failures } => {
+            Some((outcome.stop()?.tool.clone(), failures))
+        }
+        _ => None,
+    }
+}
+
 #[tokio::test]
 async fn the_run_breaker_trips_after_three_consecutive_failures_and_resets_on_success() {
     let (tool, _) = scripted_tool(
@@ -467,15 +478,19 @@ async fn the_run_breaker_trips_after_three_consecutive_failures_and_resets_on_su
     let registry = registry_of(tool);
     let ctx = RunContext::new();
     let args = r#"{"name":"x"}"#;
-    registry.execute(&ctx, &call("greet", args)).await;
-    registry.execute(&ctx, &call("greet", args)).await;
-    assert!(ctx.tripped().is_none());
+    assert!(tripped(&registry.execute(&ctx, &call("greet", args)).await).is_none());
+    assert!(tripped(&registry.execute(&ctx, &call("greet", args)).await).is_none());
     ok_content(&registry.execute(&ctx, &call("greet", args)).await);
-    // Unknown tools count per name too.
-    for _ in 0..3 {
-        registry.execute(&ctx, &call("nope", "{}")).await;
+    // Unknown tools count per name too; the third failure stops the run.
+    for _ in 0..2 {
+        let outcome = registry.execute(&ctx, &call("nope", "{}")).await;
+        assert!(outcome.result().is_some_and(|r| r.is_error));
     }
-    assert_eq!(ctx.tripped(), Some(("nope".to_owned(), 3)));
+    let third = registry.execute(&ctx, &call("nope", "{}")).await;
+    assert_eq!(tripped(&third), Some(("nope".to_owned(), 3)));
+    // A tripped tool is not called again in this run: every later call stops too.
+    let again = registry.execute(&ctx, &call("nope", "{}")).await;
+    assert_eq!(tripped(&again), Some(("nope".to_owned(), 3)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -491,7 +506,10 @@ async fn an_open_service_circuit_goes_straight_to_the_fallback() {
         .tool(backup)
         .build()
         .unwrap();
-    let breaker = Arc::new(ServiceBreaker::new(3, Duration::from_secs(30)));
+    let breaker = Arc::new(ServiceBreaker::new(
+        NonZeroU32::new(3).unwrap(),
+        Duration::from_secs(30),
+    ));
 
     let first = RunContext::new().with_service_breaker(breaker.clone());
     ok_content(
@@ -545,26 +563,29 @@ fn resolution_goes_tool_then_agent_then_crate_defaults_then_built_in() {
         .unwrap();
 
     let explained = registry.explain("greet").unwrap();
-    assert_eq!(explained.source_of(PolicyKey::Execution), Some(Layer::Tool));
+    assert_eq!(
+        explained.source_of(PolicyKey::Execution),
+        Some(PolicyLayer::Tool)
+    );
     assert_eq!(
         explained.ladder(PolicyKey::Execution),
         Some(&Ladder::from(retry(2)))
     );
     assert_eq!(
         explained.source_of(PolicyKey::Kind(ErrorKind::Quota)),
-        Some(Layer::Agent)
+        Some(PolicyLayer::Agent)
     );
     assert_eq!(
         explained.source_of(PolicyKey::InvalidArgs),
-        Some(Layer::CrateDefaults)
+        Some(PolicyLayer::CrateDefaults)
     );
     assert_eq!(
         explained.source_of(PolicyKey::Kind(ErrorKind::Timeout)),
-        Some(Layer::CrateDefaults)
+        Some(PolicyLayer::CrateDefaults)
     );
     assert_eq!(
         explained.source_of(PolicyKey::Kind(ErrorKind::Auth)),
-        Some(Layer::BuiltIn)
+        Some(PolicyLayer::BuiltIn)
     );
     assert_eq!(explained.source_of(PolicyKey::Kind(ErrorKind::Bug)), None);
 
@@ -601,9 +622,12 @@ fn a_tool_that_sets_only_execution_inherits_invalid_args_from_the_defaults() {
     let explained = registry.explain("greet").unwrap();
     assert_eq!(
         explained.source_of(PolicyKey::InvalidArgs),
-        Some(Layer::CrateDefaults)
+        Some(PolicyLayer::CrateDefaults)
     );
-    assert_eq!(explained.source_of(PolicyKey::Execution), Some(Layer::Tool));
+    assert_eq!(
+        explained.source_of(PolicyKey::Execution),
+        Some(PolicyLayer::Tool)
+    );
 }
 
 #[test]
@@ -638,7 +662,7 @@ fn building_lists_every_configuration_problem() {
     assert!(problems.iter().any(|p| matches!(
         p,
         ConfigProblem::DegradeNotOptional {
-            layer: Layer::CrateDefaults,
+            layer: PolicyLayer::CrateDefaults,
             ..
         }
     )));
@@ -717,7 +741,10 @@ async fn a_half_open_probe_is_not_stranded_by_bad_arguments_or_a_cancelled_call(
         }
     });
     let registry = registry_of(tool);
-    let breaker = Arc::new(ServiceBreaker::new(1, Duration::from_secs(10)));
+    let breaker = Arc::new(ServiceBreaker::new(
+        NonZeroU32::new(1).unwrap(),
+        Duration::from_secs(10),
+    ));
     let run = || RunContext::new().with_service_breaker(breaker.clone());
 
     // One failure opens the circuit.
@@ -790,29 +817,24 @@ async fn parallel_failures_of_one_tool_in_one_turn_count_once_for_the_run_breake
     let ctx = RunContext::new();
     let args = r#"{"name":"x"}"#;
 
-    ctx.begin_turn();
     let batch = [
         call("lookup", args),
         call("lookup", args),
         call("lookup", args),
     ];
-    futures_join(&registry, &ctx, &batch).await;
+    let outcomes = registry.execute_turn(&ctx, &batch).await;
+    assert_eq!(outcomes.len(), 3);
     assert!(
-        ctx.tripped().is_none(),
-        "three misses in one turn are one stumble"
+        outcomes
+            .iter()
+            .all(|o| o.result().is_some_and(|r| r.is_error)),
+        "three misses in one turn are one stumble: {outcomes:?}"
     );
 
-    ctx.begin_turn();
-    registry.execute(&ctx, &call("lookup", args)).await;
-    ctx.begin_turn();
-    registry.execute(&ctx, &call("lookup", args)).await;
-    assert_eq!(ctx.tripped(), Some(("lookup".to_owned(), 3)));
-}
-
-async fn futures_join(registry: &Registry, ctx: &RunContext, calls: &[ToolCall]) {
-    for c in calls {
-        registry.execute(ctx, c).await;
-    }
+    let second = registry.execute_turn(&ctx, &[call("lookup", args)]).await;
+    assert!(tripped(&second[0]).is_none());
+    let third = registry.execute_turn(&ctx, &[call("lookup", args)]).await;
+    assert_eq!(tripped(&third[0]), Some(("lookup".to_owned(), 3)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -850,7 +872,10 @@ async fn a_tools_own_execution_entry_beats_a_lower_layers_per_kind_entry() {
         ));
     let registry = registry_of(tool);
     let explained = registry.explain("fetch").unwrap();
-    assert_eq!(explained.for_kind(ErrorKind::Transient).2, Layer::Tool);
+    assert_eq!(
+        explained.for_kind(ErrorKind::Transient).2,
+        PolicyLayer::Tool
+    );
 
     let outcome = registry
         .execute(&RunContext::new(), &call("fetch", r#"{"name":"x"}"#))

@@ -1,15 +1,14 @@
-//! `on_llm_error` (F22): what the loop does when the model call itself fails.
+//! `on_llm_error`: what the loop does when the model call itself fails.
 
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_errors::agent::{Agent, AgentBuilder, Json, RunError};
-use agent_errors::events::Event;
-use agent_errors::llm::ZeroRetryAttempts;
+use agent_errors::Event;
 use agent_errors::testing::{ReportAssertions, ScriptedModel, echo_tool};
-use agent_errors::{Cancellation, ChatResponse, LlmErrorDecision};
+use agent_errors::{Agent, AgentBuilder, Json, RunError};
+use agent_errors::{Cancellation, ChatResponse, LlmErrorDecision, ZeroAttempts};
 use tokio::time::Instant;
 
 fn ms(n: u64) -> Duration {
@@ -164,7 +163,7 @@ async fn the_handler_may_switch_decision_between_failures() {
 async fn retry_with_zero_attempts_is_rejected_and_never_retries() {
     assert_eq!(
         LlmErrorDecision::<String>::retry(0, ms(500)),
-        Err(ZeroRetryAttempts)
+        Err(ZeroAttempts)
     );
 
     // A handler that passes the rejection on gets Rethrow: the original error, one call.
@@ -339,4 +338,62 @@ async fn the_turn_cap_does_not_reach_the_handler() {
     assert!(matches!(err, RunError::TurnCap { max_turns: 2 }), "{err:?}");
     assert_eq!(model.calls(), 2);
     assert_eq!(asked.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_large_retry_budget_is_capped_like_every_schedule() {
+    let model = ScriptedModel::new().then_fail_forever(refused);
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .on_llm_error(|_, _| LlmErrorDecision::retry(20, ms(500)))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let outcome = agent.run_with_report("hi").await;
+
+    assert!(matches!(outcome.result, Err(RunError::Model(_))));
+    assert_eq!(model.calls(), 20);
+    let delays: Vec<Duration> = outcome
+        .report
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::LlmRetry { delay, .. } => Some(*delay),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(delays.len(), 19);
+    assert!(
+        delays.iter().all(|d| *d <= Duration::from_secs(32)),
+        "{delays:?}"
+    );
+    assert_eq!(delays.last(), Some(&Duration::from_secs(32)));
+    let bound = Duration::from_secs(32).mul_f64(19.0 * 1.25);
+    assert!(Instant::now() - start <= bound);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_replaces_the_backoff_between_model_calls() {
+    let busy = || agent_errors::HttpError::new(503, "busy").with_header("retry-after", "7");
+    let model = ScriptedModel::new().errors(1, busy).text("ok");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .on_llm_error(|_, _| LlmErrorDecision::retry(3, ms(500)))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    assert_eq!(agent.run("hi").await.unwrap(), "ok");
+    assert_eq!(Instant::now() - start, Duration::from_secs(7));
+
+    // A server asking for a day is cut to a minute, as in the model wrappers.
+    let slow = || agent_errors::HttpError::new(429, "later").with_header("retry-after", "86400");
+    let model = ScriptedModel::new().errors(1, slow).text("ok");
+    let agent = Agent::builder("a")
+        .model(model)
+        .on_llm_error(|_, _| LlmErrorDecision::retry(3, ms(500)))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    assert_eq!(agent.run("hi").await.unwrap(), "ok");
+    assert_eq!(Instant::now() - start, Duration::from_secs(60));
 }

@@ -1,4 +1,4 @@
-//! Model fallback (F27) and persistent retry (F28), under paused time: every sleep is real tokio
+//! Model fallback and persistent retry, under paused time: every sleep is real tokio
 //! time, so elapsed time and heartbeats are asserted exactly, and the tests take no time.
 
 use std::collections::VecDeque;
@@ -6,12 +6,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_errors::events::{Event, EventLog};
-use agent_errors::llm::{
-    CallSource, ChatModel, ChatRequest, FallbackModel, Heartbeat, Message, PersistentRetry,
-};
+use agent_errors::llm::{FallbackModel, Heartbeat, PersistentRetry};
 use agent_errors::retry::RetrySchedule;
 use agent_errors::{BoxError, ChatResponse, HttpError};
+use agent_errors::{CallSource, ChatModel, ChatRequest, Message};
+use agent_errors::{Event, EventLog};
 use tokio::time::Instant;
 
 /// `futures_util::future::BoxFuture`, which `ChatModel::chat` returns.
@@ -97,6 +96,7 @@ async fn falls_back_after_n_consecutive_overloads() {
     let log = Arc::new(EventLog::new());
     let model = FallbackModel::new(primary.clone(), fallback.clone())
         .after(3)
+        .unwrap()
         .backoff(no_jitter())
         .event_log(log.clone());
 
@@ -131,6 +131,7 @@ async fn a_primary_that_recovers_in_time_keeps_the_request() {
     let log = Arc::new(EventLog::new());
     let model = FallbackModel::new(primary.clone(), fallback.clone())
         .after(3)
+        .unwrap()
         .backoff(no_jitter())
         .event_log(log.clone());
 
@@ -153,6 +154,7 @@ async fn the_count_is_per_request() {
     let fallback = Scripted::new("small", vec![], unexpected);
     let model = FallbackModel::new(primary.clone(), fallback.clone())
         .after(2)
+        .unwrap()
         .backoff(no_jitter());
 
     for expected in ["one", "two"] {
@@ -170,7 +172,9 @@ async fn the_count_is_per_request() {
 async fn background_calls_go_to_the_fallback_at_the_first_overload() {
     let primary = Scripted::new("big", vec![overloaded()], unexpected);
     let fallback = Scripted::new("small", vec![text("title")], unexpected);
-    let model = FallbackModel::new(primary.clone(), fallback.clone()).after(3);
+    let model = FallbackModel::new(primary.clone(), fallback.clone())
+        .after(3)
+        .unwrap();
 
     let start = Instant::now();
     let reply = model.chat(&ask(CallSource::BACKGROUND)).await.unwrap();
@@ -192,8 +196,9 @@ async fn retry_after_replaces_the_backoff_between_overloads() {
             .into())
     };
     let primary = Scripted::new("big", vec![busy(), text("ok")], unexpected);
-    let model =
-        FallbackModel::new(primary.clone(), Scripted::new("small", vec![], unexpected)).after(3);
+    let model = FallbackModel::new(primary.clone(), Scripted::new("small", vec![], unexpected))
+        .after(3)
+        .unwrap();
 
     let start = Instant::now();
     model.chat(&ask(CallSource::MAIN_AGENT)).await.unwrap();
@@ -217,6 +222,7 @@ async fn overloaded_in_the_text_counts_and_the_fallback_error_is_returned_as_is(
     );
     let model = FallbackModel::new(primary.clone(), fallback.clone())
         .after(2)
+        .unwrap()
         .backoff(no_jitter());
 
     let error = model.chat(&ask(CallSource::MAIN_AGENT)).await.unwrap_err();
@@ -430,6 +436,7 @@ async fn inside_an_agent_run_the_switch_lands_on_the_runs_report() {
     let fallback = Scripted::new("small", vec![text("answered by small")], unexpected);
     let model = FallbackModel::new(primary.clone(), fallback.clone())
         .after(2)
+        .unwrap()
         .backoff(no_jitter());
     let agent = agent_errors::Agent::builder("a")
         .model(model)

@@ -1,4 +1,4 @@
-//! Property test of the loop invariant (F14) over random scripts and random faults:
+//! Property test of the loop invariant over random scripts and random faults:
 //!
 //! - every tool call the model makes gets exactly one result (checked on every request the
 //!   scripted model was sent, and on the final transcript), and history only grows;
@@ -14,13 +14,13 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_errors::agent::{Agent, RunError, RunOptions};
 use agent_errors::testing::{Fault, FaultyTool, ScriptedModel, echo_tool, transcript_violations};
-use agent_errors::tool::{ToolFuture, ToolHandler};
 use agent_errors::{
     Action, Cancellation, HttpError, LlmErrorDecision, Message, Policy, PolicyKey, ToolDef,
     ToolError,
 };
+use agent_errors::{Agent, RunError, RunOptions};
+use agent_errors::{ToolFuture, ToolHandler};
 use proptest::prelude::*;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};

@@ -10,15 +10,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_errors::llm::retryability::find_http_error;
-use agent_errors::llm::{
-    CallSource, ChatModel, ChatRequest, Message, Sleeper, ToolCall, ToolResult, ToolSpec,
-};
+use agent_errors::classify::{find_in_chain, is_overload_error};
 use agent_errors::openai::{
     OpenAiBuilder, OpenAiConfigError, OpenAiError, OpenAiModel, TOOL_ERROR_PREFIX,
 };
 use agent_errors::retry::RetrySchedule;
 use agent_errors::{BoxError, ErrorKind, HttpError, classify};
+use agent_errors::{CallSource, ChatModel, ChatRequest, Message, ToolCall, ToolResult, ToolSpec};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -225,7 +223,7 @@ impl FaultServer {
 struct Sleeps(Arc<Mutex<Vec<Duration>>>);
 
 impl Sleeps {
-    fn recorder(&self) -> impl Sleeper + use<> {
+    fn recorder(&self) -> impl Fn(Duration) -> std::future::Ready<()> + Send + Sync + use<> {
         let log = self.0.clone();
         move |delay: Duration| {
             log.lock().unwrap().push(delay);
@@ -908,10 +906,10 @@ async fn status_errors_are_found_by_walking_the_chain() {
         .chat(&ask().with_source(CallSource::BACKGROUND))
         .await
         .unwrap_err();
-    let http = find_http_error(&*error).expect("an HttpError in the chain");
+    let http = find_in_chain::<HttpError>(&*error).expect("an HttpError in the chain");
     assert_eq!(http.status(), 529);
     assert_eq!(http.message(), "Overloaded");
-    assert!(agent_errors::llm::retryability::is_overload_error(&*error));
+    assert!(is_overload_error(&*error));
 }
 
 #[tokio::test]

@@ -6,9 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_errors::classify::Evidence;
-use agent_errors::retry::{
-    FromBackoff, RetryFailure, RetryNotice, retry_after_failure, retry_after_failure_with,
-};
+use agent_errors::retry::{FromBackoff, RetryFailure, RetryNotice, retry_after_failure};
 use agent_errors::{Classification, ErrorKind, HttpError, RetrySchedule, classify};
 use proptest::prelude::*;
 use tokio::time::Instant;
@@ -257,7 +255,7 @@ async fn a_backoff_crate_schedule_drives_the_same_loop() {
     let schedule = FromBackoff::new(exponential).with_max_attempts(NonZeroU32::new(4).unwrap());
     let script = Script::failing(HttpError::new(503, "busy"));
     let start = Instant::now();
-    let failure = retry_after_failure_with(
+    let failure = retry_after_failure(
         schedule,
         HttpError::new(503, "busy"),
         || script.call(),
@@ -272,7 +270,7 @@ async fn a_backoff_crate_schedule_drives_the_same_loop() {
 
     // Its limits and ours compose: a non-retryable failure still stops at once.
     let script = Script::new([]);
-    let failure = retry_after_failure_with(
+    let failure = retry_after_failure(
         FromBackoff::new(backoff::ExponentialBackoff::default()),
         HttpError::new(404, "gone"),
         || script.call(),
@@ -285,12 +283,12 @@ async fn a_backoff_crate_schedule_drives_the_same_loop() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn any_backon_schedule_works_through_its_delays() {
-    // A schedule's delays are a plain iterator, which backon accepts as a backoff.
+async fn any_iterator_of_delays_is_a_schedule() {
+    // A schedule is a plain iterator of delays, one per retry.
     let script = Script::failing(HttpError::new(503, "busy"));
     let start = Instant::now();
     let delays = ms(&[10, 20]).into_iter();
-    let failure = retry_after_failure_with(
+    let failure = retry_after_failure(
         delays,
         HttpError::new(503, "busy"),
         || script.call(),
@@ -375,4 +373,19 @@ proptest! {
             prop_assert!(delay <= base + base.mul_f64(jitter) + Duration::from_nanos(1));
         }
     }
+}
+
+#[test]
+fn every_zero_count_is_rejected_with_the_one_error_type() {
+    use agent_errors::llm::FallbackModel;
+    use agent_errors::testing::ScriptedModel;
+    use agent_errors::{LlmErrorDecision, ZeroAttempts};
+
+    assert_eq!(RetrySchedule::attempts(0), Err(ZeroAttempts));
+    assert_eq!(
+        LlmErrorDecision::<String>::retry(0, Duration::from_millis(500)),
+        Err(ZeroAttempts)
+    );
+    let fallback = FallbackModel::new(ScriptedModel::new(), ScriptedModel::new());
+    assert_eq!(fallback.after(0).err(), Some(ZeroAttempts));
 }

@@ -1,10 +1,12 @@
-//! The SPEC's opening sketch, minus the agent loop: crate defaults, a tool with its own policy, a
-//! fixer, an agent-level override, start-up validation, and calls through the executor.
+//! The declarations a typical program writes, minus the agent loop: crate defaults, a tool with
+//! its own policy, a fixer, an agent-level override, start-up validation, and calls through the
+//! executor.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use agent_errors::policy::Layer;
+use agent_errors::PolicyLayer;
 use agent_errors::prelude::*;
+use agent_errors::{CallOutcome, ErrorKind, PolicyKey, Registry, RunContext, ToolCall};
 use agent_errors::{Event, ToolResult};
 
 agent_errors::defaults!(on_error(execution = retry(3)));
@@ -84,17 +86,26 @@ async fn the_sketch_compiles_resolves_and_executes_as_described() {
 
     // Resolution: the tool's own keys, then the agent's, then the crate's, then built-in.
     let count = registry.explain("count_keys").unwrap();
-    assert_eq!(count.source_of(PolicyKey::InvalidArgs), Some(Layer::Tool));
-    assert_eq!(count.source_of(PolicyKey::Execution), Some(Layer::Tool));
+    assert_eq!(
+        count.source_of(PolicyKey::InvalidArgs),
+        Some(PolicyLayer::Tool)
+    );
+    assert_eq!(
+        count.source_of(PolicyKey::Execution),
+        Some(PolicyLayer::Tool)
+    );
     let lookup = registry.explain("lookup_user").unwrap();
-    assert_eq!(lookup.source_of(PolicyKey::Execution), Some(Layer::Agent));
+    assert_eq!(
+        lookup.source_of(PolicyKey::Execution),
+        Some(PolicyLayer::Agent)
+    );
     assert_eq!(
         lookup.source_of(PolicyKey::InvalidArgs),
-        Some(Layer::BuiltIn)
+        Some(PolicyLayer::BuiltIn)
     );
     assert_eq!(
         lookup.source_of(PolicyKey::Kind(ErrorKind::NotFound)),
-        Some(Layer::Agent)
+        Some(PolicyLayer::Agent)
     );
 
     // The schema offered to a model comes from the parameters.

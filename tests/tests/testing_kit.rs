@@ -1,13 +1,13 @@
-//! The test kit (F29) as a user meets it: scripted models, faulty tools, report assertions.
+//! The test kit as a user meets it: scripted models, faulty tools, report assertions.
 
 use std::time::Duration;
 
-use agent_errors::agent::{Agent, RunError};
 use agent_errors::testing::{
     Fault, FaultyTool, Reply, ReportAssertions, ScriptExhausted, ScriptedModel, echo_tool,
     transcript_violations,
 };
-use agent_errors::{Action, ChatResponse, HttpError, Message, Policy, PolicyKey};
+use agent_errors::{Action, ChatResponse, ErrorKind, HttpError, Message, Policy, PolicyKey};
+use agent_errors::{Agent, RunError};
 
 #[tokio::test(start_paused = true)]
 async fn a_script_that_runs_out_fails_the_run_with_a_clear_error() {
@@ -60,6 +60,27 @@ fn a_faulty_tool_keeps_the_wrapped_tools_identity() {
     assert_eq!(wrapped.parameters(), original.parameters());
     assert_eq!(wrapped.policy(), &policy);
     assert!(wrapped.is_optional());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_faulty_tool_keeps_the_wrapped_tools_timeout() {
+    let original = echo_tool("fetch").with_timeout(Duration::from_secs(5));
+    let hanging = FaultyTool::new(original).then(Fault::Hang);
+    assert_eq!(hanging.tool().timeout(), Some(Duration::from_secs(5)));
+    let model = ScriptedModel::new()
+        .tool_call("fetch", r#"{"text": "x"}"#)
+        .text("done");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .tool(hanging.tool())
+        .build()
+        .unwrap();
+    // Without the wrapped tool's timeout the hang would hold the run forever; with it, the
+    // call fails as a timeout and, with no retries, ends the run.
+    let stop = agent.run("go").await.unwrap_err();
+    let terminated = stop.terminated().expect("a tool stop");
+    assert_eq!(terminated.kind, ErrorKind::Timeout);
+    assert_eq!(model.calls(), 1);
 }
 
 #[tokio::test(start_paused = true)]

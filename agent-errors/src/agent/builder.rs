@@ -2,15 +2,16 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use super::builtins::Builtins;
 use super::llm_error::{IntoLlmDecision, LlmErrorHandler, ModelError, erase_handler};
 use super::{Agent, AgentInner, AgentOutput, DEFAULT_MAX_TURNS};
 use crate::breaker::{DEFAULT_THRESHOLD, ServiceBreaker};
+use crate::chat::{CallSource, ChatModel};
+use crate::executor::{Limits, PermissionHook};
 use crate::fix::FixerDef;
-use crate::llm::{CallSource, ChatModel};
-use crate::pipeline::{Limits, PermissionHook};
 use crate::policy::Policy;
 use crate::registry::{ConfigError, ConfigProblem, Registry, RegistryBuilder};
 use crate::tool::ToolDef;
@@ -130,7 +131,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use agent_errors::agent::Agent;
+    /// # use agent_errors::Agent;
     /// # use agent_errors::LlmErrorDecision;
     /// # use agent_errors::testing::ScriptedModel;
     /// let agent = Agent::builder("a")
@@ -259,25 +260,30 @@ impl<O: AgentOutput> AgentBuilder<O> {
                 None
             }
         };
-        match (self.model, registry) {
-            (Some(model), Some(registry)) if problems.is_empty() => Ok(Agent {
-                inner: Arc::new(AgentInner {
-                    name: self.name,
-                    model,
-                    registry,
-                    llm_error: self.llm_error,
-                    max_turns: self.max_turns,
-                    breaker_threshold: self.breaker_threshold,
-                    service_breaker: self
-                        .service_breaker
-                        .unwrap_or_else(|| Arc::new(ServiceBreaker::default())),
-                    permission: self.permission,
-                    system_prompt: self.system_prompt,
-                    builtins: self.builtins,
-                    limits: self.limits,
-                    source: self.source,
-                }),
-            }),
+        let threshold = NonZeroU32::new(self.breaker_threshold);
+        match (self.model, registry, threshold) {
+            (Some(model), Some(registry), Some(breaker_threshold)) if problems.is_empty() => {
+                let offered = super::offer(&registry, self.builtins);
+                Ok(Agent {
+                    inner: Arc::new(AgentInner {
+                        name: self.name,
+                        model,
+                        registry,
+                        offered,
+                        llm_error: self.llm_error,
+                        max_turns: self.max_turns,
+                        breaker_threshold,
+                        service_breaker: self
+                            .service_breaker
+                            .unwrap_or_else(|| Arc::new(ServiceBreaker::default())),
+                        permission: self.permission,
+                        system_prompt: self.system_prompt,
+                        builtins: self.builtins,
+                        limits: self.limits,
+                        source: self.source,
+                    }),
+                })
+            }
             _ => Err(ConfigError::new(problems)),
         }
     }

@@ -6,8 +6,8 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::chat::ToolSpec;
 use crate::error::Severity;
-use crate::llm::ToolSpec;
 use crate::tool::schema_of;
 
 /// The name of the built-in soft-failure tool.
@@ -64,10 +64,17 @@ impl Builtins {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct EscalateArgs {
     /// Why, in words the caller can act on.
+    #[serde(default = "no_reason_given")]
     pub(crate) reason: String,
     /// low, medium, high or critical (any case); high when left out.
     #[serde(default)]
     pub(crate) severity: Option<String>,
+}
+
+/// An escalation without a reason is still an escalation: losing it to a validation error would
+/// hide the one signal the model meant to send.
+fn no_reason_given() -> String {
+    "(the model escalated without giving a reason)".to_owned()
 }
 
 impl EscalateArgs {

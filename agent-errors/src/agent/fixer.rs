@@ -8,15 +8,15 @@ use futures_util::future::BoxFuture;
 
 use super::output::strip_code_fence;
 use super::{Agent, RunError};
+use crate::chat::CallSource;
+use crate::executor::TerminationReason;
 use crate::fix::{Fix, FixRequest, Fixer, FixerDef, FixerError};
-use crate::llm::CallSource;
-use crate::pipeline::TerminationReason;
 
 impl Agent<String> {
     /// Registers this agent as a fixer under `name`, usable wherever a fixer name is
     /// (`fix(agent = "name")`).
     ///
-    /// The agent is asked with [`fix_prompt`]; its calls are made with
+    /// The agent is asked with a prompt that shows the tool, the failure and the raw arguments; its calls are made with
     /// [`CallSource::FIXER`] and both built-in tools are offered. A final answer that parses as
     /// JSON becomes [`Fix::Args`]; `escalate` becomes [`FixerError::Escalate`]; `throw_exception`
     /// (or any other failure that ends the fixer's run in code) becomes [`FixerError::Throw`];
@@ -27,6 +27,7 @@ impl Agent<String> {
         inner.builtins.escalate = true;
         inner.builtins.throw_exception = true;
         inner.source = CallSource::FIXER;
+        inner.offered = super::offer(&inner.registry, inner.builtins);
         FixerDef::new(
             name,
             AgentFixer {
@@ -79,7 +80,7 @@ impl Fixer for AgentFixer {
 }
 
 /// The task a fixer agent is given for one failed call.
-pub fn fix_prompt(request: &FixRequest) -> String {
+pub(crate) fn fix_prompt(request: &FixRequest) -> String {
     let mut prompt = String::with_capacity(256 + request.raw_args.len() + request.failure.len());
     let _ = write!(
         prompt,

@@ -2,9 +2,9 @@
 
 use std::error::Error;
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::llm::{LlmErrorDecision, ZeroRetryAttempts};
+use crate::llm::LlmErrorDecision;
+use crate::retry::ZeroAttempts;
 
 /// The error a handler is shown: the model's own error, downcastable to its concrete type.
 pub type ModelError = dyn Error + Send + Sync + 'static;
@@ -13,17 +13,17 @@ pub type ModelError = dyn Error + Send + Sync + 'static;
 /// [`LlmErrorDecision::retry`] gives, so `|_, _| LlmErrorDecision::retry(3, ms(500))` works as is.
 pub trait IntoLlmDecision<O> {
     /// The decision. `Err` (a `Retry` built with zero attempts) is treated as `Rethrow`.
-    fn into_decision(self) -> Result<LlmErrorDecision<O>, ZeroRetryAttempts>;
+    fn into_decision(self) -> Result<LlmErrorDecision<O>, ZeroAttempts>;
 }
 
 impl<O> IntoLlmDecision<O> for LlmErrorDecision<O> {
-    fn into_decision(self) -> Result<LlmErrorDecision<O>, ZeroRetryAttempts> {
+    fn into_decision(self) -> Result<LlmErrorDecision<O>, ZeroAttempts> {
         Ok(self)
     }
 }
 
-impl<O> IntoLlmDecision<O> for Result<LlmErrorDecision<O>, ZeroRetryAttempts> {
-    fn into_decision(self) -> Result<LlmErrorDecision<O>, ZeroRetryAttempts> {
+impl<O> IntoLlmDecision<O> for Result<LlmErrorDecision<O>, ZeroAttempts> {
+    fn into_decision(self) -> Result<LlmErrorDecision<O>, ZeroAttempts> {
         self
     }
 }
@@ -45,24 +45,4 @@ where
             }
         },
     )
-}
-
-/// The sleep before call `failed_attempt + 1`: `initial · 2^(failed_attempt - 1)`.
-pub(crate) fn backoff(initial: Duration, failed_attempt: u32) -> Duration {
-    let exp = failed_attempt.saturating_sub(1).min(31);
-    initial.saturating_mul(1u32 << exp)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_from_the_initial_delay() {
-        let ms = Duration::from_millis;
-        assert_eq!(backoff(ms(500), 1), ms(500));
-        assert_eq!(backoff(ms(500), 2), ms(1000));
-        assert_eq!(backoff(ms(500), 3), ms(2000));
-        assert_eq!(backoff(ms(500), 200), ms(500).saturating_mul(1 << 31));
-    }
 }

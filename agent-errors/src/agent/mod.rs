@@ -1,7 +1,7 @@
 //! The agent: a model, a registry of tools and fixers, and the loop that runs them.
 //!
 //! ```
-//! use agent_errors::agent::Agent;
+//! use agent_errors::Agent;
 //! use agent_errors::testing::ScriptedModel;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -26,19 +26,20 @@ mod output;
 mod run;
 
 use std::fmt;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 pub use builder::AgentBuilder;
 pub use builtins::{ESCALATE, THROW_EXCEPTION};
-pub use fixer::{NotJsonArguments, fix_prompt};
+pub use fixer::NotJsonArguments;
 pub use llm_error::{IntoLlmDecision, ModelError};
 pub use output::{AgentOutput, Json};
 
 use crate::breaker::ServiceBreaker;
+use crate::chat::{CallSource, ChatModel, Message, ToolSpec};
 use crate::error::{BoxError, Severity};
 use crate::events::RunReport;
-use crate::llm::{CallSource, ChatModel, Message};
-use crate::pipeline::{Cancellation, Limits, PermissionHook, Terminated};
+use crate::executor::{Cancellation, Limits, PermissionHook, Terminated};
 use crate::policy::Explanation;
 use crate::registry::Registry;
 
@@ -83,9 +84,12 @@ pub(crate) struct AgentInner<O> {
     pub(crate) name: String,
     pub(crate) model: Arc<dyn ChatModel>,
     pub(crate) registry: Registry,
+    /// The registry's tools and the enabled built-ins, as offered to the model: shared by every
+    /// request of every run.
+    pub(crate) offered: Arc<[ToolSpec]>,
     pub(crate) llm_error: Option<LlmErrorHandler<O>>,
     pub(crate) max_turns: u32,
-    pub(crate) breaker_threshold: u32,
+    pub(crate) breaker_threshold: NonZeroU32,
     pub(crate) service_breaker: Arc<ServiceBreaker>,
     pub(crate) permission: Option<Arc<dyn PermissionHook>>,
     pub(crate) system_prompt: Option<String>,
@@ -100,6 +104,7 @@ impl<O> Clone for AgentInner<O> {
             name: self.name.clone(),
             model: Arc::clone(&self.model),
             registry: self.registry.clone(),
+            offered: Arc::clone(&self.offered),
             llm_error: self.llm_error.clone(),
             max_turns: self.max_turns,
             breaker_threshold: self.breaker_threshold,
@@ -111,6 +116,12 @@ impl<O> Clone for AgentInner<O> {
             source: self.source.clone(),
         }
     }
+}
+
+/// The registry's tools and the enabled built-ins, as offered to the model.
+fn offer(registry: &Registry, builtins: Builtins) -> Arc<[ToolSpec]> {
+    let tools = registry.specs().iter().cloned();
+    tools.chain(builtins.specs()).collect()
 }
 
 impl Agent {

@@ -1,22 +1,21 @@
 //! The loop: ask the model, run the tool calls it makes (concurrently, answered in order), and
 //! repeat until it answers in text, a call ends the run, or the turn cap is reached.
 
-use futures_util::future::join_all;
+use std::sync::Arc;
+
 use tracing::Instrument;
 
 use super::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
-use super::llm_error::backoff;
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
-use crate::classify::ErrorKind;
+use crate::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolResult, ToolSpec};
+use crate::classify::{ErrorKind, server_delay};
 use crate::events::{Event, RunReport};
-use crate::llm::{
-    ChatRequest, ChatResponse, LlmErrorDecision, Message, ToolCall, ToolResult, ToolSpec,
+use crate::executor::{
+    self, CANCELLED, CallOutcome, Cancellation, RunContext, Terminated, TerminationReason,
 };
-use crate::pipeline::{CallOutcome, Cancellation, RunContext, Terminated, TerminationReason};
+use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER};
+use crate::retry::{RetrySchedule, Step, decide, sleep};
 use crate::sanitize::SurfacedError;
-
-/// What a tool call's result is when the run was cancelled before it could finish.
-pub(crate) const CANCELLED_RESULT: &str = "operation cancelled";
 
 impl<O: AgentOutput> Agent<O> {
     /// Runs the agent on `input` and returns its output.
@@ -67,21 +66,27 @@ struct Answered {
     stop: Option<RunError>,
 }
 
-/// Why a batch of calls ends the run, if it does. A call that found its tool's breaker tripped by
-/// a concurrent call stops with `CircuitOpen`: the trip is the cause worth reporting, and any
-/// other stop of the batch (an auth failure, say) comes first.
-fn batch_verdict(stops: Vec<RunError>, tripped: Option<(String, u32)>) -> Option<RunError> {
-    let caused_by_trip = |stop: &RunError| match (stop, &tripped) {
-        (RunError::Terminated(t), Some((tool, _))) => {
-            t.reason == TerminationReason::CircuitOpen && t.tool == *tool
-        }
-        _ => false,
-    };
-    let mut stops = stops.into_iter();
-    if let Some(stop) = stops.by_ref().find(|s| !caused_by_trip(s)) {
-        return Some(stop);
+/// Why a batch of calls ends the run, if it does: the first stop in call order, except that a
+/// tripped breaker gives way to any other stop (an auth failure says more about what to fix).
+fn batch_verdict(stops: Vec<RunError>) -> Option<RunError> {
+    let is_trip = |stop: &RunError| matches!(stop, RunError::BreakerTripped { .. });
+    let first_other = stops.iter().position(|s| !is_trip(s));
+    let mut stops = stops;
+    match first_other {
+        Some(i) => Some(stops.swap_remove(i)),
+        None => stops.into_iter().next(),
     }
-    tripped.map(|(tool, failures)| RunError::BreakerTripped { tool, failures })
+}
+
+/// The run error a tool's stop becomes.
+fn stopped(terminated: Box<Terminated>) -> RunError {
+    match terminated.reason {
+        TerminationReason::BreakerTripped { failures } => RunError::BreakerTripped {
+            tool: terminated.tool,
+            failures,
+        },
+        _ => RunError::Terminated(terminated),
+    }
 }
 
 impl<O: AgentOutput> AgentInner<O> {
@@ -124,16 +129,16 @@ impl<O: AgentOutput> AgentInner<O> {
         }
     }
 
-    fn offered_tools(&self, ctx: &RunContext) -> Vec<ToolSpec> {
-        let mut specs: Vec<ToolSpec> = self
-            .registry
-            .specs()
+    /// The tools offered to the model: shared as they are until `degrade` drops one.
+    fn offered_tools(&self, ctx: &RunContext) -> Arc<[ToolSpec]> {
+        if !self.offered.iter().any(|spec| ctx.is_degraded(&spec.name)) {
+            return Arc::clone(&self.offered);
+        }
+        self.offered
             .iter()
             .filter(|spec| !ctx.is_degraded(&spec.name))
             .cloned()
-            .collect();
-        specs.extend(self.builtins.specs());
-        specs
+            .collect()
     }
 
     async fn drive(
@@ -165,17 +170,9 @@ impl<O: AgentOutput> AgentInner<O> {
 
             let calls = response.tool_calls;
             counts.tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
-            ctx.begin_turn();
-            let answers = join_all(calls.iter().map(|call| async move {
-                let answered = self.answer(ctx, call).await;
-                // This call ends the run: the others answer "operation cancelled" now rather
-                // than holding the stop up until they finish.
-                if answered.stop.is_some() || ctx.tripped().is_some() {
-                    ctx.halt();
-                }
-                answered
-            }))
-            .await;
+            let answer = |call| self.answer(ctx, call);
+            let answers =
+                executor::execute_turn(ctx, &calls, answer, |a: &Answered| a.stop.is_some()).await;
             request
                 .messages
                 .push(Message::assistant(response.text, calls));
@@ -187,7 +184,7 @@ impl<O: AgentOutput> AgentInner<O> {
             if ctx.cancellation().is_cancelled() {
                 return Err(RunError::Cancelled);
             }
-            if let Some(verdict) = batch_verdict(stops, ctx.tripped()) {
+            if let Some(verdict) = batch_verdict(stops) {
                 return Err(verdict);
             }
             // A degraded tool is not offered again.
@@ -234,15 +231,21 @@ impl<O: AgentOutput> AgentInner<O> {
                     max_attempts,
                     initial_backoff,
                 } => {
-                    if attempt >= max_attempts.get() {
+                    // The handler chose to retry: that is the retryability verdict. The handler may
+                    // answer differently each time, so its schedule is read afresh per failure.
+                    let schedule = RetrySchedule::new(max_attempts)
+                        .with_initial(initial_backoff)
+                        .with_jitter(0.0);
+                    let computed = schedule.delays().nth(attempt as usize - 1);
+                    let server = server_delay(error.as_ref(), MAX_RETRY_AFTER);
+                    let Step::Wait(delay) = decide(true, computed, server, None) else {
                         return Err(RunError::Model(error));
-                    }
-                    let delay = backoff(initial_backoff, attempt);
+                    };
                     ctx.events().emit(Event::LlmRetry { attempt, delay });
                     tokio::select! {
                         biased;
                         () = cancellation.cancelled() => return Err(RunError::Cancelled),
-                        () = tokio::time::sleep(delay) => {}
+                        () = sleep(delay) => {}
                     }
                     attempt += 1;
                 }
@@ -259,7 +262,7 @@ impl<O: AgentOutput> AgentInner<O> {
             CallOutcome::Result(result) => Answered { result, stop: None },
             CallOutcome::Stop(terminated) => Answered {
                 result: ToolResult::error(call, terminated.user_message),
-                stop: Some(RunError::Terminated(terminated)),
+                stop: Some(stopped(terminated)),
             },
         }
     }
@@ -267,67 +270,62 @@ impl<O: AgentOutput> AgentInner<O> {
     fn answer_builtin(&self, ctx: &RunContext, call: &ToolCall) -> Answered {
         if ctx.cancellation().is_cancelled() {
             return Answered {
-                result: ToolResult::error(call, CANCELLED_RESULT),
+                result: ToolResult::error(call, CANCELLED),
                 stop: None,
             };
         }
-        let parsed = if call.name == ESCALATE {
-            serde_json::from_str::<EscalateArgs>(&call.arguments).map(|args| {
-                let severity = args.severity();
-                ctx.events().emit(Event::Escalated {
-                    tool: ESCALATE.to_owned(),
-                    reason: crate::sanitize::sanitize(
-                        &args.reason,
-                        crate::sanitize::DEFAULT_MAX_CHARS,
-                    ),
-                    severity,
-                });
-                let shown = SurfacedError::new(ESCALATE, ErrorKind::Unknown, &args.reason)
-                    .with_severity(severity);
-                Answered {
-                    result: ToolResult::error(call, shown.to_content()),
-                    stop: Some(RunError::Escalated {
-                        reason: args.reason,
-                        severity,
-                    }),
-                }
-            })
+        let limit = self.limits.max_message_chars;
+        let answered = if call.name == ESCALATE {
+            serde_json::from_str(&call.arguments).map(|args| escalated(ctx, call, args, limit))
         } else {
             debug_assert_eq!(call.name, THROW_EXCEPTION);
-            serde_json::from_str::<ThrowArgs>(&call.arguments).map(|args| {
-                ctx.events().emit(Event::Terminated {
-                    tool: THROW_EXCEPTION.to_owned(),
-                    kind: ErrorKind::Unknown,
-                });
-                let reason = TerminationReason::Thrown(args.reason);
-                let user_message = reason.user_message();
-                Answered {
-                    result: ToolResult::error(call, user_message),
-                    stop: Some(RunError::Terminated(Box::new(Terminated {
-                        tool: THROW_EXCEPTION.to_owned(),
-                        kind: ErrorKind::Unknown,
-                        reason,
-                        user_message,
-                        error: None,
-                    }))),
-                }
-            })
+            serde_json::from_str(&call.arguments).map(|args| thrown(ctx, call, args))
         };
-        parsed.unwrap_or_else(|error| {
-            let shown = SurfacedError::new(
-                &call.name,
-                ErrorKind::Validation,
-                &format!("invalid arguments: {error}"),
-            )
-            .with_suggestion(if call.name == ESCALATE {
-                r#"Call it as {"reason": "...", "severity": "low|medium|high|critical"}."#
-            } else {
-                r#"Call it as {"reason": "..."}."#
-            });
+        answered.unwrap_or_else(|error| {
+            let message = format!("invalid arguments: {error}");
+            let shown = SurfacedError::bounded(&call.name, ErrorKind::Validation, &message, limit)
+                .with_suggestion(if call.name == ESCALATE {
+                    r#"Call it as {"reason": "...", "severity": "low|medium|high|critical"}."#
+                } else {
+                    r#"Call it as {"reason": "..."}."#
+                });
             Answered {
                 result: ToolResult::error(call, shown.to_content()),
                 stop: None,
             }
         })
+    }
+}
+
+/// The model called `escalate`: the run ends with its reason, which the model also sees.
+fn escalated(ctx: &RunContext, call: &ToolCall, args: EscalateArgs, limit: usize) -> Answered {
+    let severity = args.severity();
+    let shown = SurfacedError::bounded(ESCALATE, ErrorKind::Unknown, &args.reason, limit)
+        .with_severity(severity);
+    ctx.events().emit(Event::Escalated {
+        tool: ESCALATE.to_owned(),
+        reason: shown.message.clone(),
+        severity,
+    });
+    Answered {
+        result: ToolResult::error(call, shown.to_content()),
+        stop: Some(RunError::Escalated {
+            reason: args.reason,
+            severity,
+        }),
+    }
+}
+
+/// The model called `throw_exception`: the run ends in code.
+fn thrown(ctx: &RunContext, call: &ToolCall, args: ThrowArgs) -> Answered {
+    ctx.events().emit(Event::Terminated {
+        tool: THROW_EXCEPTION.to_owned(),
+        kind: ErrorKind::Unknown,
+    });
+    let reason = TerminationReason::Thrown(args.reason);
+    let terminated = Terminated::new(THROW_EXCEPTION.to_owned(), ErrorKind::Unknown, reason, None);
+    Answered {
+        result: ToolResult::error(call, terminated.user_message),
+        stop: Some(RunError::Terminated(Box::new(terminated))),
     }
 }

@@ -59,7 +59,7 @@
 //! | anything else, `Other` included | [`Unknown`](ErrorKind::Unknown) (not conclusive) |
 //!
 //! With the `reqwest` feature, a `reqwest::Error` is read by its status when it has one, else
-//! as a timeout, a connection or body failure (transient), a body that could not be decoded
+//! as a timeout, a connection, sending or body failure (transient), a body that could not be decoded
 //! (server error; the decoder's own error below it is not read, since it describes the
 //! response and not the model's arguments), or a request that could not be built (validation).
 //!
@@ -91,6 +91,7 @@
 //! assert_eq!((c.kind, c.evidence), (ErrorKind::Quota, Evidence::Rule));
 //! ```
 
+mod body;
 mod http;
 mod patterns;
 mod rules;
@@ -103,7 +104,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use body::{ContextOverflow, is_overload_error};
 pub use http::{HttpError, parse_retry_after};
+
+#[cfg(feature = "openai")]
+pub(crate) use body::{is_overloaded, server_refuses};
+pub(crate) use body::{is_quota_exhausted, server_delay};
 
 use rules::Rule;
 use typed::Known;
@@ -335,11 +341,36 @@ impl Classifier {
 /// How many levels of `source()` are read at most: a guard against pathological chains.
 const MAX_DEPTH: usize = 64;
 
-/// The error and its causes, outermost first.
-fn chain<'a>(
+/// An error and its causes, outermost first: the one walk over `source()` the crate makes.
+///
+/// For an [`std::io::Error`] that wraps a custom error, the wrapped error is the next level
+/// (`io::Error::source` skips it). The walk stops after 64 levels, a guard against
+/// pathological chains.
+///
+/// ```
+/// use agent_errors::HttpError;
+/// use agent_errors::classify::chain;
+///
+/// let err = std::io::Error::other(HttpError::new(503, "busy"));
+/// assert_eq!(chain(&err).count(), 2);
+/// ```
+pub fn chain<'a>(
     error: &'a (dyn Error + 'static),
 ) -> impl Iterator<Item = &'a (dyn Error + 'static)> + 'a {
     std::iter::successors(Some(error), |level| next_level(*level)).take(MAX_DEPTH)
+}
+
+/// The first `T` in an error's [`chain`], the error itself included.
+///
+/// ```
+/// use agent_errors::HttpError;
+/// use agent_errors::classify::find_in_chain;
+///
+/// let err = std::io::Error::other(HttpError::new(503, "busy"));
+/// assert_eq!(find_in_chain::<HttpError>(&err).map(HttpError::status), Some(503));
+/// ```
+pub fn find_in_chain<'a, T: Error + 'static>(error: &'a (dyn Error + 'static)) -> Option<&'a T> {
+    chain(error).find_map(|level| level.downcast_ref::<T>())
 }
 
 fn next_level<'a>(level: &'a (dyn Error + 'static)) -> Option<&'a (dyn Error + 'static)> {
@@ -368,9 +399,7 @@ fn classify_chain(
     let mut deepest_fact: Option<(usize, Known<'_>)> = None;
     let mut deepest_http: Option<(usize, Known<'_>)> = None;
     let mut facts_closed = false;
-    let mut level = Some(error);
-    for depth in 0..MAX_DEPTH {
-        let Some(current) = level else { break };
+    for (depth, current) in chain(error).enumerate() {
         if any_rules && rule_verdict.is_none() {
             rule_verdict = own_rules
                 .iter()
@@ -387,10 +416,6 @@ fn classify_chain(
             }
             facts_closed = !known.descend();
         }
-        level = match known {
-            Some(known) => known.next(current),
-            None => current.source(),
-        };
     }
 
     let (mut classification, read_http) = match (rule_verdict, deepest_fact) {

@@ -122,7 +122,8 @@ fn reqwest_kind(err: &reqwest::Error) -> ErrorKind {
     }
     if err.is_timeout() {
         ErrorKind::Timeout
-    } else if err.is_connect() || err.is_body() {
+    } else if err.is_connect() || err.is_request() || err.is_body() {
+        // Sending failed or the connection broke mid-answer: nothing the caller got wrong.
         ErrorKind::Transient
     } else if err.is_decode() {
         ErrorKind::ServerError

@@ -1,24 +1,25 @@
-//! Model fallback (SPEC F27): after N consecutive overload errors on the primary model, the same
-//! request goes to a fallback model.
+//! Model fallback: after N consecutive overload errors on the primary model, the same request
+//! goes to a fallback model.
 
 use std::collections::HashSet;
 use std::fmt;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
-use super::retryability::{self, DEFAULT_MAX_RETRY_AFTER};
-use super::{CallSource, ChatModel, ChatRequest, ChatResponse, Sleeper, TokioSleeper};
+use super::{CallSource, ChatModel, ChatRequest, ChatResponse, MAX_RETRY_AFTER};
+use crate::classify::{is_overload_error, server_delay};
 use crate::error::BoxError;
 use crate::events::{Event, EventLog, emit_to};
-use crate::retry::RetrySchedule;
+use crate::retry::{Retrier, RetrySchedule, Step, ZeroAttempts, sleep};
 
 /// A [`ChatModel`] that answers from `primary` and, once the primary has been overloaded
-/// (529, or "overloaded", see [`retryability::is_overload_error`]) `n` times in a row for one
+/// (529, or "overloaded", see [`is_overload_error`]) `n` times in a row for one
 /// request, answers that request from `fallback`.
 ///
-/// Between overloads the primary is called again after a backoff (default 500 ms · 2^(k-1) with
-/// up to 25% jitter; a `Retry-After` replaces it, cut to 60 s). Only calls whose
+/// Between overloads the primary is called again after a backoff (default 500 ms · 2^(k-1),
+/// capped at 32 s, with up to 25% jitter; a `Retry-After` replaces it, cut to 60 s). Only calls whose
 /// [`CallSource`] is on the foreground allowlist (default `{main_agent}`) call an overloaded
 /// primary again; any other call goes to the fallback at the first overload, so background work
 /// adds no load to a service that is already struggling. Any other error from the primary is
@@ -30,17 +31,20 @@ use crate::retry::RetrySchedule;
 ///
 /// ```
 /// use agent_errors::llm::FallbackModel;
-/// # fn wrap(big: impl agent_errors::ChatModel, small: impl agent_errors::ChatModel) {
-/// let model = FallbackModel::new(big, small).after(3);
+/// # fn wrap(
+/// #     big: impl agent_errors::ChatModel,
+/// #     small: impl agent_errors::ChatModel,
+/// # ) -> Result<(), agent_errors::ZeroAttempts> {
+/// let model = FallbackModel::new(big, small).after(3)?;
+/// # Ok(())
 /// # }
 /// ```
 pub struct FallbackModel<P, F> {
     primary: P,
     fallback: F,
-    after: u32,
+    after: NonZeroU32,
     foreground: HashSet<CallSource>,
     backoff: RetrySchedule,
-    sleeper: Arc<dyn Sleeper>,
     events: Option<Arc<EventLog>>,
 }
 
@@ -62,19 +66,17 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
         FallbackModel {
             primary,
             fallback,
-            after: 3,
+            after: NonZeroU32::new(3).expect("3 is not zero"),
             foreground: HashSet::from([CallSource::MAIN_AGENT]),
             backoff: RetrySchedule::default(),
-            sleeper: Arc::new(TokioSleeper),
             events: None,
         }
     }
 
-    /// Falls back after `n` consecutive overloads (`0` is taken as `1`).
-    #[must_use]
-    pub fn after(mut self, n: u32) -> Self {
-        self.after = n.max(1);
-        self
+    /// Falls back after `n` consecutive overloads; `n` counts the first call, so it is at least 1.
+    pub fn after(mut self, n: u32) -> Result<Self, ZeroAttempts> {
+        self.after = NonZeroU32::new(n).ok_or(ZeroAttempts)?;
+        Ok(self)
     }
 
     /// The call sources that call an overloaded primary again; replaces `{main_agent}`.
@@ -91,13 +93,6 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
         self
     }
 
-    /// How the delays are waited out (default `tokio::time::sleep`).
-    #[must_use]
-    pub fn sleeper(mut self, sleeper: impl Sleeper) -> Self {
-        self.sleeper = Arc::new(sleeper);
-        self
-    }
-
     /// Records `llm_fallback` events on this log as well.
     #[must_use]
     pub fn event_log(mut self, log: Arc<EventLog>) -> Self {
@@ -106,22 +101,23 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
     }
 
     async fn answer(&self, request: &ChatRequest) -> Result<ChatResponse, BoxError> {
-        let mut overloads = 0u32;
+        // The budget is `after` calls to an overloaded primary; a caller off the foreground list
+        // is not worth a second one.
+        let mut retrier = Retrier::new(self.backoff.clone().with_attempts(self.after).delays());
+        let foreground = self.foreground.contains(&request.source);
         loop {
             let error = match self.primary.chat(request).await {
                 Ok(response) => return Ok(response),
-                Err(error) if retryability::is_overload_error(&*error) => error,
+                Err(error) if is_overload_error(&*error) => error,
                 Err(error) => return Err(error),
             };
-            overloads += 1;
-            if overloads >= self.after || !self.foreground.contains(&request.source) {
-                self.record_switch(request);
-                return self.fallback.chat(request).await;
+            match retrier.after_failure(foreground, server_delay(&*error, MAX_RETRY_AFTER)) {
+                Step::Wait(delay) => sleep(delay).await,
+                Step::Stop(_) => {
+                    self.record_switch(request);
+                    return self.fallback.chat(request).await;
+                }
             }
-            let delay = retryability::find_http_error(&*error)
-                .and_then(|http| retryability::retry_after(http, DEFAULT_MAX_RETRY_AFTER))
-                .unwrap_or_else(|| self.backoff.delay(overloads));
-            self.sleeper.sleep(delay).await;
         }
     }
 

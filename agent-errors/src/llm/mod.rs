@@ -1,306 +1,24 @@
-//! Model calls: the [`ChatModel`] trait, the message model, and what to do when a model call
-//! fails ([`LlmErrorDecision`]).
+//! When a model call fails: what to do about it ([`LlmErrorDecision`]), and model wrappers that
+//! retry, fall back and persist around any [`ChatModel`].
 
-use std::borrow::Cow;
-use std::fmt;
 use std::num::NonZeroU32;
-use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-use serde::{Deserialize, Serialize};
+// The model wrappers below speak the chat types; they live in `chat`.
+pub(crate) use crate::chat::{CallSource, ChatModel, ChatRequest, ChatResponse};
+use crate::retry::ZeroAttempts;
 
-use crate::error::BoxError;
-use crate::events::EventSink;
-
-pub mod fallback;
-pub mod persistent;
-pub mod retryability;
-mod sleep;
+mod fallback;
+mod persistent;
+#[cfg(feature = "openai")]
+pub(crate) mod retryability;
 
 pub use fallback::FallbackModel;
 pub use persistent::{Heartbeat, PersistentRetry};
-pub use retryability::{ContextOverflow, RetryRules, StopReason, Verdict};
-pub use sleep::{Sleeper, TokioSleeper};
 
-/// A tool call the model asked for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolCall {
-    /// The id the result must answer.
-    pub id: String,
-    /// The tool's name, as the model spelled it.
-    pub name: String,
-    /// The arguments as raw JSON text, untrusted.
-    pub arguments: String,
-}
-
-impl ToolCall {
-    /// A call.
-    pub fn new(
-        id: impl Into<String>,
-        name: impl Into<String>,
-        arguments: impl Into<String>,
-    ) -> Self {
-        ToolCall {
-            id: id.into(),
-            name: name.into(),
-            arguments: arguments.into(),
-        }
-    }
-}
-
-/// The answer to one tool call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolResult {
-    /// The id of the call it answers.
-    pub call_id: String,
-    /// The tool's name.
-    pub name: String,
-    /// The output, or the surfaced error.
-    pub content: String,
-    /// Whether this reports a failure.
-    pub is_error: bool,
-}
-
-impl ToolResult {
-    /// A successful result.
-    pub fn ok(call: &ToolCall, content: impl Into<String>) -> Self {
-        ToolResult {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            content: content.into(),
-            is_error: false,
-        }
-    }
-
-    /// An error result.
-    pub fn error(call: &ToolCall, content: impl Into<String>) -> Self {
-        ToolResult {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            content: content.into(),
-            is_error: true,
-        }
-    }
-}
-
-/// One message of a conversation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "role", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Message {
-    /// Instructions.
-    System {
-        /// The text.
-        content: String,
-    },
-    /// The user's words.
-    User {
-        /// The text.
-        content: String,
-    },
-    /// The model's turn: text, tool calls, or both.
-    Assistant {
-        /// The text, if any.
-        content: Option<String>,
-        /// The tool calls, if any.
-        tool_calls: Vec<ToolCall>,
-    },
-    /// A tool's answer.
-    Tool(ToolResult),
-}
-
-impl Message {
-    /// A system message.
-    pub fn system(content: impl Into<String>) -> Self {
-        Message::System {
-            content: content.into(),
-        }
-    }
-
-    /// A user message.
-    pub fn user(content: impl Into<String>) -> Self {
-        Message::User {
-            content: content.into(),
-        }
-    }
-
-    /// An assistant message.
-    pub fn assistant(content: Option<String>, tool_calls: Vec<ToolCall>) -> Self {
-        Message::Assistant {
-            content,
-            tool_calls,
-        }
-    }
-}
-
-/// A tool as offered to a model.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolSpec {
-    /// The name.
-    pub name: String,
-    /// What it does.
-    pub description: String,
-    /// The JSON Schema of its arguments.
-    pub parameters: serde_json::Value,
-}
-
-/// Who is waiting for a model call: only sources on a foreground allowlist retry on capacity
-/// errors.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct CallSource(pub Cow<'static, str>);
-
-impl CallSource {
-    /// The main agent loop: a user is waiting.
-    pub const MAIN_AGENT: CallSource = CallSource(Cow::Borrowed("main_agent"));
-    /// A fixer agent repairing a call.
-    pub const FIXER: CallSource = CallSource(Cow::Borrowed("fixer"));
-    /// Work nobody waits on (titles, summaries, scoring).
-    pub const BACKGROUND: CallSource = CallSource(Cow::Borrowed("background"));
-
-    /// A source of this name.
-    pub fn new(name: impl Into<Cow<'static, str>>) -> Self {
-        CallSource(name.into())
-    }
-
-    /// The name.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl Default for CallSource {
-    fn default() -> Self {
-        CallSource::MAIN_AGENT
-    }
-}
-
-impl fmt::Display for CallSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// What the model is asked.
-#[derive(Debug, Clone, PartialEq, Default)]
-#[non_exhaustive]
-pub struct ChatRequest {
-    /// The conversation so far.
-    pub messages: Vec<Message>,
-    /// The tools on offer.
-    pub tools: Vec<ToolSpec>,
-    /// A cap on the reply's length, when set.
-    pub max_tokens: Option<u32>,
-    /// Who is waiting for the answer.
-    pub source: CallSource,
-    /// Where model wrappers record their events: the run's log inside an agent run.
-    pub events: EventSink,
-}
-
-impl ChatRequest {
-    /// A request with these messages and tools from the main agent.
-    pub fn new(messages: Vec<Message>, tools: Vec<ToolSpec>) -> Self {
-        ChatRequest {
-            messages,
-            tools,
-            max_tokens: None,
-            source: CallSource::MAIN_AGENT,
-            events: EventSink::default(),
-        }
-    }
-
-    /// Sets the source.
-    #[must_use]
-    pub fn with_source(mut self, source: CallSource) -> Self {
-        self.source = source;
-        self
-    }
-
-    /// Sets where model wrappers record events.
-    #[must_use]
-    pub fn with_events(mut self, events: EventSink) -> Self {
-        self.events = events;
-        self
-    }
-
-    /// Sets `max_tokens`.
-    #[must_use]
-    pub fn with_max_tokens(mut self, max_tokens: Option<u32>) -> Self {
-        self.max_tokens = max_tokens;
-        self
-    }
-}
-
-/// What the model answered.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct ChatResponse {
-    /// Text, if any.
-    pub text: Option<String>,
-    /// Tool calls, if any.
-    pub tool_calls: Vec<ToolCall>,
-}
-
-impl ChatResponse {
-    /// A final text answer.
-    pub fn text(text: impl Into<String>) -> Self {
-        ChatResponse {
-            text: Some(text.into()),
-            tool_calls: Vec::new(),
-        }
-    }
-
-    /// A turn of tool calls.
-    pub fn tool_calls(tool_calls: Vec<ToolCall>) -> Self {
-        ChatResponse {
-            text: None,
-            tool_calls,
-        }
-    }
-}
-
-/// A chat model: anything that answers a [`ChatRequest`].
-///
-/// Errors are returned as they are, boxed: the agent hands the very same error to
-/// `on_llm_error` and, on `Rethrow`, back to the caller, so it can be downcast.
-pub trait ChatModel: Send + Sync + 'static {
-    /// Answers one request.
-    fn chat<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<ChatResponse, BoxError>>;
-
-    /// A name for logs and events.
-    fn name(&self) -> &str {
-        "model"
-    }
-}
-
-impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
-    fn chat<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
-        (**self).chat(request)
-    }
-
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-}
-
-impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
-    fn chat<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
-        (**self).chat(request)
-    }
-
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-}
+/// The longest `Retry-After` a model-call retry waits before calling again; longer requests are
+/// cut to this. (`PersistentRetry` waits as long as asked, bounded by its own time cap.)
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// What to do when a model call fails: the answer of an `on_llm_error` handler.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -310,8 +28,9 @@ pub enum LlmErrorDecision<O = String> {
     Rethrow,
     /// End the run with this output.
     RespondWith(O),
-    /// Call the model again with backoff `initial_backoff · 2^(k-1)`; `max_attempts` counts the
-    /// first call and the budget is per model turn.
+    /// Call the model again after `initial_backoff · 2^(k-1)`, capped at 32 s like every
+    /// [`RetrySchedule`](crate::RetrySchedule) (a server's `Retry-After`, up to 60 s, replaces
+    /// it); `max_attempts` counts the first call and the budget is per model turn.
     Retry {
         /// Calls at most in this turn, counting the first.
         max_attempts: NonZeroU32,
@@ -320,19 +39,14 @@ pub enum LlmErrorDecision<O = String> {
     },
 }
 
-/// `Retry` was asked for with zero attempts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("LlmErrorDecision::Retry needs max_attempts >= 1 (it counts the first call)")]
-pub struct ZeroRetryAttempts;
-
 impl<O> LlmErrorDecision<O> {
     /// `Retry`; rejected when `max_attempts` is zero.
-    pub fn retry(max_attempts: u32, initial_backoff: Duration) -> Result<Self, ZeroRetryAttempts> {
+    pub fn retry(max_attempts: u32, initial_backoff: Duration) -> Result<Self, ZeroAttempts> {
         NonZeroU32::new(max_attempts)
             .map(|max_attempts| LlmErrorDecision::Retry {
                 max_attempts,
                 initial_backoff,
             })
-            .ok_or(ZeroRetryAttempts)
+            .ok_or(ZeroAttempts)
     }
 }

@@ -1,5 +1,5 @@
-//! Persistent retry mode (SPEC F28) for unattended runs: keep calling the model through an outage,
-//! under a hard time cap, with a heartbeat while waiting.
+//! Persistent retry for unattended runs: keep calling the model through an outage, under a hard
+//! time cap, with a heartbeat while waiting.
 
 use std::fmt;
 use std::sync::Arc;
@@ -8,20 +8,19 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::retryability::{
-    find_http_error, is_overload_error, is_quota_exhausted, retry_after, retry_refused,
-};
 use super::{ChatModel, ChatRequest, ChatResponse};
-use crate::classify::classify;
+use crate::classify::{
+    HttpError, classify, find_in_chain, is_overload_error, is_quota_exhausted, server_delay,
+};
 use crate::error::BoxError;
 use crate::events::{Event, EventLog, emit_to};
-use crate::retry::RetrySchedule;
+use crate::retry::{Retrier, RetrySchedule, Step, sleep};
 
 /// The default hard cap on one call's retrying: 6 hours.
-pub const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(6 * 60 * 60);
+pub(crate) const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(6 * 60 * 60);
 
 /// The default longest single sleep between heartbeats: 30 seconds.
-pub const DEFAULT_CHUNK: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_CHUNK: Duration = Duration::from_secs(30);
 
 /// Sent to the heartbeat callback after each chunk of a wait.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,11 +41,11 @@ type HeartbeatFn = Arc<dyn Fn(&Heartbeat) + Send + Sync>;
 /// A [`ChatModel`] that retries its model without an attempt limit, for runs nobody is watching
 /// (CI, batch jobs), until a hard time cap (default 6 h) runs out.
 ///
-/// It retries what waiting can fix: an [`HttpError`](crate::HttpError) anywhere in the error's
-/// `source()` chain with status 408, 409, 429 (unless the quota or spending limit is used up) or
-/// any 5xx including 529, unless the server said `x-should-retry: false`; without an
-/// `HttpError`, an "overloaded" error or one that [`classify`] finds retryable. Anything else
-/// comes back at once, as it was.
+/// It retries what waiting can fix: whatever [`classify`] finds retryable (for an
+/// [`HttpError`] anywhere in the chain: 408, 409, 423, 425, 429 and the 5xx
+/// statuses but 501, unless the server said `x-should-retry: false`), except a 429 whose quota or
+/// spending limit is used up, and any "overloaded" error. Anything else comes back at once, as it
+/// was.
 ///
 /// Delays follow the backoff schedule (default 500 ms · 2^(n-1) up to 5 min, 25% jitter); a
 /// `Retry-After` replaces the computed delay and is not cut short, but a wait that would end
@@ -138,31 +137,23 @@ impl<M: ChatModel> PersistentRetry<M> {
 
     async fn answer(&self, request: &ChatRequest) -> Result<ChatResponse, BoxError> {
         let start = Instant::now();
-        let deadline = start.checked_add(self.max_duration);
-        let mut attempt = 0u32;
+        let mut retrier = Retrier::new(self.backoff.unbounded_delays())
+            .with_deadline(start.checked_add(self.max_duration));
         loop {
-            attempt = attempt.saturating_add(1);
             let error = match self.model.chat(request).await {
                 Ok(response) => return Ok(response),
                 Err(error) => error,
             };
-            if !worth_waiting_for(&*error) {
-                return Err(error);
+            // A `Retry-After` is not cut short: the deadline bounds it instead.
+            let server = server_delay(&*error, Duration::MAX);
+            match retrier.after_failure(worth_waiting_for(&*error), server) {
+                Step::Wait(delay) => {
+                    let attempt = retrier.failures();
+                    self.record_retry(request, attempt, delay);
+                    self.sleep_with_heartbeat(delay, attempt, start).await;
+                }
+                Step::Stop(_) => return Err(error),
             }
-            // Uncapped: a wait that would end past the deadline is refused below instead.
-            let delay = find_http_error(&*error)
-                .and_then(|http| retry_after(http, Duration::MAX))
-                .unwrap_or_else(|| self.backoff.delay(attempt));
-            let fits = match (Instant::now().checked_add(delay), deadline) {
-                (Some(wake), Some(deadline)) => wake <= deadline,
-                (None, Some(_)) => false,
-                (_, None) => true,
-            };
-            if !fits {
-                return Err(error);
-            }
-            self.record_retry(request, attempt, delay);
-            self.sleep_with_heartbeat(delay, attempt, start).await;
         }
     }
 
@@ -170,7 +161,7 @@ impl<M: ChatModel> PersistentRetry<M> {
         let mut waited = Duration::ZERO;
         while waited < delay {
             let step = self.chunk.min(delay - waited);
-            tokio::time::sleep(step).await;
+            sleep(step).await;
             waited += step;
             if let Some(heartbeat) = &self.heartbeat {
                 heartbeat(&Heartbeat {
@@ -189,18 +180,14 @@ impl<M: ChatModel> PersistentRetry<M> {
     }
 }
 
+/// Whether waiting can fix `error`: the status table's answer, narrowed by the body (an exhausted
+/// quota is not a rate limit) and widened to overloads that carry no status.
 fn worth_waiting_for(error: &(dyn std::error::Error + 'static)) -> bool {
-    if let Some(http) = find_http_error(error) {
-        if retry_refused(http) {
-            return false;
-        }
-        return match http.status() {
-            429 => !is_quota_exhausted(http.message()),
-            408 | 409 | 500..=599 => true,
-            _ => false,
-        };
-    }
-    is_overload_error(error) || classify(error).is_retryable()
+    let class = classify(error);
+    let quota_gone = find_in_chain::<HttpError>(error)
+        .is_some_and(|http| http.status() == 429 && is_quota_exhausted(http.message()));
+    let refused = class.should_retry == Some(false) || quota_gone;
+    !refused && (class.is_retryable() || is_overload_error(error))
 }
 
 impl<M: ChatModel> ChatModel for PersistentRetry<M> {
@@ -213,5 +200,28 @@ impl<M: ChatModel> ChatModel for PersistentRetry<M> {
 
     fn name(&self) -> &str {
         self.model.name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// For a bare status, persistent retry waits for exactly what the classifier calls
+    /// retryable: one table, whoever asks.
+    #[test]
+    fn waits_for_exactly_what_classify_calls_retryable() {
+        for status in 100..600 {
+            let http = HttpError::new(status, "");
+            assert_eq!(
+                worth_waiting_for(&http),
+                classify(&http).is_retryable(),
+                "status {status}"
+            );
+        }
+        let quota = HttpError::new(429, "insufficient_quota");
+        assert!(classify(&quota).is_retryable() && !worth_waiting_for(&quota));
+        let refused = HttpError::new(529, "Overloaded").with_header("x-should-retry", "false");
+        assert!(!worth_waiting_for(&refused));
     }
 }

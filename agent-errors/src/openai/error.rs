@@ -26,7 +26,10 @@ pub enum OpenAiError {
         #[source]
         source: reqwest::Error,
     },
-    /// The server could not be reached, or the connection broke before a whole answer came.
+    /// The server could not be reached, the connection broke before a whole answer came, or the
+    /// answer's body could not be decoded. [`classify`](crate::classify()) calls the last a
+    /// `ServerError` (the server's fault, not the request's) and the others `Transient`; the
+    /// provider retries all of them.
     #[error("could not get an answer from the chat completions server")]
     Connection {
         /// What reqwest reported.

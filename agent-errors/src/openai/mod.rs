@@ -9,10 +9,12 @@
 //!
 //! # Recovery inside the provider
 //!
-//! Below the agent's `on_llm_error`, each call recovers from what a retry can fix, following
-//! [`RetryRules`]:
+//! Below the agent's `on_llm_error`, each call recovers from what a retry can fix, following the
+//! status table of [`classify`](mod@crate::classify) and adding the rules of model calls:
 //!
-//! - connection errors and 408/500/502/503/504 are retried: 3 attempts in all, 250 ms then
+//! - connection errors, bodies that could not be read or decoded, and the statuses the table
+//!   calls retryable (408, 409, 423, 425, 500, 502, 503, 504 and the other 5xx but 501) are
+//!   retried: 3 attempts in all, 250 ms then
 //!   500 ms apart by default ([`OpenAiBuilder::transport_retry`]); a `Retry-After` (or OpenAI's
 //!   `retry-after-ms`) replaces the computed delay, cut to [`OpenAiBuilder::max_retry_after`];
 //! - 429 and overload errors (529, or "overloaded" in the body) are capacity events, retried the
@@ -30,7 +32,7 @@
 //! wrapper. Streaming is not implemented.
 //!
 //! ```no_run
-//! use agent_errors::llm::{ChatModel, ChatRequest, Message};
+//! use agent_errors::{ChatModel, ChatRequest, Message};
 //! use agent_errors::openai::OpenAiModel;
 //!
 //! # async fn run() -> Result<(), agent_errors::BoxError> {
@@ -56,10 +58,11 @@ use futures_util::future::BoxFuture;
 
 pub use error::{OpenAiConfigError, OpenAiError, StatusError};
 
+use crate::classify::{classify, server_delay};
 use crate::error::BoxError;
-use crate::llm::retryability::{self, DEFAULT_MAX_RETRY_AFTER, RetryRules, Verdict};
-use crate::llm::{CallSource, ChatModel, ChatRequest, ChatResponse, Sleeper, TokioSleeper};
-use crate::retry::RetrySchedule;
+use crate::llm::retryability::{RetryRules, StopReason, Verdict};
+use crate::llm::{CallSource, ChatModel, ChatRequest, ChatResponse, MAX_RETRY_AFTER};
+use crate::retry::{Retrier, RetrySchedule, Sleep, Step};
 
 /// Prepended to the content of a tool result with `is_error` set, since OpenAI's `tool` message
 /// has no error field.
@@ -95,7 +98,7 @@ pub struct OpenAiBuilder {
     transport: RetrySchedule,
     max_retry_after: Duration,
     refresh: Option<RefreshHook>,
-    sleeper: Arc<dyn Sleeper>,
+    sleep: Sleep,
     client: Option<reqwest::Client>,
 }
 
@@ -125,9 +128,9 @@ impl Default for OpenAiBuilder {
             max_tokens_field: MaxTokensField::default(),
             rules: RetryRules::default(),
             transport: default_transport_schedule(),
-            max_retry_after: DEFAULT_MAX_RETRY_AFTER,
+            max_retry_after: MAX_RETRY_AFTER,
             refresh: None,
-            sleeper: Arc::new(TokioSleeper),
+            sleep: Sleep::default(),
             client: None,
         }
     }
@@ -253,10 +256,17 @@ impl OpenAiBuilder {
         self
     }
 
-    /// How retry delays are waited out (default `tokio::time::sleep`).
+    /// How retry delays are waited out (default `tokio::time::sleep`, which paused test time
+    /// drives). For tests against a real socket, where time cannot be paused (tokio would fire
+    /// the request timeout whenever the runtime waits on I/O), a closure can record the delays
+    /// and return at once.
     #[must_use]
-    pub fn sleeper(mut self, sleeper: impl Sleeper) -> Self {
-        self.sleeper = Arc::new(sleeper);
+    pub fn sleeper<F, Fut>(mut self, sleep: F) -> Self
+    where
+        F: Fn(Duration) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.sleep = Sleep::with(sleep);
         self
     }
 
@@ -296,7 +306,7 @@ impl OpenAiBuilder {
             transport: self.transport,
             max_retry_after: self.max_retry_after,
             refresh: self.refresh,
-            sleeper: self.sleeper,
+            sleep: self.sleep,
         })
     }
 }
@@ -315,7 +325,7 @@ pub struct OpenAiModel {
     transport: RetrySchedule,
     max_retry_after: Duration,
     refresh: Option<RefreshHook>,
-    sleeper: Arc<dyn Sleeper>,
+    sleep: Sleep,
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -356,7 +366,7 @@ impl OpenAiModel {
     /// Answers one request, with the typed error. [`ChatModel::chat`] is this, boxed.
     pub async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, OpenAiError> {
         let mut max_tokens = request.max_tokens.or(self.max_tokens);
-        let mut retries = 0u32;
+        let mut retrier = Retrier::new(&self.transport);
         let mut shrunk = false;
         let mut refreshed = false;
         loop {
@@ -365,15 +375,12 @@ impl OpenAiModel {
                 Err(error) => error,
             };
             let next = match self.verdict(&error, &request.source) {
-                Verdict::Retry if retries + 1 < self.transport.max_attempts() => {
-                    retries += 1;
-                    let server_delay = match &error {
-                        OpenAiError::Status(e) => {
-                            retryability::retry_after(e.http(), self.max_retry_after)
-                        }
-                        _ => None,
-                    };
-                    Next::Sleep(server_delay.unwrap_or_else(|| self.transport.delay(retries)))
+                Verdict::Retry => {
+                    let server = server_delay(&error, self.max_retry_after);
+                    match retrier.after_failure(true, server) {
+                        Step::Wait(delay) => Next::Sleep(delay),
+                        Step::Stop(_) => Next::GiveUp,
+                    }
                 }
                 Verdict::RetryWithMaxTokens(n) if !shrunk => {
                     shrunk = true;
@@ -388,10 +395,10 @@ impl OpenAiModel {
             match next {
                 Next::Sleep(delay) => {
                     tracing::debug!(
-                        model = %self.model, status = error.status(), retry = retries,
+                        model = %self.model, status = error.status(), retry = retrier.failures(),
                         delay_ms = delay.as_millis() as u64, "retrying chat completion"
                     );
-                    self.sleeper.sleep(delay).await;
+                    self.sleep.sleep(delay).await;
                 }
                 Next::ShrinkTo(n) => {
                     tracing::debug!(model = %self.model, max_tokens = n, "context overflow: retrying with a smaller max_tokens");
@@ -409,11 +416,14 @@ impl OpenAiModel {
         }
     }
 
+    /// A status goes through the model-call rules; any other failure through the status table
+    /// of `classify`, except a timeout: the timeout is the whole budget of the call.
     fn verdict(&self, error: &OpenAiError, source: &CallSource) -> Verdict {
         match error {
             OpenAiError::Status(e) => self.rules.assess(e.http(), e.body(), source),
-            OpenAiError::Connection { .. } => Verdict::Retry,
-            _ => Verdict::Stop(retryability::StopReason::NotRetryable),
+            OpenAiError::Timeout { .. } => Verdict::Stop(StopReason::NotRetryable),
+            _ if classify(error).is_retryable() => Verdict::Retry,
+            _ => Verdict::Stop(StopReason::NotRetryable),
         }
     }
 

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use super::{MaxTokensField, TOOL_ERROR_PREFIX};
-use crate::llm::{ChatRequest, ChatResponse, Message, ToolCall, ToolSpec};
+use crate::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolSpec};
 
 #[derive(Serialize)]
 pub(crate) struct RequestBody<'a> {

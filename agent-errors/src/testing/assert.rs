@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 use std::fmt;
 
+use crate::chat::Message;
 use crate::events::RunReport;
-use crate::llm::Message;
 
 /// Assertions on a [`RunReport`]: each panics with the whole event list when it fails, and
 /// returns the report so they chain.
@@ -208,7 +208,7 @@ pub fn transcript_violations(messages: &[Message]) -> Vec<TranscriptViolation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::{ToolCall, ToolResult};
+    use crate::chat::{ToolCall, ToolResult};
 
     fn call(id: &str) -> ToolCall {
         ToolCall::new(id, "t", "{}")

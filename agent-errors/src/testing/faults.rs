@@ -118,24 +118,17 @@ impl ToolHandler for FaultyHandler {
 }
 
 impl FaultyTool {
-    /// Wraps `tool`: same name, description, schema, policy and optionality.
+    /// Wraps `tool`: the same tool in every respect (name, description, schema, policy,
+    /// optionality, timeout) but for the faults it is told to inject.
     pub fn new(tool: ToolDef) -> Self {
         let state = Arc::new(State {
             plan: Mutex::new(Plan::default()),
             calls: AtomicU32::new(0),
         });
-        let wrapped = ToolDef::from_handler(
-            tool.name().to_owned(),
-            tool.description().to_owned(),
-            tool.parameters().clone(),
-            FaultyHandler {
-                inner: tool.clone(),
-                state: Arc::clone(&state),
-            },
-        )
-        .with_policy(tool.policy().clone())
-        .with_crate_defaults(tool.crate_defaults().cloned())
-        .optional(tool.is_optional());
+        let wrapped = tool.clone().with_handler(FaultyHandler {
+            inner: tool,
+            state: Arc::clone(&state),
+        });
         FaultyTool {
             tool: wrapped,
             state,

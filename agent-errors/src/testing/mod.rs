@@ -6,7 +6,7 @@
 //! be measured exactly with `tokio::time::Instant`.
 //!
 //! ```
-//! use agent_errors::agent::Agent;
+//! use agent_errors::Agent;
 //! use agent_errors::testing::{FaultyTool, ReportAssertions, ScriptedModel, echo_tool, transcript_violations};
 //! use agent_errors::HttpError;
 //!

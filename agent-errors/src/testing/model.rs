@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+use crate::chat::{ChatModel, ChatRequest, ChatResponse, ToolCall};
 use crate::error::BoxError;
-use crate::llm::{ChatModel, ChatRequest, ChatResponse, ToolCall};
 
 type Responder = Box<dyn FnOnce(&ChatRequest) -> Result<ChatResponse, BoxError> + Send>;
 type ErrorFactory = Box<dyn Fn() -> BoxError + Send + Sync>;
@@ -103,6 +103,25 @@ struct State {
 /// Tool calls get ids `call_1`, `call_2`, ... in the order they are scripted. When the script
 /// runs out the model fails with [`ScriptExhausted`] (or with the error set by
 /// [`ScriptedModel::then_fail_forever`]); it never panics.
+///
+/// ```
+/// use agent_errors::{Agent, HttpError};
+/// use agent_errors::testing::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let model = ScriptedModel::new()
+///     .error(HttpError::new(503, "overloaded")) // the first call fails
+///     .text("hello");                             // the second answers
+/// let agent = Agent::builder("a")
+///     .model(model.clone())
+///     .on_llm_error(|_, _| agent_errors::LlmErrorDecision::retry(2, std::time::Duration::from_secs(1)))
+///     .build()?;
+/// assert_eq!(agent.run("hi").await?, "hello");
+/// assert_eq!(model.calls(), 2);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct ScriptedModel {
     state: Arc<State>,
@@ -305,7 +324,7 @@ impl ChatModel for ScriptedModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::Message;
+    use crate::chat::Message;
 
     #[tokio::test(start_paused = true)]
     async fn answers_in_order_records_requests_and_reports_running_out() {

@@ -1,0 +1,177 @@
+//! One attempt at a tool: parse the arguments, ask the breakers, run the tool under its timeout,
+//! and turn a panic into a failure. Every call, retry, repair and fallback goes through
+//! [`attempt`].
+
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
+
+use futures_util::FutureExt;
+
+use super::context::RunContext;
+use crate::breaker::{Admission, ServiceBreaker};
+use crate::classify::{Classification, ErrorKind, Evidence, classify};
+use crate::error::{BoxError, ToolError};
+use crate::tool::{ToolDef, ToolOutput};
+
+/// A tool panicked; classified [`ErrorKind::Bug`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the tool panicked: {message}")]
+pub struct ToolPanic {
+    /// The panic's message, when it had one.
+    pub message: String,
+}
+
+impl ToolPanic {
+    pub(crate) fn from_payload(payload: Box<dyn Any + Send>) -> Self {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "non-string panic payload".to_owned());
+        ToolPanic { message }
+    }
+}
+
+/// The service breaker was open, so the tool was not called.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{tool}` is failing and its circuit is open: not called")]
+pub struct CircuitOpen {
+    /// The tool.
+    pub tool: String,
+}
+
+/// Why an attempt produced no output.
+#[derive(Debug)]
+pub(crate) enum Missed {
+    /// The tool failed, or could not be called: the ladder answers it.
+    Failed(ToolError),
+    /// A concurrent call of this run tripped the tool's per-run breaker after `failures`
+    /// failures: the run is ending, so the tool is not called again.
+    Tripped { failures: u32 },
+}
+
+/// Classifies a tool failure: bad arguments are `Validation`, panics are `Bug`, an open circuit
+/// is a transient that must not be retried, and anything else goes to [`classify`].
+pub(crate) fn classify_tool_error(error: &ToolError) -> Classification {
+    if error.is_invalid_args() {
+        return Classification::new(ErrorKind::Validation, Evidence::Type("serde_json::Error"));
+    }
+    let cause = error.cause();
+    if cause.downcast_ref::<ToolPanic>().is_some() {
+        return Classification::new(ErrorKind::Bug, Evidence::Type("ToolPanic"));
+    }
+    if cause.downcast_ref::<CircuitOpen>().is_some() {
+        let mut c = Classification::new(ErrorKind::Transient, Evidence::Type("CircuitOpen"));
+        c.should_retry = Some(false);
+        return c;
+    }
+    classify(cause)
+}
+
+/// Calls `tool` once with `raw` arguments.
+///
+/// Arguments are parsed before the service breaker is asked, so a call that never reaches the
+/// service cannot take (and then strand) the half-open probe.
+pub(crate) async fn attempt(
+    ctx: &RunContext,
+    tool: &ToolDef,
+    raw: &str,
+) -> Result<ToolOutput, Missed> {
+    // A retry or fallback still sleeping when a concurrent call tripped the breaker must not call.
+    if let Some(failures) = ctx.breaker_tripped(tool.name()) {
+        return Err(Missed::Tripped { failures });
+    }
+    let panicked =
+        |payload| ToolError::execution(parse_value(raw), ToolPanic::from_payload(payload));
+    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.handler().call(raw))) {
+        Ok(Ok(future)) => future,
+        Ok(Err(args_error)) => return Err(Missed::Failed(args_error)),
+        Err(payload) => return Err(Missed::Failed(panicked(payload))),
+    };
+    let mut admitted = match admit(ctx.service_breaker(), tool, raw) {
+        Ok(admitted) => admitted,
+        Err(open) => return Err(Missed::Failed(open)),
+    };
+    let bounded = async {
+        match tool.timeout() {
+            None => future.await,
+            Some(limit) => match tokio::time::timeout(limit, future).await {
+                Ok(result) => result,
+                Err(elapsed) => Err(Box::new(elapsed) as BoxError),
+            },
+        }
+    };
+    let result = match AssertUnwindSafe(bounded).catch_unwind().await {
+        Ok(Ok(output)) => Ok(output),
+        Ok(Err(source)) => Err(ToolError::Execution {
+            args: parse_value(raw),
+            source,
+        }),
+        Err(payload) => Err(panicked(payload)),
+    };
+    if let Some(admitted) = admitted.as_mut() {
+        admitted.record(&result);
+    }
+    result.map_err(Missed::Failed)
+}
+
+/// The arguments as JSON for [`ToolError::Execution`], or as a string when they are not JSON.
+fn parse_value(raw: &str) -> serde_json::Value {
+    serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_owned()))
+}
+
+/// Asks the service breaker, if the run has one, to let this call through.
+fn admit<'a>(
+    breaker: Option<&'a ServiceBreaker>,
+    tool: &'a ToolDef,
+    raw: &str,
+) -> Result<Option<Admitted<'a>>, ToolError> {
+    let Some(breaker) = breaker else {
+        return Ok(None);
+    };
+    match breaker.admit(tool.name()) {
+        Admission::Rejected => {
+            let open = CircuitOpen {
+                tool: tool.name().to_owned(),
+            };
+            Err(ToolError::execution(parse_value(raw), open))
+        }
+        admission => Ok(Some(Admitted {
+            breaker,
+            tool: tool.name(),
+            probe: admission == Admission::Probe,
+            recorded: false,
+        })),
+    }
+}
+
+/// A call the service breaker let through. A half-open probe that is dropped before its outcome
+/// is recorded (the run was cancelled mid-call) gives the probe back, or the circuit would stay
+/// open for good.
+struct Admitted<'a> {
+    breaker: &'a ServiceBreaker,
+    tool: &'a str,
+    probe: bool,
+    recorded: bool,
+}
+
+impl Admitted<'_> {
+    /// Tells the breaker how the call went. Only failures that say the service is unwell
+    /// (retryable kinds) count against it: a 404 is the caller's problem, not the service's.
+    fn record(&mut self, result: &Result<ToolOutput, ToolError>) {
+        let healthy = match result {
+            Ok(_) => true,
+            Err(e) => !classify_tool_error(e).kind.is_retryable(),
+        };
+        self.breaker.record(self.tool, healthy);
+        self.recorded = true;
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if self.probe && !self.recorded {
+            self.breaker.release_probe(self.tool);
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The state one run shares between its tool calls: limits, cancellation, the permission hook,
+//! the service breaker, and what the run has learnt (dropped tools, the per-run breaker).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::breaker::{RunBreaker, ServiceBreaker};
+use crate::chat::ToolCall;
+use crate::events::{EventLog, EventSink};
+
+/// A permission hook's verdict on a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Permission {
+    /// Run it.
+    Allow,
+    /// Do not run it; the reason goes to the model.
+    Deny(String),
+}
+
+/// Decides, before a tool runs, whether it may. Any `Fn(&ToolCall) -> Permission` is one.
+pub trait PermissionHook: Send + Sync + 'static {
+    /// The verdict for this call.
+    fn check(&self, call: &ToolCall) -> Permission;
+}
+
+impl<F> PermissionHook for F
+where
+    F: Fn(&ToolCall) -> Permission + Send + Sync + 'static,
+{
+    fn check(&self, call: &ToolCall) -> Permission {
+        self(call)
+    }
+}
+
+/// A handle that cancels a run. Clones share the same state.
+///
+/// ```
+/// use agent_errors::Cancellation;
+///
+/// let cancel = Cancellation::new();
+/// let handle = cancel.clone();
+/// handle.cancel();
+/// assert!(cancel.is_cancelled());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Cancellation(CancellationToken);
+
+impl Cancellation {
+    /// A handle not yet cancelled.
+    pub fn new() -> Self {
+        Cancellation::default()
+    }
+
+    /// Cancels: pending and running tool calls answer "operation cancelled" and the run ends.
+    pub fn cancel(&self) {
+        self.0.cancel();
+    }
+
+    /// Whether `cancel` was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.is_cancelled()
+    }
+
+    /// Completes once cancelled.
+    pub async fn cancelled(&self) {
+        self.0.cancelled().await;
+    }
+
+    /// A token cancelled with this handle, or on its own.
+    fn child(&self) -> CancellationToken {
+        self.0.child_token()
+    }
+}
+
+/// Bounds that keep recovery finite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Fixer invocations per tool call, across every ladder: a fixer that never converges ends.
+    pub max_repair_steps: u32,
+    /// Characters of an error message a model may see.
+    pub max_message_chars: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_repair_steps: 8,
+            max_message_chars: crate::sanitize::DEFAULT_MAX_CHARS,
+        }
+    }
+}
+
+impl Limits {
+    /// Sets the cap on fixer invocations per tool call (0: never ask a fixer).
+    #[must_use]
+    pub fn with_max_repair_steps(mut self, steps: u32) -> Self {
+        self.max_repair_steps = steps;
+        self
+    }
+
+    /// Sets the bound on an error message a model may see, in characters.
+    #[must_use]
+    pub fn with_max_message_chars(mut self, chars: usize) -> Self {
+        self.max_message_chars = chars;
+        self
+    }
+}
+
+/// What one run has learnt about its tools.
+#[derive(Debug, Default)]
+struct RunState {
+    degraded: HashSet<String>,
+    breaker: RunBreaker,
+    tripped: Option<(String, u32)>,
+    /// The model turn being answered; 0 outside [`Registry::execute_turn`](crate::Registry).
+    turn: u64,
+    /// The last turn in which a failure of each tool was counted.
+    counted: HashMap<String, u64>,
+}
+
+/// The state of one run that the executor reads and writes: events, dropped tools, the per-run
+/// breaker, cancellation, the permission hook and the limits.
+///
+/// Make one per run and pass it to every [`Registry::execute`](crate::Registry::execute) of
+/// that run: this is how the recovery layer works inside an agent loop of your own.
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use agent_errors::{Cancellation, Limits, RunContext};
+///
+/// let cancel = Cancellation::new();
+/// let ctx = RunContext::new()
+///     .with_breaker_threshold(NonZeroU32::new(5).unwrap())
+///     .with_cancellation(cancel.clone())
+///     .with_limits(Limits::default().with_max_message_chars(500));
+/// assert!(!ctx.cancellation().is_cancelled());
+/// ```
+pub struct RunContext {
+    events: Arc<EventLog>,
+    state: Mutex<RunState>,
+    /// Set once anything has failed in this run; until then the happy path takes no lock.
+    troubled: AtomicBool,
+    cancel: Cancellation,
+    /// Cancelled with `cancel`, or by the executor when a call ends the run, so calls still
+    /// running answer "operation cancelled" instead of holding the run open.
+    halt: CancellationToken,
+    service: Option<Arc<ServiceBreaker>>,
+    permission: Option<Arc<dyn PermissionHook>>,
+    limits: Limits,
+}
+
+impl fmt::Debug for RunContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunContext")
+            .field("events", &self.events)
+            .field("state", &self.state)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RunContext {
+    fn default() -> Self {
+        RunContext::new()
+    }
+}
+
+impl RunContext {
+    /// A fresh context: no events, nothing dropped, the per-run breaker at its default
+    /// threshold, no service breaker, no permission hook.
+    pub fn new() -> Self {
+        let cancel = Cancellation::new();
+        RunContext {
+            events: Arc::new(EventLog::new()),
+            state: Mutex::new(RunState::default()),
+            troubled: AtomicBool::new(false),
+            halt: cancel.child(),
+            cancel,
+            service: None,
+            permission: None,
+            limits: Limits::default(),
+        }
+    }
+
+    /// Sets the number of consecutive failures of one tool that stops the run.
+    #[must_use]
+    pub fn with_breaker_threshold(self, threshold: NonZeroU32) -> Self {
+        self.lock().breaker = RunBreaker::new(threshold);
+        self
+    }
+
+    /// Shares a service breaker with other runs.
+    #[must_use]
+    pub fn with_service_breaker(mut self, breaker: Arc<ServiceBreaker>) -> Self {
+        self.service = Some(breaker);
+        self
+    }
+
+    /// Uses this cancellation handle.
+    #[must_use]
+    pub fn with_cancellation(mut self, cancel: Cancellation) -> Self {
+        self.halt = cancel.child();
+        self.cancel = cancel;
+        self
+    }
+
+    /// Asks this hook before every tool runs.
+    #[must_use]
+    pub fn with_permission(mut self, hook: Arc<dyn PermissionHook>) -> Self {
+        self.permission = Some(hook);
+        self
+    }
+
+    /// Sets the limits.
+    #[must_use]
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The events so far.
+    pub fn events(&self) -> &EventLog {
+        &self.events
+    }
+
+    /// The run's events as a sink for a [`ChatRequest`](crate::ChatRequest), so model wrappers
+    /// record on the run's report.
+    pub fn event_sink(&self) -> EventSink {
+        EventSink::new(Arc::clone(&self.events))
+    }
+
+    /// The cancellation handle.
+    pub fn cancellation(&self) -> &Cancellation {
+        &self.cancel
+    }
+
+    /// Whether `degrade` dropped this tool in this run.
+    pub fn is_degraded(&self, tool: &str) -> bool {
+        self.troubled() && self.lock().degraded.contains(tool)
+    }
+
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub(crate) fn service_breaker(&self) -> Option<&ServiceBreaker> {
+        self.service.as_deref()
+    }
+
+    pub(crate) fn permission(&self) -> Option<&dyn PermissionHook> {
+        self.permission.as_deref()
+    }
+
+    /// Completes when the run is cancelled or halted.
+    pub(crate) fn halt_token(&self) -> &CancellationToken {
+        &self.halt
+    }
+
+    /// Ends the calls still running in this run: they answer "operation cancelled". Unlike
+    /// [`Cancellation::cancel`] it does not touch the caller's handle.
+    pub(crate) fn halt(&self) {
+        self.halt.cancel();
+    }
+
+    /// Starts answering a new model turn. Within one turn, parallel calls of the same tool count
+    /// as one failure for the per-run breaker: three lookups that all miss in one turn are one
+    /// stumble, not a model stuck in a loop.
+    pub(crate) fn begin_turn(&self) {
+        self.lock().turn += 1;
+    }
+
+    /// Whether this run's breaker has tripped for `tool`, and after how many failures. Latched:
+    /// a concurrent call that succeeds afterwards resets the count but must not reopen the tool.
+    pub(crate) fn breaker_tripped(&self, tool: &str) -> Option<u32> {
+        if !self.troubled() {
+            return None;
+        }
+        let state = self.lock();
+        match &state.tripped {
+            Some((t, failures)) if t == tool => Some(*failures),
+            _ => state.breaker.tripped(tool),
+        }
+    }
+
+    pub(crate) fn degrade(&self, tool: &str) {
+        self.troubled.store(true, Ordering::SeqCst);
+        self.lock().degraded.insert(tool.to_owned());
+    }
+
+    /// Records a call's outcome on the per-run breaker; returns the failure count when this
+    /// outcome tripped it.
+    pub(crate) fn record_outcome(&self, tool: &str, ok: bool) -> Option<u32> {
+        if ok && !self.troubled() {
+            return None;
+        }
+        self.troubled.store(true, Ordering::SeqCst);
+        let mut state = self.lock();
+        if !ok && state.turn != 0 {
+            let turn = state.turn;
+            if state.counted.get(tool) == Some(&turn) {
+                return None;
+            }
+            state.counted.insert(tool.to_owned(), turn);
+        }
+        let failures = state.breaker.record(tool, ok)?;
+        if state.tripped.is_none() {
+            state.tripped = Some((tool.to_owned(), failures));
+        }
+        Some(failures)
+    }
+
+    fn troubled(&self) -> bool {
+        self.troubled.load(Ordering::SeqCst)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, RunState> {
+        // Every critical section here is a single insert or read; a panic cannot leave it torn.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

@@ -1,0 +1,327 @@
+//! The ladder: a failed call walks the rungs its policy resolved for the failure's key, one
+//! function per action, each answering "given this failure, what happens next?".
+//!
+//! A rung either answers the call ([`Next::Done`]), passes it down the ladder
+//! ([`Next::Down`]), or reports that the failure changed into one of another key
+//! ([`Next::Switch`]): a retry that now fails with a 404, a repaired call that now times out.
+//! The walk then starts over on that key's ladder. Each key's ladder is walked at most once per
+//! call and fixers are bounded by [`Limits::max_repair_steps`](crate::Limits), so every walk
+//! ends.
+
+use std::borrow::Cow;
+use std::panic::AssertUnwindSafe;
+
+use futures_util::FutureExt;
+
+use super::attempt::{Missed, ToolPanic, attempt};
+use super::context::RunContext;
+use super::outcome::{Failure, Handled, TerminationReason};
+use crate::chat::ToolCall;
+use crate::classify::ErrorKind;
+use crate::error::{Severity, ToolError};
+use crate::events::Event;
+use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
+use crate::policy::{Action, FixAction, Ladder, PolicyKey, ResolvedPolicy, RetryAction};
+use crate::registry::Registry;
+use crate::retry::{Retrier, Step, sleep};
+use crate::sanitize::{SurfacedError, sanitize};
+use crate::tool::{ToolDef, to_output};
+
+/// What a rung decided.
+enum Next {
+    /// The call is answered.
+    Done(Handled),
+    /// The run ends, for the failure in hand.
+    Stop(TerminationReason),
+    /// This rung could not help: try the next one.
+    Down,
+    /// The failure is now of another key: walk that key's ladder.
+    Switch,
+}
+
+/// One failed call on its way down the ladders.
+pub(super) struct Walk<'a> {
+    registry: &'a Registry,
+    ctx: &'a RunContext,
+    tool: &'a ToolDef,
+    policy: &'a ResolvedPolicy,
+    call: &'a ToolCall,
+    /// The arguments as the next attempt sends them: a fixer may have replaced them.
+    raw: Cow<'a, str>,
+    failure: Failure,
+    walked: Vec<PolicyKey>,
+    repair_steps: u32,
+}
+
+impl<'a> Walk<'a> {
+    pub(super) fn new(
+        registry: &'a Registry,
+        ctx: &'a RunContext,
+        (tool, policy): (&'a ToolDef, &'a ResolvedPolicy),
+        call: &'a ToolCall,
+        failure: Failure,
+    ) -> Self {
+        Walk {
+            registry,
+            ctx,
+            tool,
+            policy,
+            call,
+            raw: Cow::Borrowed(&call.arguments),
+            failure,
+            walked: Vec::with_capacity(2),
+            repair_steps: 0,
+        }
+    }
+
+    /// Walks the ladders until the call succeeds, is shown to the model, or stops the run.
+    pub(super) async fn run(mut self) -> Handled {
+        'ladders: loop {
+            let (key, ladder) = self.entry();
+            self.walked.push(key);
+            for action in ladder.actions() {
+                match self.rung(action).await {
+                    Next::Done(handled) => return handled,
+                    Next::Stop(reason) => return Handled::stop(reason, self.failure),
+                    Next::Down => {}
+                    Next::Switch => continue 'ladders,
+                }
+            }
+            return Handled::default_fate(self.ctx, self.tool.name(), self.failure);
+        }
+    }
+
+    /// The key that answers the current failure, and its ladder.
+    fn entry(&self) -> (PolicyKey, &'a Ladder) {
+        if self.failure.error.is_invalid_args() {
+            (PolicyKey::InvalidArgs, self.policy.for_invalid_args().0)
+        } else {
+            let (key, ladder, _) = self.policy.for_kind(self.failure.class.kind);
+            (key, ladder)
+        }
+    }
+
+    /// Takes a new failure; true when its key has a ladder not walked yet.
+    fn failed_again(&mut self, failure: Failure) -> bool {
+        self.failure = failure;
+        !self.walked.contains(&self.entry().0)
+    }
+
+    async fn rung(&mut self, action: &Action) -> Next {
+        match action {
+            Action::Retry(retry) => self.retry(retry).await,
+            Action::Fix(fix) => self.fix(fix).await,
+            Action::Fallback { tool } => self.fallback(tool).await,
+            Action::Escalate => self.escalate(),
+            Action::Throw => self.throw(),
+            Action::Degrade => self.degrade(),
+        }
+    }
+
+    /// `retry(n)`: call again while the failure is retryable and the schedule allows; a
+    /// server's `Retry-After` replaces the computed delay.
+    async fn retry(&mut self, retry: &RetryAction) -> Next {
+        let mut retrier = Retrier::new(retry.schedule().delays());
+        loop {
+            let class = &self.failure.class;
+            let delay = match retrier.after_failure(class.is_retryable(), class.retry_after) {
+                Step::Wait(delay) => delay,
+                Step::Stop(_) => return Next::Down,
+            };
+            self.ctx.events().emit(Event::ToolRetry {
+                tool: self.tool.name().to_owned(),
+                attempt: self.failure.attempts,
+                kind: class.kind,
+                delay,
+            });
+            sleep(delay).await;
+            match attempt(self.ctx, self.tool, &self.raw).await {
+                Ok(output) => return Next::Done(Handled::Ok(output)),
+                Err(Missed::Tripped { failures }) => {
+                    return self.tripped(self.tool.name(), failures);
+                }
+                Err(Missed::Failed(error)) => {
+                    let attempts = self.failure.attempts + 1;
+                    if let Next::Switch = self.after_failure(error, attempts) {
+                        return Next::Switch;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `fix(agent = ..)`: ask the fixer for new arguments (and call again) or for a result.
+    async fn fix(&mut self, fix: &FixAction) -> Next {
+        let Some(fixer) = self.registry.fixer(&fix.agent) else {
+            return Next::Down;
+        };
+        let key = self.entry().0;
+        for attempt_no in 1..=fix.retries.get() {
+            if self.repair_steps >= self.ctx.limits().max_repair_steps {
+                break;
+            }
+            self.repair_steps += 1;
+            let request = self.fix_request(key, attempt_no);
+            let next = match ask(fixer, request).await {
+                Ok(Ok(Fix::Result(value))) => {
+                    self.fixed(fixer, attempt_no);
+                    let output = to_output(&value).unwrap_or_else(|_| value.to_string());
+                    Next::Done(Handled::Ok(output))
+                }
+                Ok(Ok(Fix::Args(new_raw))) => self.rerun_fixed(fixer, attempt_no, new_raw).await,
+                Ok(Err(FixerError::Escalate { reason, severity })) => {
+                    let kind = self.failure.class.kind;
+                    let tool = self.tool.name();
+                    Next::Done(Handled::escalate(self.ctx, tool, kind, &reason, severity))
+                }
+                Ok(Err(FixerError::Throw(reason))) => {
+                    let reason = sanitize(&reason, self.ctx.limits().max_message_chars);
+                    Next::Stop(TerminationReason::Thrown(reason))
+                }
+                Ok(Err(FixerError::Other(error))) => {
+                    let error = sanitize(&error.to_string(), self.ctx.limits().max_message_chars);
+                    let (tool, fixer) = (self.tool.name(), fixer.name());
+                    tracing::warn!(tool, fixer, attempt = attempt_no, %error, "fixer failed");
+                    Next::Down
+                }
+                Err(panic) => {
+                    let (tool, fixer) = (self.tool.name(), fixer.name());
+                    tracing::warn!(tool, fixer, attempt = attempt_no, error = %panic, "fixer panicked");
+                    Next::Down
+                }
+            };
+            // `Down` here means "this try did not help": the next try of the same fixer.
+            if !matches!(next, Next::Down) {
+                return next;
+            }
+        }
+        Next::Down
+    }
+
+    fn fix_request(&self, key: PolicyKey, attempt: u32) -> FixRequest {
+        FixRequest {
+            tool: self.tool.name().to_owned(),
+            raw_args: self.raw.to_string(),
+            args: serde_json::from_str(&self.raw).ok(),
+            failure: sanitize(&self.failure.message(), self.ctx.limits().max_message_chars),
+            kind: self.failure.class.kind,
+            key,
+            attempt,
+        }
+    }
+
+    /// Calls the tool again with the arguments a fixer wrote.
+    async fn rerun_fixed(&mut self, fixer: &FixerDef, attempt_no: u32, new_raw: String) -> Next {
+        self.raw = Cow::Owned(new_raw);
+        match attempt(self.ctx, self.tool, &self.raw).await {
+            Ok(output) => {
+                self.fixed(fixer, attempt_no);
+                Next::Done(Handled::Ok(output))
+            }
+            Err(Missed::Failed(error)) => {
+                let attempts = self.failure.attempts + 1;
+                self.after_failure(error, attempts)
+            }
+            Err(Missed::Tripped { failures }) => self.tripped(self.tool.name(), failures),
+        }
+    }
+
+    fn fixed(&self, fixer: &FixerDef, attempt: u32) {
+        self.ctx.events().emit(Event::ToolFixed {
+            tool: self.tool.name().to_owned(),
+            fixer: fixer.name().to_owned(),
+            attempt,
+        });
+    }
+
+    /// `fallback(tool = ..)`: call another tool once with the same arguments, outside its own
+    /// policy. Auth ends the run, naming the fallback; any other failure goes on down the ladder.
+    async fn fallback(&mut self, target: &str) -> Next {
+        let Some(fallback) = self.registry.tool(target) else {
+            return Next::Down;
+        };
+        let call = ToolCall::new(self.call.id.clone(), fallback.name(), self.raw.as_ref());
+        if super::refusal(self.ctx, fallback, &call).is_some() {
+            return Next::Down;
+        }
+        self.ctx.events().emit(Event::FellBack {
+            tool: self.tool.name().to_owned(),
+            to: fallback.name().to_owned(),
+        });
+        match attempt(self.ctx, fallback, &self.raw).await {
+            Ok(output) => Next::Done(Handled::Ok(output)),
+            Err(Missed::Tripped { failures }) => self.tripped(fallback.name(), failures),
+            Err(Missed::Failed(error)) => {
+                self.failure = Failure::new(error, self.failure.attempts + 1);
+                self.failure.blamed = Some(fallback.name().to_owned());
+                if self.failure.class.kind == ErrorKind::Auth {
+                    return Next::Stop(TerminationReason::Auth);
+                }
+                Next::Down
+            }
+        }
+    }
+
+    /// `escalate`: show the failure to the model.
+    fn escalate(&mut self) -> Next {
+        let message = self.failure.message();
+        let kind = self.failure.class.kind;
+        let tool = self.tool.name();
+        Next::Done(Handled::escalate(
+            self.ctx,
+            tool,
+            kind,
+            &message,
+            Severity::High,
+        ))
+    }
+
+    /// `throw`: end the run. An auth failure says so; anything else carries its message.
+    fn throw(&mut self) -> Next {
+        if self.failure.class.kind == ErrorKind::Auth {
+            return Next::Stop(TerminationReason::Auth);
+        }
+        let reason = sanitize(&self.failure.message(), self.ctx.limits().max_message_chars);
+        Next::Stop(TerminationReason::Thrown(reason))
+    }
+
+    /// `degrade`: drop the tool for the rest of the run and tell the model to go on without it.
+    fn degrade(&mut self) -> Next {
+        let tool = self.tool.name();
+        self.ctx.degrade(tool);
+        self.ctx.events().emit(Event::Degraded {
+            tool: tool.to_owned(),
+        });
+        let limit = self.ctx.limits().max_message_chars;
+        let kind = self.failure.class.kind;
+        let surfaced = SurfacedError::bounded(tool, kind, &self.failure.message(), limit)
+            .with_suggestion(format!(
+                "`{tool}` is unavailable for the rest of this run. Continue without it."
+            ));
+        Next::Done(Handled::Error(surfaced))
+    }
+
+    /// A retry or repair failed again: a new key's ladder, or the next rung of this one.
+    fn after_failure(&mut self, error: ToolError, attempts: u32) -> Next {
+        if self.failed_again(Failure::new(error, attempts)) {
+            Next::Switch
+        } else {
+            Next::Down
+        }
+    }
+
+    fn tripped(&self, tool: &str, failures: u32) -> Next {
+        let tool = tool.to_owned();
+        Next::Done(Handled::Tripped { tool, failures })
+    }
+}
+
+/// Asks a fixer, catching a panic whether the fixer is sync (panics when called) or async
+/// (panics when polled).
+async fn ask(fixer: &FixerDef, request: FixRequest) -> Result<Result<Fix, FixerError>, ToolPanic> {
+    let answer = match std::panic::catch_unwind(AssertUnwindSafe(|| fixer.fix(request))) {
+        Ok(future) => AssertUnwindSafe(future).catch_unwind().await,
+        Err(payload) => Err(payload),
+    };
+    answer.map_err(ToolPanic::from_payload)
+}

@@ -1,0 +1,206 @@
+//! The executor: one tool call in, exactly one outcome out.
+//!
+//! The path of one call, in file order:
+//!
+//! 1. [`context`]: the run the call belongs to (limits, cancellation, permission hook, breakers,
+//!    the tools `degrade` dropped).
+//! 2. this module's [`execute`]: find the tool, refuse what must not run, make the first
+//!    [`attempt`](attempt::attempt), and report the outcome on the per-run breaker.
+//! 3. [`attempt`]: parse the arguments, ask the service breaker, run the tool under its
+//!    timeout, catch a panic.
+//! 4. [`ladder`]: a failed call walks its policy's rungs (retry, fix, fallback, escalate,
+//!    throw, degrade) until it is answered.
+//! 5. [`outcome`]: the decision becomes a [`CallOutcome`]: a result for the model, or a stop of
+//!    the run.
+//!
+//! Whatever happens (an unknown tool, a denial, a panic, a cancelled run) the call gets exactly
+//! one outcome.
+
+mod attempt;
+mod context;
+mod ladder;
+mod outcome;
+
+use std::borrow::Cow;
+use std::future::poll_fn;
+use std::pin::pin;
+use std::task::Poll;
+
+use futures_util::future::join_all;
+
+pub use attempt::{CircuitOpen, ToolPanic};
+pub use context::{Cancellation, Limits, Permission, PermissionHook, RunContext};
+pub use outcome::{CallOutcome, Terminated, TerminationReason};
+
+pub(crate) use outcome::CANCELLED;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::chat::ToolCall;
+use crate::classify::ErrorKind;
+use crate::events::Event;
+use crate::registry::Registry;
+use crate::sanitize::{MAX_TOOL_NAME_CHARS, SurfacedError, sanitize};
+use crate::tool::ToolDef;
+use attempt::Missed;
+use ladder::Walk;
+use outcome::{Failure, Handled};
+
+/// Runs one tool call through its resolved policy: see [`Registry::execute`].
+pub(crate) async fn execute(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> CallOutcome {
+    let halt = ctx.halt_token();
+    if halt.is_cancelled() {
+        return CallOutcome::cancelled(call);
+    }
+    let Some(handled) = until_halted(halt, handle(registry, ctx, call)).await else {
+        return CallOutcome::cancelled(call);
+    };
+    let ok = matches!(handled, Handled::Ok(_));
+    let kind = match &handled {
+        Handled::Error(surfaced) => surfaced.kind,
+        Handled::Stop(stop) => stop.1.class.kind,
+        Handled::Ok(_) | Handled::Tripped { .. } => ErrorKind::Unknown,
+    };
+    let outcome = handled.into_outcome(ctx, call);
+    if outcome.stop().is_some() {
+        return outcome;
+    }
+    // An unknown name is the model's text: bound it before it is used as a key.
+    let tool = if ok {
+        Cow::Borrowed(call.name.as_str())
+    } else {
+        Cow::Owned(sanitize(&call.name, MAX_TOOL_NAME_CHARS))
+    };
+    match ctx.record_outcome(&tool, ok) {
+        None => outcome,
+        Some(failures) => {
+            let tool = tool.into_owned();
+            ctx.events().emit(Event::BreakerTripped {
+                tool: tool.clone(),
+                failures,
+            });
+            outcome::tripped(tool, kind, failures)
+        }
+    }
+}
+
+/// Runs `work` until it finishes (`Some`) or the run halts (`None`). Work that is ready on its
+/// first poll never registers for the halt's wake-up.
+async fn until_halted<T>(halt: &CancellationToken, work: impl Future<Output = T>) -> Option<T> {
+    let mut work = pin!(work);
+    let mut halted = pin!(halt.cancelled());
+    poll_fn(|cx| {
+        if let Poll::Ready(out) = work.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        halted.as_mut().poll(cx).map(|()| None)
+    })
+    .await
+}
+
+/// Runs the calls of one model turn concurrently and answers them in order: the engine of
+/// [`Registry::execute_turn`] and of the agent loop, which answers its built-in tools itself.
+///
+/// Within a turn, parallel failures of one tool count once for the per-run breaker, and the
+/// first answer that ends the run halts the calls still running.
+pub(crate) async fn execute_turn<'a, T, Fut>(
+    ctx: &'a RunContext,
+    calls: &'a [ToolCall],
+    answer: impl Fn(&'a ToolCall) -> Fut,
+    ends_run: impl Fn(&T) -> bool,
+) -> Vec<T>
+where
+    Fut: Future<Output = T>,
+{
+    ctx.begin_turn();
+    let ends_run = &ends_run;
+    join_all(calls.iter().map(|call| {
+        let answered = answer(call);
+        async move {
+            let answer = answered.await;
+            // This call ends the run: the others answer "operation cancelled" now rather than
+            // holding the stop up until they finish.
+            if ends_run(&answer) {
+                ctx.halt();
+            }
+            answer
+        }
+    }))
+    .await
+}
+
+/// Finds the tool, refuses what must not run, and makes the first attempt; a failure walks the
+/// ladder.
+async fn handle(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> Handled {
+    let Some(entry @ (tool, _)) = registry.entry(&call.name) else {
+        return unknown_tool(registry, ctx, call);
+    };
+    if let Some(refused) = refusal(ctx, tool, call) {
+        return refused;
+    }
+    match attempt::attempt(ctx, tool, &call.arguments).await {
+        Ok(output) => Handled::Ok(output),
+        Err(Missed::Tripped { failures }) => Handled::Tripped {
+            tool: tool.name().to_owned(),
+            failures,
+        },
+        // Recovery is the rare path: boxing it keeps the happy path's future small.
+        Err(Missed::Failed(error)) => {
+            let walk = Walk::new(registry, ctx, entry, call, Failure::new(error, 1));
+            Box::pin(walk.run()).await
+        }
+    }
+}
+
+/// The model asked for a tool that does not exist (or no longer does): say which do. Asking
+/// again and again trips the per-run breaker like any failing tool.
+fn unknown_tool(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> Handled {
+    let name = sanitize(&call.name, MAX_TOOL_NAME_CHARS);
+    if let Some(failures) = ctx.breaker_tripped(&name) {
+        return Handled::Tripped {
+            tool: name,
+            failures,
+        };
+    }
+    let available: Vec<&str> = registry
+        .tool_names()
+        .filter(|n| !ctx.is_degraded(n))
+        .collect();
+    let message = format!("no tool named `{name}` is available");
+    let suggestion = if available.is_empty() {
+        "No tools are available: answer without calling one.".to_owned()
+    } else {
+        format!("Call one of the available tools: {}.", available.join(", "))
+    };
+    let limit = ctx.limits().max_message_chars;
+    Handled::Error(
+        SurfacedError::bounded(&name, ErrorKind::NotFound, &message, limit)
+            .with_suggestion(suggestion),
+    )
+}
+
+/// Why `tool` must not run for `call` in this run, if it must not: dropped by `degrade`,
+/// stopped by the per-run breaker, or denied by the permission hook.
+fn refusal(ctx: &RunContext, tool: &ToolDef, call: &ToolCall) -> Option<Handled> {
+    let limit = ctx.limits().max_message_chars;
+    if ctx.is_degraded(tool.name()) {
+        let message = "this tool was dropped for the rest of the run after it failed";
+        return Some(Handled::Error(
+            SurfacedError::bounded(tool.name(), ErrorKind::Unknown, message, limit)
+                .with_suggestion("Do not call it again; continue without it."),
+        ));
+    }
+    if let Some(failures) = ctx.breaker_tripped(tool.name()) {
+        let tool = tool.name().to_owned();
+        return Some(Handled::Tripped { tool, failures });
+    }
+    let Permission::Deny(reason) = ctx.permission()?.check(call) else {
+        return None;
+    };
+    let message = format!("permission denied: {reason}");
+    Some(Handled::Error(
+        SurfacedError::bounded(tool.name(), ErrorKind::Auth, &message, limit).with_suggestion(
+            "The tool did not run. Reframe the request or ask the user for permission.",
+        ),
+    ))
+}

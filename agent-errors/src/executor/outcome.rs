@@ -1,0 +1,267 @@
+//! How a call ends: the failure being handled, what the ladder decided ([`Handled`]), and the one
+//! [`CallOutcome`] the caller gets, a result for the model or a stop of the run.
+
+use super::attempt::classify_tool_error;
+use super::context::RunContext;
+use crate::chat::{ToolCall, ToolResult};
+use crate::classify::{Classification, ErrorKind, chain};
+use crate::error::{Severity, ToolError};
+use crate::events::Event;
+use crate::sanitize::{SurfacedError, sanitize};
+use crate::tool::ToolOutput;
+
+/// What a tool call's result is when the run was cancelled before it could finish.
+pub(crate) const CANCELLED: &str = "operation cancelled";
+
+/// Why a tool failure ended the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TerminationReason {
+    /// Credentials were refused: nothing to retry.
+    Auth,
+    /// A retryable failure used up its retries.
+    RetriesExhausted {
+        /// Calls made in all.
+        attempts: u32,
+    },
+    /// The service breaker is open and the ladder had no fallback or degrade.
+    CircuitOpen,
+    /// The tool failed this many times in a row in this run: the run stops on purpose rather
+    /// than let the model keep calling it.
+    BreakerTripped {
+        /// Consecutive failures counted.
+        failures: u32,
+    },
+    /// A `throw` rung, or a fixer that threw.
+    Thrown(String),
+}
+
+impl TerminationReason {
+    /// The fixed message a user is shown.
+    pub fn user_message(&self) -> &'static str {
+        match self {
+            TerminationReason::Auth => {
+                "I couldn't finish that: access was denied, so the credentials probably need checking."
+            }
+            TerminationReason::RetriesExhausted { attempts } if *attempts <= 1 => {
+                "I couldn't finish that: a service it depends on is unavailable right now."
+            }
+            TerminationReason::RetriesExhausted { .. } => {
+                "I couldn't finish that: a service stayed unavailable after several retries."
+            }
+            TerminationReason::CircuitOpen => {
+                "I couldn't finish that: a service is failing, so calls to it are paused for now."
+            }
+            TerminationReason::BreakerTripped { .. } => {
+                "I couldn't finish that: a tool kept failing, so I stopped trying."
+            }
+            TerminationReason::Thrown(_) => {
+                "I couldn't finish that: a tool failed in a way that cannot be recovered."
+            }
+        }
+    }
+}
+
+/// A tool failure that ends the run in code, before the model sees it.
+#[derive(Debug, thiserror::Error)]
+#[error("{user_message}")]
+#[non_exhaustive]
+pub struct Terminated {
+    /// The tool.
+    pub tool: String,
+    /// The kind of the failure.
+    pub kind: ErrorKind,
+    /// Why the run ended.
+    pub reason: TerminationReason,
+    /// A fixed message for the user.
+    pub user_message: &'static str,
+    /// The failure itself, when there was one.
+    #[source]
+    pub error: Option<ToolError>,
+}
+
+impl Terminated {
+    pub(crate) fn new(
+        tool: String,
+        kind: ErrorKind,
+        reason: TerminationReason,
+        error: Option<ToolError>,
+    ) -> Self {
+        Terminated {
+            tool,
+            kind,
+            user_message: reason.user_message(),
+            reason,
+            error,
+        }
+    }
+}
+
+/// The one outcome of one tool call.
+#[derive(Debug)]
+pub enum CallOutcome {
+    /// A result for the model (ok or `is_error`).
+    Result(ToolResult),
+    /// The run must end.
+    Stop(Box<Terminated>),
+}
+
+impl CallOutcome {
+    /// The result, if this is one.
+    pub fn result(&self) -> Option<&ToolResult> {
+        match self {
+            CallOutcome::Result(r) => Some(r),
+            CallOutcome::Stop(_) => None,
+        }
+    }
+
+    /// The stop, if this is one.
+    pub fn stop(&self) -> Option<&Terminated> {
+        match self {
+            CallOutcome::Stop(t) => Some(t),
+            CallOutcome::Result(_) => None,
+        }
+    }
+
+    /// "operation cancelled", the answer of a call the run stopped waiting for.
+    pub(crate) fn cancelled(call: &ToolCall) -> Self {
+        CallOutcome::Result(ToolResult::error(call, CANCELLED))
+    }
+}
+
+/// The failure being handled, with what we know about it.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) error: ToolError,
+    pub(crate) class: Classification,
+    /// Calls made so far for this tool call, the first included.
+    pub(crate) attempts: u32,
+    /// The tool that failed, when not the one called: a fallback.
+    pub(crate) blamed: Option<String>,
+}
+
+impl Failure {
+    pub(crate) fn new(error: ToolError, attempts: u32) -> Self {
+        let class = classify_tool_error(&error);
+        Failure {
+            error,
+            class,
+            attempts,
+            blamed: None,
+        }
+    }
+
+    /// The failure's own words and those of its causes, each said once.
+    pub(crate) fn message(&self) -> String {
+        let mut levels = chain(self.error.cause());
+        let mut text = levels.next().map(ToString::to_string).unwrap_or_default();
+        for cause in levels {
+            let said = cause.to_string();
+            if !text.contains(&said) {
+                text.push_str(": ");
+                text.push_str(&said);
+            }
+        }
+        text
+    }
+}
+
+/// What the executor decided for a call, before it is reported.
+#[derive(Debug)]
+pub(crate) enum Handled {
+    /// The tool (or a fixer, or a fallback) produced output.
+    Ok(ToolOutput),
+    /// The model is shown this error.
+    Error(SurfacedError),
+    /// The run ends. Boxed: the rare path should not grow every call's future.
+    Stop(Box<(TerminationReason, Failure)>),
+    /// The per-run breaker of `tool` tripped while this call was being handled.
+    Tripped { tool: String, failures: u32 },
+}
+
+impl Handled {
+    pub(crate) fn stop(reason: TerminationReason, failure: Failure) -> Handled {
+        Handled::Stop(Box::new((reason, failure)))
+    }
+
+    /// The error result the model sees: `tool`, `kind`, a sanitized and bounded message.
+    pub(crate) fn escalate(
+        ctx: &RunContext,
+        tool: &str,
+        kind: ErrorKind,
+        reason: &str,
+        severity: Severity,
+    ) -> Handled {
+        let surfaced = SurfacedError::bounded(tool, kind, reason, ctx.limits().max_message_chars)
+            .with_severity(severity);
+        ctx.events().emit(Event::Escalated {
+            tool: tool.to_owned(),
+            reason: surfaced.message.clone(),
+            severity,
+        });
+        Handled::Error(surfaced)
+    }
+
+    /// The ladder ran out without a terminal rung: auth, an open circuit and retryable kinds
+    /// end the run; everything else is shown to the model.
+    pub(crate) fn default_fate(ctx: &RunContext, tool: &str, failure: Failure) -> Handled {
+        let kind = failure.class.kind;
+        let circuit_open = failure
+            .error
+            .cause()
+            .downcast_ref::<super::CircuitOpen>()
+            .is_some();
+        if circuit_open {
+            return Handled::stop(TerminationReason::CircuitOpen, failure);
+        }
+        if kind == ErrorKind::Auth {
+            return Handled::stop(TerminationReason::Auth, failure);
+        }
+        // A server that said "do not retry" answered for good: the model may try something else.
+        if kind.is_retryable() && failure.class.should_retry != Some(false) {
+            let attempts = failure.attempts;
+            return Handled::stop(TerminationReason::RetriesExhausted { attempts }, failure);
+        }
+        let message = failure.message();
+        Handled::escalate(ctx, tool, kind, &message, Severity::High)
+    }
+
+    /// Reports the decision (events) and turns it into the call's outcome.
+    pub(crate) fn into_outcome(self, ctx: &RunContext, call: &ToolCall) -> CallOutcome {
+        match self {
+            Handled::Ok(output) => CallOutcome::Result(ToolResult::ok(call, output)),
+            Handled::Error(surfaced) => {
+                ctx.events().emit(Event::ToolFailed {
+                    tool: surfaced.tool.clone(),
+                    kind: surfaced.kind,
+                    message: surfaced.message.clone(),
+                });
+                CallOutcome::Result(ToolResult::error(call, surfaced.to_content()))
+            }
+            Handled::Stop(stop) => {
+                let (reason, failure) = *stop;
+                let tool = failure.blamed.clone().unwrap_or_else(|| call.name.clone());
+                let kind = failure.class.kind;
+                ctx.events().emit(Event::ToolFailed {
+                    tool: tool.clone(),
+                    kind,
+                    message: sanitize(&failure.message(), ctx.limits().max_message_chars),
+                });
+                ctx.events().emit(Event::Terminated {
+                    tool: tool.clone(),
+                    kind,
+                });
+                let terminated = Terminated::new(tool, kind, reason, Some(failure.error));
+                CallOutcome::Stop(Box::new(terminated))
+            }
+            Handled::Tripped { tool, failures } => tripped(tool, ErrorKind::Unknown, failures),
+        }
+    }
+}
+
+/// The stop of a run whose per-run breaker tripped for `tool` after `failures` failures, the
+/// last of kind `kind`.
+pub(crate) fn tripped(tool: String, kind: ErrorKind, failures: u32) -> CallOutcome {
+    let reason = TerminationReason::BreakerTripped { failures };
+    CallOutcome::Stop(Box::new(Terminated::new(tool, kind, reason, None)))
+}
