@@ -32,6 +32,18 @@ fn wrap(message: &'static str, source: impl Error + Send + Sync + 'static) -> Wr
 struct Message(&'static str);
 
 #[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Owned(String);
+
+/// `len` bytes (about) of `unit` repeated, ending in a phrase the patterns know, so the cost of
+/// reading the text is paid whether or not the phrase is reached.
+fn long_message(unit: &str, len: usize) -> Owned {
+    let mut text = unit.repeat(len / unit.len());
+    text.push_str("connection timed out");
+    Owned(text)
+}
+
+#[derive(Debug, thiserror::Error)]
 #[error("ledger locked")]
 struct LedgerLocked;
 
@@ -80,5 +92,21 @@ fn classification(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, classification);
+/// Messages of 1 KB, 1 MB and 10 MB, ASCII and not: only a bounded prefix is read by the
+/// patterns, so the time should not grow with the length beyond formatting the message once.
+fn long_messages(c: &mut Criterion) {
+    let mut group = c.benchmark_group("classify_long");
+    group.sample_size(10);
+    for (name, unit) in [("ascii", "lorem ipsum dolor "), ("non_ascii", "é ü ß 漢 ")] {
+        for (size_name, len) in [("1KB", 1 << 10), ("1MB", 1 << 20), ("10MB", 10 << 20)] {
+            let message = long_message(unit, len);
+            group.bench_function(format!("{name}_{size_name}"), |b| {
+                b.iter(|| classify(black_box(&message)))
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, classification, long_messages);
 criterion_main!(benches);

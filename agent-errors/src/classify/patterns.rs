@@ -46,10 +46,29 @@ static SET: LazyLock<RegexSet> = LazyLock::new(|| {
         .expect("the patterns are constants covered by unit tests")
 });
 
-/// The kind the message's wording points at, if any phrase matches.
+/// How much of a message the patterns read, in bytes (cut down to a character boundary).
+///
+/// What names the failure comes first in any message worth reading; the rest of a long one is
+/// a body, a dump or an attack. Reading a bounded prefix makes the patterns' cost constant
+/// whatever the length, which matters because a Unicode-aware regex set costs far more per
+/// byte on non-ASCII text than on ASCII.
+pub(super) const MAX_SCANNED_BYTES: usize = 4096;
+
+/// The kind the message's wording points at, if any phrase matches in its first
+/// [`MAX_SCANNED_BYTES`].
 pub(super) fn kind_of_message(message: &str) -> Option<ErrorKind> {
-    let first = SET.matches(message).into_iter().next()?;
+    let first = SET.matches(scanned_prefix(message)).into_iter().next()?;
     Some(PATTERNS[first].0)
+}
+
+/// The longest prefix of `message` of at most [`MAX_SCANNED_BYTES`] that ends on a character
+/// boundary.
+fn scanned_prefix(message: &str) -> &str {
+    let mut end = message.len().min(MAX_SCANNED_BYTES);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    &message[..end]
 }
 
 #[cfg(test)]
@@ -80,6 +99,23 @@ mod tests {
         for (message, kind) in cases {
             assert_eq!(kind_of_message(message), Some(kind), "{message:?}");
         }
+    }
+
+    #[test]
+    fn only_a_bounded_prefix_is_read_and_it_ends_on_a_char_boundary() {
+        let filler = "é ü ß 漢 ".repeat(MAX_SCANNED_BYTES);
+        assert_eq!(kind_of_message(&format!("{filler}timed out")), None);
+        assert_eq!(
+            kind_of_message(&format!("timed out {filler}")),
+            Some(ErrorKind::Timeout)
+        );
+        for len in 0..16 {
+            // Every possible cut inside a multi-byte character lands on a boundary.
+            let text = format!("{}{filler}", "a".repeat(len));
+            let prefix = scanned_prefix(&text);
+            assert!(prefix.len() <= MAX_SCANNED_BYTES && prefix.len() > MAX_SCANNED_BYTES - 4);
+        }
+        assert_eq!(scanned_prefix("short"), "short");
     }
 
     #[test]
