@@ -12,6 +12,7 @@ pub mod llm;
 pub mod openai;
 pub mod pipeline;
 pub mod policy;
+pub mod redact;
 pub mod registry;
 pub mod retry;
 pub mod sanitize;

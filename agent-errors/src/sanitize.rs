@@ -26,6 +26,8 @@
 //! 5. bounds the length.
 //!
 //! `sanitize` is idempotent: `sanitize(&sanitize(x, n), n) == sanitize(x, n)` for every text.
+//! It does not redact secrets; [`scrub`] does both, and is what text leaving the library
+//! should go through.
 //!
 //! # The bound
 //!
@@ -65,6 +67,9 @@ pub const TRUNCATION_MARKER: char = '…';
 /// Cleans untrusted error text for a model: escape sequences, backtraces, control characters
 /// and whitespace runs removed, cut to at most `max_chars` characters including the marker.
 /// See the [module docs](self).
+///
+/// This does not redact secrets: text that leaves the library goes through [`scrub`], which
+/// redacts first and then calls this.
 pub fn sanitize(text: &str, max_chars: usize) -> String {
     if max_chars == 0 {
         return String::new();
@@ -79,6 +84,51 @@ pub fn sanitize(text: &str, max_chars: usize) -> String {
     } else {
         shaped
     }
+}
+
+/// Redacts secrets, then sanitizes: what text leaving the library for a model, an event or a
+/// log should go through.
+///
+/// In order:
+///
+/// 1. escape sequences, control characters (line breaks and other whitespace kept) and
+///    invisible characters are removed, so that none of them can split a secret in two and
+///    hide it from the redaction rules;
+/// 2. secrets are replaced by [`REDACTED`](crate::redact::REDACTED) with the process-wide
+///    rules of [`redact::redact`](crate::redact::redact);
+/// 3. the result is [`sanitize`]d: stack frames dropped, whitespace collapsed, cut to at most
+///    `max_chars` characters.
+///
+/// Redaction comes before the cut, so the cut can only shorten a `[REDACTED]`, never leave a
+/// secret's first half in place.
+///
+/// ```
+/// use agent_errors::sanitize::scrub;
+///
+/// let raw = "upstream said 401 for https://api.example.com/v1?api_key=abc123&q=1";
+/// assert_eq!(
+///     scrub(raw, 300),
+///     "upstream said 401 for https://api.example.com/v1?api_key=[REDACTED]&q=1"
+/// );
+/// ```
+///
+/// Unlike [`sanitize`], `scrub` is not guaranteed idempotent: a user pattern may match text
+/// that an earlier pass produced.
+pub fn scrub(text: &str, max_chars: usize) -> String {
+    if max_chars == 0 {
+        return String::new();
+    }
+    let plain = clean_characters(text);
+    let redacted = crate::redact::redact(&plain);
+    sanitize(&redacted, max_chars)
+}
+
+/// `text` without escape sequences, invisible characters and control characters other than
+/// whitespace; line breaks and whitespace runs are kept.
+pub(crate) fn clean_characters(text: &str) -> String {
+    let mut plain = strip_escape_sequences(text);
+    plain.retain(|c| c.is_whitespace() || !(c.is_control() || is_invisible(c)));
+    plain
 }
 
 /// Lines with stack frames dropped (when `drop_frames`), control and invisible characters
@@ -369,28 +419,29 @@ pub struct SurfacedError {
     /// How serious, for escalations.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub severity: Option<Severity>,
-    /// The sanitized message.
+    /// The message, secrets redacted and sanitized.
     pub message: String,
     /// What to do next.
     pub suggestion: String,
 }
 
 impl SurfacedError {
-    /// Builds the surfaced form of a failure, sanitizing `message` to [`DEFAULT_MAX_CHARS`].
+    /// Builds the surfaced form of a failure, [`scrub`]bing `message` (secrets redacted, then
+    /// sanitized) to [`DEFAULT_MAX_CHARS`].
     pub fn new(tool: &str, kind: ErrorKind, message: &str) -> Self {
         SurfacedError::bounded(tool, kind, message, DEFAULT_MAX_CHARS)
     }
 
     /// Like [`SurfacedError::new`] with another bound on the message.
     ///
-    /// The tool name is sanitized too (to [`MAX_TOOL_NAME_CHARS`]): for an unknown tool it is
+    /// The tool name is scrubbed too (to [`MAX_TOOL_NAME_CHARS`]): for an unknown tool it is
     /// whatever the model asked for.
     pub fn bounded(tool: &str, kind: ErrorKind, message: &str, max_chars: usize) -> Self {
         SurfacedError {
-            tool: sanitize(tool, MAX_TOOL_NAME_CHARS),
+            tool: scrub(tool, MAX_TOOL_NAME_CHARS),
             kind,
             severity: None,
-            message: sanitize(message, max_chars),
+            message: scrub(message, max_chars),
             suggestion: suggestion(kind).to_owned(),
         }
     }

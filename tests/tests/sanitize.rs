@@ -1,7 +1,7 @@
 //! The sanitizer: what a model may see of untrusted error text.
 
 use agent_errors::sanitize::{
-    DEFAULT_MAX_CHARS, SurfacedError, TRUNCATION_MARKER, sanitize, suggestion,
+    DEFAULT_MAX_CHARS, SurfacedError, TRUNCATION_MARKER, sanitize, scrub, suggestion,
 };
 use agent_errors::{ErrorKind, Severity};
 use proptest::prelude::*;
@@ -354,6 +354,56 @@ fn a_second_pass_changes_nothing() {
     }
 }
 
+#[test]
+fn scrub_redacts_before_it_cuts() {
+    let text = "request to https://api.example.com/v1?api_key=abcdefghijklmnopqrstuvwxyz failed";
+    for max_chars in 1..text.len() {
+        let out = scrub(text, max_chars);
+        assert!(out.chars().count() <= max_chars);
+        assert!(!out.contains("abcdefgh"), "{out:?}");
+        // A cut never leaves a partial secret: only a partial marker.
+        assert!(!out.contains("api_key=a"), "{out:?}");
+    }
+    assert_eq!(
+        scrub(text, DEFAULT_MAX_CHARS),
+        "request to https://api.example.com/v1?api_key=[REDACTED] failed"
+    );
+}
+
+#[test]
+fn scrub_finds_secrets_that_escapes_or_invisible_characters_split() {
+    let key = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t";
+    let (head, tail) = key.split_at(12);
+    for joint in [
+        "\u{200B}",
+        "\x1b[0m",
+        "\u{FE0F}",
+        "\x00",
+        "\u{E0041}",
+        "\u{9b}1m",
+    ] {
+        let text = format!("key {head}{joint}{tail} leaked");
+        assert_eq!(
+            scrub(&text, DEFAULT_MAX_CHARS),
+            "key [REDACTED] leaked",
+            "{joint:?}"
+        );
+    }
+}
+
+#[test]
+fn surfaced_errors_redact_their_message() {
+    let surfaced = SurfacedError::new(
+        "fetch",
+        ErrorKind::Validation,
+        "400 for https://me:hunter22@api.example.com/?token=abc123 (Authorization: Bearer sk-live-4f9a8b7c6d5e4f3a2b1c)",
+    );
+    assert_eq!(
+        surfaced.message,
+        "400 for https://me:[REDACTED]@api.example.com/?token=[REDACTED] (Authorization: Bearer [REDACTED])"
+    );
+}
+
 /// What must never survive: controls, the characters listed as invisible, and escape payloads.
 fn is_hidden(c: char) -> bool {
     c.is_control()
@@ -427,11 +477,12 @@ proptest! {
         text in hostile_text(),
         max_chars in 0usize..120,
     ) {
-        let out = sanitize(&text, max_chars);
-        prop_assert!(out.chars().count() <= max_chars);
-        prop_assert!(!out.chars().any(is_hidden), "{:?}", out);
-        prop_assert!(!out.contains("  "));
-        prop_assert_eq!(out.trim(), out.as_str());
+        for out in [sanitize(&text, max_chars), scrub(&text, max_chars)] {
+            prop_assert!(out.chars().count() <= max_chars);
+            prop_assert!(!out.chars().any(is_hidden), "{:?}", out);
+            prop_assert!(!out.contains("  "));
+            prop_assert_eq!(out.trim(), out.as_str());
+        }
     }
 
     #[test]
