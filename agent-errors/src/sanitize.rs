@@ -100,7 +100,9 @@ pub fn sanitize(text: &str, max_chars: usize) -> String {
 ///    `max_chars` characters.
 ///
 /// Redaction comes before the cut, so the cut can only shorten a `[REDACTED]`, never leave a
-/// secret's first half in place.
+/// secret's first half in place. Only the first
+/// [`MAX_SCANNED_BYTES`](crate::redact::MAX_SCANNED_BYTES) of `text` are read (cut as
+/// redaction cuts), so the cost is bounded whatever the length.
 ///
 /// ```
 /// use agent_errors::sanitize::scrub;
@@ -118,7 +120,13 @@ pub fn scrub(text: &str, max_chars: usize) -> String {
     if max_chars == 0 {
         return String::new();
     }
-    let plain = clean_characters(text);
+    // Only what redaction reads is cleaned: the rest would be dropped anyway.
+    let (head, cut) = crate::redact::scan_bound(text);
+    let mut plain = clean_characters(head);
+    if cut {
+        plain.push(' ');
+        plain.push(TRUNCATION_MARKER);
+    }
     let redacted = crate::redact::redact(&plain);
     sanitize(&redacted, max_chars)
 }
