@@ -8,7 +8,8 @@ use std::hint::black_box;
 use std::io;
 
 use agent_errors::classify::Classifier;
-use agent_errors::sanitize::{DEFAULT_MAX_CHARS, sanitize};
+use agent_errors::redact::{MAX_SCANNED_BYTES, redact};
+use agent_errors::sanitize::{DEFAULT_MAX_CHARS, sanitize, scrub};
 use agent_errors::{ErrorKind, HttpError, classify};
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -30,6 +31,18 @@ fn wrap(message: &'static str, source: impl Error + Send + Sync + 'static) -> Wr
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 struct Message(&'static str);
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Owned(String);
+
+/// `len` bytes (about) of `unit` repeated, ending in a phrase the patterns know, so the cost of
+/// reading the text is paid whether or not the phrase is reached.
+fn long_message(unit: &str, len: usize) -> Owned {
+    let mut text = unit.repeat(len / unit.len());
+    text.push_str("connection timed out");
+    Owned(text)
+}
 
 #[derive(Debug, thiserror::Error)]
 #[error("ledger locked")]
@@ -80,5 +93,63 @@ fn classification(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, classification);
+/// Messages of 1 KB, 1 MB and 10 MB, ASCII and not: only a bounded prefix is read by the
+/// patterns, so the time should not grow with the length beyond formatting the message once.
+fn long_messages(c: &mut Criterion) {
+    let mut group = c.benchmark_group("classify_long");
+    group.sample_size(10);
+    for (name, unit) in [("ascii", "lorem ipsum dolor "), ("non_ascii", "é ü ß 漢 ")] {
+        for (size_name, len) in [("1KB", 1 << 10), ("1MB", 1 << 20), ("10MB", 10 << 20)] {
+            let message = long_message(unit, len);
+            group.bench_function(format!("{name}_{size_name}"), |b| {
+                b.iter(|| classify(black_box(&message)))
+            });
+        }
+    }
+    group.finish();
+}
+
+/// Redaction and `scrub` (clean, redact, sanitize) over long texts with secrets scattered in
+/// them: linear in the part read, which is bounded.
+fn long_redaction(c: &mut Criterion) {
+    let mut group = c.benchmark_group("redact_long");
+    group.sample_size(10);
+    let secrets = " GET https://me:hunter22@h.example/v1?api_key=abc123 Authorization: Bearer \
+                   sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t ";
+    for (name, unit) in [("ascii", "lorem ipsum dolor "), ("non_ascii", "é ü ß 漢 ")] {
+        for (size_name, len) in [("1KB", 1 << 10), ("1MB", 1 << 20), ("10MB", 10 << 20)] {
+            let chunk = unit.repeat(len.min(4096) / unit.len());
+            let mut text = String::with_capacity(len + 4096);
+            while text.len() < len {
+                text.push_str(&chunk);
+                text.push_str(secrets);
+            }
+            group.bench_function(format!("redact_{name}_{size_name}"), |b| {
+                b.iter(|| redact(black_box(&text)).len())
+            });
+            group.bench_function(format!("scrub_{name}_{size_name}"), |b| {
+                b.iter(|| scrub(black_box(&text), DEFAULT_MAX_CHARS))
+            });
+        }
+    }
+    // Inputs made of nothing but the beginnings of rules, as much as redaction reads.
+    for (name, unit) in [
+        ("url_userinfo", "https://a:b"),
+        ("at_signs", "x://a:@@@@"),
+        ("bearer", "Bearer "),
+        ("header", "Authorization: "),
+        ("params", "key=token=api_key:"),
+        ("pem", "-----BEGIN PRIVATE KEY-----"),
+        ("jwt", "eyJabcd.eyJabcd."),
+        ("key_shapes", "sk-ghp_AKIAxoxb-"),
+    ] {
+        let text = unit.repeat(MAX_SCANNED_BYTES / unit.len());
+        group.bench_function(format!("adversarial_{name}_256KB"), |b| {
+            b.iter(|| redact(black_box(&text)).len())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, classification, long_messages, long_redaction);
 criterion_main!(benches);

@@ -13,6 +13,7 @@ pub mod llm;
 #[cfg(feature = "openai")]
 pub mod openai;
 mod policy;
+pub mod redact;
 mod registry;
 pub mod retry;
 pub mod sanitize;

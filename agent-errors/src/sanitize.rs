@@ -3,20 +3,31 @@
 //! An error message comes from whatever raised it (a remote service, a library, a shell
 //! command) and nobody vouched for it. Before a model reads it, [`sanitize`]:
 //!
-//! 1. removes terminal escape sequences: CSI (`ESC [ ... final`, colours and cursor moves), OSC
-//!    and the other string sequences (`ESC ] ... BEL` or `ESC \`, hyperlinks and window titles;
-//!    an unterminated one ends at the line break), two-character escapes, and their 8-bit C1
-//!    forms;
+//! 1. removes terminal escape sequences the way a terminal parses them: CSI (`ESC [ ... final`,
+//!    colours and cursor moves), OSC (`ESC ] ... BEL` or ST, hyperlinks and window titles), the
+//!    other string sequences (DCS, SOS, PM, APC, ended by ST, `ESC \` or U+009C), two-character
+//!    escapes, and the 8-bit C1 forms of all of them. In any state, ESC or a C1 introducer
+//!    starts a new sequence and ST, CAN, SUB or another C1 control ends the current one, so a
+//!    sequence's payload never comes out as text (`"\x1b[\u{9d}HIDDEN\u{9c}"` gives
+//!    nothing). An unterminated string sequence ends at the line break;
 //! 2. drops backtrace and stack-trace lines: Rust (`stack backtrace:`, frames such as
 //!    `   0: std::panicking::begin_panic`, `      at src/main.rs:10:5`, the
 //!    `RUST_BACKTRACE` note), Python (`Traceback (most recent call last):` and the indented
 //!    `File "x.py", line 3` frames with their source lines), Java and JavaScript
 //!    (`    at Foo.bar(Foo.java:10)`, `... 12 more`) and Go (`goroutine 1 [running]:`, `.go:12`
-//!    frames), keeping the lines that carry the error itself;
-//! 3. removes control characters and invisible formatting characters (zero-width characters,
-//!    bidirectional overrides, Unicode tag characters that can smuggle hidden text);
+//!    frames), keeping the lines that carry the error itself. A text made of nothing but such
+//!    lines is kept whole rather than shown as nothing;
+//! 3. removes control characters and invisible characters: zero-width characters and joiners,
+//!    bidirectional marks, embeddings, overrides and isolates, the invisible operators, the
+//!    soft hyphen, the combining grapheme joiner, blank fillers (Hangul, Khmer), variation
+//!    selectors (U+FE00-FE0F, U+E0100-E01EF, and the Mongolian ones), which can smuggle bytes
+//!    after any visible character, and Unicode tag characters, which can spell hidden text;
 //! 4. collapses every run of whitespace, line breaks included, into one space and trims the ends;
 //! 5. bounds the length.
+//!
+//! `sanitize` is idempotent: `sanitize(&sanitize(x, n), n) == sanitize(x, n)` for every text.
+//! It does not redact secrets; [`scrub`] does both, and is what text leaving the library
+//! should go through.
 //!
 //! # The bound
 //!
@@ -56,29 +67,102 @@ pub const TRUNCATION_MARKER: char = '…';
 /// Cleans untrusted error text for a model: escape sequences, backtraces, control characters
 /// and whitespace runs removed, cut to at most `max_chars` characters including the marker.
 /// See the [module docs](self).
+///
+/// This does not redact secrets: text that leaves the library goes through [`scrub`], which
+/// redacts first and then calls this.
 pub fn sanitize(text: &str, max_chars: usize) -> String {
     if max_chars == 0 {
         return String::new();
     }
     let plain = strip_escape_sequences(text);
+    let shaped = shape(&plain, max_chars, true);
+    if shaped.is_empty() {
+        // Nothing but stack frames: a model is better served by the frames than by nothing.
+        // This is also what makes a second pass a no-op: the result is one line, and if that
+        // line looks like a frame, it is the only line and so it is kept again.
+        shape(&plain, max_chars, false)
+    } else {
+        shaped
+    }
+}
+
+/// Redacts secrets, then sanitizes: what text leaving the library for a model, an event or a
+/// log should go through.
+///
+/// In order:
+///
+/// 1. escape sequences, control characters (line breaks and other whitespace kept) and
+///    invisible characters are removed, so that none of them can split a secret in two and
+///    hide it from the redaction rules;
+/// 2. secrets are replaced by [`REDACTED`](crate::redact::REDACTED) with the process-wide
+///    rules of [`redact::redact`](crate::redact::redact);
+/// 3. the result is [`sanitize`]d: stack frames dropped, whitespace collapsed, cut to at most
+///    `max_chars` characters.
+///
+/// Redaction comes before the cut, so the cut can only shorten a `[REDACTED]`, never leave a
+/// secret's first half in place. Only the first
+/// [`MAX_SCANNED_BYTES`](crate::redact::MAX_SCANNED_BYTES) of `text` are read (cut as
+/// redaction cuts), so the cost is bounded whatever the length.
+///
+/// ```
+/// use agent_errors::sanitize::scrub;
+///
+/// let raw = "upstream said 401 for https://api.example.com/v1?api_key=abc123&q=1";
+/// assert_eq!(
+///     scrub(raw, 300),
+///     "upstream said 401 for https://api.example.com/v1?api_key=[REDACTED]&q=1"
+/// );
+/// ```
+///
+/// Unlike [`sanitize`], `scrub` is not guaranteed idempotent: a user pattern may match text
+/// that an earlier pass produced.
+pub fn scrub(text: &str, max_chars: usize) -> String {
+    if max_chars == 0 {
+        return String::new();
+    }
+    // Only what redaction reads is cleaned: the rest would be dropped anyway.
+    let (head, cut) = crate::redact::scan_bound(text);
+    let mut plain = clean_characters(head);
+    if cut {
+        plain.push(' ');
+        plain.push(TRUNCATION_MARKER);
+    }
+    let redacted = crate::redact::redact(&plain);
+    sanitize(&redacted, max_chars)
+}
+
+/// `text` without escape sequences, invisible characters and control characters other than
+/// whitespace; line breaks and whitespace runs are kept.
+pub(crate) fn clean_characters(text: &str) -> String {
+    let mut plain = strip_escape_sequences(text);
+    plain.retain(|c| c.is_whitespace() || !(c.is_control() || is_invisible(c)));
+    plain
+}
+
+/// Lines with stack frames dropped (when `drop_frames`), control and invisible characters
+/// removed, whitespace runs collapsed, and the bound applied.
+fn shape(plain: &str, max_chars: usize, drop_frames: bool) -> String {
     let mut out = String::with_capacity(plain.len().min(max_chars.saturating_mul(4)) + 4);
     let mut chars = 0usize;
     let mut in_python_trace = false;
 
     'lines: for line in plain.split('\n') {
-        if in_python_trace {
-            // Frames and source lines are indented; the first line that is not ends the trace.
-            if line.starts_with(char::is_whitespace) || line.trim().is_empty() {
+        if drop_frames {
+            if in_python_trace {
+                // Frames and source lines are indented; the first line that is not ends the
+                // trace.
+                if line.starts_with(char::is_whitespace) || line.trim().is_empty() {
+                    continue;
+                }
+                in_python_trace = false;
+            }
+            if PYTHON_TRACE_START.is_match(line) {
+                in_python_trace = true;
                 continue;
             }
-            in_python_trace = false;
-        }
-        if PYTHON_TRACE_START.is_match(line) {
-            in_python_trace = true;
-            continue;
-        }
-        if TRACE_LINES.is_match(line) {
-            continue;
+            if TRACE_LINES.is_match(line) {
+                continue;
+            }
         }
         // A line break is whitespace too.
         let mut space_pending = true;
@@ -114,110 +198,167 @@ pub fn sanitize(text: &str, max_chars: usize) -> String {
     out
 }
 
-/// Characters that render as nothing yet can carry or reorder text.
+/// Characters that render as nothing yet can carry, join or reorder text: format characters,
+/// fillers that display as blanks without being whitespace, variation selectors (which can
+/// smuggle arbitrary bytes after a visible character) and tag characters.
 fn is_invisible(c: char) -> bool {
     matches!(
         c,
-        '\u{00AD}'
-            | '\u{180E}'
-            | '\u{200B}'..='\u{200F}'
-            | '\u{202A}'..='\u{202E}'
-            | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{2069}'
-            | '\u{FEFF}'
-            | '\u{FFF9}'..='\u{FFFB}'
-            | '\u{E0000}'..='\u{E007F}'
+        '\u{00AD}'                      // soft hyphen
+            | '\u{034F}'                // combining grapheme joiner
+            | '\u{061C}'                // Arabic letter mark
+            | '\u{115F}'..='\u{1160}'   // Hangul choseong and jungseong fillers
+            | '\u{17B4}'..='\u{17B5}'   // Khmer inherent vowels
+            | '\u{180B}'..='\u{180F}'   // Mongolian variation selectors and vowel separator
+            | '\u{200B}'..='\u{200F}'   // zero-width space, joiners, LRM, RLM
+            | '\u{202A}'..='\u{202E}'   // bidirectional embeddings and overrides
+            | '\u{2060}'..='\u{206F}'   // word joiner, invisible operators, isolates, deprecated format
+            | '\u{3164}'                // Hangul filler
+            | '\u{FE00}'..='\u{FE0F}'   // variation selectors
+            | '\u{FEFF}'                // zero-width no-break space, byte order mark
+            | '\u{FFA0}'                // halfwidth Hangul filler
+            | '\u{FFF9}'..='\u{FFFB}'   // interlinear annotation
+            | '\u{1BCA0}'..='\u{1BCA3}' // shorthand format controls
+            | '\u{1D173}'..='\u{1D17A}' // musical symbol format controls
+            | '\u{E0000}'..='\u{E007F}' // tag characters
+            | '\u{E0100}'..='\u{E01EF}' // variation selectors supplement
     )
 }
 
 const ESC: char = '\u{1b}';
 const BEL: char = '\u{07}';
+const CAN: char = '\u{18}';
+const SUB: char = '\u{1a}';
+const DEL: char = '\u{7f}';
+const C1_DCS: char = '\u{90}';
+const C1_SOS: char = '\u{98}';
 const C1_CSI: char = '\u{9b}';
 const C1_ST: char = '\u{9c}';
+const C1_OSC: char = '\u{9d}';
+const C1_PM: char = '\u{9e}';
+const C1_APC: char = '\u{9f}';
+
+/// Where the escape-sequence parser is, after the VT500 state machine that terminals follow.
+#[derive(Clone, Copy)]
+enum State {
+    Ground,
+    Escape,
+    EscapeIntermediate,
+    Csi,
+    /// An operating system command: ends at BEL or ST.
+    Osc,
+    /// DCS, SOS, PM or APC: ends at ST.
+    Str,
+    /// ESC inside a string: `\` completes ST, anything else ends the string and starts a new
+    /// escape sequence.
+    StrEscape,
+}
 
 /// Removes ANSI/VT escape sequences. Text outside them is kept as is, control characters
 /// included (the caller drops those).
+///
+/// As in a terminal, from any state ESC starts a new escape sequence, the 8-bit introducers
+/// (CSI, OSC, DCS, SOS, PM, APC) start their sequences, ST, CAN, SUB and any other C1 control
+/// end the current one, and C0 controls inside a sequence are executed (kept) without ending
+/// it. One departure: an unterminated string sequence ends at a line break, so one stray OSC
+/// does not swallow the rest of a message.
 fn strip_escape_sequences(text: &str) -> String {
-    #[derive(Clone, Copy)]
-    enum State {
-        Text,
-        Escape,
-        EscapeIntermediate,
-        Csi,
-        Str,
-        StrEscape,
-    }
-
-    if !text.contains([
-        ESC, C1_CSI, '\u{90}', '\u{98}', '\u{9d}', '\u{9e}', '\u{9f}',
-    ]) {
+    if !text.contains([ESC, C1_CSI, C1_DCS, C1_SOS, C1_OSC, C1_PM, C1_APC]) {
         return text.to_owned();
     }
     let mut out = String::with_capacity(text.len());
-    let mut state = State::Text;
+    let mut state = State::Ground;
     for c in text.chars() {
-        state = match state {
-            State::Text => match c {
-                ESC => State::Escape,
-                C1_CSI => State::Csi,
-                '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => State::Str,
-                _ => {
-                    out.push(c);
-                    State::Text
-                }
-            },
-            State::Escape => match c {
-                '[' => State::Csi,
-                ']' | 'P' | 'X' | '^' | '_' => State::Str,
-                ' '..='/' => State::EscapeIntermediate,
-                '0'..='~' => State::Text,
-                ESC => State::Escape,
-                // A lone ESC: drop it, keep what follows.
-                _ => {
-                    out.push(c);
-                    State::Text
-                }
-            },
-            State::EscapeIntermediate => match c {
-                ' '..='/' => State::EscapeIntermediate,
-                '0'..='~' => State::Text,
-                ESC => State::Escape,
-                _ => {
-                    out.push(c);
-                    State::Text
-                }
-            },
-            State::Csi => match c {
-                '0'..='?' | ' '..='/' => State::Csi,
-                '@'..='~' => State::Text,
-                ESC => State::Escape,
-                // Not a well-formed sequence: end it here and keep the character.
-                _ => {
-                    out.push(c);
-                    State::Text
-                }
-            },
-            State::Str => match c {
-                BEL | C1_ST => State::Text,
-                ESC => State::StrEscape,
-                '\n' => {
-                    out.push(c);
-                    State::Text
-                }
-                _ => State::Str,
-            },
-            State::StrEscape => match c {
-                '\\' => State::Text,
-                ESC => State::StrEscape,
-                '\n' => {
-                    out.push(c);
-                    State::Text
-                }
-                _ => State::Str,
-            },
-        };
+        state = next_state(state, c, &mut out);
     }
     out
+}
+
+/// One step of the parser: the state after `c`, pushing `c` to `out` when it is text (or a C0
+/// control a terminal would execute).
+fn next_state(state: State, c: char, out: &mut String) -> State {
+    if let State::Ground = state {
+        return ground(c, out);
+    }
+    // Transitions that apply in every other state.
+    match c {
+        ESC => {
+            return match state {
+                State::Osc | State::Str | State::StrEscape => State::StrEscape,
+                _ => State::Escape,
+            };
+        }
+        C1_CSI => return State::Csi,
+        C1_OSC => return State::Osc,
+        C1_DCS | C1_SOS | C1_PM | C1_APC => return State::Str,
+        CAN | SUB | C1_ST => return State::Ground,
+        '\u{80}'..='\u{9f}' => {
+            // Any other C1 control is executed and ends the sequence.
+            out.push(c);
+            return State::Ground;
+        }
+        _ => {}
+    }
+    match state {
+        State::Ground => ground(c, out),
+        State::Escape | State::EscapeIntermediate => match c {
+            '[' if matches!(state, State::Escape) => State::Csi,
+            ']' if matches!(state, State::Escape) => State::Osc,
+            'P' | 'X' | '^' | '_' if matches!(state, State::Escape) => State::Str,
+            ' '..='/' => State::EscapeIntermediate,
+            '0'..='~' => State::Ground,
+            DEL => state,
+            '\0'..='\u{1f}' => {
+                out.push(c);
+                state
+            }
+            // Not part of an escape sequence: the ESC is dropped, the character kept.
+            _ => {
+                out.push(c);
+                State::Ground
+            }
+        },
+        State::Csi => match c {
+            ' '..='?' => State::Csi,
+            '@'..='~' => State::Ground,
+            DEL => State::Csi,
+            '\0'..='\u{1f}' => {
+                out.push(c);
+                State::Csi
+            }
+            // Not a well-formed sequence: end it here and keep the character.
+            _ => {
+                out.push(c);
+                State::Ground
+            }
+        },
+        State::Osc | State::Str => match c {
+            BEL if matches!(state, State::Osc) => State::Ground,
+            '\n' => {
+                out.push(c);
+                State::Ground
+            }
+            _ => state,
+        },
+        State::StrEscape => match c {
+            '\\' => State::Ground,
+            _ => next_state(State::Escape, c, out),
+        },
+    }
+}
+
+/// A step from outside any sequence.
+fn ground(c: char, out: &mut String) -> State {
+    match c {
+        ESC => State::Escape,
+        C1_CSI => State::Csi,
+        C1_OSC => State::Osc,
+        C1_DCS | C1_SOS | C1_PM | C1_APC => State::Str,
+        _ => {
+            out.push(c);
+            State::Ground
+        }
+    }
 }
 
 /// Lines that start a Python traceback; the indented lines after them belong to it.
@@ -286,28 +427,29 @@ pub struct SurfacedError {
     /// How serious, for escalations.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub severity: Option<Severity>,
-    /// The sanitized message.
+    /// The message, secrets redacted and sanitized.
     pub message: String,
     /// What to do next.
     pub suggestion: String,
 }
 
 impl SurfacedError {
-    /// Builds the surfaced form of a failure, sanitizing `message` to [`DEFAULT_MAX_CHARS`].
+    /// Builds the surfaced form of a failure, [`scrub`]bing `message` (secrets redacted, then
+    /// sanitized) to [`DEFAULT_MAX_CHARS`].
     pub fn new(tool: &str, kind: ErrorKind, message: &str) -> Self {
         SurfacedError::bounded(tool, kind, message, DEFAULT_MAX_CHARS)
     }
 
     /// Like [`SurfacedError::new`] with another bound on the message.
     ///
-    /// The tool name is sanitized too (to [`MAX_TOOL_NAME_CHARS`]): for an unknown tool it is
+    /// The tool name is scrubbed too (to [`MAX_TOOL_NAME_CHARS`]): for an unknown tool it is
     /// whatever the model asked for.
     pub fn bounded(tool: &str, kind: ErrorKind, message: &str, max_chars: usize) -> Self {
         SurfacedError {
-            tool: sanitize(tool, MAX_TOOL_NAME_CHARS),
+            tool: scrub(tool, MAX_TOOL_NAME_CHARS),
             kind,
             severity: None,
-            message: sanitize(message, max_chars),
+            message: scrub(message, max_chars),
             suggestion: suggestion(kind).to_owned(),
         }
     }

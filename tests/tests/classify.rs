@@ -510,3 +510,30 @@ async fn an_unreadable_reqwest_body_is_the_server_s_fault_not_the_model_s() {
     assert_eq!(c.kind, ErrorKind::ServerError);
     assert_eq!(c.evidence, Evidence::Type("reqwest::Error"));
 }
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct OwnedMessage(String);
+
+#[test]
+fn a_ten_megabyte_non_ascii_message_is_classified_from_its_beginning() {
+    // The phrase at the start decides; what follows is never read by the patterns.
+    let mut text = String::from("upstream connection refused: ");
+    while text.len() < 10 << 20 {
+        text.push_str("é ü ß 漢 ");
+    }
+    let c = classify(&OwnedMessage(text.clone()));
+    assert_eq!(
+        (c.kind, c.evidence),
+        (ErrorKind::Transient, Evidence::Pattern)
+    );
+
+    // A phrase buried past the first few KiB is not looked for.
+    let buried = format!("{text}permission denied");
+    assert_eq!(classify(&OwnedMessage(buried)).kind, ErrorKind::Transient);
+    let only_buried = format!("{}permission denied", &text[29..]);
+    assert_eq!(
+        classify(&OwnedMessage(only_buried)).kind,
+        ErrorKind::Unknown
+    );
+}

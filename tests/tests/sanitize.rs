@@ -1,7 +1,7 @@
 //! The sanitizer: what a model may see of untrusted error text.
 
 use agent_errors::sanitize::{
-    DEFAULT_MAX_CHARS, SurfacedError, TRUNCATION_MARKER, sanitize, suggestion,
+    DEFAULT_MAX_CHARS, SurfacedError, TRUNCATION_MARKER, sanitize, scrub, suggestion,
 };
 use agent_errors::{ErrorKind, Severity};
 use proptest::prelude::*;
@@ -227,7 +227,279 @@ fn surfaced_errors_bound_the_message_and_clean_the_tool_name() {
     assert_eq!(surfaced.message.chars().count(), 40);
 }
 
+#[test]
+fn a_c1_control_after_a_partial_escape_starts_its_own_sequence() {
+    // Each 8-bit introducer right after an unfinished CSI, OSC or ESC: the payload stays hidden.
+    for partial in [
+        "\x1b", "\x1b[", "\x1b[1;", "\x1b]0;", "\x1bP", "\x1b(", "\u{9b}",
+    ] {
+        for (introducer, end) in [
+            ('\u{9d}', "\u{9c}"),
+            ('\u{9d}', "\x07"),
+            ('\u{90}', "\u{9c}"),
+            ('\u{98}', "\x1b\\"),
+            ('\u{9e}', "\u{9c}"),
+            ('\u{9f}', "\x1b\\"),
+        ] {
+            let text = format!("a{partial}{introducer}HIDDEN{end}b");
+            assert_eq!(clean(&text), "ab", "{text:?}");
+        }
+        let text = format!("a{partial}\u{9b}31mb");
+        assert_eq!(clean(&text), "ab", "{text:?}");
+    }
+    assert_eq!(clean("\x1b[\u{9d}HIDDEN\u{9c}"), "");
+}
+
+#[test]
+fn eight_bit_string_sequences_end_where_a_terminal_ends_them() {
+    // BEL ends an OSC, not a DCS, SOS, PM or APC.
+    assert_eq!(clean("a\u{9d}0;title\x07b"), "ab");
+    assert_eq!(clean("a\u{90}q\x07still hidden\u{9c}b"), "ab");
+    assert_eq!(clean("a\x1b_app\x07hidden\x1b\\b"), "ab");
+    // ESC inside a string that does not make ST ends the string and starts a new escape.
+    assert_eq!(clean("a\x1b]0;title\x1b[31mb"), "ab");
+    // CAN and SUB cancel a sequence; what follows is text.
+    assert_eq!(clean("a\x1b[12\x18b"), "ab");
+    assert_eq!(clean("a\u{9d}junk\x1ab"), "ab");
+    // Any other C1 control ends a sequence too (and is itself dropped).
+    assert_eq!(clean("a\x1b[1\u{85}b"), "a b");
+    // C0 controls inside a CSI are executed without ending it: the final byte still ends it.
+    assert_eq!(clean("a\x1b[1\n2mb"), "a b");
+}
+
+#[test]
+fn invisible_and_format_characters_are_removed() {
+    for c in [
+        '\u{00AD}',
+        '\u{034F}',
+        '\u{061C}',
+        '\u{115F}',
+        '\u{1160}',
+        '\u{17B4}',
+        '\u{180B}',
+        '\u{180E}',
+        '\u{180F}',
+        '\u{200B}',
+        '\u{200C}',
+        '\u{200D}',
+        '\u{200E}',
+        '\u{200F}',
+        '\u{202A}',
+        '\u{202E}',
+        '\u{2060}',
+        '\u{2063}',
+        '\u{2064}',
+        '\u{2066}',
+        '\u{2069}',
+        '\u{206A}',
+        '\u{206F}',
+        '\u{3164}',
+        '\u{FE00}',
+        '\u{FE0F}',
+        '\u{FEFF}',
+        '\u{FFA0}',
+        '\u{FFF9}',
+        '\u{1D173}',
+        '\u{E0001}',
+        '\u{E0041}',
+        '\u{E007F}',
+        '\u{E0100}',
+        '\u{E01EF}',
+    ] {
+        assert_eq!(clean(&format!("a{c}b")), "ab", "U+{:04X}", c as u32);
+    }
+    // Emoji smuggling: bytes encoded as variation selectors after a visible character.
+    let smuggled: String = std::iter::once('😀')
+        .chain(b"ignore previous".iter().map(|&b| {
+            char::from_u32(if b < 16 {
+                0xFE00 + b as u32
+            } else {
+                0xE0100 + b as u32 - 16
+            })
+            .unwrap()
+        }))
+        .collect();
+    assert_eq!(clean(&smuggled), "😀");
+}
+
+#[test]
+fn a_text_of_nothing_but_frames_is_not_shown_as_nothing() {
+    assert_eq!(clean("   0: std::rt::lang_start"), "0: std::rt::lang_start");
+    assert_eq!(
+        clean("\tat com.acme.Pool.borrow(Pool.java:88)\n\tat com.acme.Main.main(Main.java:12)"),
+        "at com.acme.Pool.borrow(Pool.java:88) at com.acme.Main.main(Main.java:12)"
+    );
+    assert_eq!(clean("stack backtrace:"), "stack backtrace:");
+    // One real line among frames is enough: the frames go.
+    assert_eq!(clean("boom\n   0: std::rt::lang_start"), "boom");
+}
+
+#[test]
+fn a_second_pass_changes_nothing() {
+    for text in [
+        // Lines that join into something that looks like a frame.
+        "stack\nbacktrace:",
+        "12:\nstd::panicking::begin",
+        "0:\u{200B} std::x",
+        "Traceback (most recent call last):\x07",
+        "goroutine 1 [running]:\u{200B}",
+        "note: run with `RUST_BACKTRACE=1`",
+        // A cut that makes a line look like a frame.
+        "0: std::aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa bbbbbbbbbbbbbbbbb",
+    ] {
+        for max_chars in [5, 12, 40, DEFAULT_MAX_CHARS] {
+            let once = sanitize(text, max_chars);
+            assert_eq!(sanitize(&once, max_chars), once, "{text:?} at {max_chars}");
+        }
+    }
+}
+
+#[test]
+fn scrub_redacts_before_it_cuts() {
+    let text = "request to https://api.example.com/v1?api_key=abcdefghijklmnopqrstuvwxyz failed";
+    for max_chars in 1..text.len() {
+        let out = scrub(text, max_chars);
+        assert!(out.chars().count() <= max_chars);
+        assert!(!out.contains("abcdefgh"), "{out:?}");
+        // A cut never leaves a partial secret: only a partial marker.
+        assert!(!out.contains("api_key=a"), "{out:?}");
+    }
+    assert_eq!(
+        scrub(text, DEFAULT_MAX_CHARS),
+        "request to https://api.example.com/v1?api_key=[REDACTED] failed"
+    );
+}
+
+#[test]
+fn scrub_finds_secrets_that_escapes_or_invisible_characters_split() {
+    let key = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t";
+    let (head, tail) = key.split_at(12);
+    for joint in [
+        "\u{200B}",
+        "\x1b[0m",
+        "\u{FE0F}",
+        "\x00",
+        "\u{E0041}",
+        "\u{9b}1m",
+    ] {
+        let text = format!("key {head}{joint}{tail} leaked");
+        assert_eq!(
+            scrub(&text, DEFAULT_MAX_CHARS),
+            "key [REDACTED] leaked",
+            "{joint:?}"
+        );
+    }
+}
+
+#[test]
+fn surfaced_errors_redact_their_message() {
+    let surfaced = SurfacedError::new(
+        "fetch",
+        ErrorKind::Validation,
+        "400 for https://me:hunter22@api.example.com/?token=abc123 (Authorization: Bearer sk-live-4f9a8b7c6d5e4f3a2b1c)",
+    );
+    assert_eq!(
+        surfaced.message,
+        "400 for https://me:[REDACTED]@api.example.com/?token=[REDACTED] (Authorization: Bearer [REDACTED])"
+    );
+}
+
+/// What must never survive: controls, the characters listed as invisible, and escape payloads.
+fn is_hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'..='\u{1160}'
+                | '\u{17B4}'..='\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{1BCA0}'..='\u{1BCA3}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0000}'..='\u{E007F}'
+                | '\u{E0100}'..='\u{E01EF}'
+        )
+}
+
+/// Text built from the pieces that trouble a sanitizer: escapes and C1 controls in every
+/// order, invisible characters, frame-like lines, whitespace, and plain words.
+fn hostile_text() -> impl Strategy<Value = String> {
+    proptest::collection::vec(
+        prop_oneof![
+            Just("\x1b".to_owned()),
+            Just("\x1b[".to_owned()),
+            Just("\x1b]".to_owned()),
+            Just("\x1bP".to_owned()),
+            Just("\x1b\\".to_owned()),
+            Just("\x07".to_owned()),
+            Just("\x18".to_owned()),
+            "[\u{80}-\u{9f}]",
+            "[\u{200b}-\u{200f}\u{2060}-\u{206f}\u{fe00}-\u{fe0f}\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}\u{034f}\u{061c}\u{3164}\u{ffa0}\u{115f}]",
+            Just("\n".to_owned()),
+            Just("   0: std::rt::lang_start".to_owned()),
+            Just("\tat Foo.bar(Foo.java:1)".to_owned()),
+            Just("stack backtrace:".to_owned()),
+            Just("Traceback (most recent call last):".to_owned()),
+            Just("  File \"x.py\", line 3".to_owned()),
+            Just("goroutine 1 [running]:".to_owned()),
+            Just("12:".to_owned()),
+            Just(" std::x::y".to_owned()),
+            "[ \t\r]{1,3}",
+            "[ -~]{0,8}",
+            "\\PC{0,4}",
+        ],
+        0..40,
+    )
+    .prop_map(|parts| parts.concat())
+}
+
 proptest! {
+    #[test]
+    fn sanitizing_twice_is_sanitizing_once(
+        text in prop_oneof![hostile_text(), any::<String>()],
+        max_chars in 0usize..120,
+    ) {
+        let once = sanitize(&text, max_chars);
+        prop_assert_eq!(sanitize(&once, max_chars), once);
+    }
+
+    #[test]
+    fn no_control_or_invisible_character_survives_and_the_bound_holds(
+        text in hostile_text(),
+        max_chars in 0usize..120,
+    ) {
+        for out in [sanitize(&text, max_chars), scrub(&text, max_chars)] {
+            prop_assert!(out.chars().count() <= max_chars);
+            prop_assert!(!out.chars().any(is_hidden), "{:?}", out);
+            prop_assert!(!out.contains("  "));
+            prop_assert_eq!(out.trim(), out.as_str());
+        }
+    }
+
+    #[test]
+    fn no_escape_payload_survives(
+        before in "[a-z]{0,5}",
+        partial in prop_oneof![Just(""), Just("\x1b"), Just("\x1b["), Just("\x1b[1;"), Just("\x1b]0;"), Just("\x1bP"), Just("\u{9b}")],
+        introducer in prop_oneof![Just("\x1b]"), Just("\x1bP"), Just("\x1bX"), Just("\x1b^"), Just("\x1b_"), Just("\u{9d}"), Just("\u{90}"), Just("\u{98}"), Just("\u{9e}"), Just("\u{9f}")],
+        payload in "[A-Z]{1,12}",
+        terminator in prop_oneof![Just("\u{9c}"), Just("\x1b\\")],
+        after in "[a-z]{0,5}",
+    ) {
+        let text = format!("{before}{partial}{introducer}{payload}{terminator}{after}");
+        let out = sanitize(&text, DEFAULT_MAX_CHARS);
+        prop_assert!(!out.contains(&payload), "{:?} -> {:?}", text, out);
+        prop_assert_eq!(out, format!("{before}{after}"));
+    }
+
     #[test]
     fn never_panics_stays_in_bound_and_has_no_control_characters(
         text in any::<String>(),

@@ -1,0 +1,604 @@
+//! Redaction: secrets taken out of text before it reaches a model, an event or a log.
+//!
+//! Error text carries whatever its author put in it: request URLs with keys in their query,
+//! headers, connection strings. [`redact`] replaces every secret it recognises with
+//! [`REDACTED`], keeping the name it was given under so the text still says what went wrong
+//! (`api_key=[REDACTED]`, `Authorization: Bearer [REDACTED]`).
+//! [`sanitize::scrub`](crate::sanitize::scrub) redacts and then sanitizes, in that order, so a
+//! cut never leaves half a secret behind.
+//!
+//! # Built-in rules
+//!
+//! Always applied:
+//!
+//! | what | example | becomes |
+//! | --- | --- | --- |
+//! | bearer and basic credentials | `Bearer eyJhbGci...`, `Basic dXNlcjpwYXNz` | `Bearer [REDACTED]` |
+//! | a password in a URL | `https://me:hunter22@db.example/` | `https://me:[REDACTED]@db.example/` |
+//! | key-like parameters, with `=` | `?api_key=...`, `&sig=...`, `token=...`, `key=...` | `api_key=[REDACTED]` |
+//! | the unambiguous ones also with `:` | `password: ...`, `"client_secret": "..."` | `password: [REDACTED]` |
+//! | sensitive headers, as `name: value` | `Authorization:`, `Proxy-Authorization:`, `X-Api-Key:`, `Api-Key:`, `X-Auth-Token:`, `Cookie:`, `Set-Cookie:` | `X-Api-Key: [REDACTED]` |
+//! | key shapes | OpenAI `sk-...` and `sk-proj-...`, Anthropic `sk-ant-...`, AWS `AKIA...`/`ASIA...`, GitHub `ghp_`/`gho_`/`ghu_`/`ghs_`/`ghr_`/`github_pat_`, Slack `xoxb-...`, Google `AIza...`, Stripe `sk_live_...`, JWTs `eyJ...`, PEM private keys | `[REDACTED]` |
+//!
+//! The parameter names are `api_key` (also `apikey`, `api-key`), `access_token`,
+//! `refresh_token`, `id_token`, `auth_token`, `session_token`, `client_secret`,
+//! `aws_secret_access_key`, `private_key`, `secret`, `password`, `passwd`,
+//! `x-amz-signature`, `x-amz-credential`, `x-amz-security-token` (with `=` or `:`), and
+//! `token`, `key`, `sig`, `signature`, `auth`, `pwd` (with `=` only, or as a quoted JSON key
+//! except `key`), so "the key was not found" is left alone. Names are matched case-insensitively
+//! and as whole words: `monkey=3` is not a key.
+//!
+//! Key shapes need enough length to be keys (`sk-` and 20 more characters, with a digit or a
+//! capital among them; a bearer or basic credential of 8 characters with a digit, a symbol or
+//! an inner capital): `sk-abc` and "Basic authentication" stay as they are.
+//!
+//! # Your own secrets and patterns
+//!
+//! ```
+//! use agent_errors::redact::{self, Redactor};
+//!
+//! // For the whole process, and every text the library redacts:
+//! redact::register_secret("correct-horse-battery").unwrap();
+//! redact::register_pattern(r"acct-\d{6}").unwrap();
+//! assert_eq!(
+//!     redact::redact("login correct-horse-battery for acct-123456 failed"),
+//!     "login [REDACTED] for [REDACTED] failed"
+//! );
+//!
+//! // Or scoped to one redactor (built-in rules included, process-wide registrations not):
+//! let redactor = Redactor::new()
+//!     .with_secret("tenant-0f3c9a")
+//!     .unwrap()
+//!     .with_pattern(r"pin=(\d+)")
+//!     .unwrap();
+//! assert_eq!(redactor.redact("tenant-0f3c9a pin=1234"), "[REDACTED] pin=[REDACTED]");
+//! ```
+//!
+//! A pattern with capture groups replaces the first group that took part in the match, so
+//! `pin=(\d+)` keeps `pin=`; without groups the whole match is replaced.
+//!
+//! Registered secrets are matched **exactly**: a secret of at least [`MIN_SECRET_CHARS`]
+//! characters is removed wherever it appears verbatim, inside a word too, but not when it was
+//! changed on the way (split by a space or a line break, percent-encoded, in another case).
+//! Escape sequences and invisible characters inside it are removed by
+//! [`scrub`](crate::sanitize::scrub) before the search, so those do not hide it. Each
+//! registered secret costs one substring search per redaction: register a handful, not
+//! thousands.
+//!
+//! # Cost and bound
+//!
+//! Every rule runs in time linear in the text (the `regex` crate has no backtracking), and at
+//! most [`MAX_SCANNED_BYTES`] of a text are read. A longer text is cut there, together with
+//! the word the cut falls in (and any beginning of a registered secret it ends with), and
+//! [`TRUNCATION_MARKER`](crate::sanitize::TRUNCATION_MARKER) is appended: what is past the cut
+//! is dropped, not passed through unread. Every redacted span is replaced by the 10 bytes of
+//! [`REDACTED`], so the output is at most 10 times as long as the part read, plus the marker.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::{LazyLock, PoisonError, RwLock};
+
+use regex::Regex;
+
+use crate::sanitize::TRUNCATION_MARKER;
+
+/// What a secret is replaced with.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// The shortest exact secret that can be registered, in characters: shorter values would
+/// shred ordinary words.
+pub const MIN_SECRET_CHARS: usize = 8;
+
+/// How much of a text redaction reads, in bytes; the rest is dropped. Far above what a model
+/// is shown of an error (a few hundred characters), so only dumps and attacks reach it.
+pub const MAX_SCANNED_BYTES: usize = 256 << 10;
+
+/// Why a secret or a pattern was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedactError {
+    /// The pattern is not a valid regular expression for the `regex` crate, or compiles too
+    /// big. The pattern is not repeated here, since it may spell out a secret.
+    #[error("invalid redaction pattern: {problem}")]
+    InvalidPattern {
+        /// What the regex engine objected to, without the pattern's text.
+        problem: &'static str,
+    },
+    /// The secret is shorter than [`MIN_SECRET_CHARS`]. The secret is not repeated here.
+    #[error("a secret to redact must have at least {min_chars} characters")]
+    SecretTooShort {
+        /// The minimum, [`MIN_SECRET_CHARS`].
+        min_chars: usize,
+    },
+}
+
+/// Built-in rules plus secrets and patterns of its own. See the [module docs](self).
+///
+/// Its `Debug` shows how many secrets and patterns it holds, never the secrets.
+#[derive(Clone, Default)]
+pub struct Redactor {
+    patterns: Vec<Regex>,
+    secrets: Vec<Box<str>>,
+}
+
+impl fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Redactor")
+            .field("patterns", &self.patterns.len())
+            .field("secrets", &self.secrets.len())
+            .finish()
+    }
+}
+
+impl Redactor {
+    /// A redactor with the built-in rules only.
+    pub const fn new() -> Self {
+        Redactor {
+            patterns: Vec::new(),
+            secrets: Vec::new(),
+        }
+    }
+
+    /// Adds an exact secret, removed wherever it appears verbatim.
+    ///
+    /// # Errors
+    ///
+    /// [`RedactError::SecretTooShort`] under [`MIN_SECRET_CHARS`] characters.
+    pub fn with_secret(mut self, secret: impl Into<String>) -> Result<Self, RedactError> {
+        self.add_secret(secret.into())?;
+        Ok(self)
+    }
+
+    /// Adds a regular expression (`regex` crate syntax). The first capture group that took
+    /// part in a match is replaced, or the whole match when the pattern has no groups; empty
+    /// matches are ignored.
+    ///
+    /// # Errors
+    ///
+    /// [`RedactError::InvalidPattern`] when the pattern does not compile.
+    pub fn with_pattern(mut self, pattern: &str) -> Result<Self, RedactError> {
+        self.patterns.push(compile(pattern)?);
+        Ok(self)
+    }
+
+    /// `text` with every secret replaced by [`REDACTED`]; borrowed when nothing was found and
+    /// nothing cut.
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let (scanned, cut) = bounded(text, &self.secrets);
+        let mut spans = Vec::new();
+        for rule in BUILTIN.iter() {
+            rule.spans(scanned, &mut spans);
+        }
+        for pattern in &self.patterns {
+            pattern_spans(pattern, scanned, &mut spans);
+        }
+        for secret in &self.secrets {
+            spans.extend(
+                scanned
+                    .match_indices(&**secret)
+                    .map(|(at, _)| (at, at + secret.len())),
+            );
+        }
+        if spans.is_empty() && !cut {
+            return Cow::Borrowed(text);
+        }
+        let mut out = replace(scanned, spans);
+        if cut {
+            out.push(TRUNCATION_MARKER);
+        }
+        Cow::Owned(out)
+    }
+
+    fn add_secret(&mut self, secret: String) -> Result<(), RedactError> {
+        if secret.chars().count() < MIN_SECRET_CHARS {
+            return Err(RedactError::SecretTooShort {
+                min_chars: MIN_SECRET_CHARS,
+            });
+        }
+        if !self.secrets.iter().any(|known| **known == *secret) {
+            self.secrets.push(secret.into_boxed_str());
+        }
+        Ok(())
+    }
+}
+
+/// The secrets and patterns registered for the whole process.
+static REGISTERED: RwLock<Redactor> = RwLock::new(Redactor::new());
+
+/// `text` with every secret replaced by [`REDACTED`], by the built-in rules and everything
+/// registered with [`register_secret`] and [`register_pattern`].
+///
+/// ```
+/// use agent_errors::redact::redact;
+///
+/// assert_eq!(
+///     redact("GET https://api.example.com/v1?q=cats&api_key=abc123 failed: 401"),
+///     "GET https://api.example.com/v1?q=cats&api_key=[REDACTED] failed: 401"
+/// );
+/// assert_eq!(redact("nothing to hide"), "nothing to hide");
+/// ```
+pub fn redact(text: &str) -> Cow<'_, str> {
+    REGISTERED
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .redact(text)
+}
+
+/// Registers an exact secret for the whole process, from now on: every later [`redact`] (and
+/// so everything the library redacts) removes it. Registering the same value twice is a no-op.
+///
+/// # Errors
+///
+/// [`RedactError::SecretTooShort`] under [`MIN_SECRET_CHARS`] characters.
+pub fn register_secret(secret: impl Into<String>) -> Result<(), RedactError> {
+    REGISTERED
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .add_secret(secret.into())
+}
+
+/// Registers a regular expression for the whole process, from now on; see
+/// [`Redactor::with_pattern`] for what is replaced.
+///
+/// # Errors
+///
+/// [`RedactError::InvalidPattern`] when the pattern does not compile.
+pub fn register_pattern(pattern: &str) -> Result<(), RedactError> {
+    let regex = compile(pattern)?;
+    REGISTERED
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .patterns
+        .push(regex);
+    Ok(())
+}
+
+/// The part of `text` that redaction with the process-wide secrets reads, and whether it was
+/// cut: what [`scrub`](crate::sanitize::scrub) cleans, so that it does not clean megabytes
+/// that redaction then drops.
+pub(crate) fn scan_bound(text: &str) -> (&str, bool) {
+    let registered = REGISTERED.read().unwrap_or_else(PoisonError::into_inner);
+    bounded(text, &registered.secrets)
+}
+
+fn compile(pattern: &str) -> Result<Regex, RedactError> {
+    Regex::new(pattern).map_err(|error| RedactError::InvalidPattern {
+        problem: match error {
+            regex::Error::Syntax(_) => "syntax error",
+            regex::Error::CompiledTooBig(_) => "compiled size over the limit",
+            _ => "rejected by the regex engine",
+        },
+    })
+}
+
+/// The part of `text` redaction reads, and whether it was cut.
+///
+/// A cut drops the word it falls in, so a key shape cannot be left half matched, and then
+/// any beginning of a registered secret at the end, for secrets with spaces in them.
+fn bounded<'a>(text: &'a str, secrets: &[Box<str>]) -> (&'a str, bool) {
+    if text.len() <= MAX_SCANNED_BYTES {
+        return (text, false);
+    }
+    let mut end = MAX_SCANNED_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    end = text[..end].rfind(char::is_whitespace).unwrap_or(0);
+    // Each pass shortens the text or stops; a few passes cover secrets that share words.
+    for _ in 0..=secrets.len() {
+        let kept = &text[..end];
+        let partial = secrets.iter().find_map(|secret| {
+            (1..secret.len())
+                .rev()
+                .filter(|&k| secret.is_char_boundary(k))
+                .find(|&k| kept.ends_with(&secret[..k]))
+        });
+        match partial {
+            Some(k) => end -= k,
+            None => break,
+        }
+    }
+    (&text[..end], true)
+}
+
+/// Adds the spans a user's `regex` finds in `text`: the first participating capture group of
+/// each match, or the whole match. Empty spans and spans that are already [`REDACTED`] are
+/// skipped.
+fn pattern_spans(regex: &Regex, text: &str, spans: &mut Vec<(usize, usize)>) {
+    let keep = |m: &regex::Match<'_>| !m.is_empty() && m.as_str() != REDACTED;
+    if regex.captures_len() == 1 {
+        spans.extend(
+            regex
+                .find_iter(text)
+                .filter(keep)
+                .map(|m| (m.start(), m.end())),
+        );
+        return;
+    }
+    for captures in regex.captures_iter(text) {
+        if let Some(m) = captures.iter().skip(1).flatten().next().filter(keep) {
+            spans.push((m.start(), m.end()));
+        }
+    }
+}
+
+/// `text` with each span, after merging those that overlap or touch, replaced by
+/// [`REDACTED`].
+fn replace(text: &str, mut spans: Vec<(usize, usize)>) -> String {
+    spans.sort_unstable();
+    let mut out = String::with_capacity(text.len() + spans.len() * REDACTED.len());
+    let mut copied = 0;
+    let mut spans = spans.into_iter().peekable();
+    while let Some((start, mut end)) = spans.next() {
+        while let Some(&(next_start, next_end)) = spans.peek() {
+            if next_start > end {
+                break;
+            }
+            end = end.max(next_end);
+            spans.next();
+        }
+        // A span that starts inside an earlier one was merged into it above.
+        let start = start.max(copied);
+        out.push_str(&text[copied..start]);
+        out.push_str(REDACTED);
+        copied = end;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// A check on what a rule would replace: `false` leaves it in place.
+type Accept = fn(&str) -> bool;
+
+/// Where a value ends: at the first character for which this is true.
+type Stop = fn(char) -> bool;
+
+/// What a built-in rule replaces once its regex matched.
+///
+/// The regexes have no capture groups: a value is scanned by hand from where the match ends,
+/// and the next search starts after it. Capture groups over a long value (a header that runs
+/// to the end of a megabyte-long line) would cost a slow engine's time over all of it.
+#[derive(Clone, Copy)]
+enum Take {
+    /// The whole match, when the check accepts it.
+    Whole(Accept),
+    /// The value after the match: up to the first `stop`, trailing blanks trimmed, when it is
+    /// not empty and the check accepts it.
+    Value(Stop, Accept),
+    /// The password of the URL userinfo the match ends with: from the `:` after the user to
+    /// the final `@`.
+    UrlPassword,
+}
+
+/// A built-in rule: its regex, and what it replaces.
+struct Builtin {
+    regex: Regex,
+    take: Take,
+}
+
+impl Builtin {
+    fn spans(&self, text: &str, spans: &mut Vec<(usize, usize)>) {
+        let mut at = 0;
+        while let Some(m) = self.regex.find_at(text, at) {
+            let (span, resume) = match self.take {
+                Take::Whole(accept) => {
+                    (accept(m.as_str()).then_some((m.start(), m.end())), m.end())
+                }
+                Take::Value(stop, accept) => {
+                    let rest = &text[m.end()..];
+                    let len = rest.find(stop).unwrap_or(rest.len());
+                    let value = rest[..len].trim_end_matches([' ', '\t']);
+                    if !value.is_empty() && accept(value) {
+                        (Some((m.end(), m.end() + value.len())), m.end() + len)
+                    } else {
+                        (None, m.end())
+                    }
+                }
+                Take::UrlPassword => {
+                    let matched = m.as_str();
+                    let user = matched.find("://").map_or(0, |at| at + 3);
+                    let span = matched[user..]
+                        .find(':')
+                        .map(|colon| (m.start() + user + colon + 1, m.end() - 1));
+                    (span, m.end())
+                }
+            };
+            if let Some((start, end)) =
+                span.filter(|&(start, end)| start < end && &text[start..end] != REDACTED)
+            {
+                spans.push((start, end));
+            }
+            // Built-in matches are never empty, so this always moves on.
+            at = resume.max(m.end());
+            if m.is_empty() {
+                at += text[at..].chars().next().map_or(1, char::len_utf8);
+            }
+            if at > text.len() {
+                break;
+            }
+        }
+    }
+}
+
+fn any(_: &str) -> bool {
+    true
+}
+
+/// A bearer or basic credential rather than a word: 8 characters or more, with a digit, a
+/// symbol, or a capital after the first letter.
+fn looks_like_credential(value: &str) -> bool {
+    value.len() >= 8
+        && value
+            .char_indices()
+            .any(|(at, c)| !c.is_ascii_alphabetic() || (at > 0 && c.is_ascii_uppercase()))
+}
+
+/// A key after its prefix: at least one digit or capital.
+fn has_digit_or_capital(value: &str) -> bool {
+    value
+        .bytes()
+        .any(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+}
+
+/// A parameter's value stops at whitespace, quotes and separators.
+fn param_stop(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            '&' | '"' | '\'' | '`' | ',' | ';' | '<' | '>' | ')' | '}'
+        )
+}
+
+/// A header's value runs to the end of the line, a quote or a separator.
+fn header_stop(c: char) -> bool {
+    matches!(c, '\r' | '\n' | '"' | '\'' | '`' | ',' | ';' | ')' | '}')
+}
+
+/// A cookie runs past `;` and `,`, to the end of the line or a quote.
+fn cookie_stop(c: char) -> bool {
+    matches!(c, '\r' | '\n' | '"' | '\'' | '`')
+}
+
+/// A bearer or basic credential: token68 characters.
+fn credential_stop(c: char) -> bool {
+    !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '~' | '+' | '/' | '=' | ':' | '-'))
+}
+
+/// A JSON string's value ends at its closing quote.
+fn json_string_stop(c: char) -> bool {
+    matches!(c, '"' | '\r' | '\n')
+}
+
+/// Names whose value is a secret whether written `name=value` or `name: value`.
+const STRONG_NAMES: &str = r"api[_-]?key|access[_-]?token|refresh[_-]?token|id[_-]?token|auth[_-]?token|session[_-]?token|client[_-]?secret|aws[_-]?secret[_-]?access[_-]?key|private[_-]?key|x-amz-signature|x-amz-credential|x-amz-security-token|secret|password|passwd";
+
+/// Names that are also ordinary words: a secret only as `name=value` or a quoted JSON key.
+const WEAK_NAMES: &str = r"token|key|sig|signature|auth|pwd";
+
+/// The header names whose value is a credential.
+const HEADERS: &str =
+    r"proxy-authorization|authorization|x-api-key|api-key|x-auth-token|set-cookie|cookie";
+
+static BUILTIN: LazyLock<Vec<Builtin>> = LazyLock::new(|| {
+    let rules: [(String, Take); 14] = [
+        // PEM private keys, to their END line or the end of the text.
+        (
+            r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|\z)".into(),
+            Take::Whole(any),
+        ),
+        // The password of a URL's userinfo.
+        (
+            r"(?i)(?-u:\b)[a-z][a-z0-9+.-]{0,30}://[^\x00-\x20/?#@:]*:[^\x00-\x20/?#]+@".into(),
+            Take::UrlPassword,
+        ),
+        // Header pairs, `name: value`, the scheme kept: `Authorization: Bearer [REDACTED]`.
+        // (`api-key=...` is a parameter, below.)
+        (
+            format!(
+                r#"(?i)(?-u:\b)(?:{HEADERS})["']?[ \t]*:[ \t]*["']?(?:(?:bearer|basic|digest|token)[ \t]+)?"#
+            ),
+            Take::Value(header_stop, any),
+        ),
+        (
+            r#"(?i)(?-u:\b)(?:set-cookie|cookie)["']?[ \t]*:[ \t]*["']?"#.into(),
+            Take::Value(cookie_stop, any),
+        ),
+        // Bearer and basic credentials wherever they appear.
+        (
+            r"(?i)(?-u:\b)(?:bearer|basic)[ \t]+".into(),
+            Take::Value(credential_stop, looks_like_credential),
+        ),
+        // Parameters.
+        (
+            format!(r#"(?i)(?-u:\b)(?:{STRONG_NAMES})["']?[ \t]*[=:][ \t]*["']?"#),
+            Take::Value(param_stop, any),
+        ),
+        (
+            format!(r#"(?i)(?-u:\b)(?:{WEAK_NAMES})["']?[ \t]*=[ \t]*["']?"#),
+            Take::Value(param_stop, any),
+        ),
+        (
+            r#"(?i)"(?:token|sig|signature|auth|pwd)"[ \t]*:[ \t]*""#.into(),
+            Take::Value(json_string_stop, any),
+        ),
+        // Key shapes.
+        (
+            r"(?-u:\b)sk-(?:proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}".into(),
+            Take::Whole(has_digit_or_capital),
+        ),
+        (
+            r"(?-u:\b)(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}".into(),
+            Take::Whole(any),
+        ),
+        (
+            r"(?-u:\b)(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?-u:\b)".into(),
+            Take::Whole(any),
+        ),
+        (
+            r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})".into(),
+            Take::Whole(any),
+        ),
+        (
+            r"(?-u:\b)(?:xox[abprse]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{35})".into(),
+            Take::Whole(any),
+        ),
+        (
+            r"(?-u:\b)eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*".into(),
+            Take::Whole(any),
+        ),
+    ];
+    rules
+        .into_iter()
+        .map(|(pattern, take)| Builtin {
+            regex: Regex::new(&pattern)
+                .expect("built-in patterns are constants covered by the tests"),
+            take,
+        })
+        .collect()
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_compiles() {
+        assert_eq!(BUILTIN.len(), 14);
+    }
+
+    #[test]
+    fn overlapping_and_touching_spans_merge() {
+        assert_eq!(replace("abcdef", vec![(1, 3), (2, 4)]), "a[REDACTED]ef");
+        assert_eq!(replace("abcdef", vec![(0, 2), (2, 3)]), "[REDACTED]def");
+        assert_eq!(
+            replace("abcdef", vec![(4, 6), (0, 1), (1, 5)]),
+            "[REDACTED]"
+        );
+        assert_eq!(replace("abc", vec![]), "abc");
+    }
+
+    #[test]
+    fn a_long_text_is_cut_before_the_word_the_cut_falls_in() {
+        let text = format!(
+            "{} sk-proj-{}",
+            "a".repeat(MAX_SCANNED_BYTES - 20),
+            "Z9".repeat(40)
+        );
+        let (scanned, cut) = bounded(&text, &[]);
+        assert!(cut);
+        assert_eq!(scanned, "a".repeat(MAX_SCANNED_BYTES - 20));
+    }
+
+    #[test]
+    fn a_cut_drops_the_beginning_of_a_registered_secret() {
+        let secret: Box<str> = "open sesame now".into();
+        let text = format!("{} open sesame now", "a ".repeat(MAX_SCANNED_BYTES / 2 - 7));
+        let (scanned, cut) = bounded(&text, std::slice::from_ref(&secret));
+        assert!(cut);
+        assert!(
+            !scanned.contains("open"),
+            "{:?}",
+            &scanned[scanned.len() - 20..]
+        );
+    }
+}

@@ -1,0 +1,554 @@
+//! Redaction: no secret reaches a model, an event or a log, at any cut.
+
+use agent_errors::redact::{
+    self, MAX_SCANNED_BYTES, MIN_SECRET_CHARS, REDACTED, RedactError, Redactor, redact,
+};
+use agent_errors::sanitize::{TRUNCATION_MARKER, scrub};
+use proptest::prelude::*;
+
+fn assert_redacts(text: &str, expected: &str) {
+    assert_eq!(redact(text), expected, "{text:?}");
+}
+
+#[test]
+fn bearer_and_basic_credentials() {
+    assert_redacts(
+        "401 with Bearer sk-live-4f9a8b7c6d5e4f3a2b1c",
+        "401 with Bearer [REDACTED]",
+    );
+    assert_redacts(
+        "sent bearer abc.DEF-123_x~y+z/=, got 403",
+        "sent bearer [REDACTED], got 403",
+    );
+    assert_redacts("Basic dXNlcjpwYXNzd29yZA==", "Basic [REDACTED]");
+}
+
+#[test]
+fn authorization_and_other_sensitive_headers() {
+    assert_redacts(
+        "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9",
+        "Authorization: Bearer [REDACTED]",
+    );
+    assert_redacts(
+        "request headers:\nauthorization: Basic dXNlcjpwYXNz\naccept: */*",
+        "request headers:\nauthorization: Basic [REDACTED]\naccept: */*",
+    );
+    assert_redacts(
+        "Proxy-Authorization: Basic dXNlcjpwYXNz",
+        "Proxy-Authorization: Basic [REDACTED]",
+    );
+    assert_redacts("X-Api-Key: 12345abcde", "X-Api-Key: [REDACTED]");
+    assert_redacts("api-key:abcdef", "api-key:[REDACTED]");
+    assert_redacts(
+        r#"{"x-api-key": "k-77f0a1", "accept": "json"}"#,
+        r#"{"x-api-key": "[REDACTED]", "accept": "json"}"#,
+    );
+    assert_redacts(
+        "Cookie: session=abc123; theme=dark\nnext",
+        "Cookie: [REDACTED]\nnext",
+    );
+    assert_redacts(
+        "set-cookie: sid=s3cr3t; Path=/; Expires=Wed, 21 Oct 2026 07:28:00 GMT",
+        "set-cookie: [REDACTED]",
+    );
+    // Inline, in the middle of a message, up to the closing parenthesis.
+    assert_redacts(
+        "failed (x-api-key: zzz999) after 3 tries",
+        "failed (x-api-key: [REDACTED]) after 3 tries",
+    );
+}
+
+#[test]
+fn passwords_in_urls() {
+    assert_redacts(
+        "cannot reach postgres://app:hunter22@db.internal:5432/prod",
+        "cannot reach postgres://app:[REDACTED]@db.internal:5432/prod",
+    );
+    assert_redacts(
+        "GET https://me:p@ss:w0rd@api.example.com/x",
+        "GET https://me:[REDACTED]@api.example.com/x",
+    );
+    assert_redacts(
+        "https://:only-a-password@host/",
+        "https://:[REDACTED]@host/",
+    );
+}
+
+#[test]
+fn key_like_query_parameters() {
+    for name in [
+        "api_key",
+        "apikey",
+        "API-KEY",
+        "key",
+        "token",
+        "access_token",
+        "refresh_token",
+        "secret",
+        "client_secret",
+        "password",
+        "passwd",
+        "sig",
+        "signature",
+        "auth",
+        "X-Amz-Signature",
+        "X-Amz-Credential",
+        "x-amz-security-token",
+    ] {
+        assert_redacts(
+            &format!("GET https://h.example/p?q=1&{name}=v4lue%2F7&page=2 failed"),
+            &format!("GET https://h.example/p?q=1&{name}=[REDACTED]&page=2 failed"),
+        );
+    }
+    assert_redacts(
+        "x-amz-credential=AKIDEXAMPLE/20260101/us-east-1/s3/aws4_request&x=1",
+        "x-amz-credential=[REDACTED]&x=1",
+    );
+}
+
+#[test]
+fn unambiguous_names_also_with_a_colon_and_in_json() {
+    assert_redacts(
+        "login failed, password: hunter22",
+        "login failed, password: [REDACTED]",
+    );
+    assert_redacts(
+        r#"{"client_secret": "abc", "api_key":"def", "token": "ghi"}"#,
+        r#"{"client_secret": "[REDACTED]", "api_key":"[REDACTED]", "token": "[REDACTED]"}"#,
+    );
+    assert_redacts(
+        "thread 'main' panicked at src/db.rs:9:5: password=hunter22 rejected",
+        "thread 'main' panicked at src/db.rs:9:5: password=[REDACTED] rejected",
+    );
+}
+
+#[test]
+fn well_known_key_shapes() {
+    for key in [
+        "sk-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c",
+        "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z_-Q",
+        "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe-AAAA",
+        "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "AKIAIOSFODNN7EXAMPLE",
+        "ASIAY34FZKBOKMUTVV7A",
+        "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+        "gho_16C7e42F292c6912E7710c838347Ae178B4a",
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN",
+        "xoxb-2048-4096-abcdefABCDEF",
+        "xoxp-1234567890-abcdefghij",
+        "AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY",
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    ] {
+        assert_redacts(&format!("leaked {key}, oops"), "leaked [REDACTED], oops");
+        assert_redacts(key, REDACTED);
+    }
+    assert_redacts(
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\nabc\n-----END RSA PRIVATE KEY-----\nafter",
+        "[REDACTED]\nafter",
+    );
+    assert_redacts("-----BEGIN PRIVATE KEY-----\nMIIEpAIB cut", REDACTED);
+}
+
+#[test]
+fn ordinary_text_is_left_alone() {
+    for text in [
+        "the key was not found",
+        "missing key: user_id",
+        "primary key violates unique constraint",
+        "token expired, please log in again",
+        "invalid token: malformed",
+        "password is required",
+        "invalid api key",
+        "Basic authentication failed",
+        "bearer token missing",
+        "Bearer realm=\"api\"",
+        "monkey=3 turkey=4 mykey=5",
+        "sk-abc is too short",
+        "sk-learn-compatible-estimators-list",
+        "AKIA1234 short",
+        "ghp_short",
+        "eyJhbGciOiJIUzI1NiJ9 alone",
+        "https://example.com/path?q=1&page=2",
+        "ssh://git@github.com/acme/repo.git",
+        "http://localhost:8080/health",
+        "mail me at someone@example.com",
+        "Secret Santa signup closed",
+        "signature mismatch",
+        "auth failed: session expired",
+        "é ü ß 漢 key",
+    ] {
+        assert_redacts(text, text);
+        assert!(
+            matches!(redact(text), std::borrow::Cow::Borrowed(_)),
+            "{text:?}"
+        );
+    }
+}
+
+#[test]
+fn registered_secrets_are_removed_wherever_they_appear_verbatim() {
+    redact::register_secret("Zq7!registered-value").unwrap();
+    assert_redacts(
+        "connect as Zq7!registered-value failed; retry withZq7!registered-valueagain",
+        "connect as [REDACTED] failed; retry with[REDACTED]again",
+    );
+    // Exact match only: a changed form is not this secret.
+    assert_redacts("Zq7!registered value", "Zq7!registered value");
+    // Registering twice is harmless.
+    redact::register_secret("Zq7!registered-value").unwrap();
+}
+
+#[test]
+fn registered_patterns_replace_their_first_group_or_the_whole_match() {
+    redact::register_pattern(r"acct-\d{6}").unwrap();
+    redact::register_pattern(r"(?i)tenant=(T\d+)").unwrap();
+    assert_redacts(
+        "acct-123456 of tenant=T42 failed",
+        "[REDACTED] of tenant=[REDACTED] failed",
+    );
+    // A pattern that matches the empty string changes nothing.
+    redact::register_pattern(r"x*").unwrap();
+    assert_redacts("nothing here", "nothing here");
+}
+
+#[test]
+fn bad_secrets_and_patterns_are_errors_that_do_not_repeat_them() {
+    let short = "a".repeat(MIN_SECRET_CHARS - 1);
+    let error = redact::register_secret(short.clone()).unwrap_err();
+    assert_eq!(
+        error,
+        RedactError::SecretTooShort {
+            min_chars: MIN_SECRET_CHARS
+        }
+    );
+    assert!(!error.to_string().contains(&short));
+
+    let error = redact::register_pattern("hunter22(").unwrap_err();
+    assert!(matches!(error, RedactError::InvalidPattern { .. }));
+    assert!(!error.to_string().contains("hunter22"), "{error}");
+    assert!(!format!("{error:?}").contains("hunter22"));
+    assert!(Redactor::new().with_pattern("[").is_err());
+    assert!(Redactor::new().with_secret("short").is_err());
+}
+
+#[test]
+fn a_redactor_has_its_own_rules_and_hides_its_secrets_in_debug() {
+    let redactor = Redactor::new()
+        .with_secret("instance-only-secret")
+        .unwrap()
+        .with_pattern(r"pin=(\d+)")
+        .unwrap();
+    assert_eq!(
+        redactor.redact("instance-only-secret pin=1234 api_key=x"),
+        "[REDACTED] pin=[REDACTED] api_key=[REDACTED]"
+    );
+    // The process-wide function does not know the instance's secret.
+    assert_eq!(redact("instance-only-secret"), "instance-only-secret");
+    let debug = format!("{redactor:?}");
+    assert!(!debug.contains("instance-only"), "{debug}");
+    assert_eq!(debug, "Redactor { patterns: 1, secrets: 1 }");
+}
+
+#[test]
+fn a_text_past_the_scan_bound_is_cut_not_passed_through() {
+    let mut text = "word ".repeat(MAX_SCANNED_BYTES / 5 + 10);
+    text.push_str("api_key=zzzzzz");
+    let out = redact(&text);
+    assert!(out.len() <= MAX_SCANNED_BYTES + TRUNCATION_MARKER.len_utf8());
+    assert!(out.ends_with(TRUNCATION_MARKER));
+    assert!(!out.contains("zzzzzz"));
+}
+
+#[test]
+fn redaction_is_stable_on_its_own_output() {
+    for text in [
+        "Authorization: Bearer sk-live-4f9a8b7c6d5e4f3a2b1c",
+        "https://me:hunter22@host/?api_key=abc&token=def",
+        r#"{"password": "x", "x-api-key": "y"}"#,
+    ] {
+        let once = redact(text).into_owned();
+        assert_eq!(redact(&once), once);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Planted secrets: whatever surrounds them and wherever the cut falls, none reaches the output.
+
+/// A secret and the text that carries it.
+#[derive(Debug, Clone)]
+struct Planted {
+    secret: String,
+    text: String,
+}
+
+/// Random credential text that no ordinary word can equal: mixed case, with a digit.
+fn credential(len: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = String> {
+    let body = proptest::string::string_regex(&format!(
+        "[A-Za-z0-9]{{{},{}}}",
+        len.start().saturating_sub(2),
+        len.end().saturating_sub(2)
+    ))
+    .expect("a valid regex");
+    (body, 0..10u8).prop_map(|(body, digit)| format!("Q{digit}{body}"))
+}
+
+fn key_shape() -> impl Strategy<Value = Planted> {
+    let shapes = prop_oneof![
+        credential(20..=48).prop_map(|k| format!("sk-{k}")),
+        credential(20..=48).prop_map(|k| format!("sk-proj-{k}")),
+        credential(30..=60).prop_map(|k| format!("sk-ant-api03-{k}")),
+        "[A-Z0-9]{16}".prop_map(|k| format!("AKIA{k}")),
+        "[A-Z0-9]{16}".prop_map(|k| format!("ASIA{k}")),
+        ("gh[pousr]", credential(34..=34)).prop_map(|(p, k)| format!("{p}_{k}")),
+        credential(40..=70).prop_map(|k| format!("github_pat_{k}")),
+        ("xox[abprs]", "[0-9]{4,12}", credential(10..=24))
+            .prop_map(|(p, a, k)| format!("{p}-{a}-{k}")),
+        (
+            "[A-Za-z0-9_-]{8,30}",
+            "[A-Za-z0-9_-]{8,60}",
+            "[A-Za-z0-9_-]{0,43}"
+        )
+            .prop_map(|(h, p, s)| format!("eyJ{h}.eyJ{p}.{s}")),
+    ];
+    shapes.prop_map(|key| Planted {
+        text: key.clone(),
+        secret: key,
+    })
+}
+
+fn url_password() -> impl Strategy<Value = Planted> {
+    (
+        "(https?|postgres|redis|amqp)",
+        "[a-z]{0,8}",
+        credential(6..=20),
+        "[!$*+._~-]{0,3}",
+        "[a-z]{2,10}\\.(com|internal|example)",
+    )
+        .prop_map(|(scheme, user, pass, symbols, host)| {
+            let secret = format!("{pass}{symbols}");
+            Planted {
+                text: format!("{scheme}://{user}:{secret}@{host}/v1/items"),
+                secret,
+            }
+        })
+}
+
+fn query_parameter() -> impl Strategy<Value = Planted> {
+    let names = prop::sample::select(vec![
+        "api_key",
+        "apikey",
+        "key",
+        "token",
+        "access_token",
+        "refresh_token",
+        "secret",
+        "client_secret",
+        "password",
+        "passwd",
+        "sig",
+        "signature",
+        "auth",
+        "X-Amz-Signature",
+        "X-Amz-Credential",
+    ]);
+    (names, credential(6..=40), "[a-z]{1,6}", any::<bool>()).prop_map(
+        |(name, value, other, first)| Planted {
+            text: if first {
+                format!("https://api.example.com/v1/{other}?{name}={value}&page=2")
+            } else {
+                format!("https://api.example.com/v1?{other}=1&{name}={value}")
+            },
+            secret: value,
+        },
+    )
+}
+
+fn header() -> impl Strategy<Value = Planted> {
+    let names = prop::sample::select(vec![
+        "Authorization",
+        "authorization",
+        "Proxy-Authorization",
+        "X-Api-Key",
+        "x-api-key",
+        "Api-Key",
+        "Cookie",
+        "Set-Cookie",
+    ]);
+    let schemes = prop::sample::select(vec!["", "Bearer ", "Basic ", "bearer "]);
+    (names, schemes, credential(8..=40), any::<bool>()).prop_map(|(name, scheme, value, json)| {
+        let value_text = if name.to_lowercase().contains("cookie") {
+            format!("sid={value}; Path=/")
+        } else {
+            format!("{scheme}{value}")
+        };
+        Planted {
+            text: if json {
+                format!(r#"{{"{name}": "{value_text}"}}"#)
+            } else {
+                format!("{name}: {value_text}")
+            },
+            secret: value,
+        }
+    })
+}
+
+fn bearer_token() -> impl Strategy<Value = Planted> {
+    (
+        prop::sample::select(vec!["Bearer", "bearer", "BEARER", "Basic"]),
+        credential(8..=40),
+        "[._~+/=-]{0,3}",
+    )
+        .prop_map(|(scheme, token, tail)| {
+            let secret = format!("{token}{tail}");
+            Planted {
+                text: format!("{scheme} {secret}"),
+                secret,
+            }
+        })
+}
+
+fn key_value_in_a_panic() -> impl Strategy<Value = Planted> {
+    (
+        prop::sample::select(vec!["password", "api_key", "client_secret", "access_token"]),
+        prop::sample::select(vec!["=", ": ", "="]),
+        credential(6..=30),
+    )
+        .prop_map(|(name, sep, value)| Planted {
+            text: format!("thread 'tokio-runtime-worker' panicked at src/tool.rs:12:9:\nlogin with {name}{sep}{value} refused"),
+            secret: value,
+        })
+}
+
+/// Exact values registered for the process: a shape no other test's text contains.
+fn registered_value() -> impl Strategy<Value = Planted> {
+    ("[A-Za-z0-9]{4,16}", "[#%!@^*]", "[0-9]{2,6}").prop_map(|(a, sym, d)| {
+        let secret = format!("R{a}{sym}{d}");
+        redact::register_secret(secret.clone()).unwrap();
+        Planted {
+            text: secret.clone(),
+            secret,
+        }
+    })
+}
+
+fn planted() -> impl Strategy<Value = Planted> {
+    prop_oneof![
+        key_shape(),
+        url_password(),
+        query_parameter(),
+        header(),
+        bearer_token(),
+        key_value_in_a_panic(),
+        registered_value(),
+    ]
+}
+
+/// The text around the secrets: words in several scripts, punctuation, line breaks, complete
+/// escape sequences, invisible characters, and stack frames.
+fn filler() -> impl Strategy<Value = String> {
+    proptest::collection::vec(
+        prop_oneof![
+            "[a-z]{1,10}",
+            "[A-Z][a-z]{0,8}",
+            "[0-9]{1,5}",
+            Just("é ü ß 漢".to_owned()),
+            Just("error:".to_owned()),
+            Just("failed".to_owned()),
+            Just("\x1b[31m".to_owned()),
+            Just("\x1b[0m".to_owned()),
+            Just("\u{200B}".to_owned()),
+            Just("\n   0: std::rt::lang_start\n".to_owned()),
+            Just("\n    at Foo.bar(Foo.java:10)\n".to_owned()),
+            "[.,;:!?()\\[\\]{}'\"]",
+        ],
+        0..12,
+    )
+    .prop_map(|parts| parts.join(" "))
+}
+
+fn separator() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![" ", "\n", ", ", " (", ") ", ". ", "\t", "\r\n", ": "])
+}
+
+/// The pieces of `secret` long enough that finding one in the output means the secret leaked:
+/// every run of 8 characters (or the whole secret, when shorter).
+fn windows(secret: &str) -> Vec<String> {
+    let chars: Vec<char> = secret.chars().collect();
+    let window = chars.len().min(8);
+    chars.windows(window).map(|w| w.iter().collect()).collect()
+}
+
+fn leaks(windows: &[String], out: &str) -> bool {
+    windows.iter().any(|w| out.contains(w.as_str()))
+}
+
+proptest! {
+    // Every case scrubs its text once per possible cut, a few hundred times: fewer cases than
+    // the default keep this test to seconds in a debug build.
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_planted_secret_survives_at_any_cut(
+        pieces in proptest::collection::vec((filler(), separator(), planted(), separator()), 1..4),
+        tail in filler(),
+    ) {
+        let mut text = String::new();
+        for (before, open, planted, close) in &pieces {
+            text.push_str(before);
+            text.push_str(open);
+            text.push_str(&planted.text);
+            text.push_str(close);
+        }
+        text.push_str(&tail);
+
+        let redacted = redact(&text);
+        let full = scrub(&text, usize::MAX);
+        let pieces: Vec<(&Planted, Vec<String>)> = pieces
+            .iter()
+            .map(|(_, _, planted, _)| (planted, windows(&planted.secret)))
+            .collect();
+        for (planted, windows) in &pieces {
+            prop_assert!(!redacted.contains(&planted.secret), "{:?} in {:?}", planted.secret, redacted);
+            prop_assert!(!leaks(windows, &full), "{:?} in {:?}", planted.secret, full);
+        }
+        for max_chars in 0..=full.chars().count() + 1 {
+            let out = scrub(&text, max_chars);
+            prop_assert!(out.chars().count() <= max_chars);
+            for (planted, windows) in &pieces {
+                prop_assert!(
+                    !leaks(windows, &out),
+                    "{:?} in {:?} at {}", planted.secret, out, max_chars
+                );
+            }
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn redaction_never_panics_and_stays_within_its_bound(text in any::<String>()) {
+        let out = redact(&text);
+        prop_assert!(out.len() <= 10 * text.len().min(MAX_SCANNED_BYTES) + 3);
+    }
+
+    #[test]
+    fn redaction_of_key_value_soup_stays_within_its_bound(
+        parts in proptest::collection::vec(
+            prop_oneof![
+                Just("key=".to_owned()),
+                Just("token:".to_owned()),
+                Just("Bearer ".to_owned()),
+                Just("https://a:".to_owned()),
+                Just("@".to_owned()),
+                Just("&".to_owned()),
+                Just("Cookie: ".to_owned()),
+                "[a-zA-Z0-9]{1,3}",
+            ],
+            0..60,
+        ),
+    ) {
+        let text = parts.concat();
+        let out = redact(&text);
+        prop_assert!(out.len() <= 10 * text.len() + 3);
+    }
+}
