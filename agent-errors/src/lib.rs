@@ -29,7 +29,7 @@ pub use agent::{
     Agent, AgentBuilder, AgentOutput, ESCALATE, IntoLlmDecision, Json, ModelError,
     NotJsonArguments, RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
 };
-pub use breaker::{BreakerState, ServiceBreaker};
+pub use breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore, ServiceBreaker};
 pub use chat::{
     BoxFuture, CallSource, ChatModel, ChatRequest, ChatResponse, Message, ToolCall, ToolResult,
     ToolSpec,
