@@ -3,6 +3,7 @@
 
 mod agent;
 mod breaker;
+mod budget;
 mod chat;
 pub mod classify;
 mod error;
@@ -30,6 +31,7 @@ pub use agent::{
     NotJsonArguments, RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
 };
 pub use breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore, ServiceBreaker};
+pub use budget::{BudgetError, RetryBudget};
 pub use chat::{
     BoxFuture, CallSource, ChatModel, ChatRequest, ChatResponse, Message, ToolCall, ToolResult,
     ToolSpec,

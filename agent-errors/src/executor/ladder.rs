@@ -10,6 +10,8 @@
 
 use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use futures_util::FutureExt;
 
@@ -118,21 +120,35 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// `retry(n)`: call again while the failure is retryable and the schedule allows.
+    /// `retry(n)`: call again while the failure is retryable, the schedule allows and the
+    /// retry budget (if the run has one) pays for it.
     async fn retry(&mut self, retry: &RetryAction) -> Next {
         if !self.failure.class.is_retryable() {
             return Next::Down;
         }
         let (ctx, tool, before) = (self.ctx, self.tool, self.failure.attempts);
         let raw: &str = &self.raw;
-        // The engine hands the first failure back if it never calls again; until it returns,
-        // `self.failure` holds a stand-in that nothing reads.
-        let first = Missed::Failed(std::mem::replace(&mut self.failure.error, taken()));
+        // The engine sees only classifications; the failures stay here, so that a retry the
+        // budget refuses (after the engine dropped the failure it held) hands back the real one.
+        let first = Tried::Failed(self.failure.class.clone());
+        let error = std::mem::replace(&mut self.failure.error, taken());
+        let last = Mutex::new(Missed::Failed(error));
+        let refused = AtomicBool::new(false);
         let result = retry_after_failure(
             &retry.schedule(),
             first,
-            || attempt(ctx, tool, raw),
-            classify_missed,
+            || async {
+                if !spend_retry(ctx, tool).await {
+                    refused.store(true, Ordering::Relaxed);
+                    return Err(Tried::Refused);
+                }
+                attempt(ctx, tool, raw).await.map_err(|missed| {
+                    let class = classify_missed(&missed);
+                    *last.lock().unwrap_or_else(PoisonError::into_inner) = missed;
+                    Tried::Failed(class)
+                })
+            },
+            Tried::classification,
             |_, notice| {
                 ctx.events().emit(Event::ToolRetry {
                     tool: tool.name().to_owned(),
@@ -143,12 +159,14 @@ impl<'a> Walk<'a> {
             },
         )
         .await;
-        match result {
-            Ok(output) => Next::Done(Handled::Ok(output)),
-            Err(last) => match last.error {
-                Missed::Failed(error) => self.after_failure(error, before - 1 + last.attempts),
-                Missed::Tripped { failures } => self.tripped(tool.name(), failures),
-            },
+        let failed = match result {
+            Ok(output) => return Next::Done(Handled::Ok(output)),
+            Err(failed) => failed,
+        };
+        let attempts = before - 1 + failed.attempts - u32::from(refused.into_inner());
+        match last.into_inner().unwrap_or_else(PoisonError::into_inner) {
+            Missed::Failed(error) => self.after_failure(error, attempts),
+            Missed::Tripped { failures } => self.tripped(tool.name(), failures),
         }
     }
 
@@ -338,6 +356,40 @@ fn classify_missed(missed: &Missed) -> Classification {
             c
         }
     }
+}
+
+/// What the retry engine is handed for a failed retry: its classification, or the budget's
+/// refusal (never retried).
+enum Tried {
+    Failed(Classification),
+    Refused,
+}
+
+impl Tried {
+    fn classification(&self) -> Classification {
+        match self {
+            Tried::Failed(class) => class.clone(),
+            Tried::Refused => {
+                let mut c = Classification::new(ErrorKind::Unknown, Evidence::Type("RetryBudget"));
+                c.should_retry = Some(false);
+                c
+            }
+        }
+    }
+}
+
+/// Pays for one retry of `tool` from the run's budget, if it has one; a refusal is an event.
+async fn spend_retry(ctx: &RunContext, tool: &ToolDef) -> bool {
+    let Some(budget) = ctx.retry_budget() else {
+        return true;
+    };
+    if budget.try_spend_retry(tool.breaker_key()).await {
+        return true;
+    }
+    ctx.events().emit(Event::RetryBudgetExhausted {
+        tool: tool.name().to_owned(),
+    });
+    false
 }
 
 /// Stands in for a failure the retry engine holds.
