@@ -51,12 +51,16 @@ pub enum BudgetError {
 pub struct RetryBudget {
     pub(crate) limits: BudgetLimits,
     pub(crate) local: LocalBudget,
+    #[cfg(feature = "redis")]
+    pub(crate) shared: Option<crate::redis::SharedBudget>,
 }
 
 impl fmt::Debug for RetryBudget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("RetryBudget");
         d.field("limits", &self.limits);
+        #[cfg(feature = "redis")]
+        d.field("shared", &self.shared.is_some());
         d.finish_non_exhaustive()
     }
 }
@@ -107,6 +111,8 @@ impl RetryBudget {
         Ok(RetryBudget {
             limits,
             local: LocalBudget::new(limits),
+            #[cfg(feature = "redis")]
+            shared: None,
         })
     }
 
@@ -116,6 +122,18 @@ impl RetryBudget {
     pub fn with_min_retries(mut self, min_retries: u32) -> Self {
         self.limits.min_retries = min_retries;
         self.local = LocalBudget::new(self.limits);
+        self
+    }
+
+    /// Spends from one window shared by every process on `store` (same Redis, same prefix)
+    /// instead of this process's own. Calls are sent in batches every
+    /// [`cache_ttl`](crate::RedisStoreBuilder::cache_ttl), so the fleet's window may miss the
+    /// last moment's calls (it errs towards fewer retries); each retry is one round trip, and
+    /// when Redis cannot answer the budget decides from this process's window.
+    #[cfg(feature = "redis")]
+    #[must_use]
+    pub fn shared_on(mut self, store: &crate::redis::RedisStore) -> Self {
+        self.shared = Some(crate::redis::SharedBudget::new(store, self.limits));
         self
     }
 
@@ -138,12 +156,22 @@ impl RetryBudget {
     /// sends its counts in batches.
     pub fn record_call(&self, key: &str) {
         self.local.record_call(key);
+        #[cfg(feature = "redis")]
+        if let Some(shared) = &self.shared {
+            shared.record_call(key);
+        }
     }
 
     /// Takes one retry of `key` from the budget; false when the window's retries are used up
     /// and the retry must not be made. A shared budget asks its store (bounded by the store's
     /// command timeout) and decides locally when the store cannot answer.
     pub async fn try_spend_retry(&self, key: &str) -> bool {
+        #[cfg(feature = "redis")]
+        if let Some(shared) = &self.shared {
+            // The local window is charged too, so it is current if the store goes away.
+            let local = self.local.try_spend(key);
+            return shared.try_spend(key).await.unwrap_or(local);
+        }
         self.local.try_spend(key)
     }
 }

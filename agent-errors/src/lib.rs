@@ -14,6 +14,8 @@ pub mod llm;
 #[cfg(feature = "openai")]
 pub mod openai;
 mod policy;
+#[cfg(feature = "redis")]
+mod redis;
 mod registry;
 pub mod retry;
 pub mod sanitize;
@@ -48,6 +50,8 @@ pub use llm::LlmErrorDecision;
 pub use policy::{
     Action, Explanation, FixAction, Ladder, Policy, PolicyKey, PolicyLayer, RetryAction,
 };
+#[cfg(feature = "redis")]
+pub use redis::{RedisStore, RedisStoreBuilder, RedisStoreError, StoreHealth};
 pub use registry::{ConfigError, ConfigProblem, Registry, RegistryBuilder};
 pub use retry::{RetrySchedule, ZeroAttempts};
 pub use tool::{ToolDef, ToolFuture, ToolHandler};

@@ -76,6 +76,13 @@ impl MemoryStore {
             Some(_) => Admission::Rejected,
         }
     }
+
+    /// Whether anything has failed for `key` since its last success.
+    #[cfg(feature = "redis")]
+    pub(crate) fn has_failures(&self, key: &str) -> bool {
+        let circuits = self.lock();
+        !circuits.is_empty() && circuits.contains_key(key)
+    }
 }
 
 impl BreakerStore for MemoryStore {
