@@ -170,7 +170,7 @@ impl RetryBudget {
         if let Some(shared) = &self.shared {
             // The local window is charged too, so it is current if the store goes away.
             let local = self.local.try_spend(key);
-            return shared.try_spend(key).await.unwrap_or(local);
+            return shared.try_spend(key, self.limits).await.unwrap_or(local);
         }
         self.local.try_spend(key)
     }

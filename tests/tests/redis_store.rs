@@ -192,3 +192,31 @@ async fn a_shared_retry_budget_spends_from_one_window_for_the_fleet() {
     assert!(!bb.try_spend_retry("api").await);
     assert!(!ba.try_spend_retry("api").await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cancelled_while_asking_redis_does_not_freeze_the_view() {
+    let server = RedisServer::start();
+    let (a, b) = (
+        store(&server, "cancel").await,
+        store(&server, "cancel").await,
+    );
+    assert_eq!(a.admit("api").await, Admission::Allowed);
+
+    server.freeze();
+    tokio::time::sleep(CACHE_TTL).await;
+    let cancelled = tokio::time::timeout(Duration::from_millis(5), a.admit("api")).await;
+    assert!(
+        cancelled.is_err(),
+        "the ask was still waiting on the frozen server"
+    );
+    server.thaw();
+    assert_eq!(a.health(), StoreHealth::Shared);
+
+    for _ in 0..3 {
+        b.record("api", false);
+    }
+    shared_state_is(&b, "api", BreakerState::Open).await;
+    // The cancelled ask did not leave `a` deciding from its old view for good.
+    tokio::time::sleep(CACHE_TTL).await;
+    assert_eq!(a.admit("api").await, Admission::Rejected);
+}

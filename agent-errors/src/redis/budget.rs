@@ -13,7 +13,6 @@ use crate::budget::{BUCKETS, BudgetLimits};
 /// The Redis half of a [`RetryBudget`](crate::RetryBudget).
 pub(crate) struct SharedBudget {
     inner: Arc<Inner>,
-    limits: BudgetLimits,
     /// Calls not yet sent, per key.
     pending: Arc<Mutex<HashMap<String, u64>>>,
 }
@@ -32,7 +31,6 @@ impl SharedBudget {
     pub(crate) fn new(store: &RedisStore, limits: BudgetLimits) -> Self {
         let budget = SharedBudget {
             inner: Arc::clone(&store.inner),
-            limits,
             pending: Arc::default(),
         };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -55,13 +53,14 @@ impl SharedBudget {
         }
     }
 
-    /// Takes a retry from the fleet's window; `None` when Redis could not answer.
-    pub(crate) async fn try_spend(&self, key: &str) -> Option<bool> {
+    /// Takes a retry from the fleet's window under `limits` (the budget's, which may have
+    /// changed since); `None` when Redis could not answer.
+    pub(crate) async fn try_spend(&self, key: &str, limits: BudgetLimits) -> Option<bool> {
         if !self.inner.is_up() {
             return None;
         }
         let calls = lock(&self.pending).remove(key).unwrap_or(0);
-        let reply = send(&self.inner, self.limits, key, calls, true).await?;
+        let reply = send(&self.inner, limits, key, calls, true).await?;
         Some(reply.first() == Some(&1))
     }
 }

@@ -342,6 +342,13 @@ impl Inner {
 
     /// Asks Redis to call `key`: refreshes the view and, if the probe is free, takes it.
     async fn ask(&self, key: &str) -> Admission {
+        // A call cancelled mid-ask must not leave the key marked as being asked about, or this
+        // process would decide from a stale view for good.
+        let mut unmark = Unmark {
+            cache: &self.cache,
+            key,
+            armed: true,
+        };
         let s = &self.settings;
         let mut script = scripts::ADMIT_SCRIPT.key(self.breaker_key(key));
         script
@@ -351,6 +358,7 @@ impl Inner {
         let reply: Option<Vec<i64>> = self.invoke(&mut script).await.ok();
         let now = Instant::now();
         let answer = reply.and_then(|r| View::from_reply(&r, now));
+        unmark.armed = false;
         self.cache.asked(key, answer, now);
         match answer {
             None => self.local.admit_now(key),
@@ -388,6 +396,21 @@ impl Inner {
             Ok(Ok(_)) => self.came_back(),
             Ok(Err(error)) => self.went_away(&RedisStoreError::Redis(error)),
             Err(_) => self.went_away(&RedisStoreError::TimedOut(limit)),
+        }
+    }
+}
+
+/// Clears the asking mark of a key when an ask ends without an answer stored.
+struct Unmark<'a> {
+    cache: &'a ViewCache,
+    key: &'a str,
+    armed: bool,
+}
+
+impl Drop for Unmark<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.cache.asked(self.key, None, Instant::now());
         }
     }
 }
