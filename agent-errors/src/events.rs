@@ -68,6 +68,12 @@ pub enum Event {
         /// Consecutive failures counted.
         failures: u32,
     },
+    /// A retry was not made: the retry budget of the tool's breaker key was used up. The ladder
+    /// went on to its next rung.
+    RetryBudgetExhausted {
+        /// The tool.
+        tool: String,
+    },
     /// The run was ended by a tool failure.
     Terminated {
         /// The tool.
@@ -102,6 +108,7 @@ impl Event {
             Event::FellBack { .. } => "fell_back",
             Event::Degraded { .. } => "degraded",
             Event::BreakerTripped { .. } => "breaker_tripped",
+            Event::RetryBudgetExhausted { .. } => "retry_budget_exhausted",
             Event::Terminated { .. } => "terminated",
             Event::LlmRetry { .. } => "llm_retry",
             Event::LlmFallback { .. } => "llm_fallback",
@@ -118,6 +125,7 @@ impl Event {
             | Event::FellBack { tool, .. }
             | Event::Degraded { tool }
             | Event::BreakerTripped { tool, .. }
+            | Event::RetryBudgetExhausted { tool }
             | Event::Terminated { tool, .. } => Some(tool),
             Event::LlmRetry { .. } | Event::LlmFallback { .. } => None,
         }
@@ -160,6 +168,9 @@ impl Event {
             Event::Degraded { tool } => tracing::warn!(event = "degraded", tool = %tool),
             Event::BreakerTripped { tool, failures } => {
                 tracing::error!(event = "breaker_tripped", tool = %tool, failures)
+            }
+            Event::RetryBudgetExhausted { tool } => {
+                tracing::warn!(event = "retry_budget_exhausted", tool = %tool)
             }
             Event::Terminated { tool, kind } => {
                 tracing::error!(event = "terminated", tool = %tool, kind = %kind)

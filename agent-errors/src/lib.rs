@@ -3,6 +3,7 @@
 
 mod agent;
 mod breaker;
+mod budget;
 mod chat;
 pub mod classify;
 mod error;
@@ -14,6 +15,8 @@ pub mod llm;
 pub mod openai;
 mod policy;
 pub mod redact;
+#[cfg(feature = "redis")]
+mod redis;
 mod registry;
 pub mod retry;
 pub mod sanitize;
@@ -30,7 +33,8 @@ pub use agent::{
     Agent, AgentBuilder, AgentOutput, ESCALATE, IntoLlmDecision, Json, ModelError,
     NotJsonArguments, RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
 };
-pub use breaker::{BreakerState, ServiceBreaker};
+pub use breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore, ServiceBreaker};
+pub use budget::{BudgetError, RetryBudget};
 pub use chat::{
     BoxFuture, CallSource, ChatModel, ChatRequest, ChatResponse, Message, ToolCall, ToolResult,
     ToolSpec,
@@ -47,6 +51,8 @@ pub use llm::LlmErrorDecision;
 pub use policy::{
     Action, Explanation, FixAction, Ladder, Policy, PolicyKey, PolicyLayer, RetryAction,
 };
+#[cfg(feature = "redis")]
+pub use redis::{RedisStore, RedisStoreBuilder, RedisStoreError, StoreHealth};
 pub use registry::{ConfigError, ConfigProblem, Registry, RegistryBuilder};
 pub use retry::{RetrySchedule, ZeroAttempts};
 pub use tool::{ToolDef, ToolFuture, ToolHandler};

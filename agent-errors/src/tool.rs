@@ -155,6 +155,7 @@ pub struct ToolDef {
     crate_defaults: Option<Policy>,
     optional: bool,
     timeout: Option<Duration>,
+    breaker_key: Option<Cow<'static, str>>,
     handler: Arc<dyn ToolHandler>,
 }
 
@@ -194,6 +195,7 @@ impl ToolDef {
             crate_defaults: None,
             optional: false,
             timeout: None,
+            breaker_key: None,
             handler: Arc::new(handler),
         }
     }
@@ -234,6 +236,30 @@ impl ToolDef {
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
+    }
+
+    /// Names the upstream this tool depends on: tools with the same key share one service
+    /// breaker (and one retry budget), so when `weather-api` goes down, every tool calling it
+    /// stops calling together. Without it the key is the tool's name.
+    ///
+    /// ```
+    /// use agent_errors::ToolDef;
+    ///
+    /// async fn forecast(_: serde_json::Value) -> Result<String, std::io::Error> { Ok("sun".into()) }
+    /// let tool = ToolDef::new("forecast", "Tomorrow's weather.", forecast)
+    ///     .with_breaker_key("weather-api");
+    /// assert_eq!(tool.breaker_key(), "weather-api");
+    /// ```
+    #[must_use]
+    pub fn with_breaker_key(mut self, key: impl Into<Cow<'static, str>>) -> Self {
+        self.breaker_key = Some(key.into());
+        self
+    }
+
+    /// The key of the service breaker and retry budget this tool answers to: the upstream it
+    /// names, else its own name.
+    pub fn breaker_key(&self) -> &str {
+        self.breaker_key.as_deref().unwrap_or(&self.name)
     }
 
     /// The bound on one call, if any.
@@ -294,6 +320,7 @@ impl fmt::Debug for ToolDef {
             .field("policy", &self.policy)
             .field("optional", &self.optional)
             .field("timeout", &self.timeout)
+            .field("breaker_key", &self.breaker_key)
             .finish_non_exhaustive()
     }
 }

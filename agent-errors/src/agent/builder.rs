@@ -9,6 +9,7 @@ use super::builtins::Builtins;
 use super::llm_error::{IntoLlmDecision, LlmErrorHandler, ModelError, erase_handler};
 use super::{Agent, AgentInner, AgentOutput, DEFAULT_MAX_TURNS};
 use crate::breaker::{DEFAULT_THRESHOLD, ServiceBreaker};
+use crate::budget::RetryBudget;
 use crate::chat::{CallSource, ChatModel};
 use crate::executor::{Limits, PermissionHook};
 use crate::fix::FixerDef;
@@ -28,6 +29,7 @@ pub struct AgentBuilder<O = String> {
     max_turns: u32,
     breaker_threshold: u32,
     service_breaker: Option<Arc<ServiceBreaker>>,
+    retry_budget: Option<Arc<RetryBudget>>,
     permission: Option<Arc<dyn PermissionHook>>,
     system_prompt: Option<String>,
     builtins: Builtins,
@@ -59,6 +61,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
             max_turns: DEFAULT_MAX_TURNS,
             breaker_threshold: DEFAULT_THRESHOLD,
             service_breaker: None,
+            retry_budget: None,
             permission: None,
             system_prompt: None,
             builtins: Builtins::default(),
@@ -178,6 +181,15 @@ impl<O: AgentOutput> AgentBuilder<O> {
         self
     }
 
+    /// Pays every tool retry of every run from this budget (shared with other agents, or with
+    /// other processes through a shared store): a retry it refuses is not made and the ladder
+    /// goes on. By default retries are not budgeted.
+    #[must_use]
+    pub fn retry_budget(mut self, budget: Arc<RetryBudget>) -> Self {
+        self.retry_budget = Some(budget);
+        self
+    }
+
     /// Asks `hook` before every tool call; a denied call gets an error result and never runs.
     #[must_use]
     pub fn permission(mut self, hook: impl PermissionHook) -> Self {
@@ -276,6 +288,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
                         service_breaker: self
                             .service_breaker
                             .unwrap_or_else(|| Arc::new(ServiceBreaker::default())),
+                        retry_budget: self.retry_budget,
                         permission: self.permission,
                         system_prompt: self.system_prompt,
                         builtins: self.builtins,

@@ -36,6 +36,7 @@ pub use llm_error::{IntoLlmDecision, ModelError};
 pub use output::{AgentOutput, Json};
 
 use crate::breaker::ServiceBreaker;
+use crate::budget::RetryBudget;
 use crate::chat::{CallSource, ChatModel, Message, ToolSpec};
 use crate::error::{BoxError, Severity};
 use crate::events::RunReport;
@@ -91,6 +92,7 @@ pub(crate) struct AgentInner<O> {
     pub(crate) max_turns: u32,
     pub(crate) breaker_threshold: NonZeroU32,
     pub(crate) service_breaker: Arc<ServiceBreaker>,
+    pub(crate) retry_budget: Option<Arc<RetryBudget>>,
     pub(crate) permission: Option<Arc<dyn PermissionHook>>,
     pub(crate) system_prompt: Option<String>,
     pub(crate) builtins: Builtins,
@@ -109,6 +111,7 @@ impl<O> Clone for AgentInner<O> {
             max_turns: self.max_turns,
             breaker_threshold: self.breaker_threshold,
             service_breaker: Arc::clone(&self.service_breaker),
+            retry_budget: self.retry_budget.clone(),
             permission: self.permission.clone(),
             system_prompt: self.system_prompt.clone(),
             builtins: self.builtins,

@@ -96,6 +96,10 @@ impl<O: AgentOutput> AgentInner<O> {
             .with_service_breaker(self.service_breaker.clone())
             .with_cancellation(cancellation)
             .with_limits(self.limits);
+        let ctx = match &self.retry_budget {
+            Some(budget) => ctx.with_retry_budget(budget.clone()),
+            None => ctx,
+        };
         match &self.permission {
             Some(hook) => ctx.with_permission(hook.clone()),
             None => ctx,

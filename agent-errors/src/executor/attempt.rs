@@ -88,7 +88,7 @@ pub(crate) async fn attempt(
         Ok(Err(args_error)) => return Err(Missed::Failed(args_error)),
         Err(payload) => return Err(Missed::Failed(panicked(payload))),
     };
-    let mut admitted = match admit(ctx.service_breaker(), tool, raw) {
+    let mut admitted = match admit(ctx.service_breaker(), tool, raw).await {
         Ok(admitted) => admitted,
         Err(open) => return Err(Missed::Failed(open)),
     };
@@ -121,7 +121,7 @@ fn parse_value(raw: &str) -> serde_json::Value {
 }
 
 /// Asks the service breaker, if the run has one, to let this call through.
-fn admit<'a>(
+async fn admit<'a>(
     breaker: Option<&'a ServiceBreaker>,
     tool: &'a ToolDef,
     raw: &str,
@@ -129,7 +129,7 @@ fn admit<'a>(
     let Some(breaker) = breaker else {
         return Ok(None);
     };
-    match breaker.admit(tool.name()) {
+    match breaker.admit(tool.breaker_key()).await {
         Admission::Rejected => {
             let open = CircuitOpen {
                 tool: tool.name().to_owned(),
@@ -138,7 +138,7 @@ fn admit<'a>(
         }
         admission => Ok(Some(Admitted {
             breaker,
-            tool: tool.name(),
+            key: tool.breaker_key(),
             probe: admission == Admission::Probe,
             recorded: false,
         })),
@@ -150,7 +150,7 @@ fn admit<'a>(
 /// open for good.
 struct Admitted<'a> {
     breaker: &'a ServiceBreaker,
-    tool: &'a str,
+    key: &'a str,
     probe: bool,
     recorded: bool,
 }
@@ -163,7 +163,7 @@ impl Admitted<'_> {
             Ok(_) => true,
             Err(e) => !classify_tool_error(e).kind.is_retryable(),
         };
-        self.breaker.record(self.tool, healthy);
+        self.breaker.record(self.key, healthy);
         self.recorded = true;
     }
 }
@@ -171,7 +171,7 @@ impl Admitted<'_> {
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
         if self.probe && !self.recorded {
-            self.breaker.release_probe(self.tool);
+            self.breaker.release_probe(self.key);
         }
     }
 }

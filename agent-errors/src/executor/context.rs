@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
 
 use crate::breaker::{RunBreaker, ServiceBreaker};
+use crate::budget::RetryBudget;
 use crate::chat::ToolCall;
 use crate::events::{EventLog, EventSink};
 
@@ -151,6 +152,7 @@ pub struct RunContext {
     /// running answer "operation cancelled" instead of holding the run open.
     halt: CancellationToken,
     service: Option<Arc<ServiceBreaker>>,
+    retry_budget: Option<Arc<RetryBudget>>,
     permission: Option<Arc<dyn PermissionHook>>,
     limits: Limits,
 }
@@ -184,6 +186,7 @@ impl RunContext {
             halt: cancel.child(),
             cancel,
             service: None,
+            retry_budget: None,
             permission: None,
             limits: Limits::default(),
         }
@@ -200,6 +203,14 @@ impl RunContext {
     #[must_use]
     pub fn with_service_breaker(mut self, breaker: Arc<ServiceBreaker>) -> Self {
         self.service = Some(breaker);
+        self
+    }
+
+    /// Pays every tool retry from this budget, shared with other runs: a retry it refuses is
+    /// not made.
+    #[must_use]
+    pub fn with_retry_budget(mut self, budget: Arc<RetryBudget>) -> Self {
+        self.retry_budget = Some(budget);
         self
     }
 
@@ -252,6 +263,10 @@ impl RunContext {
 
     pub(crate) fn service_breaker(&self) -> Option<&ServiceBreaker> {
         self.service.as_deref()
+    }
+
+    pub(crate) fn retry_budget(&self) -> Option<&RetryBudget> {
+        self.retry_budget.as_deref()
     }
 
     pub(crate) fn permission(&self) -> Option<&dyn PermissionHook> {

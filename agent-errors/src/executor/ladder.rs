@@ -118,8 +118,9 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// `retry(n)`: call again while the failure is retryable and the schedule allows; a
-    /// server's `Retry-After` replaces the computed delay.
+    /// `retry(n)`: call again while the failure is retryable, the schedule allows and the
+    /// retry budget (if the run has one) pays for it; a server's `Retry-After` replaces the
+    /// computed delay.
     async fn retry(&mut self, retry: &RetryAction) -> Next {
         let mut retrier = Retrier::new(retry.schedule().delays());
         loop {
@@ -128,6 +129,9 @@ impl<'a> Walk<'a> {
                 Step::Wait(delay) => delay,
                 Step::Stop(_) => return Next::Down,
             };
+            if !spend_retry(self.ctx, self.tool).await {
+                return Next::Down;
+            }
             self.ctx.events().emit(Event::ToolRetry {
                 tool: self.tool.name().to_owned(),
                 attempt: self.failure.attempts,
@@ -324,4 +328,18 @@ async fn ask(fixer: &FixerDef, request: FixRequest) -> Result<Result<Fix, FixerE
         Err(payload) => Err(payload),
     };
     answer.map_err(ToolPanic::from_payload)
+}
+
+/// Pays for one retry of `tool` from the run's budget, if it has one; a refusal is an event.
+async fn spend_retry(ctx: &RunContext, tool: &ToolDef) -> bool {
+    let Some(budget) = ctx.retry_budget() else {
+        return true;
+    };
+    if budget.try_spend_retry(tool.breaker_key()).await {
+        return true;
+    }
+    ctx.events().emit(Event::RetryBudgetExhausted {
+        tool: tool.name().to_owned(),
+    });
+    false
 }

@@ -138,6 +138,9 @@ async fn handle(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> Handl
     if let Some(refused) = refusal(ctx, tool, call) {
         return refused;
     }
+    if let Some(budget) = ctx.retry_budget() {
+        budget.record_call(tool.breaker_key());
+    }
     match attempt::attempt(ctx, tool, &call.arguments).await {
         Ok(output) => Handled::Ok(output),
         Err(Missed::Tripped { failures }) => Handled::Tripped {

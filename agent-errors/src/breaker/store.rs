@@ -1,0 +1,87 @@
+//! Where service breakers keep their state: the trait a store implements, and the answer to
+//! "may this call go to the service?".
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::chat::BoxFuture;
+
+/// A service breaker's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    /// Calls go through; failures are counted.
+    Closed,
+    /// Calls are rejected at once until the cooldown ends.
+    Open,
+    /// The cooldown ended: one probe call is let through.
+    HalfOpen,
+}
+
+/// Whether a call may go to the service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Go ahead.
+    Allowed,
+    /// Go ahead: this call is the half-open probe. Its outcome must be recorded, or the probe
+    /// given back with [`BreakerStore::release_probe`].
+    Probe,
+    /// The circuit is open: do not call.
+    Rejected,
+}
+
+/// A store's answer to [`BreakerStore::admit`]: decided from local state at once (the common
+/// case, no allocation), or after asking a shared store (the rare case: a stale cache, a
+/// half-open probe).
+#[must_use = "a future does nothing unless awaited"]
+pub enum Admit<'a> {
+    /// Decided.
+    Ready(Admission),
+    /// Decided once the store has been asked.
+    Asking(BoxFuture<'a, Admission>),
+}
+
+impl fmt::Debug for Admit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Admit::Ready(admission) => f.debug_tuple("Ready").field(admission).finish(),
+            Admit::Asking(_) => f.write_str("Asking(..)"),
+        }
+    }
+}
+
+impl Future for Admit<'_> {
+    type Output = Admission;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Admission> {
+        match self.get_mut() {
+            Admit::Ready(admission) => Poll::Ready(*admission),
+            Admit::Asking(asking) => asking.as_mut().poll(cx),
+        }
+    }
+}
+
+/// The state behind a [`ServiceBreaker`](crate::ServiceBreaker), one circuit per key (the
+/// upstream a tool names with [`ToolDef::with_breaker_key`](crate::ToolDef::with_breaker_key),
+/// else the tool's name).
+///
+/// [`MemoryStore`](crate::MemoryStore) keeps it in this process; `RedisStore` (feature `redis`)
+/// shares it between processes. A store decides; the executor asks it before every call and
+/// tells it how every admitted call went.
+pub trait BreakerStore: Send + Sync + fmt::Debug + 'static {
+    /// Asks to call `key` now. A store that must ask elsewhere returns [`Admit::Asking`] and
+    /// must bound that wait itself.
+    fn admit<'a>(&'a self, key: &'a str) -> Admit<'a>;
+
+    /// Records the outcome of an admitted call: `ok` when the service answered (even with an
+    /// error that is the caller's fault), false when it looked unwell.
+    fn record(&self, key: &str, ok: bool);
+
+    /// Gives back a half-open probe whose outcome will never be recorded (its call was
+    /// cancelled), so another call may probe.
+    fn release_probe(&self, key: &str);
+
+    /// The state of `key`'s circuit, as this store knows it now.
+    fn state(&self, key: &str) -> BreakerState;
+}

@@ -1,0 +1,421 @@
+//! Breakers and retry budgets shared by many processes through Redis (feature `redis`).
+//!
+//! Every transition runs as one Lua script on the server ([`scripts`]), so the fleet agrees on
+//! it: the circuit opens once the fleet's failures cross the threshold, and exactly one process
+//! gets the half-open probe. The happy path does not wait for Redis: each process decides from
+//! a view cached for [`RedisStoreBuilder::cache_ttl`] and reports outcomes through a bounded
+//! channel to a background task. When Redis is unreachable or slow, every decision falls back
+//! to this process's own breakers (kept current all along) within one command timeout, and
+//! goes back to the shared state once Redis answers again.
+
+mod budget;
+mod cache;
+mod scripts;
+mod worker;
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::{FromRedisValue, ScriptInvocation};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore};
+use cache::{Cached, View, ViewCache};
+use worker::Job;
+
+pub(crate) use budget::SharedBudget;
+
+/// The Redis store could not be set up, or could not answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedisStoreError {
+    /// The URL or the connection settings were refused.
+    #[error("invalid Redis settings: {0}")]
+    Config(#[source] redis::RedisError),
+    /// Redis answered with an error, or the connection failed.
+    #[error("Redis failed: {0}")]
+    Redis(#[source] redis::RedisError),
+    /// Redis did not answer within the command timeout.
+    #[error("Redis did not answer within {0:?}")]
+    TimedOut(Duration),
+    /// Redis answered something the scripts never return.
+    #[error("unexpected reply from Redis")]
+    Reply,
+}
+
+/// Where a [`RedisStore`]'s decisions come from now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreHealth {
+    /// From the state shared on Redis.
+    Shared,
+    /// From this process alone: Redis is unreachable or too slow.
+    Local,
+}
+
+/// Settings of a [`RedisStore`]; every duration has a default that suits a fleet of agents.
+#[derive(Debug, Clone)]
+pub struct RedisStoreBuilder {
+    url: String,
+    prefix: String,
+    threshold: NonZeroU32,
+    cooldown: Duration,
+    cache_ttl: Duration,
+    command_timeout: Duration,
+    probe_lease: Duration,
+    idle_ttl: Duration,
+    reconnect_every: Duration,
+    queue: usize,
+}
+
+impl RedisStoreBuilder {
+    /// Keys are named `<prefix>:breaker:<key>` and `<prefix>:budget:<key>` (default
+    /// `agent-errors`): agents that should share state use the same prefix.
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Failures across the fleet, without a success between them, that open a circuit
+    /// (default 5).
+    #[must_use]
+    pub fn threshold(mut self, threshold: NonZeroU32) -> Self {
+        self.threshold = threshold;
+        self
+    }
+
+    /// How long a circuit stays open before one probe is let through (default 30 s).
+    #[must_use]
+    pub fn cooldown(mut self, cooldown: Duration) -> Self {
+        self.cooldown = cooldown;
+        self
+    }
+
+    /// How long a process decides from the state it last read before reading it again
+    /// (default 250 ms): the bound on how stale a decision can be.
+    #[must_use]
+    pub fn cache_ttl(mut self, ttl: Duration) -> Self {
+        self.cache_ttl = ttl;
+        self
+    }
+
+    /// How long to wait for any Redis command before deciding locally (default 50 ms).
+    #[must_use]
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// How long the half-open probe is leased to the process that took it (default 30 s): if
+    /// that process dies mid-probe, another may probe after this.
+    #[must_use]
+    pub fn probe_lease(mut self, lease: Duration) -> Self {
+        self.probe_lease = lease;
+        self
+    }
+
+    /// How long a failure count outlives the last failure (default 60 s), and an open circuit
+    /// its cooldown: the state of an upstream nobody calls expires.
+    #[must_use]
+    pub fn idle_ttl(mut self, ttl: Duration) -> Self {
+        self.idle_ttl = ttl;
+        self
+    }
+
+    /// How often to try Redis again after it went away (default 1 s).
+    #[must_use]
+    pub fn reconnect_every(mut self, every: Duration) -> Self {
+        self.reconnect_every = every;
+        self
+    }
+
+    /// Outcome reports waiting for the background task (default 1024); past that a report is
+    /// dropped (this process still counts it locally).
+    #[must_use]
+    pub fn queue(mut self, reports: usize) -> Self {
+        self.queue = reports.max(1);
+        self
+    }
+
+    /// Starts the store. Fails only on bad settings: when Redis is down the store starts on
+    /// local state and switches to the shared state once Redis answers. Must be called inside
+    /// a Tokio runtime, which runs the store's background task.
+    pub async fn connect(self) -> Result<RedisStore, RedisStoreError> {
+        let client = redis::Client::open(self.url.as_str()).map_err(RedisStoreError::Config)?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.command_timeout.max(Duration::from_millis(200))))
+            .set_response_timeout(Some(self.command_timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(self.reconnect_every);
+        let conn = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(RedisStoreError::Config)?;
+        let (jobs, queue) = mpsc::channel(self.queue);
+        let (health, _) = watch::channel(StoreHealth::Shared);
+        let inner = Arc::new(Inner {
+            local: MemoryStore::new(self.threshold, self.cooldown),
+            cache: ViewCache::new(self.cache_ttl),
+            token: format!("{}-{:016x}", std::process::id(), fastrand::u64(..)),
+            up: AtomicBool::new(true),
+            conn,
+            jobs,
+            health,
+            settings: self,
+        });
+        tokio::spawn(worker::run(Arc::downgrade(&inner), queue));
+        // One round trip now, so a store started while Redis is down says so at once.
+        inner.ping().await;
+        Ok(RedisStore { inner })
+    }
+}
+
+/// A [`BreakerStore`] shared by every process that uses the same Redis and prefix; with
+/// [`RetryBudget::shared_on`](crate::RetryBudget::shared_on) it also shares retry budgets.
+/// Clones share one connection and one background task.
+///
+/// A decision on the happy path is made from a view of the shared state at most
+/// [`cache_ttl`](RedisStoreBuilder::cache_ttl) old (read again, one round trip, by the first
+/// call after that); the half-open probe is always taken from Redis itself.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), agent_errors::RedisStoreError> {
+/// use std::sync::Arc;
+/// use agent_errors::{Agent, RedisStore, RetryBudget, ServiceBreaker};
+///
+/// let store = RedisStore::builder("redis://127.0.0.1:6379/").connect().await?;
+/// let breaker = Arc::new(ServiceBreaker::with_store(store.clone()));
+/// let budget = Arc::new(RetryBudget::default().shared_on(&store));
+/// let agent = Agent::builder("support").service_breaker(breaker).retry_budget(budget);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    settings: RedisStoreBuilder,
+    conn: ConnectionManager,
+    /// This process's name for the probes it holds.
+    token: String,
+    up: AtomicBool,
+    health: watch::Sender<StoreHealth>,
+    /// This process's own breakers, fed every outcome: what decides while Redis is away.
+    local: MemoryStore,
+    cache: ViewCache,
+    jobs: mpsc::Sender<Job>,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.inner.settings.prefix)
+            .field("health", &self.health())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// Settings for a store on the Redis at `url` (`redis://host:port/db`).
+    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            url: url.into(),
+            prefix: "agent-errors".to_owned(),
+            threshold: NonZeroU32::new(5).expect("5 is not zero"),
+            cooldown: Duration::from_secs(30),
+            cache_ttl: Duration::from_millis(250),
+            command_timeout: Duration::from_millis(50),
+            probe_lease: Duration::from_secs(30),
+            idle_ttl: Duration::from_secs(60),
+            reconnect_every: Duration::from_secs(1),
+            queue: 1024,
+        }
+    }
+
+    /// Whether decisions come from Redis or, while it is away, from this process alone.
+    pub fn health(&self) -> StoreHealth {
+        *self.inner.health.borrow()
+    }
+
+    /// Follows [`RedisStore::health`]: changes when Redis goes away and when it comes back.
+    pub fn watch_health(&self) -> watch::Receiver<StoreHealth> {
+        self.inner.health.subscribe()
+    }
+
+    /// The state of `key`'s circuit as Redis has it now, read past the cache (one round trip).
+    pub async fn shared_state(&self, key: &str) -> Result<BreakerState, RedisStoreError> {
+        let mut script = scripts::VIEW_SCRIPT.key(self.inner.breaker_key(key));
+        let reply: Vec<i64> = self.inner.invoke(&mut script).await?;
+        let now = Instant::now();
+        let (view, _) = View::from_reply(&reply, now).ok_or(RedisStoreError::Reply)?;
+        Ok(view.state(now))
+    }
+}
+
+impl BreakerStore for RedisStore {
+    fn admit<'a>(&'a self, key: &'a str) -> Admit<'a> {
+        let inner = &self.inner;
+        if !inner.is_up() {
+            return Admit::Ready(inner.local.admit_now(key));
+        }
+        match inner.cache.decide(key, Instant::now()) {
+            Cached::Decided(admission) => Admit::Ready(admission),
+            Cached::Ask => Admit::Asking(Box::pin(inner.ask(key))),
+        }
+    }
+
+    fn record(&self, key: &str, ok: bool) {
+        let inner = &self.inner;
+        // A success needs telling only when there may be failures to clear: the happy path
+        // sends nothing.
+        let tell = !ok || inner.local.has_failures(key) || inner.cache.success_matters(key);
+        inner.local.record(key, ok);
+        let probe = inner.cache.take_probe(key);
+        if inner.is_up() && (tell || probe) {
+            inner.send(Job::Report {
+                key: key.to_owned(),
+                ok,
+                probe,
+            });
+        }
+    }
+
+    fn release_probe(&self, key: &str) {
+        let inner = &self.inner;
+        inner.local.release_probe(key);
+        if inner.cache.take_probe(key) && inner.is_up() {
+            inner.send(Job::Release {
+                key: key.to_owned(),
+            });
+        }
+    }
+
+    fn state(&self, key: &str) -> BreakerState {
+        let inner = &self.inner;
+        if inner.is_up() {
+            inner.cache.state(key, Instant::now())
+        } else {
+            inner.local.state(key)
+        }
+    }
+}
+
+impl Inner {
+    fn is_up(&self) -> bool {
+        self.up.load(Ordering::Acquire)
+    }
+
+    fn breaker_key(&self, key: &str) -> String {
+        format!("{}:breaker:{key}", self.settings.prefix)
+    }
+
+    fn send(&self, job: Job) {
+        if self.jobs.try_send(job).is_err() {
+            tracing::debug!(
+                event = "breaker_store_queue_full",
+                "an outcome report was dropped"
+            );
+        }
+    }
+
+    /// Runs a script under the command timeout; a failure marks Redis as away.
+    async fn invoke<T: FromRedisValue>(
+        &self,
+        script: &mut ScriptInvocation<'_>,
+    ) -> Result<T, RedisStoreError> {
+        let mut conn = self.conn.clone();
+        let limit = self.settings.command_timeout;
+        let result = match tokio::time::timeout(limit, script.invoke_async(&mut conn)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(RedisStoreError::Redis(error)),
+            Err(_) => Err(RedisStoreError::TimedOut(limit)),
+        };
+        if let Err(error) = &result {
+            self.went_away(error);
+        }
+        result
+    }
+
+    /// Asks Redis to call `key`: refreshes the view and, if the probe is free, takes it.
+    async fn ask(&self, key: &str) -> Admission {
+        // A call cancelled mid-ask must not leave the key marked as being asked about, or this
+        // process would decide from a stale view for good.
+        let mut unmark = Unmark {
+            cache: &self.cache,
+            key,
+            armed: true,
+        };
+        let s = &self.settings;
+        let mut script = scripts::ADMIT_SCRIPT.key(self.breaker_key(key));
+        script
+            .arg(&self.token)
+            .arg(millis(s.probe_lease))
+            .arg(millis(s.idle_ttl));
+        let reply: Option<Vec<i64>> = self.invoke(&mut script).await.ok();
+        let now = Instant::now();
+        let answer = reply.and_then(|r| View::from_reply(&r, now));
+        unmark.armed = false;
+        self.cache.asked(key, answer, now);
+        match answer {
+            None => self.local.admit_now(key),
+            Some((_, true)) => Admission::Probe,
+            Some((View::Closed { .. }, _)) => Admission::Allowed,
+            Some(_) => Admission::Rejected,
+        }
+    }
+
+    fn went_away(&self, error: &RedisStoreError) {
+        if self.up.swap(false, Ordering::AcqRel) {
+            tracing::warn!(event = "breaker_store_down", %error, "deciding locally until Redis answers");
+            self.health.send_replace(StoreHealth::Local);
+        }
+    }
+
+    fn came_back(&self) {
+        self.cache.clear();
+        if !self.up.swap(true, Ordering::AcqRel) {
+            tracing::info!(
+                event = "breaker_store_up",
+                "Redis answers again: sharing state"
+            );
+            self.health.send_replace(StoreHealth::Shared);
+        }
+    }
+
+    /// One PING under the command timeout: marks Redis as there or away.
+    async fn ping(&self) {
+        let mut conn = self.conn.clone();
+        let limit = self.settings.command_timeout;
+        let command = redis::cmd("PING");
+        let ping = command.query_async::<String>(&mut conn);
+        match tokio::time::timeout(limit, ping).await {
+            Ok(Ok(_)) => self.came_back(),
+            Ok(Err(error)) => self.went_away(&RedisStoreError::Redis(error)),
+            Err(_) => self.went_away(&RedisStoreError::TimedOut(limit)),
+        }
+    }
+}
+
+/// Clears the asking mark of a key when an ask ends without an answer stored.
+struct Unmark<'a> {
+    cache: &'a ViewCache,
+    key: &'a str,
+    armed: bool,
+}
+
+impl Drop for Unmark<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.cache.asked(self.key, None, Instant::now());
+        }
+    }
+}
+
+/// A duration as whole milliseconds for a script, at least 1.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
