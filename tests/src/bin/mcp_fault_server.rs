@@ -9,8 +9,8 @@
 //! | `strict {n}` | answers JSON-RPC invalid params unless `n` is an integer, then `n * 2` |
 //! | `strict_text {n}` | like `strict`, but writes the error into an `isError` result, as servers on the TypeScript SDK do |
 //! | `fail {text}` | answers `isError: true` with `text` |
-//! | `hang` | never answers; counts the cancellations it receives |
-//! | `cancellations` | answers how many `hang` calls were cancelled |
+//! | `hang` | never answers; counts the calls and the cancellations it receives |
+//! | `hangs` | answers `"<hang calls started> <hang calls cancelled>"` |
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 
 #[derive(Clone, Default)]
 struct FaultServer {
+    hangs: Arc<AtomicU32>,
     cancellations: Arc<AtomicU32>,
 }
 
@@ -56,6 +57,7 @@ impl FaultServer {
         &self,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.hangs.fetch_add(1, Ordering::SeqCst);
         context.ct.cancelled().await;
         self.cancellations.fetch_add(1, Ordering::SeqCst);
         Err(ErrorData::internal_error("cancelled", None))
@@ -82,7 +84,7 @@ impl ServerHandler for FaultServer {
             tool("strict_text", json!({ "n": integer })),
             tool("fail", json!({ "text": string })),
             tool("hang", json!({})),
-            tool("cancellations", json!({})),
+            tool("hangs", json!({})),
         ]))
     }
 
@@ -116,7 +118,11 @@ impl ServerHandler for FaultServer {
             },
             "fail" => error_text(string_arg(&args, "text")),
             "hang" => self.hang(context).await,
-            "cancellations" => text(self.cancellations.load(Ordering::SeqCst).to_string()),
+            "hangs" => text(format!(
+                "{} {}",
+                self.hangs.load(Ordering::SeqCst),
+                self.cancellations.load(Ordering::SeqCst)
+            )),
             other => Err(ErrorData::invalid_params(
                 format!("Tool {other} not found"),
                 None,
