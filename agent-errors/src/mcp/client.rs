@@ -28,13 +28,13 @@ use crate::tool::{ToolDef, ToolFuture, ToolHandler, parse_args};
 /// let files = McpServer::stdio("files", "node")
 ///     .arg("server.js")
 ///     .with_prefix("files_")
-///     .with_policy(policy!(on_error(execution = [retry(3), escalate])))
+///     .with_policy(policy!(execution = [retry(3), escalate]))
 ///     .connect()
 ///     .await?;
 /// let agent = Agent::builder("assistant")
 ///     .model(ScriptedModel::new())
 ///     .tools(files.tools())
-///     .on_tool_error("files_read", policy!(on_error(not_found = escalate)))
+///     .on_tool_error("files_read", policy!(not_found = escalate))
 ///     .build()?;
 /// # drop(agent);
 /// files.shutdown().await;
