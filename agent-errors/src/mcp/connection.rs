@@ -46,18 +46,14 @@ struct Live {
     service: Service,
     /// Tells this life apart from the next: a call that saw it die marks only it dead.
     life: u64,
-    /// Deaths in a row before this life; reset once it answers a call.
-    deaths: u32,
 }
 
 /// Where the connection stands. The lock is held across a restart, so calls that find the
 /// server gone wait for one restart instead of each starting their own.
 enum State {
     Up(Live),
-    /// The server exited `deaths` times in a row without answering a call in between; the last
-    /// time at `at`.
+    /// The server exited (or could not be restarted), the last time at `at`.
     Down {
-        deaths: u32,
         at: Instant,
     },
     Shut,
@@ -69,6 +65,8 @@ pub(crate) struct Connection {
     restarts: RetrySchedule,
     state: Mutex<State>,
     lives: AtomicU64,
+    /// Deaths in a row with no call answered in between: what the restart backoff counts.
+    deaths: AtomicU32,
     pid: AtomicU32,
     shutdown: CancellationToken,
 }
@@ -96,6 +94,7 @@ impl Connection {
             restarts,
             state: Mutex::new(State::Shut),
             lives: AtomicU64::new(0),
+            deaths: AtomicU32::new(0),
             pid: AtomicU32::new(0),
             shutdown: CancellationToken::new(),
         };
@@ -127,7 +126,8 @@ impl Connection {
         };
         match answer {
             Ok(result) => {
-                self.answered(life).await;
+                // Any answer shows the server works: restarts count from zero again.
+                self.deaths.store(0, Ordering::SeqCst);
                 output(&self.server, tool, result)
             }
             Err(error) => {
@@ -168,7 +168,8 @@ impl Connection {
                     return Ok((live.service.peer().clone(), live.life));
                 }
                 State::Up(_) => self.mark_down(&mut state),
-                &State::Down { deaths, at } => {
+                &State::Down { at } => {
+                    let deaths = self.deaths.load(Ordering::SeqCst);
                     let restarts = self.restarts.max_attempts();
                     if deaths > restarts {
                         return Err(McpError::gave_up(&self.server, restarts));
@@ -183,28 +184,13 @@ impl Connection {
                     }
                     tracing::info!(server = %self.server, deaths, "restarting MCP server");
                     match self.start().await {
-                        Ok(mut live) => {
-                            live.deaths = deaths;
-                            *state = State::Up(live);
-                        }
+                        Ok(live) => *state = State::Up(live),
                         Err(error) => {
-                            *state = State::Down {
-                                deaths: deaths + 1,
-                                at: Instant::now(),
-                            };
+                            self.mark_down(&mut state);
                             return Err(error);
                         }
                     }
                 }
-            }
-        }
-    }
-
-    /// The session of `life` answered: the server works, so its restarts count from zero again.
-    async fn answered(&self, life: u64) {
-        if let State::Up(live) = &mut *self.state.lock().await {
-            if live.life == life {
-                live.deaths = 0;
             }
         }
     }
@@ -217,16 +203,10 @@ impl Connection {
         }
     }
 
-    /// The running session is gone: one more death in a row.
+    /// The running session is gone, or a restart failed: one more death in a row.
     fn mark_down(&self, state: &mut State) {
-        let deaths = match state {
-            State::Up(live) => live.deaths + 1,
-            _ => 1,
-        };
-        *state = State::Down {
-            deaths,
-            at: Instant::now(),
-        };
+        self.deaths.fetch_add(1, Ordering::SeqCst);
+        *state = State::Down { at: Instant::now() };
         self.pid.store(0, Ordering::SeqCst);
     }
 
@@ -248,11 +228,7 @@ impl Connection {
             }
         };
         let service = service.map_err(|e| McpError::handshake(&self.server, e))?;
-        Ok(Live {
-            service,
-            life,
-            deaths: 0,
-        })
+        Ok(Live { service, life })
     }
 }
 
