@@ -62,6 +62,51 @@ impl FromStr for Severity {
     }
 }
 
+/// A tool that refused its arguments once it was running: return it (boxed) from the tool's
+/// future, and the call takes the `invalid_args` path as if its arguments had not parsed, so a
+/// fixer can repair them and the call is sent again.
+///
+/// For tools that cannot check their arguments before they run: a remote server that validates
+/// them on its side, say. Arguments a handler rejects while parsing are
+/// [`ToolError::InvalidArgs`] and [`ToolError::Deserialization`] already.
+///
+/// ```
+/// use agent_errors::{BoxError, InvalidArguments, ToolError};
+///
+/// let refused: BoxError = Box::new(InvalidArguments::new("`b` must be a number"));
+/// let error = ToolError::execution(serde_json::json!({"b": "two"}), refused);
+/// assert!(error.is_invalid_args());
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct InvalidArguments {
+    message: String,
+    #[source]
+    source: Option<BoxError>,
+}
+
+impl InvalidArguments {
+    /// Arguments refused for this reason, in words the model (or a fixer) can act on.
+    pub fn new(message: impl Into<String>) -> Self {
+        InvalidArguments {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Keeps the error that said so, for callers that downcast to it.
+    #[must_use]
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// Why the arguments were refused.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
 /// Why one tool call failed.
 ///
 /// The original error is never erased: [`std::error::Error::source`] on `Execution` returns the
@@ -120,12 +165,14 @@ impl ToolError {
         }
     }
 
-    /// True for the failures the `invalid_args` policy key handles.
+    /// True for the failures the `invalid_args` policy key handles: arguments that did not parse,
+    /// and a tool whose own error is [`InvalidArguments`].
     pub fn is_invalid_args(&self) -> bool {
-        matches!(
-            self,
-            ToolError::InvalidArgs { .. } | ToolError::Deserialization { .. }
-        )
+        match self {
+            ToolError::InvalidArgs { .. } | ToolError::Deserialization { .. } => true,
+            ToolError::Execution { source, .. } => source.is::<InvalidArguments>(),
+            ToolError::Escalation { .. } => false,
+        }
     }
 
     /// The raw argument text, where the failure happened before the tool ran.

@@ -11,6 +11,8 @@ mod events;
 mod executor;
 mod fix;
 pub mod llm;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 #[cfg(feature = "openai")]
 pub mod openai;
 mod policy;
@@ -40,7 +42,7 @@ pub use chat::{
     ToolSpec,
 };
 pub use classify::{Classification, ErrorKind, HttpError, classify};
-pub use error::{BoxError, Severity, ToolError};
+pub use error::{BoxError, InvalidArguments, Severity, ToolError};
 pub use events::{Event, EventLog, EventSink, RunReport};
 pub use executor::{
     CallOutcome, Cancellation, CircuitOpen, Limits, Permission, PermissionHook, RunContext,

@@ -76,7 +76,10 @@ pub enum ConfigProblem {
 impl fmt::Display for ConfigProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigProblem::DuplicateTool(name) => write!(f, "two tools are named `{name}`"),
+            ConfigProblem::DuplicateTool(name) => write!(
+                f,
+                "two tools are named `{name}`: rename one, or give the tools of one MCP server a prefix"
+            ),
             ConfigProblem::DuplicateFixer(name) => write!(f, "two fixers are named `{name}`"),
             ConfigProblem::UnknownFixer {
                 tool,

@@ -10,7 +10,7 @@ use futures_util::FutureExt;
 use super::context::RunContext;
 use crate::breaker::{Admission, ServiceBreaker};
 use crate::classify::{Classification, ErrorKind, Evidence, classify};
-use crate::error::{BoxError, ToolError};
+use crate::error::{BoxError, InvalidArguments, ToolError};
 use crate::tool::{ToolDef, ToolOutput};
 
 /// A tool panicked; classified [`ErrorKind::Bug`].
@@ -50,13 +50,19 @@ pub(crate) enum Missed {
     Tripped { failures: u32 },
 }
 
-/// Classifies a tool failure: bad arguments are `Validation`, panics are `Bug`, an open circuit
-/// is a transient that must not be retried, and anything else goes to [`classify`].
+/// Classifies a tool failure: bad arguments (unparsed, or refused by the running tool) are
+/// `Validation`, panics are `Bug`, an open circuit is a transient that must not be retried, and
+/// anything else goes to [`classify`].
 pub(crate) fn classify_tool_error(error: &ToolError) -> Classification {
-    if error.is_invalid_args() {
-        return Classification::new(ErrorKind::Validation, Evidence::Type("serde_json::Error"));
-    }
     let cause = error.cause();
+    if error.is_invalid_args() {
+        let evidence = if cause.is::<InvalidArguments>() {
+            "InvalidArguments"
+        } else {
+            "serde_json::Error"
+        };
+        return Classification::new(ErrorKind::Validation, Evidence::Type(evidence));
+    }
     if cause.downcast_ref::<ToolPanic>().is_some() {
         return Classification::new(ErrorKind::Bug, Evidence::Type("ToolPanic"));
     }

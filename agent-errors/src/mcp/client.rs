@@ -1,0 +1,273 @@
+//! The client side: an MCP server's tools as [`ToolDef`]s, under the same policies as local
+//! tools.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{JsonObject, Tool};
+
+use super::connection::{CommandSpec, Connection, Endpoint};
+use super::error::McpError;
+use crate::error::ToolError;
+use crate::policy::Policy;
+use crate::retry::RetrySchedule;
+use crate::tool::{ToolDef, ToolFuture, ToolHandler, parse_args};
+
+/// An MCP server to connect to, and how its tools are registered.
+///
+/// ```no_run
+/// use agent_errors::mcp::McpServer;
+/// use agent_errors::{Agent, policy};
+/// # use agent_errors::testing::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let files = McpServer::stdio("files", "node")
+///     .arg("server.js")
+///     .with_prefix("files_")
+///     .with_policy(policy!(execution = [retry(3), escalate]))
+///     .connect()
+///     .await?;
+/// let agent = Agent::builder("assistant")
+///     .model(ScriptedModel::new())
+///     .tools(files.tools())
+///     .on_tool_error("files_read", policy!(not_found = escalate))
+///     .build()?;
+/// # drop(agent);
+/// files.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct McpServer {
+    name: String,
+    endpoint: Endpoint,
+    prefix: String,
+    policy: Policy,
+    crate_defaults: Option<Policy>,
+    timeout: Option<Duration>,
+    restarts: RetrySchedule,
+}
+
+impl McpServer {
+    /// A server the library starts as a child process and talks to over its stdin and stdout.
+    /// The process is the client's: restarted when it exits, stopped by
+    /// [`McpClient::shutdown`] or when the last handle on it is dropped.
+    ///
+    /// Point it at the server itself (`node dist/index.js`) rather than at a launcher such as
+    /// `npx`, whose own children would outlive it when it is killed.
+    pub fn stdio(name: impl Into<String>, program: impl Into<OsString>) -> Self {
+        let spec = CommandSpec {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            current_dir: None,
+            quiet: false,
+        };
+        McpServer::new(name.into(), Endpoint::Stdio(spec))
+    }
+
+    /// A server reached over streamable HTTP at `url`. TLS (`https://`) needs rmcp's `reqwest`
+    /// feature enabled in your own `Cargo.toml`.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        McpServer::new(name.into(), Endpoint::Http(url.into()))
+    }
+
+    fn new(name: String, endpoint: Endpoint) -> Self {
+        McpServer {
+            name,
+            endpoint,
+            prefix: String::new(),
+            policy: Policy::new(),
+            crate_defaults: None,
+            timeout: None,
+            restarts: default_restarts(),
+        }
+    }
+
+    fn command(mut self, edit: impl FnOnce(&mut CommandSpec)) -> Self {
+        if let Endpoint::Stdio(spec) = &mut self.endpoint {
+            edit(spec);
+        }
+        self
+    }
+
+    /// Adds an argument to the command (stdio servers only).
+    #[must_use]
+    pub fn arg(self, arg: impl Into<OsString>) -> Self {
+        self.command(|spec| spec.args.push(arg.into()))
+    }
+
+    /// Adds arguments to the command (stdio servers only).
+    #[must_use]
+    pub fn args(self, args: impl IntoIterator<Item = impl Into<OsString>>) -> Self {
+        self.command(|spec| spec.args.extend(args.into_iter().map(Into::into)))
+    }
+
+    /// Sets an environment variable of the process (stdio servers only).
+    #[must_use]
+    pub fn env(self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.command(|spec| spec.env.push((key.into(), value.into())))
+    }
+
+    /// Runs the process in `dir` (stdio servers only).
+    #[must_use]
+    pub fn current_dir(self, dir: impl Into<PathBuf>) -> Self {
+        self.command(|spec| spec.current_dir = Some(dir.into()))
+    }
+
+    /// Discards what the process writes on stderr (by default it goes to ours).
+    #[must_use]
+    pub fn quiet(self) -> Self {
+        self.command(|spec| spec.quiet = true)
+    }
+
+    /// Registers every tool of this server as `prefix` + its name: how two servers with tools
+    /// of the same name live in one agent. The server is still called by its own names.
+    #[must_use]
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The policy of every tool of this server, as their tool-level layer: agent
+    /// `on_tool_error` entries and crate defaults still fill in the keys it leaves out.
+    #[must_use]
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The crate-wide defaults the tools inherit (the third layer), as `defaults!` gives them
+    /// to `#[tool]`s.
+    #[must_use]
+    pub fn with_crate_defaults(mut self, defaults: Option<Policy>) -> Self {
+        self.crate_defaults = defaults;
+        self
+    }
+
+    /// Bounds every call of this server's tools: a call still running after `timeout` fails as
+    /// a [`Timeout`](crate::ErrorKind::Timeout), and the server is told the request is cancelled.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// How a server that exited is restarted: at most `schedule.max_attempts()` restarts in a
+    /// row without a call answered in between, the n-th after `schedule.delay(n)`. Past that,
+    /// calls fail at once ([`McpError::GaveUp`], transient, so breakers count them). The default
+    /// is 5 restarts, from 200 ms doubling up to 5 s.
+    #[must_use]
+    pub fn with_restarts(mut self, schedule: RetrySchedule) -> Self {
+        self.restarts = schedule;
+        self
+    }
+
+    /// Starts (or reaches) the server, completes the MCP handshake and lists its tools.
+    pub async fn connect(self) -> Result<McpClient, McpError> {
+        let (connection, listed) = Connection::open(
+            self.name.clone(),
+            self.endpoint.clone(),
+            self.restarts.clone(),
+        )
+        .await?;
+        let tools = listed
+            .into_iter()
+            .map(|tool| self.tool_def(&connection, tool))
+            .collect();
+        Ok(McpClient { connection, tools })
+    }
+
+    fn tool_def(&self, connection: &Arc<Connection>, tool: Tool) -> ToolDef {
+        let description = tool
+            .description
+            .map(|d| d.into_owned())
+            .or(tool.title)
+            .unwrap_or_default();
+        let handler = RemoteTool {
+            connection: Arc::clone(connection),
+            name: tool.name.to_string(),
+        };
+        let parameters = serde_json::Value::Object(JsonObject::clone(&tool.input_schema));
+        let def = ToolDef::from_handler(
+            format!("{}{}", self.prefix, tool.name),
+            description,
+            parameters,
+            handler,
+        )
+        .with_policy(self.policy.clone())
+        .with_crate_defaults(self.crate_defaults.clone());
+        match self.timeout {
+            Some(timeout) => def.with_timeout(timeout),
+            None => def,
+        }
+    }
+}
+
+fn default_restarts() -> RetrySchedule {
+    RetrySchedule::attempts(5)
+        .expect("5 is not zero")
+        .with_initial(Duration::from_millis(200))
+        .with_max(Duration::from_secs(5))
+}
+
+/// A connected MCP server: its tools, and the handle that stops it.
+///
+/// Clones share the connection. The tools hold it too, so it lives as long as an agent that
+/// uses them; [`shutdown`](McpClient::shutdown) ends it for everyone.
+#[derive(Debug, Clone)]
+pub struct McpClient {
+    connection: Arc<Connection>,
+    tools: Vec<ToolDef>,
+}
+
+impl McpClient {
+    /// The server's name.
+    pub fn name(&self) -> &str {
+        self.connection.server()
+    }
+
+    /// The server's tools, to register on an agent or a registry.
+    pub fn tools(&self) -> Vec<ToolDef> {
+        self.tools.clone()
+    }
+
+    /// The id of the server process while it runs (stdio servers).
+    pub fn pid(&self) -> Option<u32> {
+        self.connection.pid()
+    }
+
+    /// Stops the server and waits for its process to exit (it is closed, then signalled, then
+    /// killed). Calls still running answer [`McpError::Shutdown`]; later calls too.
+    pub async fn shutdown(&self) {
+        self.connection.shutdown().await;
+    }
+}
+
+/// Calls one tool of the server: parses the arguments here, sends them in the future.
+struct RemoteTool {
+    connection: Arc<Connection>,
+    name: String,
+}
+
+impl fmt::Debug for RemoteTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteTool")
+            .field("server", &self.connection.server())
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl ToolHandler for RemoteTool {
+    fn call(&self, raw_args: &str) -> Result<ToolFuture, ToolError> {
+        let args = parse_args::<JsonObject>(raw_args)?;
+        let connection = Arc::clone(&self.connection);
+        let name = self.name.clone();
+        Ok(Box::pin(async move { connection.call(&name, args).await }))
+    }
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the reference MCP server the tests and examples run, pinned, under target/, and prints
+# the path of its entry point. Does nothing but print it when that version is already there.
+#
+#   scripts/install-mcp-server.sh [destination]   (default: target/mcp-server-everything)
+set -euo pipefail
+
+VERSION=2026.8.31
+PACKAGE=@modelcontextprotocol/server-everything
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+dest="${1:-$root/target/mcp-server-everything}"
+package_dir="$dest/node_modules/$PACKAGE"
+entry="$package_dir/dist/index.js"
+
+for tool in node npm; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "error: \`$tool\` is not on PATH; the MCP tests need Node.js and npm to run $PACKAGE" >&2
+        exit 1
+    fi
+done
+
+installed="$(node -p "require('$package_dir/package.json').version" 2>/dev/null || true)"
+if [ "$installed" != "$VERSION" ] || [ ! -f "$entry" ]; then
+    mkdir -p "$dest"
+    npm install --prefix "$dest" --no-audit --no-fund --loglevel=error "$PACKAGE@$VERSION" >&2
+fi
+echo "$entry"
