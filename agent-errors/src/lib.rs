@@ -13,9 +13,12 @@ pub mod llm;
 #[cfg(feature = "openai")]
 pub mod openai;
 mod policy;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod provider;
 mod registry;
 pub mod retry;
 pub mod sanitize;
+pub mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tool;
@@ -27,12 +30,12 @@ pub use agent_errors_macros::{defaults, fixer, fixers, policy, tool, tools};
 
 pub use agent::{
     Agent, AgentBuilder, AgentOutput, ESCALATE, IntoLlmDecision, Json, ModelError,
-    NotJsonArguments, RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
+    NotJsonArguments, RunDelta, RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
 };
 pub use breaker::{BreakerState, ServiceBreaker};
 pub use chat::{
-    BoxFuture, CallSource, ChatModel, ChatRequest, ChatResponse, Message, ToolCall, ToolResult,
-    ToolSpec,
+    BoxFuture, CallSource, ChatModel, ChatRequest, ChatResponse, FinishReason, Message, ToolCall,
+    ToolResult, ToolSpec, Truncated, Usage,
 };
 pub use classify::{Classification, ErrorKind, HttpError, classify};
 pub use error::{BoxError, Severity, ToolError};
@@ -48,6 +51,7 @@ pub use policy::{
 };
 pub use registry::{ConfigError, ConfigProblem, Registry, RegistryBuilder};
 pub use retry::{RetrySchedule, ZeroAttempts};
+pub use stream::{ChatStream, StreamEvent};
 pub use tool::{ToolDef, ToolFuture, ToolHandler};
 
 /// The names most programs need: `use agent_errors::prelude::*;`.

@@ -109,7 +109,7 @@ pub use http::{HttpError, parse_retry_after};
 
 #[cfg(feature = "openai")]
 pub(crate) use body::{is_overloaded, server_refuses};
-pub(crate) use body::{is_quota_exhausted, server_delay};
+pub(crate) use body::{is_quota_exhausted, server_delay, status_of_error_type};
 
 use rules::Rule;
 use typed::Known;
