@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::BoxError;
 use crate::events::EventSink;
+use crate::stream::{ChatStream, response_events, stream_of};
 
 /// A boxed, sendable future: what [`ChatModel::chat`] returns.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
@@ -224,6 +225,55 @@ impl ChatRequest {
     }
 }
 
+/// Why the model stopped answering.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum FinishReason {
+    /// The answer is complete (OpenAI `stop`, Anthropic `end_turn` and `stop_sequence`).
+    Stop,
+    /// The answer was cut off at the token budget (`length`, `max_tokens`): it is not complete.
+    Length,
+    /// The model stopped to call tools (`tool_calls`, `tool_use`).
+    ToolCalls,
+    /// The provider withheld content (`content_filter`).
+    ContentFilter,
+    /// The model declined to answer (Anthropic `refusal`, OpenAI's `refusal` message field).
+    Refusal,
+    /// Any other reason, as the provider spelled it (Anthropic `pause_turn`, ...).
+    Other(String),
+}
+
+/// Tokens a model call used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens read: the prompt, the conversation and the tool definitions.
+    pub input_tokens: u64,
+    /// Tokens written: the answer.
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Usage of this many input and output tokens.
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Usage {
+            input_tokens,
+            output_tokens,
+        }
+    }
+
+    /// Input and output together.
+    pub fn total(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+    }
+}
+
 /// What the model answered.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -232,6 +282,10 @@ pub struct ChatResponse {
     pub text: Option<String>,
     /// Tool calls, if any.
     pub tool_calls: Vec<ToolCall>,
+    /// Why the model stopped, when the provider said.
+    pub finish_reason: Option<FinishReason>,
+    /// Tokens used, when the provider said.
+    pub usage: Option<Usage>,
 }
 
 impl ChatResponse {
@@ -239,17 +293,42 @@ impl ChatResponse {
     pub fn text(text: impl Into<String>) -> Self {
         ChatResponse {
             text: Some(text.into()),
-            tool_calls: Vec::new(),
+            ..ChatResponse::default()
         }
     }
 
     /// A turn of tool calls.
     pub fn tool_calls(tool_calls: Vec<ToolCall>) -> Self {
         ChatResponse {
-            text: None,
             tool_calls,
+            ..ChatResponse::default()
         }
     }
+
+    /// Sets the finish reason.
+    #[must_use]
+    pub fn with_finish_reason(mut self, reason: FinishReason) -> Self {
+        self.finish_reason = Some(reason);
+        self
+    }
+
+    /// Sets the usage.
+    #[must_use]
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = Some(usage);
+        self
+    }
+}
+
+/// A model answer cut off at its token budget (finish reason [`FinishReason::Length`]): the
+/// agent hands it to `on_llm_error` as the model call's error instead of acting on it, so a
+/// handler can retry, respond in its place, or rethrow (the run then ends with
+/// `RunError::Model` holding this).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the model's answer was cut off at its token budget")]
+pub struct Truncated {
+    /// What the model wrote before it was cut off (tool-call arguments likely incomplete).
+    pub partial: ChatResponse,
 }
 
 /// A chat model: anything that answers a [`ChatRequest`].
@@ -298,6 +377,23 @@ pub trait ChatModel: Send + Sync + 'static {
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<ChatResponse, BoxError>>;
 
+    /// Answers one request as a stream of events. Models that cannot stream keep this default:
+    /// one call to [`chat`](ChatModel::chat), replayed as events.
+    ///
+    /// An error from the returned future is a call that failed before any output; errors inside
+    /// the stream come after output began (see [`crate::stream`]).
+    fn chat_stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ChatStream<'a>, BoxError>> {
+        Box::pin(async move {
+            let response = self.chat(request).await?;
+            Ok(stream_of(
+                response_events(response).into_iter().map(Ok).collect(),
+            ))
+        })
+    }
+
     /// A name for logs and events.
     fn name(&self) -> &str {
         "model"
@@ -312,6 +408,13 @@ impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
         (**self).chat(request)
     }
 
+    fn chat_stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ChatStream<'a>, BoxError>> {
+        (**self).chat_stream(request)
+    }
+
     fn name(&self) -> &str {
         (**self).name()
     }
@@ -323,6 +426,13 @@ impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
         (**self).chat(request)
+    }
+
+    fn chat_stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ChatStream<'a>, BoxError>> {
+        (**self).chat_stream(request)
     }
 
     fn name(&self) -> &str {

@@ -238,6 +238,9 @@ pub struct RunReport {
     pub model_calls: u32,
     /// Tool calls the model made.
     pub tool_calls: u32,
+    /// Tokens used by every model call that reported usage, retries and cut-off answers
+    /// included.
+    pub usage: crate::chat::Usage,
 }
 
 impl RunReport {

@@ -19,9 +19,12 @@ mod policy;
 pub mod redact;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod provider;
 mod registry;
 pub mod retry;
 pub mod sanitize;
+pub mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tool;
@@ -33,13 +36,13 @@ pub use agent_errors_macros::{defaults, fixer, fixers, policy, tool, tools};
 
 pub use agent::{
     Agent, AgentBuilder, AgentOutput, ESCALATE, IntoLlmDecision, Json, ModelError,
-    NotJsonArguments, RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
+    NotJsonArguments, RunDelta, RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
 };
 pub use breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore, ServiceBreaker};
 pub use budget::{BudgetError, RetryBudget};
 pub use chat::{
-    BoxFuture, CallSource, ChatModel, ChatRequest, ChatResponse, Message, ToolCall, ToolResult,
-    ToolSpec,
+    BoxFuture, CallSource, ChatModel, ChatRequest, ChatResponse, FinishReason, Message, ToolCall,
+    ToolResult, ToolSpec, Truncated, Usage,
 };
 pub use classify::{Classification, ErrorKind, HttpError, classify};
 pub use error::{BoxError, InvalidArguments, Severity, ToolError};
@@ -57,6 +60,7 @@ pub use policy::{
 pub use redis::{RedisStore, RedisStoreBuilder, RedisStoreError, StoreHealth};
 pub use registry::{ConfigError, ConfigProblem, Registry, RegistryBuilder};
 pub use retry::{RetrySchedule, ZeroAttempts};
+pub use stream::{ChatStream, StreamEvent};
 pub use tool::{ToolDef, ToolFuture, ToolHandler};
 
 /// The names most programs need: `use agent_errors::prelude::*;`.

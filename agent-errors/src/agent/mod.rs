@@ -24,6 +24,8 @@ mod fixer;
 mod llm_error;
 mod output;
 mod run;
+mod stream;
+mod turn;
 
 use std::fmt;
 use std::num::NonZeroU32;
@@ -34,10 +36,11 @@ pub use builtins::{ESCALATE, THROW_EXCEPTION};
 pub use fixer::NotJsonArguments;
 pub use llm_error::{IntoLlmDecision, ModelError};
 pub use output::{AgentOutput, Json};
+pub use stream::RunDelta;
 
 use crate::breaker::ServiceBreaker;
 use crate::budget::RetryBudget;
-use crate::chat::{CallSource, ChatModel, Message, ToolSpec};
+use crate::chat::{CallSource, ChatModel, FinishReason, Message, ToolSpec};
 use crate::error::{BoxError, Severity};
 use crate::events::RunReport;
 use crate::executor::{Cancellation, Limits, PermissionHook, Terminated};
@@ -168,6 +171,9 @@ pub struct RunOptions {
     /// Cancels the run: pending tool calls answer "operation cancelled" and the run ends with
     /// [`RunError::Cancelled`].
     pub cancellation: Cancellation,
+    /// Where the model's answers are streamed as they arrive, when set: the run then calls
+    /// [`ChatModel::chat_stream`] instead of `chat`.
+    pub deltas: Option<tokio::sync::mpsc::Sender<RunDelta>>,
 }
 
 impl RunOptions {
@@ -180,6 +186,16 @@ impl RunOptions {
     #[must_use]
     pub fn cancellation(mut self, cancellation: Cancellation) -> Self {
         self.cancellation = cancellation;
+        self
+    }
+
+    /// Streams the model's answers to `sender` as they arrive: text and tool-call deltas, and
+    /// [`RunDelta::TurnRestarted`] when a retry discards a turn's partial output. A full channel
+    /// slows the stream down (backpressure); a closed one is ignored. Tool calls run only once
+    /// their turn's stream is complete.
+    #[must_use]
+    pub fn stream_to(mut self, sender: tokio::sync::mpsc::Sender<RunDelta>) -> Self {
+        self.deltas = Some(sender);
         self
     }
 }
@@ -255,6 +271,16 @@ pub enum RunError {
     /// The model answered with neither text nor tool calls.
     #[error("the model answered with neither text nor tool calls")]
     EmptyResponse,
+    /// The model declined to answer (finish reason `Refusal`), or the provider withheld its
+    /// answer (`ContentFilter`): not an empty response, and not something a retry of the same
+    /// request is expected to change.
+    #[error("the model declined to answer")]
+    Refused {
+        /// The model's explanation, if it gave one (untrusted text; empty when none).
+        text: String,
+        /// `Refusal` or `ContentFilter`.
+        reason: FinishReason,
+    },
 }
 
 impl RunError {

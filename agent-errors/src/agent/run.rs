@@ -6,8 +6,10 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use super::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
+use super::stream::{self, DeltaSender};
+use super::turn;
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
-use crate::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolResult, ToolSpec};
+use crate::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolResult, ToolSpec, Usage};
 use crate::classify::{ErrorKind, server_delay};
 use crate::events::{Event, RunReport};
 use crate::executor::{
@@ -51,6 +53,9 @@ struct Counts {
     turns: u32,
     model_calls: u32,
     tool_calls: u32,
+    usage: Usage,
+    /// Where the run streams the model's answers, if anywhere.
+    deltas: Option<DeltaSender>,
 }
 
 /// A model turn: a response to act on, or the output `on_llm_error` chose instead.
@@ -116,7 +121,10 @@ impl<O: AgentOutput> AgentInner<O> {
         let mut request = ChatRequest::new(messages, Vec::new())
             .with_source(self.source.clone())
             .with_events(ctx.event_sink());
-        let mut counts = Counts::default();
+        let mut counts = Counts {
+            deltas: options.deltas.map(DeltaSender::new),
+            ..Counts::default()
+        };
         let result = self.drive(&ctx, &mut request, &mut counts).await;
         if let Err(error) = &result {
             tracing::warn!(error = %error, "run ended without an output");
@@ -128,6 +136,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 turns: counts.turns,
                 model_calls: counts.model_calls,
                 tool_calls: counts.tool_calls,
+                usage: counts.usage,
             },
             transcript: request.messages,
         }
@@ -161,6 +170,9 @@ impl<O: AgentOutput> AgentInner<O> {
                 Turn::Response(response) => response,
                 Turn::RespondWith(output) => return Ok(output),
             };
+            if let Some(refused) = turn::refusal(&response) {
+                return Err(refused);
+            }
             if response.tool_calls.is_empty() {
                 let Some(text) = response.text else {
                     return Err(RunError::EmptyResponse);
@@ -215,8 +227,9 @@ impl<O: AgentOutput> AgentInner<O> {
             let result = tokio::select! {
                 biased;
                 () = cancellation.cancelled() => return Err(RunError::Cancelled),
-                result = self.model.chat(request) => result,
+                result = stream::ask(&*self.model, request, counts.deltas.as_ref()) => result,
             };
+            let result = result.and_then(|response| turn::judge(response, &mut counts.usage));
             let error = match result {
                 Ok(response) => return Ok(Turn::Response(response)),
                 Err(error) => error,
@@ -246,6 +259,9 @@ impl<O: AgentOutput> AgentInner<O> {
                         return Err(RunError::Model(error));
                     };
                     ctx.events().emit(Event::LlmRetry { attempt, delay });
+                    if let Some(deltas) = &counts.deltas {
+                        deltas.turn_restarted(counts.turns, attempt).await;
+                    }
                     tokio::select! {
                         biased;
                         () = cancellation.cancelled() => return Err(RunError::Cancelled),

@@ -127,6 +127,25 @@ pub(crate) fn is_quota_exhausted(body: &str) -> bool {
     .any(|needle| body.contains(needle))
 }
 
+/// The status a provider's error type stands for, when an error arrives without one (an error
+/// event inside a stream that began with 200): Anthropic's `overloaded_error` is a 529,
+/// `rate_limit_error` a 429, and so on. Unknown types are a 500, a server error.
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+pub(crate) fn status_of_error_type(error_type: &str) -> u16 {
+    match error_type {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "billing_error" => 402,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" | "rate_limit_exceeded" => 429,
+        "timeout_error" => 504,
+        "overloaded_error" => 529,
+        _ => 500,
+    }
+}
+
 /// Whether a status and body report an overloaded service: 529, or a 429/5xx that says
 /// "overloaded".
 pub(crate) fn is_overloaded(status: u16, body: &str) -> bool {
@@ -168,7 +187,7 @@ pub(crate) fn server_delay(error: &(dyn Error + 'static), cap: Duration) -> Opti
 
 /// Whether the server (`x-should-retry: false`) or the status table (402, 501) rules out calling
 /// again unchanged.
-#[cfg(feature = "openai")]
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) fn server_refuses(http: &HttpError) -> bool {
     http.classification(Duration::ZERO).should_retry == Some(false)
 }

@@ -110,6 +110,8 @@ pub use http::{HttpError, parse_retry_after};
 #[cfg(feature = "openai")]
 pub(crate) use body::{is_overloaded, server_refuses};
 pub(crate) use body::{is_quota_exhausted, server_delay};
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+pub(crate) use body::status_of_error_type;
 
 use rules::Rule;
 use typed::Known;

@@ -10,7 +10,7 @@ use crate::retry::ZeroAttempts;
 
 mod fallback;
 mod persistent;
-#[cfg(feature = "openai")]
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) mod retryability;
 
 pub use fallback::FallbackModel;

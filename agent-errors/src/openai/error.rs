@@ -1,6 +1,11 @@
 use std::time::Duration;
 
-use crate::classify::HttpError;
+use crate::chat::CallSource;
+use crate::classify::{HttpError, classify};
+use crate::error::BoxError;
+use crate::llm::retryability::{RetryRules, StopReason, Verdict};
+use crate::provider::AttemptError;
+use crate::stream::StreamError;
 
 /// The longest provider message kept in the [`HttpError`]; the full body stays on
 /// [`StatusError::body`].
@@ -52,6 +57,17 @@ pub enum OpenAiError {
         #[source]
         source: serde_json::Error,
     },
+    /// The server did not answer a streamed request's headers within the timeout. Never retried,
+    /// like [`Timeout`](OpenAiError::Timeout).
+    #[error("the chat completions server sent no response headers within {timeout:?}")]
+    HeadersTimeout {
+        /// The timeout that ran out.
+        timeout: Duration,
+    },
+    /// A streamed answer failed before its first event (retried), or after it (inside the
+    /// stream).
+    #[error(transparent)]
+    Stream(#[from] StreamError),
     /// A chat completion without any choice in it.
     #[error("the chat completion has no choices")]
     NoChoices {
@@ -61,6 +77,17 @@ pub enum OpenAiError {
 }
 
 impl OpenAiError {
+    /// The error of a stream's pipeline: one of ours, or a stream failure.
+    pub(crate) fn from_stream(error: BoxError) -> Self {
+        match error.downcast::<OpenAiError>() {
+            Ok(error) => *error,
+            Err(error) => match error.downcast::<StreamError>() {
+                Ok(error) => OpenAiError::Stream(*error),
+                Err(other) => OpenAiError::Stream(StreamError::malformed(other.to_string(), "")),
+            },
+        }
+    }
+
     /// The HTTP status, when the server answered with an error status.
     pub fn status(&self) -> Option<u16> {
         match self {
@@ -186,7 +213,38 @@ pub enum OpenAiConfigError {
         /// The URL as given.
         url: String,
     },
+    /// An extra header's name or value is not a valid HTTP header.
+    #[error("the extra header `{name}` is not a valid HTTP header")]
+    InvalidHeader {
+        /// The header's name as given.
+        name: String,
+    },
     /// The HTTP client could not be built.
     #[error("the HTTP client could not be built")]
     Client(#[source] reqwest::Error),
+}
+
+impl AttemptError for OpenAiError {
+    /// A status goes through the model-call rules, and so does an error event inside a stream
+    /// (by the status it stands for); a stream that failed before its first event is retried
+    /// like a broken connection; any other failure goes through the status table of `classify`,
+    /// except a request timeout: the timeout is the whole budget of the call.
+    fn verdict(&self, rules: &RetryRules, source: &CallSource) -> Verdict {
+        match self {
+            OpenAiError::Status(e) => rules.assess(e.http(), e.body(), source),
+            OpenAiError::Stream(crate::stream::StreamError::ErrorEvent { http, .. }) => {
+                rules.assess(http, http.message(), source)
+            }
+            OpenAiError::Stream(_) => Verdict::Retry,
+            OpenAiError::Timeout { .. } | OpenAiError::HeadersTimeout { .. } => {
+                Verdict::Stop(StopReason::NotRetryable)
+            }
+            _ if classify(self).is_retryable() => Verdict::Retry,
+            _ => Verdict::Stop(StopReason::NotRetryable),
+        }
+    }
+
+    fn status(&self) -> Option<u16> {
+        OpenAiError::status(self)
+    }
 }

@@ -29,7 +29,11 @@
 //!   timeout is the whole budget of the call.
 //!
 //! When recovery gives up, the caller gets the last attempt's [`OpenAiError`] as it was, never a
-//! wrapper. Streaming is not implemented.
+//! wrapper.
+//!
+//! [`OpenAiModel::stream`] (and `chat_stream`) sends `stream: true` with
+//! `stream_options.include_usage`; the same recovery applies until the stream's first event, and
+//! what can go wrong after it is listed in [`crate::stream`].
 //!
 //! ```no_run
 //! use agent_errors::{ChatModel, ChatRequest, Message};
@@ -47,6 +51,7 @@
 //! ```
 
 mod error;
+mod stream;
 mod wire;
 
 use std::fmt;
@@ -54,15 +59,20 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-
 pub use error::{OpenAiConfigError, OpenAiError, StatusError};
+pub use wire::MaxTokensField;
 
-use crate::classify::{classify, server_delay};
+use crate::chat::BoxFuture as ChatFuture;
 use crate::error::BoxError;
-use crate::llm::retryability::{RetryRules, StopReason, Verdict};
+use crate::llm::retryability::RetryRules;
 use crate::llm::{CallSource, ChatModel, ChatRequest, ChatResponse, MAX_RETRY_AFTER};
-use crate::retry::{Retrier, RetrySchedule, Sleep, Step};
+use crate::provider::{
+    DEFAULT_FIRST_EVENT_TIMEOUT, DEFAULT_STREAM_IDLE_TIMEOUT, RefreshHook, Transport,
+    default_transport_schedule, non_empty,
+};
+use crate::retry::{RetrySchedule, Sleep};
+use crate::stream::ChatStream;
+use crate::stream::guard::{self, Limits};
 
 /// Prepended to the content of a tool result with `is_error` set, since OpenAI's `tool` message
 /// has no error field.
@@ -73,18 +83,6 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// How long one request may take, retries aside, when no timeout is given.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Which request field carries the reply budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum MaxTokensField {
-    /// `max_tokens`: understood by Ollama, vLLM, llama.cpp and most OpenAI models.
-    #[default]
-    MaxTokens,
-    /// `max_completion_tokens`: required by OpenAI's reasoning models.
-    MaxCompletionTokens,
-}
-
-type RefreshHook = Arc<dyn Fn() -> BoxFuture<'static, Result<String, BoxError>> + Send + Sync>;
 
 /// Configures an [`OpenAiModel`].
 pub struct OpenAiBuilder {
@@ -100,6 +98,8 @@ pub struct OpenAiBuilder {
     refresh: Option<RefreshHook>,
     sleep: Sleep,
     client: Option<reqwest::Client>,
+    limits: Limits,
+    headers: Vec<(String, String)>,
 }
 
 impl fmt::Debug for OpenAiBuilder {
@@ -132,19 +132,13 @@ impl Default for OpenAiBuilder {
             refresh: None,
             sleep: Sleep::default(),
             client: None,
+            limits: Limits {
+                first_event: DEFAULT_FIRST_EVENT_TIMEOUT,
+                idle: DEFAULT_STREAM_IDLE_TIMEOUT,
+            },
+            headers: Vec::new(),
         }
     }
-}
-
-fn default_transport_schedule() -> RetrySchedule {
-    RetrySchedule::attempts(3)
-        .expect("3 attempts is not zero")
-        .with_initial(Duration::from_millis(250))
-        .with_jitter(0.0)
-}
-
-fn non_empty(value: Option<String>) -> Option<String> {
-    value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
 }
 
 impl OpenAiBuilder {
@@ -278,6 +272,30 @@ impl OpenAiBuilder {
         self
     }
 
+    /// How long a streamed answer may take to send its first event (default 60 s). A stream
+    /// that sends none in time is retried like a failed connection.
+    #[must_use]
+    pub fn first_event_timeout(mut self, limit: Duration) -> Self {
+        self.limits.first_event = limit;
+        self
+    }
+
+    /// How long a streamed answer may go silent between events (default 30 s). A stall after
+    /// output began is a [`StreamError::Stalled`](crate::stream::StreamError::Stalled).
+    #[must_use]
+    pub fn stream_idle_timeout(mut self, idle: Duration) -> Self {
+        self.limits.idle = idle;
+        self
+    }
+
+    /// An extra header sent with every request (an organisation id, a gateway's routing key).
+    /// A name or value that is not a valid header fails [`build`](Self::build).
+    #[must_use]
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
     /// The model, or why it cannot be built.
     pub fn build(self) -> Result<OpenAiModel, OpenAiConfigError> {
         let model = non_empty(self.model).ok_or(OpenAiConfigError::MissingModel)?;
@@ -294,19 +312,25 @@ impl OpenAiBuilder {
                 .build()
                 .map_err(OpenAiConfigError::Client)?,
         };
+        let headers = crate::provider::header_map(&self.headers)
+            .map_err(|name| OpenAiConfigError::InvalidHeader { name })?;
         Ok(OpenAiModel {
             client,
             url,
             model,
-            api_key: Mutex::new(non_empty(self.api_key)),
             timeout: self.timeout,
             max_tokens: self.max_tokens,
             max_tokens_field: self.max_tokens_field,
-            rules: self.rules,
-            transport: self.transport,
-            max_retry_after: self.max_retry_after,
-            refresh: self.refresh,
-            sleep: self.sleep,
+            headers,
+            transport: Transport {
+                rules: self.rules,
+                schedule: self.transport,
+                max_retry_after: self.max_retry_after,
+                refresh: self.refresh,
+                sleep: self.sleep,
+                api_key: Mutex::new(non_empty(self.api_key)),
+                limits: self.limits,
+            },
         })
     }
 }
@@ -317,15 +341,11 @@ pub struct OpenAiModel {
     client: reqwest::Client,
     url: reqwest::Url,
     model: String,
-    api_key: Mutex<Option<String>>,
     timeout: Duration,
     max_tokens: Option<u32>,
     max_tokens_field: MaxTokensField,
-    rules: RetryRules,
-    transport: RetrySchedule,
-    max_retry_after: Duration,
-    refresh: Option<RefreshHook>,
-    sleep: Sleep,
+    headers: reqwest::header::HeaderMap,
+    transport: Transport,
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -334,17 +354,9 @@ impl fmt::Debug for OpenAiModel {
             .field("url", &self.url.as_str())
             .field("model", &self.model)
             .field("timeout", &self.timeout)
-            .field("rules", &self.rules)
+            .field("transport", &self.transport)
             .finish_non_exhaustive()
     }
-}
-
-/// What one failed attempt leads to.
-enum Next {
-    Sleep(Duration),
-    ShrinkTo(u32),
-    Refresh(RefreshHook),
-    GiveUp,
 }
 
 impl OpenAiModel {
@@ -365,71 +377,65 @@ impl OpenAiModel {
 
     /// Answers one request, with the typed error. [`ChatModel::chat`] is this, boxed.
     pub async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, OpenAiError> {
-        let mut max_tokens = request.max_tokens.or(self.max_tokens);
-        let mut retrier = Retrier::new(&self.transport);
-        let mut shrunk = false;
-        let mut refreshed = false;
-        loop {
-            let error = match self.send(request, max_tokens).await {
-                Ok(response) => return Ok(response),
-                Err(error) => error,
-            };
-            let next = match self.verdict(&error, &request.source) {
-                Verdict::Retry => {
-                    let server = server_delay(&error, self.max_retry_after);
-                    match retrier.after_failure(true, server) {
-                        Step::Wait(delay) => Next::Sleep(delay),
-                        Step::Stop(_) => Next::GiveUp,
-                    }
-                }
-                Verdict::RetryWithMaxTokens(n) if !shrunk => {
-                    shrunk = true;
-                    Next::ShrinkTo(n)
-                }
-                Verdict::RefreshCredentials if !refreshed => {
-                    refreshed = true;
-                    self.refresh.clone().map_or(Next::GiveUp, Next::Refresh)
-                }
-                _ => Next::GiveUp,
-            };
-            match next {
-                Next::Sleep(delay) => {
-                    tracing::debug!(
-                        model = %self.model, status = error.status(), retry = retrier.failures(),
-                        delay_ms = delay.as_millis() as u64, "retrying chat completion"
-                    );
-                    self.sleep.sleep(delay).await;
-                }
-                Next::ShrinkTo(n) => {
-                    tracing::debug!(model = %self.model, max_tokens = n, "context overflow: retrying with a smaller max_tokens");
-                    max_tokens = Some(n);
-                }
-                Next::Refresh(hook) => match hook().await {
-                    Ok(key) => *self.key_slot() = non_empty(Some(key)),
-                    Err(refresh_error) => {
-                        tracing::warn!(model = %self.model, error = %refresh_error, "credential refresh failed");
-                        return Err(error);
-                    }
-                },
-                Next::GiveUp => return Err(error),
-            }
+        let max_tokens = request.max_tokens.or(self.max_tokens);
+        self.transport
+            .recover(&self.model, &request.source, max_tokens, |max_tokens| {
+                self.send(request, max_tokens)
+            })
+            .await
+    }
+
+    /// Answers one request as a stream, with the typed error: the request is retried (like
+    /// [`complete`](Self::complete)) until the stream's first event arrives; errors after that
+    /// come inside the stream. [`ChatModel::chat_stream`] is this, boxed.
+    pub async fn stream(&self, request: &ChatRequest) -> Result<ChatStream<'static>, OpenAiError> {
+        let max_tokens = request.max_tokens.or(self.max_tokens);
+        self.transport
+            .recover(&self.model, &request.source, max_tokens, |max_tokens| {
+                self.open_stream(request, max_tokens)
+            })
+            .await
+    }
+
+    fn post(&self, body: &wire::RequestBody<'_>) -> reqwest::RequestBuilder {
+        let http = self
+            .client
+            .post(self.url.clone())
+            .headers(self.headers.clone())
+            .json(body);
+        match self.transport.key() {
+            Some(key) => http.bearer_auth(key),
+            None => http,
         }
     }
 
-    /// A status goes through the model-call rules; any other failure through the status table
-    /// of `classify`, except a timeout: the timeout is the whole budget of the call.
-    fn verdict(&self, error: &OpenAiError, source: &CallSource) -> Verdict {
-        match error {
-            OpenAiError::Status(e) => self.rules.assess(e.http(), e.body(), source),
-            OpenAiError::Timeout { .. } => Verdict::Stop(StopReason::NotRetryable),
-            _ if classify(error).is_retryable() => Verdict::Retry,
-            _ => Verdict::Stop(StopReason::NotRetryable),
+    async fn open_stream(
+        &self,
+        request: &ChatRequest,
+        max_tokens: Option<u32>,
+    ) -> Result<ChatStream<'static>, OpenAiError> {
+        let mut body =
+            wire::RequestBody::new(&self.model, request, max_tokens, self.max_tokens_field);
+        body.stream();
+        // The timeout covers the wait for the headers; the body is bounded by the stream limits.
+        let response = tokio::time::timeout(self.timeout, self.post(&body).send())
+            .await
+            .map_err(|_| OpenAiError::HeadersTimeout {
+                timeout: self.timeout,
+            })?
+            .map_err(|e| self.reqwest_error(e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let headers = response.headers().clone();
+            let bytes = response.bytes().await.map_err(|e| self.reqwest_error(e))?;
+            return Err(StatusError::new(status.as_u16(), &headers, &bytes).into());
         }
-    }
-
-    fn key_slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
-        // Only whole `Option<String>` values are ever stored, so a poisoned lock holds a valid one.
-        self.api_key.lock().unwrap_or_else(|p| p.into_inner())
+        let events = guard::decode_body(response, stream::Decoder::default(), |source| {
+            Box::new(OpenAiError::Connection { source })
+        });
+        guard::open(events, self.transport.limits)
+            .await
+            .map_err(OpenAiError::from_stream)
     }
 
     async fn send(
@@ -438,15 +444,7 @@ impl OpenAiModel {
         max_tokens: Option<u32>,
     ) -> Result<ChatResponse, OpenAiError> {
         let body = wire::RequestBody::new(&self.model, request, max_tokens, self.max_tokens_field);
-        let mut http = self
-            .client
-            .post(self.url.clone())
-            .timeout(self.timeout)
-            .json(&body);
-        let key = self.key_slot().clone();
-        if let Some(key) = key {
-            http = http.bearer_auth(key);
-        }
+        let http = self.post(&body).timeout(self.timeout);
         let response = http.send().await.map_err(|e| self.reqwest_error(e))?;
         let status = response.status();
         let headers = response.headers().clone();
@@ -488,8 +486,15 @@ impl ChatModel for OpenAiModel {
     fn chat<'a>(
         &'a self,
         request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
+    ) -> ChatFuture<'a, Result<ChatResponse, BoxError>> {
         Box::pin(async move { self.complete(request).await.map_err(BoxError::from) })
+    }
+
+    fn chat_stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> ChatFuture<'a, Result<ChatStream<'a>, BoxError>> {
+        Box::pin(async move { self.stream(request).await.map_err(BoxError::from) })
     }
 
     fn name(&self) -> &str {

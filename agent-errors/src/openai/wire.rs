@@ -4,8 +4,18 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use super::{MaxTokensField, TOOL_ERROR_PREFIX};
-use crate::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolSpec};
+use super::TOOL_ERROR_PREFIX;
+use crate::chat::{ChatRequest, ChatResponse, FinishReason, Message, ToolCall, ToolSpec, Usage};
+
+/// Which request field carries the reply budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MaxTokensField {
+    /// `max_tokens`: understood by Ollama, vLLM, llama.cpp and most OpenAI models.
+    #[default]
+    MaxTokens,
+    /// `max_completion_tokens`: required by OpenAI's reasoning models.
+    MaxCompletionTokens,
+}
 
 #[derive(Serialize)]
 pub(crate) struct RequestBody<'a> {
@@ -17,6 +27,15 @@ pub(crate) struct RequestBody<'a> {
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
 #[derive(Serialize)]
@@ -84,7 +103,17 @@ impl<'a> RequestBody<'a> {
             tools: request.tools.iter().map(WireTool::from).collect(),
             max_tokens,
             max_completion_tokens,
+            stream: false,
+            stream_options: None,
         }
+    }
+
+    /// Asks for a streamed answer, with usage in its last chunk.
+    pub(crate) fn stream(&mut self) {
+        self.stream = true;
+        self.stream_options = Some(StreamOptions {
+            include_usage: true,
+        });
     }
 }
 
@@ -143,17 +172,50 @@ impl<'a> From<&'a ToolSpec> for WireTool<'a> {
 pub(crate) struct Completion {
     #[serde(default)]
     choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
 }
 
 #[derive(Deserialize)]
 struct Choice {
     message: AnswerMessage,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+/// `usage` of a completion or of a stream's last chunk.
+#[derive(Deserialize)]
+pub(crate) struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(usage: WireUsage) -> Self {
+        Usage::new(usage.prompt_tokens, usage.completion_tokens)
+    }
+}
+
+/// A chat-completions `finish_reason`.
+pub(crate) fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "stop" => FinishReason::Stop,
+        "length" => FinishReason::Length,
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+        "content_filter" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_owned()),
+    }
 }
 
 #[derive(Deserialize)]
 struct AnswerMessage {
     #[serde(default)]
     content: Option<serde_json::Value>,
+    /// OpenAI's structured-output refusal: the model's explanation, in place of content.
+    #[serde(default)]
+    refusal: Option<String>,
     #[serde(default)]
     tool_calls: Option<Vec<AnswerToolCall>>,
 }
@@ -175,7 +237,8 @@ struct AnswerFunction {
 impl Completion {
     /// The first choice as a response; `None` when there is no choice.
     pub(crate) fn into_response(self) -> Option<ChatResponse> {
-        let message = self.choices.into_iter().next()?.message;
+        let choice = self.choices.into_iter().next()?;
+        let message = choice.message;
         let tool_calls = message
             .tool_calls
             .unwrap_or_default()
@@ -191,6 +254,12 @@ impl Completion {
             .collect();
         let mut response = ChatResponse::tool_calls(tool_calls);
         response.text = message.content.and_then(text_of).filter(|t| !t.is_empty());
+        response.finish_reason = choice.finish_reason.as_deref().map(finish_reason);
+        if let Some(refusal) = message.refusal.filter(|r| !r.is_empty()) {
+            response.text = Some(refusal);
+            response.finish_reason = Some(FinishReason::Refusal);
+        }
+        response.usage = self.usage.map(Usage::from);
         Some(response)
     }
 }

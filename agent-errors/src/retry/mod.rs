@@ -44,7 +44,7 @@ mod from_backoff;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-#[cfg(feature = "openai")]
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use engine::Sleep;
 pub(crate) use engine::{Retrier, Step, decide, sleep};
 pub use engine::{RetryFailure, RetryNotice, retry_after_failure};

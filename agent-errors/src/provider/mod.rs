@@ -1,0 +1,168 @@
+//! What the HTTP providers share: the recovery loop around one model call (transport retries,
+//! the context-overflow shrink, the credential refresh), the API key slot, and the stream
+//! limits. Each provider brings its wire format and its error type.
+
+use std::error::Error;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use crate::chat::CallSource;
+use crate::classify::server_delay;
+use crate::error::BoxError;
+use crate::llm::retryability::{RetryRules, Verdict};
+use crate::retry::{Retrier, RetrySchedule, Sleep, Step};
+use crate::stream::guard::Limits;
+
+/// A credential-refresh hook: returns a fresh API key.
+pub(crate) type RefreshHook =
+    Arc<dyn Fn() -> BoxFuture<'static, Result<String, BoxError>> + Send + Sync>;
+
+/// How long a stream may take to send its first event, by default.
+pub(crate) const DEFAULT_FIRST_EVENT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a stream may go silent between events, by default.
+pub(crate) const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A provider's failed attempt, as the recovery loop needs to see it.
+pub(crate) trait AttemptError: Error + Send + Sync + 'static {
+    /// What the model-call rules say about it.
+    fn verdict(&self, rules: &RetryRules, source: &CallSource) -> Verdict;
+    /// The HTTP status, for logs.
+    fn status(&self) -> Option<u16>;
+}
+
+/// The recovery configuration one provider model carries.
+pub(crate) struct Transport {
+    pub(crate) rules: RetryRules,
+    pub(crate) schedule: RetrySchedule,
+    pub(crate) max_retry_after: Duration,
+    pub(crate) refresh: Option<RefreshHook>,
+    pub(crate) sleep: Sleep,
+    pub(crate) api_key: Mutex<Option<String>>,
+    pub(crate) limits: Limits,
+}
+
+impl fmt::Debug for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Transport")
+            .field("rules", &self.rules)
+            .field("schedule", &self.schedule)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one failed attempt leads to.
+enum Next {
+    Sleep(Duration),
+    ShrinkTo(u32),
+    Refresh(RefreshHook),
+    GiveUp,
+}
+
+pub(crate) fn non_empty(value: Option<String>) -> Option<String> {
+    value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+}
+
+pub(crate) fn default_transport_schedule() -> RetrySchedule {
+    RetrySchedule::attempts(3)
+        .expect("3 attempts is not zero")
+        .with_initial(Duration::from_millis(250))
+        .with_jitter(0.0)
+}
+
+impl Transport {
+    /// The current API key.
+    pub(crate) fn key(&self) -> Option<String> {
+        self.key_slot().clone()
+    }
+
+    fn key_slot(&self) -> MutexGuard<'_, Option<String>> {
+        // Only whole `Option<String>` values are ever stored, so a poisoned lock holds a valid one.
+        self.api_key.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `attempt` (given the `max_tokens` to send) until it succeeds or recovery gives up;
+    /// then the last attempt's error, as it was.
+    pub(crate) async fn recover<T, E, F, Fut>(
+        &self,
+        model: &str,
+        source: &CallSource,
+        max_tokens: Option<u32>,
+        mut attempt: F,
+    ) -> Result<T, E>
+    where
+        E: AttemptError,
+        F: FnMut(Option<u32>) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let mut max_tokens = max_tokens;
+        let mut retrier = Retrier::new(&self.schedule);
+        let (mut shrunk, mut refreshed) = (false, false);
+        loop {
+            let error = match attempt(max_tokens).await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            };
+            let next = match error.verdict(&self.rules, source) {
+                Verdict::Retry => {
+                    let server = server_delay(&error, self.max_retry_after);
+                    match retrier.after_failure(true, server) {
+                        Step::Wait(delay) => Next::Sleep(delay),
+                        Step::Stop(_) => Next::GiveUp,
+                    }
+                }
+                Verdict::RetryWithMaxTokens(n) if !shrunk => {
+                    shrunk = true;
+                    Next::ShrinkTo(n)
+                }
+                Verdict::RefreshCredentials if !refreshed => {
+                    refreshed = true;
+                    self.refresh.clone().map_or(Next::GiveUp, Next::Refresh)
+                }
+                _ => Next::GiveUp,
+            };
+            match next {
+                Next::Sleep(delay) => {
+                    tracing::debug!(
+                        model, status = error.status(), retry = retrier.failures(),
+                        delay_ms = delay.as_millis() as u64, error = %error, "retrying model call"
+                    );
+                    self.sleep.sleep(delay).await;
+                }
+                Next::ShrinkTo(n) => {
+                    tracing::debug!(
+                        model,
+                        max_tokens = n,
+                        "context overflow: retrying with a smaller max_tokens"
+                    );
+                    max_tokens = Some(n);
+                }
+                Next::Refresh(hook) => match hook().await {
+                    Ok(key) => *self.key_slot() = non_empty(Some(key)),
+                    Err(refresh_error) => {
+                        tracing::warn!(model, error = %refresh_error, "credential refresh failed");
+                        return Err(error);
+                    }
+                },
+                Next::GiveUp => return Err(error),
+            }
+        }
+    }
+}
+
+/// The extra headers as a map; `Err` names the first pair that is not a valid header.
+pub(crate) fn header_map(pairs: &[(String, String)]) -> Result<reqwest::header::HeaderMap, String> {
+    let mut map = reqwest::header::HeaderMap::new();
+    for (name, value) in pairs {
+        let parsed = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+            .ok()
+            .zip(reqwest::header::HeaderValue::from_str(value).ok());
+        let (name, value) = parsed.ok_or_else(|| name.clone())?;
+        map.append(name, value);
+    }
+    Ok(map)
+}

@@ -1,0 +1,252 @@
+//! What providers share to read a streamed HTTP answer: the SSE line parser with its size caps,
+//! the idle and first-event limits, and the open step that waits for the first event.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use super::{ChatStream, StreamError, StreamEvent};
+use crate::error::BoxError;
+
+/// The longest SSE line accepted (256 KiB); a longer one fails the stream as malformed.
+pub(crate) const MAX_LINE_BYTES: usize = 256 * 1024;
+/// The largest SSE event accepted (1 MiB of `data`).
+pub(crate) const MAX_EVENT_BYTES: usize = 1024 * 1024;
+
+/// One server-sent event: its `event:` name, if any, and its `data:` lines joined by `\n`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SseEvent {
+    pub(crate) event: Option<String>,
+    pub(crate) data: String,
+}
+
+/// An incremental SSE parser: bytes in, whole events out, memory bounded by the caps.
+#[derive(Debug, Default)]
+pub(crate) struct SseParser {
+    line: Vec<u8>,
+    event: Option<String>,
+    data: String,
+    has_data: bool,
+}
+
+impl SseParser {
+    /// Feeds a chunk; returns the events it completed.
+    pub(crate) fn push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, StreamError> {
+        let mut events = Vec::new();
+        for &byte in chunk {
+            if byte != b'\n' {
+                if self.line.len() >= MAX_LINE_BYTES {
+                    return Err(StreamError::malformed(
+                        format!("a line longer than {MAX_LINE_BYTES} bytes"),
+                        "",
+                    ));
+                }
+                self.line.push(byte);
+                continue;
+            }
+            let mut line = std::mem::take(&mut self.line);
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            let line = String::from_utf8(line)
+                .map_err(|_| StreamError::malformed("a line that is not UTF-8", ""))?;
+            events.extend(self.line_done(&line)?);
+        }
+        Ok(events)
+    }
+
+    fn line_done(&mut self, line: &str) -> Result<Option<SseEvent>, StreamError> {
+        if line.is_empty() {
+            if !self.has_data {
+                self.event = None;
+                return Ok(None);
+            }
+            self.has_data = false;
+            return Ok(Some(SseEvent {
+                event: self.event.take(),
+                data: std::mem::take(&mut self.data),
+            }));
+        }
+        if line.starts_with(':') {
+            return Ok(None);
+        }
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "data" => {
+                if self.data.len() + value.len() + 1 > MAX_EVENT_BYTES {
+                    return Err(StreamError::malformed(
+                        format!("an event larger than {MAX_EVENT_BYTES} bytes"),
+                        "",
+                    ));
+                }
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(value);
+                self.has_data = true;
+            }
+            "event" => self.event = Some(value.to_owned()),
+            _ => {}
+        }
+        Ok(None)
+    }
+}
+
+/// A wire format's reading of SSE events.
+pub(crate) trait Decoder: Send + 'static {
+    /// The stream events one SSE event stands for, or why it is malformed or an error.
+    fn decode(&mut self, event: SseEvent) -> Result<Vec<StreamEvent>, BoxError>;
+    /// Whether the end marker came: after it, the connection closing is the normal end.
+    fn is_done(&self) -> bool;
+}
+
+/// The stream of a 200 answer's body: chunks through the parser and the decoder. The body
+/// closing before the decoder saw the end marker is [`StreamError::EndedEarly`].
+pub(crate) fn decode_body<D, F>(
+    response: reqwest::Response,
+    decoder: D,
+    read_error: F,
+) -> ChatStream<'static>
+where
+    D: Decoder,
+    F: Fn(reqwest::Error) -> BoxError + Send + 'static,
+{
+    struct State<D, F> {
+        response: reqwest::Response,
+        parser: SseParser,
+        decoder: D,
+        read_error: F,
+        pending: std::collections::VecDeque<StreamEvent>,
+        /// An error found after events still pending: it comes after them.
+        error: Option<BoxError>,
+        over: bool,
+    }
+    let state = State {
+        response,
+        parser: SseParser::default(),
+        decoder,
+        read_error,
+        pending: Default::default(),
+        error: None,
+        over: false,
+    };
+    Box::pin(futures_util::stream::unfold(state, |mut s| async move {
+        loop {
+            if let Some(event) = s.pending.pop_front() {
+                return Some((Ok(event), s));
+            }
+            let failed = |mut s: State<D, F>, error: BoxError| {
+                s.over = true;
+                Some((Err(error), s))
+            };
+            if let Some(error) = s.error.take() {
+                return failed(s, error);
+            }
+            if s.over || s.decoder.is_done() {
+                return None;
+            }
+            let chunk = match s.response.chunk().await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => return failed(s, Box::new(StreamError::EndedEarly)),
+                Err(error) => {
+                    let error = (s.read_error)(error);
+                    return failed(s, error);
+                }
+            };
+            let events = match s.parser.push(&chunk) {
+                Ok(events) => events,
+                Err(error) => return failed(s, Box::new(error)),
+            };
+            for event in events {
+                match s.decoder.decode(event) {
+                    Ok(decoded) => s.pending.extend(decoded),
+                    Err(error) => {
+                        s.error = Some(error);
+                        break;
+                    }
+                }
+                if s.decoder.is_done() {
+                    break;
+                }
+            }
+        }
+    }))
+}
+
+/// The idle and first-event limits of a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    pub(crate) first_event: Duration,
+    pub(crate) idle: Duration,
+}
+
+/// Waits for the stream's first event (within the first-event limit): a failure here is a
+/// failed call the provider may retry. On success, the stream from that event on, each next
+/// event within the idle limit.
+pub(crate) async fn open(
+    mut stream: ChatStream<'static>,
+    limits: Limits,
+) -> Result<ChatStream<'static>, BoxError> {
+    let first = match tokio::time::timeout(limits.first_event, stream.next()).await {
+        Err(_) => {
+            return Err(Box::new(StreamError::first_event_timeout(
+                limits.first_event,
+            )));
+        }
+        Ok(None) => return Err(Box::new(StreamError::EndedEarly)),
+        Ok(Some(Err(error))) => return Err(error),
+        Ok(Some(Ok(event))) => event,
+    };
+    let idle = limits.idle;
+    let rest = futures_util::stream::unfold(Some(stream), move |stream| async move {
+        let mut stream = stream?;
+        match tokio::time::timeout(idle, stream.next()).await {
+            Err(_) => Some((Err(Box::new(StreamError::stalled(idle)) as BoxError), None)),
+            Ok(None) => None,
+            Ok(Some(Err(error))) => Some((Err(error), None)),
+            Ok(Some(Ok(event))) => Some((Ok(event), Some(stream))),
+        }
+    });
+    Ok(Box::pin(
+        futures_util::stream::once(async move { Ok(first) }).chain(rest),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_split_anywhere_are_joined() {
+        let body = b"event: a\r\ndata: {\"x\":\ndata: 1}\r\n\r\n: ping\n\ndata: [DONE]\n\n";
+        for cut in 0..body.len() {
+            let mut parser = SseParser::default();
+            let mut events = parser.push(&body[..cut]).unwrap();
+            events.extend(parser.push(&body[cut..]).unwrap());
+            assert_eq!(
+                events,
+                [
+                    SseEvent {
+                        event: Some("a".into()),
+                        data: "{\"x\":\n1}".into()
+                    },
+                    SseEvent {
+                        event: None,
+                        data: "[DONE]".into()
+                    }
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn oversized_lines_are_malformed() {
+        let mut parser = SseParser::default();
+        let long = vec![b'a'; MAX_LINE_BYTES + 1];
+        assert!(matches!(
+            parser.push(&long),
+            Err(StreamError::Malformed { .. })
+        ));
+    }
+}

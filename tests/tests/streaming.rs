@@ -1,0 +1,473 @@
+//! Streamed answers: the OpenAI provider against a raw loopback SSE server that breaks on
+//! demand (real sockets, short real limits), and the agent loop on in-process streams under
+//! paused time.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_errors::classify::{find_in_chain, is_overload_error};
+use agent_errors::openai::{OpenAiError, OpenAiModel};
+use agent_errors::retry::RetrySchedule;
+use agent_errors::stream::{StreamError, StreamInterrupted, stream_of};
+use agent_errors::testing::Reply;
+use agent_errors::{
+    Agent, BoxError, BoxFuture, ChatModel, ChatRequest, ChatResponse, ChatStream, ErrorKind,
+    FinishReason, LlmErrorDecision, Message, RunDelta, RunError, RunOptions, StreamEvent, ToolCall,
+    Truncated, Usage, classify,
+};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+/// One piece of a scripted streamed answer.
+#[derive(Clone)]
+enum Part {
+    /// Raw bytes, written as they are.
+    Raw(String),
+    /// Wait this long (real time) before the next part.
+    Pause(Duration),
+    /// Keep the connection open, silent, until the client gives up.
+    Hang,
+}
+
+fn data(value: Value) -> Part {
+    Part::Raw(format!("data: {value}\n\n"))
+}
+
+fn done() -> Part {
+    Part::Raw("data: [DONE]\n\n".to_owned())
+}
+
+fn text_chunk(text: &str) -> Part {
+    data(json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]}))
+}
+
+fn finish(reason: &str) -> Part {
+    data(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}))
+}
+
+fn usage(prompt: u64, completion: u64) -> Part {
+    data(
+        json!({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion}}),
+    )
+}
+
+/// A loopback server answering each connection with the next script (200, text/event-stream).
+struct SseServer {
+    url: String,
+    bodies: Arc<Mutex<Vec<Value>>>,
+}
+
+impl SseServer {
+    async fn start(scripts: Vec<Vec<Part>>) -> SseServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let scripts = Arc::new(Mutex::new(VecDeque::from(scripts)));
+        let seen = Arc::clone(&bodies);
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let script = scripts.lock().unwrap().pop_front().unwrap_or_default();
+                let seen = Arc::clone(&seen);
+                tokio::spawn(async move {
+                    let body = read_request(&mut socket).await;
+                    seen.lock().unwrap().push(body);
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                    let _ = socket.write_all(head.as_bytes()).await;
+                    for part in script {
+                        match part {
+                            Part::Raw(bytes) => {
+                                let _ = socket.write_all(bytes.as_bytes()).await;
+                                let _ = socket.flush().await;
+                            }
+                            Part::Pause(d) => tokio::time::sleep(d).await,
+                            Part::Hang => tokio::time::sleep(Duration::from_secs(30)).await,
+                        }
+                    }
+                });
+            }
+        });
+        SseServer { url, bodies }
+    }
+
+    fn model(&self) -> OpenAiModel {
+        OpenAiModel::builder()
+            .base_url(&self.url)
+            .model("m")
+            .first_event_timeout(MS(300))
+            .stream_idle_timeout(MS(300))
+            .sleeper(|_| async {})
+            .transport_retry(
+                RetrySchedule::attempts(2)
+                    .unwrap()
+                    .with_initial(MS(1))
+                    .with_jitter(0.0),
+            )
+            .build()
+            .unwrap()
+    }
+
+    fn requests(&self) -> usize {
+        self.bodies.lock().unwrap().len()
+    }
+}
+
+async fn read_request(socket: &mut tokio::net::TcpStream) -> Value {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = socket.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            return Value::Null;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + length {
+                return serde_json::from_slice(&buf[end + 4..end + 4 + length])
+                    .unwrap_or(Value::Null);
+            }
+        }
+    }
+}
+
+fn ask() -> ChatRequest {
+    ChatRequest::new(vec![Message::user("hi")], vec![])
+}
+
+/// Reads a whole stream as the agent does: events, then the first error.
+async fn drain(stream: ChatStream<'_>) -> (Vec<StreamEvent>, Option<BoxError>) {
+    let mut stream = stream;
+    let mut events = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(event) => events.push(event),
+            Err(error) => return (events, Some(error)),
+        }
+    }
+    (events, None)
+}
+
+#[tokio::test]
+async fn text_usage_and_finish_arrive_and_the_request_asks_for_a_stream() {
+    let server = SseServer::start(vec![vec![
+        data(json!({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})),
+        text_chunk("Hel"),
+        text_chunk("lo"),
+        finish("stop"),
+        usage(12, 2),
+        done(),
+    ]])
+    .await;
+    let (events, error) = drain(server.model().stream(&ask()).await.unwrap()).await;
+    assert!(error.is_none());
+    assert_eq!(
+        events,
+        [
+            StreamEvent::TextDelta("Hel".into()),
+            StreamEvent::TextDelta("lo".into()),
+            StreamEvent::Finish(FinishReason::Stop),
+            StreamEvent::Usage(Usage::new(12, 2)),
+        ]
+    );
+    let body = server.bodies.lock().unwrap()[0].clone();
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
+}
+
+#[tokio::test]
+async fn tool_calls_split_across_many_fragments_are_joined() {
+    let mut script = vec![data(
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "call_a", "type": "function", "function": {"name": "add", "arguments": ""}}
+        ]}}]}),
+    )];
+    for piece in ["{\"", "a\":", " 1,", " \"b\"", ": 2}"] {
+        script.push(data(
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "function": {"arguments": piece}}
+            ]}}]}),
+        ));
+    }
+    script.push(data(
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 1, "id": "call_b", "function": {"name": "neg", "arguments": "{\"x\":3}"}}
+        ]}}]}),
+    ));
+    script.extend([finish("tool_calls"), done()]);
+    let server = SseServer::start(vec![script]).await;
+    let (events, error) = drain(server.model().stream(&ask()).await.unwrap()).await;
+    assert!(error.is_none());
+    let mut answer = agent_errors::stream::StreamAccumulator::new();
+    events.iter().for_each(|e| answer.push(e));
+    let response = answer.into_response();
+    assert_eq!(
+        response.tool_calls,
+        [
+            ToolCall::new("call_a", "add", r#"{"a": 1, "b": 2}"#),
+            ToolCall::new("call_b", "neg", r#"{"x":3}"#)
+        ]
+    );
+    assert_eq!(response.finish_reason, Some(FinishReason::ToolCalls));
+}
+
+#[tokio::test]
+async fn a_stream_dropped_before_its_first_event_is_retried() {
+    let server =
+        SseServer::start(vec![vec![], vec![text_chunk("ok"), finish("stop"), done()]]).await;
+    let (events, error) = drain(server.model().stream(&ask()).await.unwrap()).await;
+    assert!(error.is_none());
+    assert_eq!(events[0], StreamEvent::TextDelta("ok".into()));
+    assert_eq!(server.requests(), 2);
+}
+
+#[tokio::test]
+async fn a_slow_first_event_is_a_timeout_and_retried() {
+    let server = SseServer::start(vec![
+        vec![Part::Pause(MS(1000)), text_chunk("late")],
+        vec![text_chunk("ok"), finish("stop"), done()],
+    ])
+    .await;
+    let (events, _) = drain(server.model().stream(&ask()).await.unwrap()).await;
+    assert_eq!(events[0], StreamEvent::TextDelta("ok".into()));
+    assert_eq!(server.requests(), 2);
+}
+
+#[tokio::test]
+async fn slow_first_events_that_outlast_the_retries_are_a_timeout() {
+    let server = SseServer::start(vec![vec![Part::Hang], vec![Part::Hang]]).await;
+    let error = server.model().stream(&ask()).await.err().unwrap();
+    assert!(matches!(
+        error,
+        OpenAiError::Stream(StreamError::FirstEventTimeout { .. })
+    ));
+    assert_eq!(classify(&error).kind, ErrorKind::Timeout);
+}
+
+#[tokio::test]
+async fn a_drop_after_output_began_is_an_error_inside_the_stream() {
+    let server = SseServer::start(vec![vec![text_chunk("Hel"), text_chunk("lo")]]).await;
+    let (events, error) = drain(server.model().stream(&ask()).await.unwrap()).await;
+    assert_eq!(events.len(), 2);
+    let error = error.unwrap();
+    assert!(matches!(
+        error.downcast_ref::<StreamError>(),
+        Some(StreamError::EndedEarly)
+    ));
+    assert_eq!(
+        server.requests(),
+        1,
+        "output began: the provider does not retry"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_truncated_mid_event_is_not_complete() {
+    let server = SseServer::start(vec![vec![
+        text_chunk("Hel"),
+        Part::Raw("data: {\"choices\": [{\"delta\": {\"cont".into()),
+    ]])
+    .await;
+    let (_, error) = drain(server.model().stream(&ask()).await.unwrap()).await;
+    assert!(matches!(
+        error.unwrap().downcast_ref::<StreamError>(),
+        Some(StreamError::EndedEarly)
+    ));
+}
+
+#[tokio::test]
+async fn a_malformed_chunk_is_its_own_error() {
+    let server = SseServer::start(vec![vec![
+        text_chunk("Hel"),
+        Part::Raw("data: {oops\n\n".into()),
+    ]])
+    .await;
+    let (_, error) = drain(server.model().stream(&ask()).await.unwrap()).await;
+    assert!(matches!(
+        error.unwrap().downcast_ref::<StreamError>(),
+        Some(StreamError::Malformed { data, .. }) if data == "{oops"
+    ));
+}
+
+#[tokio::test]
+async fn a_stall_after_output_began_is_a_timeout() {
+    let server = SseServer::start(vec![vec![text_chunk("Hel"), Part::Hang]]).await;
+    let (_, error) = drain(server.model().stream(&ask()).await.unwrap()).await;
+    let error = error.unwrap();
+    assert!(matches!(
+        error.downcast_ref::<StreamError>(),
+        Some(StreamError::Stalled { .. })
+    ));
+    assert_eq!(classify(&*error).kind, ErrorKind::Timeout);
+}
+
+#[tokio::test]
+async fn an_overload_event_inside_a_200_stream_is_read_as_a_529() {
+    let overloaded = data(json!({"error": {"type": "overloaded_error", "message": "Overloaded"}}));
+    let server = SseServer::start(vec![
+        vec![overloaded.clone()],
+        vec![text_chunk("Hel"), overloaded],
+    ])
+    .await;
+    let (_, error) = drain(server.model().stream(&ask()).await.unwrap()).await;
+    assert_eq!(server.requests(), 2, "before output: retried like a 529");
+    let error = error.unwrap();
+    assert!(is_overload_error(&*error));
+    let http = find_in_chain::<agent_errors::HttpError>(&*error).unwrap();
+    assert_eq!(http.status(), 529);
+}
+
+#[tokio::test]
+async fn the_agent_streams_deltas_and_a_broken_stream_reaches_on_llm_error() {
+    let server = SseServer::start(vec![
+        vec![text_chunk("Hel")],
+        vec![text_chunk("Hello"), finish("stop"), usage(5, 1), done()],
+    ])
+    .await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let agent = Agent::builder("streamer")
+        .model(server.model())
+        .on_llm_error(move |error, _| {
+            let cut = error.downcast_ref::<StreamInterrupted>().unwrap();
+            log.lock().unwrap().push(cut.partial_text.clone());
+            LlmErrorDecision::retry(2, MS(1))
+        })
+        .build()
+        .unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let outcome = agent.run_with("hi", RunOptions::new().stream_to(tx)).await;
+    assert_eq!(outcome.result.unwrap(), "Hello");
+    assert_eq!(outcome.report.usage, Usage::new(5, 1));
+    assert_eq!(*seen.lock().unwrap(), ["Hel"]);
+    let mut deltas = Vec::new();
+    while let Ok(delta) = rx.try_recv() {
+        deltas.push(delta);
+    }
+    assert_eq!(
+        deltas,
+        [
+            RunDelta::Model(StreamEvent::TextDelta("Hel".into())),
+            RunDelta::TurnRestarted {
+                turn: 1,
+                failed_attempt: 1
+            },
+            RunDelta::Model(StreamEvent::TextDelta("Hello".into())),
+            RunDelta::Model(StreamEvent::Finish(FinishReason::Stop)),
+            RunDelta::Model(StreamEvent::Usage(Usage::new(5, 1))),
+        ]
+    );
+}
+
+/// A model whose streams are scripted in process: paused time drives it.
+struct StreamScript(Mutex<VecDeque<Vec<Result<StreamEvent, BoxError>>>>);
+
+impl ChatModel for StreamScript {
+    fn chat<'a>(&'a self, _: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
+        Box::pin(async { Err("this model only streams".into()) })
+    }
+
+    fn chat_stream<'a>(
+        &'a self,
+        _: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ChatStream<'a>, BoxError>> {
+        let events = self.0.lock().unwrap().pop_front().unwrap_or_default();
+        Box::pin(async move { Ok(stream_of(events)) })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_broken_tool_call_stream_never_runs_the_tool_and_rethrows_interrupted() {
+    let model = StreamScript(Mutex::new(VecDeque::from([vec![
+        Ok(StreamEvent::ToolCallStarted {
+            index: 0,
+            id: "c".into(),
+            name: "rm".into(),
+        }),
+        Ok(StreamEvent::ToolCallDelta {
+            index: 0,
+            arguments: "{\"path\":".into(),
+        }),
+        Err(Box::new(StreamError::EndedEarly) as BoxError),
+    ]])));
+    let agent = Agent::builder("a").model(model).build().unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::channel(64);
+    let outcome = agent.run_with("go", RunOptions::new().stream_to(tx)).await;
+    let error = outcome.result.unwrap_err().into_model_error().unwrap();
+    let cut = error.downcast_ref::<StreamInterrupted>().unwrap();
+    assert_eq!(
+        cut.partial_tool_calls,
+        [ToolCall::new("c", "rm", "{\"path\":")]
+    );
+    assert_eq!(outcome.report.tool_calls, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_length_finish_goes_to_on_llm_error_and_usage_is_summed() {
+    let cut = ChatResponse::text("The answer is")
+        .with_finish_reason(FinishReason::Length)
+        .with_usage(Usage::new(10, 100));
+    let whole = ChatResponse::text("The answer is 42.")
+        .with_finish_reason(FinishReason::Stop)
+        .with_usage(Usage::new(10, 5));
+    let model = agent_errors::testing::ScriptedModel::new()
+        .reply(Reply::response(cut.clone()))
+        .reply(Reply::response(whole));
+    let agent = Agent::builder("a")
+        .model(model)
+        .on_llm_error(|error, _| {
+            assert!(error.downcast_ref::<Truncated>().is_some());
+            LlmErrorDecision::retry(2, MS(10))
+        })
+        .build()
+        .unwrap();
+    let outcome = agent.run_with_report("q").await;
+    assert_eq!(outcome.result.unwrap(), "The answer is 42.");
+    assert_eq!(outcome.report.usage, Usage::new(20, 105));
+
+    let model = agent_errors::testing::ScriptedModel::new().reply(Reply::response(cut));
+    let agent = Agent::builder("a").model(model).build().unwrap();
+    let error = agent
+        .run("q")
+        .await
+        .unwrap_err()
+        .into_model_error()
+        .unwrap();
+    assert_eq!(
+        error
+            .downcast_ref::<Truncated>()
+            .unwrap()
+            .partial
+            .text
+            .as_deref(),
+        Some("The answer is")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_is_its_own_outcome() {
+    let refusal =
+        ChatResponse::text("I can't help with that.").with_finish_reason(FinishReason::Refusal);
+    let model = agent_errors::testing::ScriptedModel::new().reply(Reply::response(refusal));
+    let agent = Agent::builder("a").model(model).build().unwrap();
+    match agent.run("q").await.unwrap_err() {
+        RunError::Refused { text, reason } => {
+            assert_eq!(text, "I can't help with that.");
+            assert_eq!(reason, FinishReason::Refusal);
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
