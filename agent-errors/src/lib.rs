@@ -8,6 +8,8 @@ pub mod classify;
 mod error;
 mod events;
 mod executor;
+mod explain;
+mod extensions;
 mod fix;
 pub mod llm;
 #[cfg(feature = "openai")]
@@ -23,10 +25,12 @@ mod tool;
 #[doc(hidden)]
 pub mod __private;
 
-pub use agent_errors_macros::{defaults, fixer, fixers, policy, tool, tools};
+pub use agent_errors_macros::{
+    crate_defaults, defaults, fixer, fixers, policy, tool, tools, toolset,
+};
 
 pub use agent::{
-    Agent, AgentBuilder, AgentOutput, ESCALATE, IntoLlmDecision, Json, ModelError,
+    Agent, AgentBuilder, AgentOutput, Conversation, ESCALATE, IntoLlmDecision, Json, ModelError,
     NotJsonArguments, RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
 };
 pub use breaker::{BreakerState, ServiceBreaker};
@@ -41,10 +45,12 @@ pub use executor::{
     CallOutcome, Cancellation, CircuitOpen, Limits, Permission, PermissionHook, RunContext,
     Terminated, TerminationReason, ToolPanic,
 };
+pub use explain::Explanation;
+pub use extensions::{Ctx, Extensions, MissingContext};
 pub use fix::{Fix, FixRequest, Fixer, FixerDef, FixerError};
 pub use llm::LlmErrorDecision;
 pub use policy::{
-    Action, Explanation, FixAction, Ladder, Policy, PolicyKey, PolicyLayer, RetryAction,
+    Action, FixAction, Ladder, Policy, PolicyKey, PolicyLayer, RetryAction, Shadowed,
 };
 pub use registry::{ConfigError, ConfigProblem, Registry, RegistryBuilder};
 pub use retry::{RetrySchedule, ZeroAttempts};
@@ -54,7 +60,7 @@ pub use tool::{ToolDef, ToolFuture, ToolHandler};
 pub mod prelude {
     #[doc(no_inline)]
     pub use crate::{
-        Agent, BoxError, ChatModel, Fix, FixRequest, FixerError, HttpError, LlmErrorDecision,
-        RunError, Severity, ToolDef, defaults, fixer, fixers, policy, tool, tools,
+        Agent, BoxError, ChatModel, Ctx, Fix, FixRequest, FixerError, HttpError, LlmErrorDecision,
+        RunError, Severity, ToolDef, defaults, fixer, fixers, policy, tool, tools, toolset,
     };
 }

@@ -20,6 +20,7 @@
 
 mod builder;
 mod builtins;
+mod conversation;
 mod fixer;
 mod llm_error;
 mod output;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 
 pub use builder::AgentBuilder;
 pub use builtins::{ESCALATE, THROW_EXCEPTION};
+pub use conversation::Conversation;
 pub use fixer::NotJsonArguments;
 pub use llm_error::{IntoLlmDecision, ModelError};
 pub use output::{AgentOutput, Json};
@@ -40,7 +42,8 @@ use crate::chat::{CallSource, ChatModel, Message, ToolSpec};
 use crate::error::{BoxError, Severity};
 use crate::events::RunReport;
 use crate::executor::{Cancellation, Limits, PermissionHook, Terminated};
-use crate::policy::Explanation;
+use crate::explain::Explanation;
+use crate::extensions::Extensions;
 use crate::registry::Registry;
 
 use builtins::Builtins;
@@ -165,6 +168,8 @@ pub struct RunOptions {
     /// Cancels the run: pending tool calls answer "operation cancelled" and the run ends with
     /// [`RunError::Cancelled`].
     pub cancellation: Cancellation,
+    /// Values for this run's tools, fixers and permission hook, asked for by type.
+    pub extensions: Extensions,
 }
 
 impl RunOptions {
@@ -177,6 +182,22 @@ impl RunOptions {
     #[must_use]
     pub fn cancellation(mut self, cancellation: Cancellation) -> Self {
         self.cancellation = cancellation;
+        self
+    }
+
+    /// Gives this run a value that its tools and fixers ask for with a [`Ctx<T>`](crate::Ctx)
+    /// parameter (and the permission hook reads): the user's identity, a token, a tenant. One
+    /// value per type; the model never sees it.
+    #[must_use]
+    pub fn context<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
+    }
+
+    /// Gives this run every value of `extensions` (replacing any given before).
+    #[must_use]
+    pub fn extensions(mut self, extensions: Extensions) -> Self {
+        self.extensions = extensions;
         self
     }
 }

@@ -9,8 +9,9 @@ use futures_util::FutureExt;
 
 use super::context::RunContext;
 use crate::breaker::{Admission, ServiceBreaker};
-use crate::classify::{Classification, ErrorKind, Evidence, classify};
+use crate::classify::{Classification, Classifier, ErrorKind, Evidence, classify};
 use crate::error::{BoxError, ToolError};
+use crate::extensions::MissingContext;
 use crate::tool::{ToolDef, ToolOutput};
 
 /// A tool panicked; classified [`ErrorKind::Bug`].
@@ -50,9 +51,14 @@ pub(crate) enum Missed {
     Tripped { failures: u32 },
 }
 
-/// Classifies a tool failure: bad arguments are `Validation`, panics are `Bug`, an open circuit
-/// is a transient that must not be retried, and anything else goes to [`classify`].
-pub(crate) fn classify_tool_error(error: &ToolError) -> Classification {
+/// Classifies a tool failure: bad arguments are `Validation`, panics and missing context are
+/// `Bug`, an open circuit is a transient that must not be retried, and anything else goes to the
+/// run's classifier when it has one (which also consults the process-wide rules, after its
+/// own), or to [`classify`].
+pub(crate) fn classify_tool_error(
+    error: &ToolError,
+    classifier: Option<&Classifier>,
+) -> Classification {
     if error.is_invalid_args() {
         return Classification::new(ErrorKind::Validation, Evidence::Type("serde_json::Error"));
     }
@@ -60,12 +66,18 @@ pub(crate) fn classify_tool_error(error: &ToolError) -> Classification {
     if cause.downcast_ref::<ToolPanic>().is_some() {
         return Classification::new(ErrorKind::Bug, Evidence::Type("ToolPanic"));
     }
+    if cause.downcast_ref::<MissingContext>().is_some() {
+        return Classification::new(ErrorKind::Bug, Evidence::Type("MissingContext"));
+    }
     if cause.downcast_ref::<CircuitOpen>().is_some() {
         let mut c = Classification::new(ErrorKind::Transient, Evidence::Type("CircuitOpen"));
         c.should_retry = Some(false);
         return c;
     }
-    classify(cause)
+    match classifier {
+        Some(classifier) => classifier.classify(cause),
+        None => classify(cause),
+    }
 }
 
 /// Calls `tool` once with `raw` arguments.
@@ -83,12 +95,14 @@ pub(crate) async fn attempt(
     }
     let panicked =
         |payload| ToolError::execution(parse_value(raw), ToolPanic::from_payload(payload));
-    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.handler().call(raw))) {
+    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| {
+        tool.handler().call_with(raw, ctx.extensions())
+    })) {
         Ok(Ok(future)) => future,
         Ok(Err(args_error)) => return Err(Missed::Failed(args_error)),
         Err(payload) => return Err(Missed::Failed(panicked(payload))),
     };
-    let mut admitted = match admit(ctx.service_breaker(), tool, raw) {
+    let mut admitted = match admit(ctx.service_breaker(), ctx.classifier(), tool, raw) {
         Ok(admitted) => admitted,
         Err(open) => return Err(Missed::Failed(open)),
     };
@@ -123,6 +137,7 @@ fn parse_value(raw: &str) -> serde_json::Value {
 /// Asks the service breaker, if the run has one, to let this call through.
 fn admit<'a>(
     breaker: Option<&'a ServiceBreaker>,
+    classifier: Option<&'a Classifier>,
     tool: &'a ToolDef,
     raw: &str,
 ) -> Result<Option<Admitted<'a>>, ToolError> {
@@ -138,6 +153,7 @@ fn admit<'a>(
         }
         admission => Ok(Some(Admitted {
             breaker,
+            classifier,
             tool: tool.name(),
             probe: admission == Admission::Probe,
             recorded: false,
@@ -150,6 +166,7 @@ fn admit<'a>(
 /// open for good.
 struct Admitted<'a> {
     breaker: &'a ServiceBreaker,
+    classifier: Option<&'a Classifier>,
     tool: &'a str,
     probe: bool,
     recorded: bool,
@@ -161,7 +178,7 @@ impl Admitted<'_> {
     fn record(&mut self, result: &Result<ToolOutput, ToolError>) {
         let healthy = match result {
             Ok(_) => true,
-            Err(e) => !classify_tool_error(e).kind.is_retryable(),
+            Err(e) => !classify_tool_error(e, self.classifier).kind.is_retryable(),
         };
         self.breaker.record(self.tool, healthy);
         self.recorded = true;

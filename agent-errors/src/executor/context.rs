@@ -5,13 +5,15 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::breaker::{RunBreaker, ServiceBreaker};
 use crate::chat::ToolCall;
+use crate::classify::Classifier;
 use crate::events::{EventLog, EventSink};
+use crate::extensions::Extensions;
 
 /// A permission hook's verdict on a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,6 +155,9 @@ pub struct RunContext {
     service: Option<Arc<ServiceBreaker>>,
     permission: Option<Arc<dyn PermissionHook>>,
     limits: Limits,
+    extensions: Extensions,
+    /// Set by the caller, or taken from the registry on the first call.
+    classifier: OnceLock<Arc<Classifier>>,
 }
 
 impl fmt::Debug for RunContext {
@@ -186,6 +191,8 @@ impl RunContext {
             service: None,
             permission: None,
             limits: Limits::default(),
+            extensions: Extensions::new(),
+            classifier: OnceLock::new(),
         }
     }
 
@@ -223,6 +230,40 @@ impl RunContext {
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
+    }
+
+    /// Gives the run these values: tools and fixers ask for them with a
+    /// [`Ctx<T>`](crate::Ctx) parameter, the permission hook reads them too.
+    #[must_use]
+    pub fn with_extensions(mut self, extensions: Extensions) -> Self {
+        self.extensions = extensions;
+        self
+    }
+
+    /// Classifies this run's tool failures with `classifier`, its own rules first and then the
+    /// process-wide ones (a registry's own classifier is used when none is set here).
+    #[must_use]
+    pub fn with_classifier(self, classifier: Classifier) -> Self {
+        let _ = self
+            .classifier
+            .set(Arc::new(classifier.with_global_rules()));
+        self
+    }
+
+    pub(crate) fn classifier(&self) -> Option<&Classifier> {
+        self.classifier.get().map(Arc::as_ref)
+    }
+
+    /// Uses the registry's classifier unless the run already has one.
+    pub(crate) fn adopt_classifier(&self, classifier: Option<&Arc<Classifier>>) {
+        if let (None, Some(classifier)) = (self.classifier.get(), classifier) {
+            let _ = self.classifier.set(Arc::clone(classifier));
+        }
+    }
+
+    /// The values the run was given.
+    pub fn extensions(&self) -> &Extensions {
+        &self.extensions
     }
 
     /// The events so far.

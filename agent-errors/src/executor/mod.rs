@@ -48,6 +48,7 @@ use outcome::{Failure, Handled};
 
 /// Runs one tool call through its resolved policy: see [`Registry::execute`].
 pub(crate) async fn execute(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> CallOutcome {
+    ctx.adopt_classifier(registry.classifier());
     let halt = ctx.halt_token();
     if halt.is_cancelled() {
         return CallOutcome::cancelled(call);
@@ -146,7 +147,13 @@ async fn handle(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> Handl
         },
         // Recovery is the rare path: boxing it keeps the happy path's future small.
         Err(Missed::Failed(error)) => {
-            let walk = Walk::new(registry, ctx, entry, call, Failure::new(error, 1));
+            let walk = Walk::new(
+                registry,
+                ctx,
+                entry,
+                call,
+                Failure::new(error, 1, ctx.classifier()),
+            );
             Box::pin(walk.run()).await
         }
     }

@@ -4,6 +4,7 @@
 use super::attempt::classify_tool_error;
 use super::context::RunContext;
 use crate::chat::{ToolCall, ToolResult};
+use crate::classify::Classifier;
 use crate::classify::{Classification, ErrorKind, chain};
 use crate::error::{Severity, ToolError};
 use crate::events::Event;
@@ -141,8 +142,8 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
-    pub(crate) fn new(error: ToolError, attempts: u32) -> Self {
-        let class = classify_tool_error(&error);
+    pub(crate) fn new(error: ToolError, attempts: u32, classifier: Option<&Classifier>) -> Self {
+        let class = classify_tool_error(&error, classifier);
         Failure {
             error,
             class,
