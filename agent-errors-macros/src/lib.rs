@@ -156,7 +156,8 @@ use proc_macro::TokenStream;
 ///
 /// # The function
 ///
-/// A free `fn` or `async fn` (not in an `impl` block), not generic, not `unsafe`. Each parameter
+/// A free `fn` or `async fn`, or a method of a [`#[toolset]`](macro@toolset) block; not
+/// generic, not `unsafe`. Each parameter
 /// is a plain name with an owned type (`String`, not `&str`) that implements `Deserialize` and
 /// `JsonSchema`; together they become the tool's arguments, a JSON object with one field per
 /// parameter (`Option` fields may be left out, unknown fields are rejected). The agent-errors
@@ -169,6 +170,17 @@ use proc_macro::TokenStream;
 /// `T: Serialize` that can't fail. An `async fn`'s future must be `Send`. A plain `fn` runs when
 /// the call is first polled, on the runtime's thread: keep it quick, or make the tool `async` and
 /// move blocking work to `tokio::task::spawn_blocking`.
+///
+/// Two kinds of parameter are not fields of the arguments:
+///
+/// * `name: Ctx<T>` reads the run's value of type `T` (given with `RunOptions::context`, or
+///   `RunContext::with_extensions` for a registry of your own); the schema does not show it. A
+///   run without one answers the call with an error result saying which type is missing, and
+///   the tool does not run. `T` must be `Send + Sync + 'static`.
+/// * `#[args] name: MyArgs` makes `MyArgs` the whole argument object: its fields are the
+///   schema's top level, as rig and rmcp tools have them. It must then be the only parameter
+///   besides `Ctx<T>` ones. `MyArgs` derives `serde::Deserialize` and `schemars::JsonSchema`
+///   (schemars 1.x: `schemars = "1"` in your `[dependencies]`).
 ///
 /// The tool's output reaches the model as text: a `String` as it is, anything else as JSON.
 ///

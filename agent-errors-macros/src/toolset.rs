@@ -143,6 +143,10 @@ impl Macro for Toolset {
             let item = self.item;
             return quote!(#errors #item);
         };
+        // A trait impl or a generic block has no place for the collectors; the error says why.
+        if block.trait_.is_some() || !block.generics.params.is_empty() {
+            return quote!(#errors #block);
+        }
         let self_ty = &*block.self_ty;
         let collectors = collectors(&self.krate, &[], &[]);
         quote! {

@@ -341,3 +341,36 @@ async fn an_agents_classifier_makes_its_own_errors_fire_their_keys() {
         .unwrap();
     assert_eq!(plain.run("who is 9?").await.unwrap(), "no such customer");
 }
+
+/// An order, as rig and rmcp tools take it: the struct is the whole argument object.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct OrderRequest {
+    /// What to buy.
+    item: String,
+    quantity: u32,
+}
+
+/// Places an order.
+#[tool]
+async fn place_order(#[args] order: OrderRequest, user: Ctx<User>) -> String {
+    format!("{} ordered {} x {}", user.name, order.quantity, order.item)
+}
+
+#[tokio::test]
+async fn an_args_parameter_is_the_whole_argument_object() {
+    let tool = &tools![place_order][0];
+    let schema = tool.parameters();
+    assert_eq!(schema["properties"]["item"]["type"], "string", "{schema}");
+    assert!(schema["properties"].get("order").is_none(), "{schema}");
+    assert!(schema["properties"].get("user").is_none(), "{schema}");
+
+    let registry = agent_errors::Registry::builder()
+        .tools(tools![place_order])
+        .build()
+        .unwrap();
+    let ctx = RunContext::new()
+        .with_extensions(agent_errors::Extensions::new().with(User { name: "ada".into() }));
+    let call = ToolCall::new("c1", "place_order", r#"{"item": "tea", "quantity": 2}"#);
+    let outcome = registry.execute(&ctx, &call).await;
+    assert_eq!(outcome.result().unwrap().content, "ada ordered 2 x tea");
+}
