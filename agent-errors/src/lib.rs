@@ -42,8 +42,9 @@ pub use classify::{Classification, ErrorKind, HttpError, classify};
 pub use error::{BoxError, Severity, ToolError};
 pub use events::{Event, EventLog, EventSink, RunReport};
 pub use executor::{
-    CallOutcome, Cancellation, CircuitOpen, Limits, Permission, PermissionHook, RunContext,
-    Terminated, TerminationReason, ToolPanic,
+    CallOutcome, Cancellation, CircuitOpen, DEFAULT_MAX_PERMISSION_DENIALS, Limits, Permission,
+    PermissionContext, PermissionDenied, PermissionHook, RunContext, Terminated, TerminationReason,
+    ToolPanic,
 };
 pub use explain::Explanation;
 pub use extensions::{Ctx, Extensions, MissingContext};

@@ -199,6 +199,10 @@ impl<O: AgentOutput> AgentBuilder<O> {
     }
 
     /// Asks `hook` before every tool call; a denied call gets an error result and never runs.
+    /// The hook sees the run's context values and denial counts
+    /// ([`PermissionHook::check_in`]); after [`Limits::max_permission_denials`] denials across
+    /// every tool (default 20) the run ends with
+    /// [`TerminationReason::PermissionDenials`](crate::TerminationReason::PermissionDenials).
     #[must_use]
     pub fn permission(mut self, hook: impl PermissionHook) -> Self {
         self.permission = Some(Arc::new(hook));

@@ -7,7 +7,7 @@ use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
 
-use super::context::RunContext;
+use super::context::{PermissionDenied, RunContext};
 use crate::breaker::{Admission, ServiceBreaker};
 use crate::classify::{Classification, Classifier, ErrorKind, Evidence, classify};
 use crate::error::{BoxError, ToolError};
@@ -65,6 +65,9 @@ pub(crate) fn classify_tool_error(
     let cause = error.cause();
     if cause.downcast_ref::<ToolPanic>().is_some() {
         return Classification::new(ErrorKind::Bug, Evidence::Type("ToolPanic"));
+    }
+    if cause.downcast_ref::<PermissionDenied>().is_some() {
+        return Classification::new(ErrorKind::Auth, Evidence::Type("PermissionDenied"));
     }
     if cause.downcast_ref::<MissingContext>().is_some() {
         return Classification::new(ErrorKind::Bug, Evidence::Type("MissingContext"));

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use tokio_util::sync::CancellationToken;
@@ -25,9 +25,77 @@ pub enum Permission {
 }
 
 /// Decides, before a tool runs, whether it may. Any `Fn(&ToolCall) -> Permission` is one.
+///
+/// A hook that needs the run's context values (who is asking) or how often this run was
+/// already denied implements [`check_in`](PermissionHook::check_in) too.
+///
+/// ```
+/// use agent_errors::{Permission, PermissionContext, PermissionHook, ToolCall};
+///
+/// struct Role(&'static str);
+///
+/// struct AdminsOnly;
+///
+/// impl PermissionHook for AdminsOnly {
+///     fn check(&self, _call: &ToolCall) -> Permission {
+///         Permission::Deny("no user".into())
+///     }
+///
+///     fn check_in(&self, call: &ToolCall, run: &PermissionContext<'_>) -> Permission {
+///         match run.extensions().get::<Role>() {
+///             Some(Role("admin")) => Permission::Allow,
+///             _ if run.denials() > 3 => Permission::Deny("stop asking for admin tools".into()),
+///             _ => Permission::Deny(format!("`{}` is for admins", call.name)),
+///         }
+///     }
+/// }
+/// ```
 pub trait PermissionHook: Send + Sync + 'static {
     /// The verdict for this call.
     fn check(&self, call: &ToolCall) -> Permission;
+
+    /// The verdict for this call, knowing the run: what the executor asks. The default asks
+    /// [`check`](PermissionHook::check).
+    fn check_in(&self, call: &ToolCall, run: &PermissionContext<'_>) -> Permission {
+        let _ = run;
+        self.check(call)
+    }
+}
+
+/// What a permission hook knows about the run asking.
+#[derive(Debug, Clone, Copy)]
+pub struct PermissionContext<'a> {
+    extensions: &'a Extensions,
+    denials: u32,
+    tool_denials: u32,
+}
+
+impl PermissionContext<'_> {
+    /// The values the run was given ([`RunOptions::context`](crate::RunOptions::context)).
+    pub fn extensions(&self) -> &Extensions {
+        self.extensions
+    }
+
+    /// Calls denied so far in this run, across every tool.
+    pub fn denials(&self) -> u32 {
+        self.denials
+    }
+
+    /// Calls of this tool denied so far in this run.
+    pub fn tool_denials(&self) -> u32 {
+        self.tool_denials
+    }
+}
+
+/// The permission hook denied a call; classified [`Auth`](crate::ErrorKind::Auth) when the run's
+/// budget of denials is used up and the run ends.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("permission denied {denials} times in this run; the last: {reason}")]
+pub struct PermissionDenied {
+    /// Denials in the run, this one included.
+    pub denials: u32,
+    /// The hook's reason for this one.
+    pub reason: String,
 }
 
 impl<F> PermissionHook for F
@@ -79,6 +147,9 @@ impl Cancellation {
     }
 }
 
+/// The default of [`Limits::max_permission_denials`].
+pub const DEFAULT_MAX_PERMISSION_DENIALS: u32 = 20;
+
 /// Bounds that keep recovery finite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -87,6 +158,9 @@ pub struct Limits {
     pub max_repair_steps: u32,
     /// Characters of an error message a model may see.
     pub max_message_chars: usize,
+    /// Permission denials, across every tool, after which the run ends: a model that keeps
+    /// asking for what it may not do will not stop by itself (0: no budget).
+    pub max_permission_denials: u32,
 }
 
 impl Default for Limits {
@@ -94,6 +168,7 @@ impl Default for Limits {
         Limits {
             max_repair_steps: 8,
             max_message_chars: crate::sanitize::DEFAULT_MAX_CHARS,
+            max_permission_denials: DEFAULT_MAX_PERMISSION_DENIALS,
         }
     }
 }
@@ -103,6 +178,13 @@ impl Limits {
     #[must_use]
     pub fn with_max_repair_steps(mut self, steps: u32) -> Self {
         self.max_repair_steps = steps;
+        self
+    }
+
+    /// Sets the number of permission denials, across every tool, that ends a run (0: never).
+    #[must_use]
+    pub fn with_max_permission_denials(mut self, denials: u32) -> Self {
+        self.max_permission_denials = denials;
         self
     }
 
@@ -124,6 +206,8 @@ struct RunState {
     turn: u64,
     /// The last turn in which a failure of each tool was counted.
     counted: HashMap<String, u64>,
+    /// Permission denials per tool.
+    denied: HashMap<String, u32>,
 }
 
 /// The state of one run that the executor reads and writes: events, dropped tools, the per-run
@@ -158,6 +242,8 @@ pub struct RunContext {
     extensions: Extensions,
     /// Set by the caller, or taken from the registry on the first call.
     classifier: OnceLock<Arc<Classifier>>,
+    /// Permission denials in this run; outside the lock so a hook that allows takes none.
+    denials: AtomicU32,
 }
 
 impl fmt::Debug for RunContext {
@@ -193,6 +279,7 @@ impl RunContext {
             limits: Limits::default(),
             extensions: Extensions::new(),
             classifier: OnceLock::new(),
+            denials: AtomicU32::new(0),
         }
     }
 
@@ -355,6 +442,27 @@ impl RunContext {
             state.tripped = Some((tool.to_owned(), failures));
         }
         Some(failures)
+    }
+
+    /// What the permission hook is told about this run, for a call of `tool`.
+    pub(crate) fn permission_context(&self, tool: &str) -> PermissionContext<'_> {
+        let denials = self.denials.load(Ordering::SeqCst);
+        let tool_denials = if denials == 0 {
+            0
+        } else {
+            self.lock().denied.get(tool).copied().unwrap_or(0)
+        };
+        PermissionContext {
+            extensions: &self.extensions,
+            denials,
+            tool_denials,
+        }
+    }
+
+    /// Counts a denial of `tool`; returns the run's total.
+    pub(crate) fn record_denial(&self, tool: &str) -> u32 {
+        *self.lock().denied.entry(tool.to_owned()).or_insert(0) += 1;
+        self.denials.fetch_add(1, Ordering::SeqCst) + 1
     }
 
     fn troubled(&self) -> bool {

@@ -35,6 +35,12 @@ pub enum TerminationReason {
     },
     /// A `throw` rung, or a fixer that threw.
     Thrown(String),
+    /// The permission hook denied this many calls in the run, the run's budget
+    /// ([`Limits::max_permission_denials`](crate::Limits)).
+    PermissionDenials {
+        /// Denials counted, across every tool.
+        denials: u32,
+    },
 }
 
 impl TerminationReason {
@@ -55,6 +61,9 @@ impl TerminationReason {
             }
             TerminationReason::BreakerTripped { .. } => {
                 "I couldn't finish that: a tool kept failing, so I stopped trying."
+            }
+            TerminationReason::PermissionDenials { .. } => {
+                "I couldn't finish that: it needs actions I'm not allowed to take."
             }
             TerminationReason::Thrown(_) => {
                 "I couldn't finish that: a tool failed in a way that cannot be recovered."
