@@ -316,12 +316,11 @@ pub fn defaults(input: TokenStream) -> TokenStream {
 ///
 /// agent_errors::defaults!(on_error(execution = [retry(3), escalate]));
 ///
-/// #[derive(serde::Deserialize, schemars::JsonSchema)]
-/// struct Args { city: String }
+/// type Args = std::collections::HashMap<String, String>;
 ///
 /// # fn main() {
 /// let weather = ToolDef::new("weather", "Today's weather.", |args: Args| async move {
-///     Ok::<_, std::io::Error>(args.city)
+///     Ok::<_, std::io::Error>(args.len())
 /// })
 /// .with_crate_defaults(crate_defaults!());
 /// assert!(weather.crate_defaults().is_some());
