@@ -70,6 +70,26 @@ pub(crate) struct Param {
     pub(crate) ty: Type,
     /// `///` lines on the parameter: the field's description in the schema.
     pub(crate) docs: Vec<Attribute>,
+    pub(crate) source: ParamSource,
+}
+
+/// Where a parameter's value comes from.
+pub(crate) enum ParamSource {
+    /// One field of the model's arguments.
+    Field,
+    /// The whole of the model's arguments (`#[args]`): the type's fields are the schema's.
+    Whole,
+    /// A `Ctx<T>`: the run's value of type `T` (the type held), never shown to the model.
+    Context(Box<Type>),
+}
+
+/// How a `#[tool]` method of a `#[toolset]` block is called.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Receiver {
+    /// A free function, or an associated function without `self`.
+    None,
+    /// `&self`: called on the shared instance.
+    Ref,
 }
 
 /// What a tool returns.
@@ -92,6 +112,7 @@ pub(crate) enum DocLine {
 /// A `#[tool]` function.
 pub(crate) struct ToolFn {
     pub(crate) head: FnHead,
+    pub(crate) receiver: Receiver,
     pub(crate) is_async: bool,
     pub(crate) params: Vec<Param>,
     pub(crate) output: Output,
@@ -99,41 +120,24 @@ pub(crate) struct ToolFn {
 }
 
 impl ToolFn {
-    /// The model of `func`; anything a tool can't be is reported to `cx`.
-    pub(crate) fn from_item(func: &ItemFn, cx: &Ctxt) -> Self {
+    /// The model of `func`; anything a tool can't be is reported to `cx`. `in_toolset`: the
+    /// function is a method of a `#[toolset]` block, so `&self` is allowed.
+    pub(crate) fn from_item(func: &ItemFn, in_toolset: bool, cx: &Ctxt) -> Self {
         let sig = &func.sig;
         reject_common(func, "tool", cx);
         let mut params = Vec::new();
+        let mut receiver = Receiver::None;
         for input in &sig.inputs {
             match input {
-                FnArg::Receiver(receiver) => cx.error_spanned_by(
-                    receiver,
-                    "a tool can't take `self`: make it a free function",
-                ),
+                FnArg::Receiver(r) => receiver = check_receiver(r, "tool", in_toolset, cx),
                 FnArg::Typed(typed) => {
-                    check_param_type(&typed.ty, cx);
-                    match &*typed.pat {
-                        Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
-                            params.push(Param {
-                                ident: p.ident.clone(),
-                                ty: (*typed.ty).clone(),
-                                docs: typed
-                                    .attrs
-                                    .iter()
-                                    .filter(|a| a.path().is_ident("doc"))
-                                    .cloned()
-                                    .collect(),
-                            });
-                        }
-                        pat => cx.error_spanned_by(
-                            pat,
-                            "a tool parameter must be a plain name such as `query: String`: \
-                             the name is the JSON field the model fills in",
-                        ),
+                    if let Some(param) = Param::from_typed(typed, cx) {
+                        params.push(param);
                     }
                 }
             }
         }
+        check_whole(&params, cx);
         let output = match &sig.output {
             ReturnType::Default => Output::Unit,
             ReturnType::Type(_, ty) if is_result(ty) => Output::Result((**ty).clone()),
@@ -141,10 +145,113 @@ impl ToolFn {
         };
         ToolFn {
             head: FnHead::new(func),
+            receiver,
             is_async: sig.asyncness.is_some(),
             params,
             output,
             docs: doc_lines(&func.attrs),
+        }
+    }
+}
+
+/// `&self` in a `#[toolset]` block; anything else is reported.
+fn check_receiver(r: &syn::Receiver, what: &str, in_toolset: bool, cx: &Ctxt) -> Receiver {
+    if !in_toolset {
+        cx.error_spanned_by(
+            r,
+            format_args!(
+                "a {what} that takes `self` must be in an `impl` block marked `#[toolset]`, \
+                 which builds its {what}s from a shared instance"
+            ),
+        );
+    } else if r.reference.is_none() || r.colon_token.is_some() {
+        cx.error_spanned_by(
+            r,
+            format_args!("a {what} method takes `&self`: the instance is shared as an `Arc<Self>`"),
+        );
+    } else if r.mutability.is_some() {
+        cx.error_spanned_by(
+            r,
+            format_args!(
+                "a {what} method takes `&self`, not `&mut self`: calls run concurrently on one \
+                 shared instance, so keep mutable state behind a `Mutex` in a field"
+            ),
+        );
+    }
+    Receiver::Ref
+}
+
+impl Param {
+    fn from_typed(typed: &syn::PatType, cx: &Ctxt) -> Option<Param> {
+        let whole = typed.attrs.iter().any(|a| a.path().is_ident("args"));
+        let source = match context_type(&typed.ty, cx) {
+            Some(held) => ParamSource::Context(Box::new(held)),
+            None if whole => ParamSource::Whole,
+            None => ParamSource::Field,
+        };
+        if !matches!(source, ParamSource::Context(_)) {
+            check_param_type(&typed.ty, cx);
+        }
+        match &*typed.pat {
+            Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => Some(Param {
+                ident: p.ident.clone(),
+                ty: (*typed.ty).clone(),
+                docs: typed
+                    .attrs
+                    .iter()
+                    .filter(|a| a.path().is_ident("doc"))
+                    .cloned()
+                    .collect(),
+                source,
+            }),
+            pat => {
+                cx.error_spanned_by(
+                    pat,
+                    "a tool parameter must be a plain name such as `query: String`: \
+                     the name is the JSON field the model fills in",
+                );
+                None
+            }
+        }
+    }
+}
+
+/// `T` of a `Ctx<T>` parameter; a bare `Ctx` is reported.
+fn context_type(ty: &Type, cx: &Ctxt) -> Option<Type> {
+    let Type::Path(path) = ty else { return None };
+    let last = path.path.segments.last()?;
+    if last.ident != "Ctx" {
+        return None;
+    }
+    if let PathArguments::AngleBracketed(args) = &last.arguments {
+        if let [GenericArgument::Type(held)] = args.args.iter().collect::<Vec<_>>()[..] {
+            return Some(held.clone());
+        }
+    }
+    cx.error_spanned_by(
+        ty,
+        "`Ctx` takes the type of the run's value it reads, such as `Ctx<UserId>`",
+    );
+    None
+}
+
+/// An `#[args]` parameter is the whole argument object, so it must be the only one the model
+/// fills in.
+fn check_whole(params: &[Param], cx: &Ctxt) {
+    let fields = params
+        .iter()
+        .filter(|p| !matches!(p.source, ParamSource::Context(_)));
+    let wholes = params
+        .iter()
+        .filter(|p| matches!(p.source, ParamSource::Whole))
+        .count();
+    if wholes > 0 && fields.clone().count() > 1 {
+        for p in fields {
+            cx.error_spanned_by(
+                &p.ident,
+                "an `#[args]` parameter is the whole argument object: it must be the tool's only \
+                 parameter besides `Ctx<T>` ones",
+            );
         }
     }
 }
@@ -154,21 +261,24 @@ const FIXER_ARITY: &str = "a fixer takes exactly one parameter: `request: FixReq
 /// A `#[fixer]` function.
 pub(crate) struct FixerFn {
     pub(crate) head: FnHead,
+    pub(crate) receiver: Receiver,
     pub(crate) is_async: bool,
 }
 
 impl FixerFn {
     /// The model of `func`; anything a fixer can't be is reported to `cx`.
-    pub(crate) fn from_item(func: &ItemFn, cx: &Ctxt) -> Self {
+    pub(crate) fn from_item(func: &ItemFn, in_toolset: bool, cx: &Ctxt) -> Self {
         let sig = &func.sig;
         reject_common(func, "fixer", cx);
-        let mut inputs = sig.inputs.iter();
+        let mut inputs = sig.inputs.iter().peekable();
+        let mut receiver = Receiver::None;
+        if let Some(FnArg::Receiver(r)) = inputs.peek() {
+            receiver = check_receiver(r, "fixer", in_toolset, cx);
+            inputs.next();
+        }
         match inputs.next() {
             None => cx.error_at(sig.paren_token.span.join(), FIXER_ARITY),
-            Some(FnArg::Receiver(receiver)) => cx.error_spanned_by(
-                receiver,
-                "a fixer can't take `self`: make it a free function",
-            ),
+            Some(FnArg::Receiver(r)) => cx.error_spanned_by(r, FIXER_ARITY),
             Some(FnArg::Typed(_)) => {}
         }
         let extra: Vec<_> = inputs.collect();
@@ -181,6 +291,7 @@ impl FixerFn {
         }
         FixerFn {
             head: FnHead::new(func),
+            receiver,
             is_async: sig.asyncness.is_some(),
         }
     }
@@ -336,7 +447,7 @@ fn trim_lines(docs: &[&str]) -> String {
 /// rustc rejects them on parameters, so they are taken off. `None` when there are none, so the
 /// item is emitted exactly as written.
 pub(crate) fn without_param_docs(func: &ItemFn) -> Option<ItemFn> {
-    let is_doc = |a: &Attribute| a.path().is_ident("doc");
+    let is_doc = |a: &Attribute| a.path().is_ident("doc") || a.path().is_ident("args");
     let has_docs = func.sig.inputs.iter().any(|input| match input {
         FnArg::Typed(typed) => typed.attrs.iter().any(is_doc),
         FnArg::Receiver(_) => false,

@@ -68,7 +68,7 @@ impl Macro for Tool {
         let func = ast::parse_fn(self.item.clone(), "tool")
             .map_err(|error| cx.push(error))
             .ok()?;
-        let tool = ToolFn::from_item(&func, cx);
+        let tool = ToolFn::from_item(&func, false, cx);
         if let Some(stripped) = ast::without_param_docs(&func) {
             self.item = quote!(#stripped);
         }
@@ -120,7 +120,7 @@ impl Macro for Fixer {
         let func = ast::parse_fn(self.item.clone(), "fixer")
             .map_err(|error| cx.push(error))
             .ok()?;
-        let fixer = FixerFn::from_item(&func, cx);
+        let fixer = FixerFn::from_item(&func, false, cx);
         self.head = Some(FnHead::new(&func));
         let args = parse_all(cx, self.attr.clone(), FixerArgs::parse);
         self.krate = args.krate.clone();
@@ -237,6 +237,36 @@ impl Macro for List {
     fn fallback(self, errors: TokenStream) -> TokenStream {
         let empty = expand::list(&self.krate, &[], self.kind, self.element);
         expression_after(errors, empty)
+    }
+}
+
+/// `crate_defaults!()`: the calling crate's `defaults!`, for a hand-built `ToolDef`.
+pub(crate) struct CrateDefaults {
+    input: TokenStream,
+    krate: Path,
+}
+
+impl CrateDefaults {
+    pub(crate) fn new(input: TokenStream) -> Self {
+        CrateDefaults {
+            input,
+            krate: CratePath::default_path(),
+        }
+    }
+}
+
+impl Macro for CrateDefaults {
+    fn try_expand(&mut self, cx: &Ctxt) -> Option<TokenStream> {
+        let args = parse_all(cx, self.input.clone(), ListArgs::parse);
+        self.krate = args.krate.clone();
+        if let Some(path) = args.paths.first() {
+            cx.error_spanned_by(path, "expected nothing, or `crate = \"...\"`");
+        }
+        Some(expand::crate_defaults(&expand::private(&args.krate)))
+    }
+
+    fn fallback(self, errors: TokenStream) -> TokenStream {
+        expression_after(errors, quote!(::std::option::Option::None))
     }
 }
 

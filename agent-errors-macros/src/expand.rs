@@ -7,12 +7,12 @@
 //! own types: the work shared by every tool is done by plain functions of the runtime.
 
 use proc_macro2::{Literal, Span, TokenStream};
-use quote::{quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
-use syn::{Ident, LitStr, Path};
+use syn::{Ident, LitStr, Path, Type};
 
-use crate::ast::{Description, FixerFn, FnHead, Output, Param, ToolFn};
+use crate::ast::{Description, FixerFn, FnHead, Output, Param, ParamSource, Receiver, ToolFn};
 use crate::attr::{ActionKind, ActionNode, DurationLit, Key, PolicyNode, ToolArgs};
 use crate::valid;
 
@@ -110,7 +110,7 @@ fn description(description: Option<Description>) -> TokenStream {
 
 /// The crate's `defaults!` policy, if it declared one. Isolated in a block so the glob import
 /// that finds the crate's trait cannot shadow names the user wrote.
-fn crate_defaults(p: &TokenStream) -> TokenStream {
+pub(crate) fn crate_defaults(p: &TokenStream) -> TokenStream {
     quote!({
         #[allow(unused_imports)]
         use crate::*;
@@ -132,35 +132,162 @@ pub(crate) fn tool(args: &ToolArgs, func: &ToolFn) -> TokenStream {
     let p = &private(&args.krate);
     let FnHead { ident, vis, cfgs } = &func.head;
     let entry = entry_ident("tool", ident);
-    let name = valid::tool_name(args, func);
-    let description = match &args.description {
-        Some(lit) => quote!(#lit),
-        None => description(func.doc_description()),
-    };
-    let fields = func
-        .params
-        .iter()
-        .map(|Param { ident, ty, docs }| quote_spanned!(ty.span()=> #(#docs)* #ident: #ty));
-    let args_var = Ident::new("__agent_errors_args", Span::mixed_site());
-    let raw_var = Ident::new("__agent_errors_raw", Span::mixed_site());
-    let call_args = func
-        .params
-        .iter()
-        .map(|Param { ident, .. }| quote!(#args_var.#ident));
-    let mut call = quote!(#ident(#(#call_args),*));
-    if func.is_async {
-        call = quote!(#call.await);
+    let parts = ToolParts::new(args, func, None);
+    let ToolParts {
+        items,
+        raw,
+        ext,
+        prelude,
+        start,
+        ..
+    } = &parts;
+    let crate_defaults = crate_defaults(p);
+    quote! {
+        #(#cfgs)*
+        #[doc(hidden)]
+        #[allow(dead_code)]
+        #vis fn #entry() -> #p::ToolDef {
+            #items
+
+            fn __agent_errors_call(#raw: &str, #ext: &#p::Extensions) -> #p::CallResult {
+                #prelude
+                #start
+            }
+
+            #p::tool_def(
+                &__AGENT_ERRORS_TOOL,
+                #p::schema::<__AgentErrorsArgs>,
+                __agent_errors_call,
+                #crate_defaults,
+            )
+        }
     }
-    // The conversions are spanned on the return type, so a type that is not `Serialize` (or an
-    // error that can't be boxed) is reported on it rather than on the attribute.
+}
+
+/// The hidden associated fn of a `#[tool]` method in a `#[toolset]` block: its `ToolDef` on the
+/// shared instance. Nested items can't name `Self`, so they name `self_ty`.
+pub(crate) fn method_tool(args: &ToolArgs, func: &ToolFn, self_ty: &Type) -> TokenStream {
+    let p = &private(&args.krate);
+    let FnHead { ident, cfgs, .. } = &func.head;
+    let entry = entry_ident("tool", ident);
+    let parts = ToolParts::new(args, func, Some(self_ty));
+    let ToolParts {
+        items,
+        raw,
+        ext,
+        prelude,
+        start,
+        this,
+    } = &parts;
+    let crate_defaults = crate_defaults(p);
+    quote! {
+        #(#cfgs)*
+        #[doc(hidden)]
+        #[allow(dead_code)]
+        fn #entry(#this: ::std::sync::Arc<Self>) -> #p::ToolDef {
+            #items
+
+            fn __agent_errors_call(
+                #this: &::std::sync::Arc<#self_ty>,
+                #raw: &str,
+                #ext: &#p::Extensions,
+            ) -> #p::CallResult {
+                #prelude
+                let #this = ::std::sync::Arc::clone(#this);
+                #start
+            }
+
+            #p::method_tool_def(
+                &__AGENT_ERRORS_TOOL,
+                #p::schema::<__AgentErrorsArgs>,
+                #this,
+                __agent_errors_call,
+                #crate_defaults,
+            )
+        }
+    }
+}
+
+/// What a tool's entry is made of, free fn or method alike.
+struct ToolParts {
+    /// The argument type `__AgentErrorsArgs` and the static `__AGENT_ERRORS_TOOL`.
+    items: TokenStream,
+    /// The names of the call fn's parameters.
+    raw: Ident,
+    ext: Ident,
+    this: Ident,
+    /// Statements that parse the arguments and read the context values.
+    prelude: TokenStream,
+    /// The expression that starts the call.
+    start: TokenStream,
+}
+
+impl ToolParts {
+    fn new(args: &ToolArgs, func: &ToolFn, self_ty: Option<&Type>) -> Self {
+        let p = &private(&args.krate);
+        let ident = &func.head.ident;
+        let args_var = Ident::new("__agent_errors_args", Span::mixed_site());
+        let raw = Ident::new("__agent_errors_raw", Span::mixed_site());
+        let ext = Ident::new("__agent_errors_ext", Span::mixed_site());
+        let this = Ident::new("__agent_errors_this", Span::mixed_site());
+        let mut contexts = Vec::new();
+        let call_args: Vec<TokenStream> = func
+            .params
+            .iter()
+            .map(|param| match &param.source {
+                ParamSource::Field => {
+                    let field = &param.ident;
+                    quote!(#args_var.#field)
+                }
+                ParamSource::Whole => quote!(#args_var),
+                ParamSource::Context(held) => {
+                    let var = format_ident!("__agent_errors_ctx_{}", param.ident.unraw());
+                    let var = Ident::new(&var.to_string(), Span::mixed_site());
+                    // Spanned on the held type: one that is not `Send + Sync` is reported there.
+                    let read = quote_spanned!(held.span()=> #p::context::<#held>);
+                    contexts.push(quote!(let #var = #read(#ext, #raw)?;));
+                    quote!(#var)
+                }
+            })
+            .collect();
+        let mut call = match (self_ty, func.receiver) {
+            (Some(_), Receiver::Ref) => quote!(#this.#ident(#(#call_args),*)),
+            (Some(ty), Receiver::None) => quote!(<#ty>::#ident(#(#call_args),*)),
+            (None, _) => quote!(#ident(#(#call_args),*)),
+        };
+        if func.is_async {
+            call = quote!(#call.await);
+        }
+        let body = call_body(p, func, call);
+        // Spanned on the fn's name: a future that is not `Send` is reported there.
+        let start = quote_spanned!(ident.span()=> #p::call(async move { #body }));
+        let prelude = quote! {
+            let #args_var: __AgentErrorsArgs = #p::parse_args(#raw)?;
+            #(#contexts)*
+        };
+        ToolParts {
+            items: tool_items(args, func),
+            raw,
+            ext,
+            this,
+            prelude,
+            start,
+        }
+    }
+}
+
+/// The call's result as the model's text, or the boxed error. The conversions are spanned on
+/// the return type, so a type that is not `Serialize` (or an error that can't be boxed) is
+/// reported on it rather than on the attribute.
+fn call_body(p: &TokenStream, func: &ToolFn, call: TokenStream) -> TokenStream {
     let return_span = match &func.output {
         Output::Result(ty) | Output::Plain(ty) => ty.span(),
-        Output::Unit => ident.span(),
+        Output::Unit => func.head.ident.span(),
     };
     let output = quote_spanned!(return_span=> #p::output);
     let error = quote_spanned!(return_span=> #p::error);
     let value = Ident::new("value", Span::mixed_site().located_at(return_span));
-    let body = match &func.output {
+    match &func.output {
         Output::Result(_) => quote_spanned! {return_span=>
             match #call {
                 ::std::result::Result::Ok(#value) => #output(&#value),
@@ -171,50 +298,66 @@ pub(crate) fn tool(args: &ToolArgs, func: &ToolFn) -> TokenStream {
             let #value = #call;
             #output(&#value)
         },
+    }
+}
+
+/// The argument type and the static `ToolSpec`. An `#[args]` parameter's own type is the
+/// argument type, so its fields are the schema's top level.
+fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
+    let p = &private(&args.krate);
+    let name = valid::tool_name(args, func);
+    let description = match &args.description {
+        Some(lit) => quote!(#lit),
+        None => description(func.doc_description()),
     };
-    // Spanned on the fn's name: a future that is not `Send` is reported there.
-    let start = quote_spanned!(ident.span()=> #p::call(async move { #body }));
+    let whole = func
+        .params
+        .iter()
+        .find(|param| matches!(param.source, ParamSource::Whole));
+    let args_type = match whole {
+        Some(param) => {
+            let ty = &param.ty;
+            // Spanned on the type: one without `Deserialize` or `JsonSchema` is reported there.
+            quote_spanned!(ty.span()=> type __AgentErrorsArgs = #ty;)
+        }
+        None => {
+            let fields = func
+                .params
+                .iter()
+                .filter(|param| matches!(param.source, ParamSource::Field))
+                .map(
+                    |Param {
+                         ident, ty, docs, ..
+                     }| { quote_spanned!(ty.span()=> #(#docs)* #ident: #ty) },
+                );
+            let serde_crate = format!("{}::serde", path_string(p));
+            let schemars_crate = format!("{}::schemars", path_string(p));
+            quote! {
+                #[derive(#p::serde::Deserialize, #p::schemars::JsonSchema)]
+                #[serde(crate = #serde_crate, deny_unknown_fields)]
+                #[schemars(crate = #schemars_crate, title = #name)]
+                struct __AgentErrorsArgs {
+                    #(#fields,)*
+                }
+            }
+        }
+    };
     let policy = match &args.on_error {
         Some(node) => policy_table(p, node),
         None => quote!(&[]),
     };
     let optional = args.optional;
     let timeout = optional_duration(args.timeout.as_ref());
-    let crate_defaults = crate_defaults(p);
-    let serde_crate = format!("{}::serde", path_string(p));
-    let schemars_crate = format!("{}::schemars", path_string(p));
     quote! {
-        #(#cfgs)*
-        #[doc(hidden)]
-        #[allow(dead_code)]
-        #vis fn #entry() -> #p::ToolDef {
-            #[derive(#p::serde::Deserialize, #p::schemars::JsonSchema)]
-            #[serde(crate = #serde_crate, deny_unknown_fields)]
-            #[schemars(crate = #schemars_crate, title = #name)]
-            struct __AgentErrorsArgs {
-                #(#fields,)*
-            }
+        #args_type
 
-            fn __agent_errors_call(#raw_var: &str) -> #p::CallResult {
-                let #args_var: __AgentErrorsArgs = #p::parse_args(#raw_var)?;
-                #start
-            }
-
-            static __AGENT_ERRORS_TOOL: #p::ToolSpec = #p::ToolSpec {
-                name: #name,
-                description: #description,
-                policy: #policy,
-                optional: #optional,
-                timeout: #timeout,
-            };
-
-            #p::tool_def(
-                &__AGENT_ERRORS_TOOL,
-                #p::schema::<__AgentErrorsArgs>,
-                __agent_errors_call,
-                #crate_defaults,
-            )
-        }
+        static __AGENT_ERRORS_TOOL: #p::ToolSpec = #p::ToolSpec {
+            name: #name,
+            description: #description,
+            policy: #policy,
+            optional: #optional,
+            timeout: #timeout,
+        };
     }
 }
 

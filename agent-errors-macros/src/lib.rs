@@ -92,6 +92,7 @@ mod attr;
 mod ctxt;
 mod driver;
 mod expand;
+mod toolset;
 mod valid;
 
 use proc_macro::TokenStream;
@@ -155,7 +156,8 @@ use proc_macro::TokenStream;
 ///
 /// # The function
 ///
-/// A free `fn` or `async fn` (not in an `impl` block), not generic, not `unsafe`. Each parameter
+/// A free `fn` or `async fn`, or a method of a [`#[toolset]`](macro@toolset) block; not
+/// generic, not `unsafe`. Each parameter
 /// is a plain name with an owned type (`String`, not `&str`) that implements `Deserialize` and
 /// `JsonSchema`; together they become the tool's arguments, a JSON object with one field per
 /// parameter (`Option` fields may be left out, unknown fields are rejected). The agent-errors
@@ -168,6 +170,17 @@ use proc_macro::TokenStream;
 /// `T: Serialize` that can't fail. An `async fn`'s future must be `Send`. A plain `fn` runs when
 /// the call is first polled, on the runtime's thread: keep it quick, or make the tool `async` and
 /// move blocking work to `tokio::task::spawn_blocking`.
+///
+/// Two kinds of parameter are not fields of the arguments:
+///
+/// * `name: Ctx<T>` reads the run's value of type `T` (given with `RunOptions::context`, or
+///   `RunContext::with_extensions` for a registry of your own); the schema does not show it. A
+///   run without one answers the call with an error result saying which type is missing, and
+///   the tool does not run. `T` must be `Send + Sync + 'static`.
+/// * `#[args] name: MyArgs` makes `MyArgs` the whole argument object: its fields are the
+///   schema's top level, as rig and rmcp tools have them. It must then be the only parameter
+///   besides `Ctx<T>` ones. `MyArgs` derives `serde::Deserialize` and `schemars::JsonSchema`
+///   (schemars 1.x: `schemars = "1"` in your `[dependencies]`).
 ///
 /// The tool's output reaches the model as text: a `String` as it is, anything else as JSON.
 ///
@@ -211,6 +224,50 @@ pub fn fixer(attr: TokenStream, item: TokenStream) -> TokenStream {
     driver::expand(driver::Fixer::new(attr.into(), item.into())).into()
 }
 
+/// Makes the `#[tool]` and `#[fixer]` methods of an `impl` block the tools and fixers of one
+/// shared instance, for tools that hold state (a database pool, an HTTP client).
+///
+/// ```
+/// use std::sync::Arc;
+/// use agent_errors::prelude::*;
+///
+/// struct Accounts {
+///     names: Vec<String>,
+/// }
+///
+/// #[toolset]
+/// impl Accounts {
+///     /// Looks an account up by number.
+///     #[tool(on_error(not_found = escalate))]
+///     async fn lookup(&self, id: usize) -> Option<String> {
+///         self.names.get(id).cloned()
+///     }
+///
+///     #[fixer]
+///     fn trim_fixer(&self, request: FixRequest) -> Result<Fix, FixerError> {
+///         Ok(Fix::args(request.raw_args.trim().to_owned()))
+///     }
+/// }
+///
+/// let accounts = Arc::new(Accounts { names: vec!["ada".into()] });
+/// let tools = Arc::clone(&accounts).tools();
+/// let fixers = accounts.fixers();
+/// assert_eq!(tools[0].name(), "lookup");
+/// assert_eq!(fixers.len(), 1);
+/// ```
+///
+/// The block adds two methods, `tools(self: Arc<Self>) -> Vec<ToolDef>` and
+/// `fixers(self: Arc<Self>) -> Vec<FixerDef>`. A `#[tool]` method takes the same arguments, and
+/// gets the same policies, crate defaults and checks, as a free `#[tool]` fn; it takes `&self`
+/// (calls run concurrently on the shared instance: keep state that changes behind a lock) or no
+/// `self` at all. A `#[fixer]` method takes `&self` and one `FixRequest`. The block must be an
+/// inherent, non-generic `impl` with at least one such method. `crate = "..."` says where
+/// agent-errors is, as for [`#[tool]`](macro@tool).
+#[proc_macro_attribute]
+pub fn toolset(attr: TokenStream, item: TokenStream) -> TokenStream {
+    driver::expand(toolset::Toolset::new(attr.into(), item.into())).into()
+}
+
 /// Builds a `Policy` from the [policy grammar](crate#the-policy-grammar), for an agent's
 /// `on_tool_error(tool, policy)`.
 ///
@@ -249,6 +306,32 @@ pub fn policy(input: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn defaults(input: TokenStream) -> TokenStream {
     driver::expand(driver::Defaults::new(input.into())).into()
+}
+
+/// The calling crate's [`defaults!`] policy, as an `Option<Policy>` (`None` when the crate
+/// declares none), for a `ToolDef` built by hand: `#[tool]` functions get it on their own.
+///
+/// ```
+/// use agent_errors::{ToolDef, crate_defaults};
+///
+/// agent_errors::defaults!(on_error(execution = [retry(3), escalate]));
+///
+/// type Args = std::collections::HashMap<String, String>;
+///
+/// # fn main() {
+/// let weather = ToolDef::new("weather", "Today's weather.", |args: Args| async move {
+///     Ok::<_, std::io::Error>(args.len())
+/// })
+/// .with_crate_defaults(crate_defaults!());
+/// assert!(weather.crate_defaults().is_some());
+/// # }
+/// ```
+///
+/// Call it from inside the crate whose defaults you mean; `crate = "..."` says where
+/// agent-errors is, as for [`#[tool]`](macro@tool).
+#[proc_macro]
+pub fn crate_defaults(input: TokenStream) -> TokenStream {
+    driver::expand(driver::CrateDefaults::new(input.into())).into()
 }
 
 /// The `Vec<ToolDef>` of the named [`#[tool]`](macro@tool) functions, by path.

@@ -11,6 +11,7 @@ use std::fmt;
 use std::future::Future;
 use std::num::NonZeroU32;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -19,6 +20,7 @@ use serde::de::DeserializeOwned;
 
 pub use crate::classify::ErrorKind;
 pub use crate::error::{BoxError, ToolError};
+pub use crate::extensions::{Ctx, Extensions};
 pub use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
 pub use crate::policy::{Action, FixAction, Ladder, Policy, PolicyKey, RetryAction};
 pub use crate::tool::ToolDef;
@@ -40,8 +42,12 @@ pub type CallFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, BoxError>> 
 /// parse.
 pub type CallResult = Result<CallFuture, ToolError>;
 
-/// The generated fn that parses a tool's arguments and starts the call.
-pub type Call = fn(&str) -> CallResult;
+/// The generated fn that parses a tool's arguments, reads its context values and starts the
+/// call.
+pub type Call = fn(&str, &Extensions) -> CallResult;
+
+/// The generated fn of a `#[tool]` method: the same, on the shared instance.
+pub type MethodCall<S> = fn(&Arc<S>, &str, &Extensions) -> CallResult;
 
 /// One rung of a ladder, as the macros write it in a static table.
 #[derive(Debug, Clone, Copy)]
@@ -135,7 +141,13 @@ pub fn tool_def(
     call: Call,
     crate_defaults: Option<Policy>,
 ) -> ToolDef {
-    let def = ToolDef::from_handler(spec.name, spec.description, schema(), CallHandler(call))
+    let def = ToolDef::from_handler(spec.name, spec.description, schema(), CallHandler(call));
+    with_spec(def, spec, crate_defaults)
+}
+
+/// The facts every `#[tool]` declares, set on its `ToolDef`.
+fn with_spec(def: ToolDef, spec: &'static ToolSpec, crate_defaults: Option<Policy>) -> ToolDef {
+    let def = def
         .with_policy(policy(spec.policy))
         .with_crate_defaults(crate_defaults)
         .optional(spec.optional);
@@ -222,11 +234,56 @@ where
     Ok(Box::pin(future))
 }
 
+/// The `ToolDef` of a `#[tool]` method of a `#[toolset]` block, called on `this`.
+pub fn method_tool_def<S: Send + Sync + 'static>(
+    spec: &'static ToolSpec,
+    schema: fn() -> serde_json::Value,
+    this: Arc<S>,
+    call: MethodCall<S>,
+    crate_defaults: Option<Policy>,
+) -> ToolDef {
+    let handler = MethodHandler { this, call };
+    let def = ToolDef::from_handler(spec.name, spec.description, schema(), handler);
+    with_spec(def, spec, crate_defaults)
+}
+
+/// A context value a tool asks for with a `Ctx<T>` parameter; missing, the call fails before
+/// it starts, classified as a bug the model is told about.
+pub fn context<T: Send + Sync + 'static>(
+    extensions: &Extensions,
+    raw: &str,
+) -> Result<Ctx<T>, ToolError> {
+    extensions.ctx::<T>().map_err(|missing| {
+        let args =
+            serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.into()));
+        ToolError::execution(args, missing)
+    })
+}
+
 struct CallHandler(Call);
 
 impl ToolHandler for CallHandler {
     fn call(&self, raw_args: &str) -> Result<ToolFuture, ToolError> {
-        (self.0)(raw_args)
+        (self.0)(raw_args, &Extensions::new())
+    }
+
+    fn call_with(&self, raw_args: &str, extensions: &Extensions) -> Result<ToolFuture, ToolError> {
+        (self.0)(raw_args, extensions)
+    }
+}
+
+struct MethodHandler<S> {
+    this: Arc<S>,
+    call: MethodCall<S>,
+}
+
+impl<S: Send + Sync + 'static> ToolHandler for MethodHandler<S> {
+    fn call(&self, raw_args: &str) -> Result<ToolFuture, ToolError> {
+        (self.call)(&self.this, raw_args, &Extensions::new())
+    }
+
+    fn call_with(&self, raw_args: &str, extensions: &Extensions) -> Result<ToolFuture, ToolError> {
+        (self.call)(&self.this, raw_args, extensions)
     }
 }
 

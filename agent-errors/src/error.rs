@@ -157,6 +157,21 @@ pub enum ToolError {
 }
 
 impl ToolError {
+    /// The model's arguments `raw` did not parse: `InvalidArgs` when they are not JSON,
+    /// `Deserialization` when they are JSON of the wrong shape. For handlers written by hand.
+    pub fn invalid_args(raw: impl Into<String>, error: serde_json::Error) -> Self {
+        let raw = raw.into();
+        if error.is_data() {
+            ToolError::Deserialization {
+                raw,
+                target: "the tool's arguments",
+                error,
+            }
+        } else {
+            ToolError::InvalidArgs { raw, error }
+        }
+    }
+
     /// Wraps a tool's own error with the arguments it ran with.
     pub fn execution(args: serde_json::Value, source: impl Into<BoxError>) -> Self {
         ToolError::Execution {

@@ -30,6 +30,8 @@ pub struct FixRequest {
     pub key: PolicyKey,
     /// Which try this is for this fixer and failure (1-based).
     pub attempt: u32,
+    /// The values the run was given: `request.context.get::<T>()`.
+    pub context: crate::Extensions,
 }
 
 impl FixRequest {
@@ -48,7 +50,15 @@ impl FixRequest {
             kind: ErrorKind::Validation,
             key: PolicyKey::InvalidArgs,
             attempt: 1,
+            context: crate::Extensions::new(),
         }
+    }
+
+    /// Sets the run's values the fixer sees.
+    #[must_use]
+    pub fn with_context(mut self, context: crate::Extensions) -> Self {
+        self.context = context;
+        self
     }
 
     /// Sets the kind and key.

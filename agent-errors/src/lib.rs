@@ -9,6 +9,8 @@ pub mod classify;
 mod error;
 mod events;
 mod executor;
+mod explain;
+mod extensions;
 mod fix;
 pub mod llm;
 #[cfg(feature = "mcp")]
@@ -16,11 +18,11 @@ pub mod mcp;
 #[cfg(feature = "openai")]
 pub mod openai;
 mod policy;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod provider;
 pub mod redact;
 #[cfg(feature = "redis")]
 mod redis;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
-mod provider;
 mod registry;
 pub mod retry;
 pub mod sanitize;
@@ -32,10 +34,12 @@ mod tool;
 #[doc(hidden)]
 pub mod __private;
 
-pub use agent_errors_macros::{defaults, fixer, fixers, policy, tool, tools};
+pub use agent_errors_macros::{
+    crate_defaults, defaults, fixer, fixers, policy, tool, tools, toolset,
+};
 
 pub use agent::{
-    Agent, AgentBuilder, AgentOutput, ESCALATE, IntoLlmDecision, Json, ModelError,
+    Agent, AgentBuilder, AgentOutput, Conversation, ESCALATE, IntoLlmDecision, Json, ModelError,
     NotJsonArguments, RunDelta, RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
 };
 pub use breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore, ServiceBreaker};
@@ -48,13 +52,16 @@ pub use classify::{Classification, ErrorKind, HttpError, classify};
 pub use error::{BoxError, InvalidArguments, Severity, ToolError};
 pub use events::{Event, EventLog, EventSink, RunReport};
 pub use executor::{
-    CallOutcome, Cancellation, CircuitOpen, Limits, Permission, PermissionHook, RunContext,
-    Terminated, TerminationReason, ToolPanic,
+    CallOutcome, Cancellation, CircuitOpen, DEFAULT_MAX_PERMISSION_DENIALS, Limits, Permission,
+    PermissionContext, PermissionDenied, PermissionHook, RunContext, Terminated, TerminationReason,
+    ToolPanic,
 };
+pub use explain::Explanation;
+pub use extensions::{Ctx, Extensions, MissingContext};
 pub use fix::{Fix, FixRequest, Fixer, FixerDef, FixerError};
 pub use llm::LlmErrorDecision;
 pub use policy::{
-    Action, Explanation, FixAction, Ladder, Policy, PolicyKey, PolicyLayer, RetryAction,
+    Action, FixAction, Ladder, Policy, PolicyKey, PolicyLayer, RetryAction, Shadowed,
 };
 #[cfg(feature = "redis")]
 pub use redis::{RedisStore, RedisStoreBuilder, RedisStoreError, StoreHealth};
@@ -67,7 +74,7 @@ pub use tool::{ToolDef, ToolFuture, ToolHandler};
 pub mod prelude {
     #[doc(no_inline)]
     pub use crate::{
-        Agent, BoxError, ChatModel, Fix, FixRequest, FixerError, HttpError, LlmErrorDecision,
-        RunError, Severity, ToolDef, defaults, fixer, fixers, policy, tool, tools,
+        Agent, BoxError, ChatModel, Ctx, Fix, FixRequest, FixerError, HttpError, LlmErrorDecision,
+        RunError, Severity, ToolDef, defaults, fixer, fixers, policy, tool, tools, toolset,
     };
 }

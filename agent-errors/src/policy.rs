@@ -280,6 +280,8 @@ pub enum PolicyLayer {
     Tool,
     /// The agent's `on_tool_error(tool, ...)`.
     Agent,
+    /// The agent's `on_any_tool_error(...)`: its defaults for every tool.
+    AgentDefaults,
     /// The crate's `defaults!(...)`.
     CrateDefaults,
     /// The library's fail-closed default.
@@ -291,6 +293,7 @@ impl fmt::Display for PolicyLayer {
         f.write_str(match self {
             PolicyLayer::Tool => "tool",
             PolicyLayer::Agent => "agent",
+            PolicyLayer::AgentDefaults => "agent, every tool",
             PolicyLayer::CrateDefaults => "crate defaults",
             PolicyLayer::BuiltIn => "built-in",
         })
@@ -298,36 +301,109 @@ impl fmt::Display for PolicyLayer {
 }
 
 /// A tool's policy after resolution: for every key that any layer sets, the ladder and the layer
-/// it came from.
+/// it came from; and, for `explain`, the entries of lower layers that never decide anything.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ResolvedPolicy {
     entries: Vec<(PolicyKey, Ladder, PolicyLayer)>,
+    /// Entries a higher layer's entry for the same key replaces (built-in ones left out).
+    overridden: Vec<Shadowed>,
+}
+
+/// An entry that never decides anything for a tool, and what does instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Shadowed {
+    /// The entry's key.
+    pub key: PolicyKey,
+    /// Its ladder.
+    pub ladder: Ladder,
+    /// Its layer.
+    pub layer: PolicyLayer,
+    /// The key of the entry that decides in its place.
+    pub by_key: PolicyKey,
+    /// That entry's layer.
+    pub by_layer: PolicyLayer,
+}
+
+/// The layers of a tool's policy, highest first.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Layers<'a> {
+    pub(crate) tool: Option<&'a Policy>,
+    pub(crate) agent: Option<&'a Policy>,
+    pub(crate) agent_defaults: Option<&'a Policy>,
+    pub(crate) crate_defaults: Option<&'a Policy>,
 }
 
 impl ResolvedPolicy {
-    /// Resolves per key: tool, then agent, then crate defaults, then built-in.
-    pub(crate) fn resolve(
-        tool: &Policy,
-        agent: Option<&Policy>,
-        crate_defaults: Option<&Policy>,
-    ) -> Self {
+    /// Resolves per key: tool, then agent, then the agent's defaults, then crate defaults, then
+    /// built-in.
+    pub(crate) fn resolve(given: Layers<'_>) -> Self {
         let built_in = Policy::built_in();
         let layers = [
-            (Some(tool), PolicyLayer::Tool),
-            (agent, PolicyLayer::Agent),
-            (crate_defaults, PolicyLayer::CrateDefaults),
+            (given.tool, PolicyLayer::Tool),
+            (given.agent, PolicyLayer::Agent),
+            (given.agent_defaults, PolicyLayer::AgentDefaults),
+            (given.crate_defaults, PolicyLayer::CrateDefaults),
             (Some(&built_in), PolicyLayer::BuiltIn),
         ];
-        let entries = PolicyKey::all()
-            .filter_map(|key| {
-                layers.iter().find_map(|(policy, layer)| {
-                    policy
-                        .and_then(|p| p.get(key))
-                        .map(|ladder| (key, ladder.clone(), *layer))
-                })
+        let mut entries = Vec::new();
+        let mut overridden = Vec::new();
+        for key in PolicyKey::all() {
+            let mut found = layers.iter().filter_map(|(policy, layer)| {
+                policy
+                    .and_then(|p| p.get(key))
+                    .map(|ladder| (ladder, *layer))
+            });
+            let Some((ladder, by_layer)) = found.next() else {
+                continue;
+            };
+            entries.push((key, ladder.clone(), by_layer));
+            overridden.extend(
+                found
+                    .filter(|(_, layer)| *layer != PolicyLayer::BuiltIn)
+                    .map(|(ladder, layer)| Shadowed {
+                        key,
+                        ladder: ladder.clone(),
+                        layer,
+                        by_key: key,
+                        by_layer,
+                    }),
+            );
+        }
+        ResolvedPolicy {
+            entries,
+            overridden,
+        }
+    }
+
+    /// For a resolved kind entry that an `execution` entry of a higher layer always answers
+    /// first: that entry's key and layer.
+    pub(crate) fn shadowed_by(&self, key: PolicyKey) -> Option<(PolicyKey, PolicyLayer)> {
+        let PolicyKey::Kind(kind) = key else {
+            return None;
+        };
+        let (_, layer) = self.get(key)?;
+        match self.for_kind(kind) {
+            (PolicyKey::Execution, _, by_layer) if by_layer != layer => {
+                Some((PolicyKey::Execution, by_layer))
+            }
+            _ => None,
+        }
+    }
+
+    /// Every entry that never decides anything, resolved or replaced.
+    pub(crate) fn shadowed(&self) -> Vec<Shadowed> {
+        let resolved = self.entries().filter_map(|(key, ladder, layer)| {
+            let (by_key, by_layer) = self.shadowed_by(key)?;
+            Some(Shadowed {
+                key,
+                ladder: ladder.clone(),
+                layer,
+                by_key,
+                by_layer,
             })
-            .collect();
-        ResolvedPolicy { entries }
+        });
+        resolved.chain(self.overridden.iter().cloned()).collect()
     }
 
     /// The resolved entry for exactly this key, if any layer sets it.
@@ -367,62 +443,5 @@ impl ResolvedPolicy {
     /// Every resolved entry.
     pub(crate) fn entries(&self) -> impl Iterator<Item = (PolicyKey, &Ladder, PolicyLayer)> {
         self.entries.iter().map(|(k, l, s)| (*k, l, *s))
-    }
-}
-
-/// A tool's resolved policy with the source of each key, for people: `agent.explain("tool")`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Explanation {
-    pub(crate) tool: String,
-    pub(crate) optional: bool,
-    pub(crate) policy: ResolvedPolicy,
-}
-
-impl Explanation {
-    /// The tool explained.
-    pub fn tool(&self) -> &str {
-        &self.tool
-    }
-
-    /// Whether the tool may be dropped with `degrade`.
-    pub fn is_optional(&self) -> bool {
-        self.optional
-    }
-
-    /// Every resolved key with its ladder and the layer it came from.
-    pub fn entries(&self) -> impl Iterator<Item = (PolicyKey, &Ladder, PolicyLayer)> {
-        self.policy.entries()
-    }
-
-    /// The layer that set `key`, if any did.
-    pub fn source_of(&self, key: PolicyKey) -> Option<PolicyLayer> {
-        self.policy.get(key).map(|(_, layer)| layer)
-    }
-
-    /// The ladder for `key`, if any layer set it.
-    pub fn ladder(&self, key: PolicyKey) -> Option<&Ladder> {
-        self.policy.get(key).map(|(ladder, _)| ladder)
-    }
-}
-
-impl Explanation {
-    /// The entry that answers an execution failure of `kind`, as the executor picks it.
-    pub fn for_kind(&self, kind: ErrorKind) -> (PolicyKey, &Ladder, PolicyLayer) {
-        self.policy.for_kind(kind)
-    }
-}
-
-impl fmt::Display for Explanation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "policy for `{}`{}:",
-            self.tool,
-            if self.optional { " (optional)" } else { "" }
-        )?;
-        for (key, ladder, layer) in self.policy.entries() {
-            writeln!(f, "  {key:<13} = {ladder}  <- {layer}")?;
-        }
-        Ok(())
     }
 }

@@ -31,6 +31,17 @@ pub type ToolFuture = BoxFuture<'static, Result<String, BoxError>>;
 pub trait ToolHandler: Send + Sync + 'static {
     /// Parses `raw_args`; on success returns the running call.
     fn call(&self, raw_args: &str) -> Result<ToolFuture, ToolError>;
+
+    /// Like [`call`](ToolHandler::call), with the values the run was given: what the executor
+    /// calls. A handler that needs a [`Ctx`](crate::Ctx) reads it here; the default ignores them.
+    fn call_with(
+        &self,
+        raw_args: &str,
+        extensions: &crate::Extensions,
+    ) -> Result<ToolFuture, ToolError> {
+        let _ = extensions;
+        self.call(raw_args)
+    }
 }
 
 /// Parses argument text into `A`, telling invalid JSON apart from JSON of the wrong shape.

@@ -43,7 +43,9 @@ async fn the_sketch_runs_end_to_end() -> Result<(), Box<dyn std::error::Error>> 
         .model(model.clone())
         .tools(tools![count_keys])
         .fixers(fixers![json_fixer])
-        .on_tool_error("count_keys", policy!(execution = retry(5)))
+        // The tool's own `execution` answers every other kind first: only `auth` (which never
+        // follows `execution`) can be overridden here.
+        .on_tool_error("count_keys", policy!(auth = escalate))
         .on_llm_error(|_err, _attempt| LlmErrorDecision::retry(3, Duration::from_millis(500)))
         .build()?;
 
@@ -68,6 +70,10 @@ async fn the_sketch_runs_end_to_end() -> Result<(), Box<dyn std::error::Error>> 
     assert_eq!(
         explained.source_of(PolicyKey::Execution),
         Some(agent_errors::PolicyLayer::Tool)
+    );
+    assert_eq!(
+        explained.source_of(PolicyKey::Kind(agent_errors::ErrorKind::Auth)),
+        Some(agent_errors::PolicyLayer::Agent)
     );
     Ok(())
 }

@@ -541,7 +541,7 @@ async fn an_open_service_circuit_goes_straight_to_the_fallback() {
 }
 
 #[test]
-fn resolution_goes_tool_then_agent_then_crate_defaults_then_built_in() {
+fn resolution_goes_tool_then_agent_defaults_then_crate_defaults_then_built_in() {
     let (tool, _) = scripted_tool("greet", vec![]);
     let tool = tool
         .with_policy(Policy::new().on(PolicyKey::Execution, retry(2)))
@@ -553,8 +553,7 @@ fn resolution_goes_tool_then_agent_then_crate_defaults_then_built_in() {
         ));
     let registry = Registry::builder()
         .tool(tool)
-        .on_tool_error(
-            "greet",
+        .on_any_tool_error(
             Policy::new()
                 .on(PolicyKey::Execution, retry(7))
                 .on(PolicyKey::Kind(ErrorKind::Quota), retry(5)),
@@ -573,7 +572,7 @@ fn resolution_goes_tool_then_agent_then_crate_defaults_then_built_in() {
     );
     assert_eq!(
         explained.source_of(PolicyKey::Kind(ErrorKind::Quota)),
-        Some(PolicyLayer::Agent)
+        Some(PolicyLayer::AgentDefaults)
     );
     assert_eq!(
         explained.source_of(PolicyKey::InvalidArgs),
@@ -591,9 +590,30 @@ fn resolution_goes_tool_then_agent_then_crate_defaults_then_built_in() {
 
     let text = explained.to_string();
     assert!(text.contains("execution     = retry(2)  <- tool"), "{text}");
+    // The tool's own `execution` answers quota and timeout failures first: both entries are
+    // listed, as shadowed.
     assert!(
-        text.contains("quota         = retry(5)  <- agent"),
+        text.contains(
+            "quota         = retry(5)  <- agent, every tool  (shadowed by `execution` <- tool)"
+        ),
         "{text}"
+    );
+    assert!(
+        text.contains(
+            "timeout       = retry(4)  <- crate defaults  (shadowed by `execution` <- tool)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "execution     = retry(7)  <- agent, every tool  (shadowed by `execution` <- tool)"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        explained.for_kind(ErrorKind::Quota).2,
+        PolicyLayer::Tool,
+        "the shadowing entry is the one the executor uses"
     );
     assert!(
         text.contains("invalid_args  = throw  <- crate defaults"),

@@ -120,11 +120,31 @@ impl<O: AgentOutput> AgentBuilder<O> {
         self
     }
 
-    /// Overrides a tool's policy at agent level (below the tool's own attribute, above crate
-    /// defaults). Set twice for one tool, the keys merge and the later entry wins.
+    /// Overrides a tool's policy at agent level (below the tool's own attribute, above
+    /// [`on_any_tool_error`](AgentBuilder::on_any_tool_error) and crate defaults). Set twice for
+    /// one tool, the keys merge and the later entry wins. An entry the tool's own policy always
+    /// answers first (its `execution`, or the same key) can never apply, and `build` refuses it.
     #[must_use]
     pub fn on_tool_error(mut self, tool: impl Into<String>, policy: Policy) -> Self {
         self.registry = self.registry.on_tool_error(tool, policy);
+        self
+    }
+
+    /// Sets the agent's policy for all of its tools: a layer below each tool's own policy and
+    /// its [`on_tool_error`](AgentBuilder::on_tool_error), above the crate's `defaults!`
+    /// (`explain` shows it as "agent, every tool"). Set twice, the keys merge.
+    #[must_use]
+    pub fn on_any_tool_error(mut self, policy: Policy) -> Self {
+        self.registry = self.registry.on_any_tool_error(policy);
+        self
+    }
+
+    /// Classifies this agent's tool failures with `classifier`'s rules before the process-wide
+    /// ones, so your own error types get their kinds (and `not_found = ...` entries fire)
+    /// without a global registration.
+    #[must_use]
+    pub fn classifier(mut self, classifier: crate::classify::Classifier) -> Self {
+        self.registry = self.registry.classifier(classifier);
         self
     }
 
@@ -191,6 +211,10 @@ impl<O: AgentOutput> AgentBuilder<O> {
     }
 
     /// Asks `hook` before every tool call; a denied call gets an error result and never runs.
+    /// The hook sees the run's context values and denial counts
+    /// ([`PermissionHook::check_in`]); after [`Limits::max_permission_denials`] denials across
+    /// every tool (default 20) the run ends with
+    /// [`TerminationReason::PermissionDenials`](crate::TerminationReason::PermissionDenials).
     #[must_use]
     pub fn permission(mut self, hook: impl PermissionHook) -> Self {
         self.permission = Some(Arc::new(hook));

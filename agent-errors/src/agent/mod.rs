@@ -20,6 +20,7 @@
 
 mod builder;
 mod builtins;
+mod conversation;
 mod fixer;
 mod llm_error;
 mod output;
@@ -33,6 +34,7 @@ use std::sync::Arc;
 
 pub use builder::AgentBuilder;
 pub use builtins::{ESCALATE, THROW_EXCEPTION};
+pub use conversation::Conversation;
 pub use fixer::NotJsonArguments;
 pub use llm_error::{IntoLlmDecision, ModelError};
 pub use output::{AgentOutput, Json};
@@ -44,7 +46,8 @@ use crate::chat::{CallSource, ChatModel, FinishReason, Message, ToolSpec};
 use crate::error::{BoxError, Severity};
 use crate::events::RunReport;
 use crate::executor::{Cancellation, Limits, PermissionHook, Terminated};
-use crate::policy::Explanation;
+use crate::explain::Explanation;
+use crate::extensions::Extensions;
 use crate::registry::Registry;
 
 use builtins::Builtins;
@@ -174,6 +177,8 @@ pub struct RunOptions {
     /// Where the model's answers are streamed as they arrive, when set: the run then calls
     /// [`ChatModel::chat_stream`] instead of `chat`.
     pub deltas: Option<tokio::sync::mpsc::Sender<RunDelta>>,
+    /// Values for this run's tools, fixers and permission hook, asked for by type.
+    pub extensions: Extensions,
 }
 
 impl RunOptions {
@@ -196,6 +201,22 @@ impl RunOptions {
     #[must_use]
     pub fn stream_to(mut self, sender: tokio::sync::mpsc::Sender<RunDelta>) -> Self {
         self.deltas = Some(sender);
+        self
+    }
+
+    /// Gives this run a value that its tools and fixers ask for with a [`Ctx<T>`](crate::Ctx)
+    /// parameter (and the permission hook reads): the user's identity, a token, a tenant. One
+    /// value per type; the model never sees it.
+    #[must_use]
+    pub fn context<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
+    }
+
+    /// Gives this run every value of `extensions` (replacing any given before).
+    #[must_use]
+    pub fn extensions(mut self, extensions: Extensions) -> Self {
+        self.extensions = extensions;
         self
     }
 }

@@ -43,8 +43,22 @@ impl<O: AgentOutput> Agent<O> {
 
     /// Runs the agent with these options.
     pub async fn run_with(&self, input: impl Into<String>, options: RunOptions) -> RunOutcome<O> {
+        self.run_conversation(vec![Message::user(input)], options)
+            .await
+    }
+
+    /// Runs the agent on a conversation so far (ending, usually, with the user's new message)
+    /// and returns, in [`RunOutcome::transcript`], the conversation to continue from. The
+    /// system prompt is put first unless `history` already starts with a system message.
+    /// Recovery state that belongs to a run (the per-run breaker, repair budgets) starts fresh;
+    /// the agent's service breaker carries over.
+    pub async fn run_conversation(
+        &self,
+        history: Vec<Message>,
+        options: RunOptions,
+    ) -> RunOutcome<O> {
         let span = tracing::info_span!("agent_run", agent = %self.inner.name);
-        self.inner.run(input.into(), options).instrument(span).await
+        self.inner.run(history, options).instrument(span).await
     }
 }
 
@@ -95,11 +109,12 @@ fn stopped(terminated: Box<Terminated>) -> RunError {
 }
 
 impl<O: AgentOutput> AgentInner<O> {
-    fn context(&self, cancellation: Cancellation) -> RunContext {
+    fn context(&self, options: RunOptions) -> RunContext {
         let ctx = RunContext::new()
             .with_breaker_threshold(self.breaker_threshold)
             .with_service_breaker(self.service_breaker.clone())
-            .with_cancellation(cancellation)
+            .with_cancellation(options.cancellation)
+            .with_extensions(options.extensions)
             .with_limits(self.limits);
         let ctx = match &self.retry_budget {
             Some(budget) => ctx.with_retry_budget(budget.clone()),
@@ -111,18 +126,16 @@ impl<O: AgentOutput> AgentInner<O> {
         }
     }
 
-    async fn run(&self, input: String, options: RunOptions) -> RunOutcome<O> {
-        let ctx = self.context(options.cancellation);
-        let mut messages = Vec::with_capacity(4);
-        if let Some(prompt) = &self.system_prompt {
-            messages.push(Message::system(prompt.clone()));
-        }
-        messages.push(Message::user(input));
+    async fn run(&self, history: Vec<Message>, mut options: RunOptions) -> RunOutcome<O> {
+        let deltas = options.deltas.take().map(DeltaSender::new);
+        let ctx = self.context(options);
+        let messages =
+            super::conversation::with_system_prompt(self.system_prompt.as_deref(), history);
         let mut request = ChatRequest::new(messages, Vec::new())
             .with_source(self.source.clone())
             .with_events(ctx.event_sink());
         let mut counts = Counts {
-            deltas: options.deltas.map(DeltaSender::new),
+            deltas,
             ..Counts::default()
         };
         let result = self.drive(&ctx, &mut request, &mut counts).await;

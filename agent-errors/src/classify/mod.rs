@@ -93,6 +93,8 @@
 
 mod body;
 mod http;
+#[cfg(feature = "reqwest")]
+mod http_response;
 mod patterns;
 mod rules;
 mod typed;
@@ -106,12 +108,14 @@ use serde::{Deserialize, Serialize};
 
 pub use body::{ContextOverflow, is_overload_error};
 pub use http::{HttpError, parse_retry_after};
+#[cfg(feature = "reqwest")]
+pub use http_response::MAX_ERROR_BODY_BYTES;
 
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+pub(crate) use body::status_of_error_type;
 #[cfg(feature = "openai")]
 pub(crate) use body::{is_overloaded, server_refuses};
 pub(crate) use body::{is_quota_exhausted, server_delay};
-#[cfg(any(feature = "openai", feature = "anthropic"))]
-pub(crate) use body::status_of_error_type;
 
 use rules::Rule;
 use typed::Known;

@@ -7,10 +7,11 @@ use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
 
-use super::context::RunContext;
+use super::context::{PermissionDenied, RunContext};
 use crate::breaker::{Admission, ServiceBreaker};
-use crate::classify::{Classification, ErrorKind, Evidence, classify};
+use crate::classify::{Classification, Classifier, ErrorKind, Evidence, classify};
 use crate::error::{BoxError, InvalidArguments, ToolError};
+use crate::extensions::MissingContext;
 use crate::tool::{ToolDef, ToolOutput};
 
 /// A tool panicked; classified [`ErrorKind::Bug`].
@@ -51,9 +52,13 @@ pub(crate) enum Missed {
 }
 
 /// Classifies a tool failure: bad arguments (unparsed, or refused by the running tool) are
-/// `Validation`, panics are `Bug`, an open circuit is a transient that must not be retried, and
-/// anything else goes to [`classify`].
-pub(crate) fn classify_tool_error(error: &ToolError) -> Classification {
+/// `Validation`, panics and missing context are `Bug`, an open circuit is a transient that must
+/// not be retried, and anything else goes to the run's classifier when it has one (which also
+/// consults the process-wide rules, after its own), or to [`classify`].
+pub(crate) fn classify_tool_error(
+    error: &ToolError,
+    classifier: Option<&Classifier>,
+) -> Classification {
     let cause = error.cause();
     if error.is_invalid_args() {
         let evidence = if cause.is::<InvalidArguments>() {
@@ -66,12 +71,21 @@ pub(crate) fn classify_tool_error(error: &ToolError) -> Classification {
     if cause.downcast_ref::<ToolPanic>().is_some() {
         return Classification::new(ErrorKind::Bug, Evidence::Type("ToolPanic"));
     }
+    if cause.downcast_ref::<PermissionDenied>().is_some() {
+        return Classification::new(ErrorKind::Auth, Evidence::Type("PermissionDenied"));
+    }
+    if cause.downcast_ref::<MissingContext>().is_some() {
+        return Classification::new(ErrorKind::Bug, Evidence::Type("MissingContext"));
+    }
     if cause.downcast_ref::<CircuitOpen>().is_some() {
         let mut c = Classification::new(ErrorKind::Transient, Evidence::Type("CircuitOpen"));
         c.should_retry = Some(false);
         return c;
     }
-    classify(cause)
+    match classifier {
+        Some(classifier) => classifier.classify(cause),
+        None => classify(cause),
+    }
 }
 
 /// Calls `tool` once with `raw` arguments.
@@ -89,12 +103,14 @@ pub(crate) async fn attempt(
     }
     let panicked =
         |payload| ToolError::execution(parse_value(raw), ToolPanic::from_payload(payload));
-    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.handler().call(raw))) {
+    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| {
+        tool.handler().call_with(raw, ctx.extensions())
+    })) {
         Ok(Ok(future)) => future,
         Ok(Err(args_error)) => return Err(Missed::Failed(args_error)),
         Err(payload) => return Err(Missed::Failed(panicked(payload))),
     };
-    let mut admitted = match admit(ctx.service_breaker(), tool, raw).await {
+    let mut admitted = match admit(ctx.service_breaker(), ctx.classifier(), tool, raw).await {
         Ok(admitted) => admitted,
         Err(open) => return Err(Missed::Failed(open)),
     };
@@ -129,6 +145,7 @@ fn parse_value(raw: &str) -> serde_json::Value {
 /// Asks the service breaker, if the run has one, to let this call through.
 async fn admit<'a>(
     breaker: Option<&'a ServiceBreaker>,
+    classifier: Option<&'a Classifier>,
     tool: &'a ToolDef,
     raw: &str,
 ) -> Result<Option<Admitted<'a>>, ToolError> {
@@ -144,6 +161,7 @@ async fn admit<'a>(
         }
         admission => Ok(Some(Admitted {
             breaker,
+            classifier,
             key: tool.breaker_key(),
             probe: admission == Admission::Probe,
             recorded: false,
@@ -156,6 +174,7 @@ async fn admit<'a>(
 /// open for good.
 struct Admitted<'a> {
     breaker: &'a ServiceBreaker,
+    classifier: Option<&'a Classifier>,
     key: &'a str,
     probe: bool,
     recorded: bool,
@@ -167,7 +186,7 @@ impl Admitted<'_> {
     fn record(&mut self, result: &Result<ToolOutput, ToolError>) {
         let healthy = match result {
             Ok(_) => true,
-            Err(e) => !classify_tool_error(e).kind.is_retryable(),
+            Err(e) => !classify_tool_error(e, self.classifier).kind.is_retryable(),
         };
         self.breaker.record(self.key, healthy);
         self.recorded = true;

@@ -4,15 +4,17 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::breaker::{RunBreaker, ServiceBreaker};
 use crate::budget::RetryBudget;
 use crate::chat::ToolCall;
+use crate::classify::Classifier;
 use crate::events::{EventLog, EventSink};
+use crate::extensions::Extensions;
 
 /// A permission hook's verdict on a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,9 +26,77 @@ pub enum Permission {
 }
 
 /// Decides, before a tool runs, whether it may. Any `Fn(&ToolCall) -> Permission` is one.
+///
+/// A hook that needs the run's context values (who is asking) or how often this run was
+/// already denied implements [`check_in`](PermissionHook::check_in) too.
+///
+/// ```
+/// use agent_errors::{Permission, PermissionContext, PermissionHook, ToolCall};
+///
+/// struct Role(&'static str);
+///
+/// struct AdminsOnly;
+///
+/// impl PermissionHook for AdminsOnly {
+///     fn check(&self, _call: &ToolCall) -> Permission {
+///         Permission::Deny("no user".into())
+///     }
+///
+///     fn check_in(&self, call: &ToolCall, run: &PermissionContext<'_>) -> Permission {
+///         match run.extensions().get::<Role>() {
+///             Some(Role("admin")) => Permission::Allow,
+///             _ if run.denials() > 3 => Permission::Deny("stop asking for admin tools".into()),
+///             _ => Permission::Deny(format!("`{}` is for admins", call.name)),
+///         }
+///     }
+/// }
+/// ```
 pub trait PermissionHook: Send + Sync + 'static {
     /// The verdict for this call.
     fn check(&self, call: &ToolCall) -> Permission;
+
+    /// The verdict for this call, knowing the run: what the executor asks. The default asks
+    /// [`check`](PermissionHook::check).
+    fn check_in(&self, call: &ToolCall, run: &PermissionContext<'_>) -> Permission {
+        let _ = run;
+        self.check(call)
+    }
+}
+
+/// What a permission hook knows about the run asking.
+#[derive(Debug, Clone, Copy)]
+pub struct PermissionContext<'a> {
+    extensions: &'a Extensions,
+    denials: u32,
+    tool_denials: u32,
+}
+
+impl PermissionContext<'_> {
+    /// The values the run was given ([`RunOptions::context`](crate::RunOptions::context)).
+    pub fn extensions(&self) -> &Extensions {
+        self.extensions
+    }
+
+    /// Calls denied so far in this run, across every tool.
+    pub fn denials(&self) -> u32 {
+        self.denials
+    }
+
+    /// Calls of this tool denied so far in this run.
+    pub fn tool_denials(&self) -> u32 {
+        self.tool_denials
+    }
+}
+
+/// The permission hook denied a call; classified [`Auth`](crate::ErrorKind::Auth) when the run's
+/// budget of denials is used up and the run ends.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("permission denied {denials} times in this run; the last: {reason}")]
+pub struct PermissionDenied {
+    /// Denials in the run, this one included.
+    pub denials: u32,
+    /// The hook's reason for this one.
+    pub reason: String,
 }
 
 impl<F> PermissionHook for F
@@ -78,6 +148,9 @@ impl Cancellation {
     }
 }
 
+/// The default of [`Limits::max_permission_denials`].
+pub const DEFAULT_MAX_PERMISSION_DENIALS: u32 = 20;
+
 /// Bounds that keep recovery finite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -86,6 +159,9 @@ pub struct Limits {
     pub max_repair_steps: u32,
     /// Characters of an error message a model may see.
     pub max_message_chars: usize,
+    /// Permission denials, across every tool, after which the run ends: a model that keeps
+    /// asking for what it may not do will not stop by itself (0: no budget).
+    pub max_permission_denials: u32,
 }
 
 impl Default for Limits {
@@ -93,6 +169,7 @@ impl Default for Limits {
         Limits {
             max_repair_steps: 8,
             max_message_chars: crate::sanitize::DEFAULT_MAX_CHARS,
+            max_permission_denials: DEFAULT_MAX_PERMISSION_DENIALS,
         }
     }
 }
@@ -102,6 +179,13 @@ impl Limits {
     #[must_use]
     pub fn with_max_repair_steps(mut self, steps: u32) -> Self {
         self.max_repair_steps = steps;
+        self
+    }
+
+    /// Sets the number of permission denials, across every tool, that ends a run (0: never).
+    #[must_use]
+    pub fn with_max_permission_denials(mut self, denials: u32) -> Self {
+        self.max_permission_denials = denials;
         self
     }
 
@@ -123,6 +207,8 @@ struct RunState {
     turn: u64,
     /// The last turn in which a failure of each tool was counted.
     counted: HashMap<String, u64>,
+    /// Permission denials per tool.
+    denied: HashMap<String, u32>,
 }
 
 /// The state of one run that the executor reads and writes: events, dropped tools, the per-run
@@ -155,6 +241,11 @@ pub struct RunContext {
     retry_budget: Option<Arc<RetryBudget>>,
     permission: Option<Arc<dyn PermissionHook>>,
     limits: Limits,
+    extensions: Extensions,
+    /// Set by the caller, or taken from the registry on the first call.
+    classifier: OnceLock<Arc<Classifier>>,
+    /// Permission denials in this run; outside the lock so a hook that allows takes none.
+    denials: AtomicU32,
 }
 
 impl fmt::Debug for RunContext {
@@ -189,6 +280,9 @@ impl RunContext {
             retry_budget: None,
             permission: None,
             limits: Limits::default(),
+            extensions: Extensions::new(),
+            classifier: OnceLock::new(),
+            denials: AtomicU32::new(0),
         }
     }
 
@@ -234,6 +328,40 @@ impl RunContext {
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
+    }
+
+    /// Gives the run these values: tools and fixers ask for them with a
+    /// [`Ctx<T>`](crate::Ctx) parameter, the permission hook reads them too.
+    #[must_use]
+    pub fn with_extensions(mut self, extensions: Extensions) -> Self {
+        self.extensions = extensions;
+        self
+    }
+
+    /// Classifies this run's tool failures with `classifier`, its own rules first and then the
+    /// process-wide ones (a registry's own classifier is used when none is set here).
+    #[must_use]
+    pub fn with_classifier(self, classifier: Classifier) -> Self {
+        let _ = self
+            .classifier
+            .set(Arc::new(classifier.with_global_rules()));
+        self
+    }
+
+    pub(crate) fn classifier(&self) -> Option<&Classifier> {
+        self.classifier.get().map(Arc::as_ref)
+    }
+
+    /// Uses the registry's classifier unless the run already has one.
+    pub(crate) fn adopt_classifier(&self, classifier: Option<&Arc<Classifier>>) {
+        if let (None, Some(classifier)) = (self.classifier.get(), classifier) {
+            let _ = self.classifier.set(Arc::clone(classifier));
+        }
+    }
+
+    /// The values the run was given.
+    pub fn extensions(&self) -> &Extensions {
+        &self.extensions
     }
 
     /// The events so far.
@@ -329,6 +457,27 @@ impl RunContext {
             state.tripped = Some((tool.to_owned(), failures));
         }
         Some(failures)
+    }
+
+    /// What the permission hook is told about this run, for a call of `tool`.
+    pub(crate) fn permission_context(&self, tool: &str) -> PermissionContext<'_> {
+        let denials = self.denials.load(Ordering::SeqCst);
+        let tool_denials = if denials == 0 {
+            0
+        } else {
+            self.lock().denied.get(tool).copied().unwrap_or(0)
+        };
+        PermissionContext {
+            extensions: &self.extensions,
+            denials,
+            tool_denials,
+        }
+    }
+
+    /// Counts a denial of `tool`; returns the run's total.
+    pub(crate) fn record_denial(&self, tool: &str) -> u32 {
+        *self.lock().denied.entry(tool.to_owned()).or_insert(0) += 1;
+        self.denials.fetch_add(1, Ordering::SeqCst) + 1
     }
 
     fn troubled(&self) -> bool {

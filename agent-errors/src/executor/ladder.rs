@@ -211,6 +211,7 @@ impl<'a> Walk<'a> {
             kind: self.failure.class.kind,
             key,
             attempt,
+            context: self.ctx.extensions().clone(),
         }
     }
 
@@ -256,7 +257,8 @@ impl<'a> Walk<'a> {
             Ok(output) => Next::Done(Handled::Ok(output)),
             Err(Missed::Tripped { failures }) => self.tripped(fallback.name(), failures),
             Err(Missed::Failed(error)) => {
-                self.failure = Failure::new(error, self.failure.attempts + 1);
+                self.failure =
+                    Failure::new(error, self.failure.attempts + 1, self.ctx.classifier());
                 self.failure.blamed = Some(fallback.name().to_owned());
                 if self.failure.class.kind == ErrorKind::Auth {
                     return Next::Stop(TerminationReason::Auth);
@@ -307,7 +309,7 @@ impl<'a> Walk<'a> {
 
     /// A retry or repair failed again: a new key's ladder, or the next rung of this one.
     fn after_failure(&mut self, error: ToolError, attempts: u32) -> Next {
-        if self.failed_again(Failure::new(error, attempts)) {
+        if self.failed_again(Failure::new(error, attempts, self.ctx.classifier())) {
             Next::Switch
         } else {
             Next::Down

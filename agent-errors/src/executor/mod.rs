@@ -29,7 +29,10 @@ use std::task::Poll;
 use futures_util::future::join_all;
 
 pub use attempt::{CircuitOpen, ToolPanic};
-pub use context::{Cancellation, Limits, Permission, PermissionHook, RunContext};
+pub use context::{
+    Cancellation, DEFAULT_MAX_PERMISSION_DENIALS, Limits, Permission, PermissionContext,
+    PermissionDenied, PermissionHook, RunContext,
+};
 pub use outcome::{CallOutcome, Terminated, TerminationReason};
 
 pub(crate) use outcome::CANCELLED;
@@ -38,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
+use crate::error::ToolError;
 use crate::events::Event;
 use crate::registry::Registry;
 use crate::sanitize::{MAX_TOOL_NAME_CHARS, SurfacedError, sanitize};
@@ -48,6 +52,7 @@ use outcome::{Failure, Handled};
 
 /// Runs one tool call through its resolved policy: see [`Registry::execute`].
 pub(crate) async fn execute(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> CallOutcome {
+    ctx.adopt_classifier(registry.classifier());
     let halt = ctx.halt_token();
     if halt.is_cancelled() {
         return CallOutcome::cancelled(call);
@@ -149,7 +154,13 @@ async fn handle(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> Handl
         },
         // Recovery is the rare path: boxing it keeps the happy path's future small.
         Err(Missed::Failed(error)) => {
-            let walk = Walk::new(registry, ctx, entry, call, Failure::new(error, 1));
+            let walk = Walk::new(
+                registry,
+                ctx,
+                entry,
+                call,
+                Failure::new(error, 1, ctx.classifier()),
+            );
             Box::pin(walk.run()).await
         }
     }
@@ -197,9 +208,20 @@ fn refusal(ctx: &RunContext, tool: &ToolDef, call: &ToolCall) -> Option<Handled>
         let tool = tool.name().to_owned();
         return Some(Handled::Tripped { tool, failures });
     }
-    let Permission::Deny(reason) = ctx.permission()?.check(call) else {
+    let hook = ctx.permission()?;
+    let Permission::Deny(reason) = hook.check_in(call, &ctx.permission_context(tool.name())) else {
         return None;
     };
+    let denials = ctx.record_denial(tool.name());
+    let budget = ctx.limits().max_permission_denials;
+    if budget != 0 && denials >= budget {
+        let args = serde_json::from_str(&call.arguments)
+            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
+        let error = ToolError::execution(args, PermissionDenied { denials, reason });
+        let failure = Failure::new(error, 0, ctx.classifier());
+        let reason = TerminationReason::PermissionDenials { denials };
+        return Some(Handled::stop(reason, failure));
+    }
     let message = format!("permission denied: {reason}");
     Some(Handled::Error(
         SurfacedError::bounded(tool.name(), ErrorKind::Auth, &message, limit).with_suggestion(

@@ -4,6 +4,7 @@
 use super::attempt::classify_tool_error;
 use super::context::RunContext;
 use crate::chat::{ToolCall, ToolResult};
+use crate::classify::Classifier;
 use crate::classify::{Classification, ErrorKind, chain};
 use crate::error::{Severity, ToolError};
 use crate::events::Event;
@@ -34,6 +35,12 @@ pub enum TerminationReason {
     },
     /// A `throw` rung, or a fixer that threw.
     Thrown(String),
+    /// The permission hook denied this many calls in the run, the run's budget
+    /// ([`Limits::max_permission_denials`](crate::Limits)).
+    PermissionDenials {
+        /// Denials counted, across every tool.
+        denials: u32,
+    },
 }
 
 impl TerminationReason {
@@ -54,6 +61,9 @@ impl TerminationReason {
             }
             TerminationReason::BreakerTripped { .. } => {
                 "I couldn't finish that: a tool kept failing, so I stopped trying."
+            }
+            TerminationReason::PermissionDenials { .. } => {
+                "I couldn't finish that: it needs actions I'm not allowed to take."
             }
             TerminationReason::Thrown(_) => {
                 "I couldn't finish that: a tool failed in a way that cannot be recovered."
@@ -141,8 +151,8 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
-    pub(crate) fn new(error: ToolError, attempts: u32) -> Self {
-        let class = classify_tool_error(&error);
+    pub(crate) fn new(error: ToolError, attempts: u32, classifier: Option<&Classifier>) -> Self {
+        let class = classify_tool_error(&error, classifier);
         Failure {
             error,
             class,

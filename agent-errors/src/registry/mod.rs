@@ -3,158 +3,22 @@
 //! with [`Registry::execute`] (the executor lives in `executor/`).
 
 use std::collections::HashMap;
-use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use std::sync::Arc;
 
 use crate::chat::{ToolCall, ToolSpec};
+use crate::classify::Classifier;
 use crate::executor::{self, CallOutcome, RunContext};
+use crate::explain::Explanation;
 use crate::fix::FixerDef;
-use crate::policy::{Action, Explanation, Policy, PolicyKey, PolicyLayer, ResolvedPolicy};
+use crate::policy::{Action, Layers, Policy, PolicyLayer, ResolvedPolicy};
 use crate::tool::ToolDef;
 
-/// One thing wrong with a configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConfigProblem {
-    /// Two tools share a name.
-    DuplicateTool(String),
-    /// Two fixers share a name.
-    DuplicateFixer(String),
-    /// A policy names a fixer that is not registered.
-    UnknownFixer {
-        /// The tool whose policy names it.
-        tool: String,
-        /// The key.
-        key: PolicyKey,
-        /// The layer the entry came from.
-        layer: PolicyLayer,
-        /// The fixer's name.
-        fixer: String,
-    },
-    /// A policy names a fallback tool that is not registered.
-    UnknownFallback {
-        /// The tool whose policy names it.
-        tool: String,
-        /// The key.
-        key: PolicyKey,
-        /// The layer the entry came from.
-        layer: PolicyLayer,
-        /// The fallback's name.
-        fallback: String,
-    },
-    /// A fallback points at the tool itself.
-    SelfFallback {
-        /// The tool.
-        tool: String,
-        /// The key.
-        key: PolicyKey,
-    },
-    /// `degrade` reaches a tool that is not marked `optional`.
-    DegradeNotOptional {
-        /// The tool.
-        tool: String,
-        /// The key.
-        key: PolicyKey,
-        /// The layer the entry came from.
-        layer: PolicyLayer,
-    },
-    /// `on_tool_error` names a tool that is not registered.
-    UnknownToolPolicy(String),
-    /// An agent was built without a model.
-    MissingModel,
-    /// A tool takes the name of a built-in tool (`escalate`, `throw_exception`).
-    ReservedToolName(String),
-    /// A setting that must be at least 1 was 0.
-    ZeroLimit {
-        /// The setting (`max_turns`, `breaker_threshold`).
-        setting: &'static str,
-    },
-}
+mod problem;
 
-impl fmt::Display for ConfigProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConfigProblem::DuplicateTool(name) => write!(
-                f,
-                "two tools are named `{name}`: rename one, or give the tools of one MCP server a prefix"
-            ),
-            ConfigProblem::DuplicateFixer(name) => write!(f, "two fixers are named `{name}`"),
-            ConfigProblem::UnknownFixer {
-                tool,
-                key,
-                layer,
-                fixer,
-            } => write!(
-                f,
-                "`{tool}`: `{key}` ({layer}) names fixer `{fixer}`, which is not registered"
-            ),
-            ConfigProblem::UnknownFallback {
-                tool,
-                key,
-                layer,
-                fallback,
-            } => write!(
-                f,
-                "`{tool}`: `{key}` ({layer}) falls back to tool `{fallback}`, which is not registered"
-            ),
-            ConfigProblem::SelfFallback { tool, key } => {
-                write!(f, "`{tool}`: `{key}` falls back to `{tool}` itself")
-            }
-            ConfigProblem::DegradeNotOptional { tool, key, layer } => write!(
-                f,
-                "`{tool}`: `{key}` ({layer}) says `degrade`, but the tool is not marked `optional`"
-            ),
-            ConfigProblem::UnknownToolPolicy(name) => {
-                write!(
-                    f,
-                    "on_tool_error names tool `{name}`, which is not registered"
-                )
-            }
-            ConfigProblem::MissingModel => f.write_str("no model was set"),
-            ConfigProblem::ReservedToolName(name) => {
-                write!(f, "a tool is named `{name}`, the name of a built-in tool")
-            }
-            ConfigProblem::ZeroLimit { setting } => write!(f, "`{setting}` must be at least 1"),
-        }
-    }
-}
-
-/// The configuration was refused; every problem found is listed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct ConfigError {
-    problems: Vec<ConfigProblem>,
-}
-
-impl ConfigError {
-    pub(crate) fn new(problems: Vec<ConfigProblem>) -> Self {
-        ConfigError { problems }
-    }
-
-    /// Every problem found.
-    pub fn problems(&self) -> &[ConfigProblem] {
-        &self.problems
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "invalid agent configuration ({} problem",
-            self.problems.len()
-        )?;
-        if self.problems.len() != 1 {
-            f.write_str("s")?;
-        }
-        f.write_str(")")?;
-        for p in &self.problems {
-            write!(f, "\n  - {p}")?;
-        }
-        Ok(())
-    }
-}
+use problem::closest;
+pub use problem::{ConfigError, ConfigProblem};
 
 /// Collects tools, fixers and agent-level policies; `build` validates them.
 #[derive(Debug, Default, Clone)]
@@ -162,6 +26,8 @@ pub struct RegistryBuilder {
     tools: Vec<ToolDef>,
     fixers: Vec<FixerDef>,
     agent_policies: Vec<(String, Policy)>,
+    agent_defaults: Option<Policy>,
+    classifier: Option<Arc<Classifier>>,
 }
 
 impl RegistryBuilder {
@@ -209,10 +75,30 @@ impl RegistryBuilder {
         self
     }
 
+    /// Sets the agent's policy for every tool: below each tool's own policy and its
+    /// `on_tool_error`, above the crate's `defaults!`. Set twice, the keys merge.
+    #[must_use]
+    pub fn on_any_tool_error(mut self, policy: Policy) -> Self {
+        let mut merged = self.agent_defaults.take().unwrap_or_default();
+        for (key, ladder) in policy.entries() {
+            merged = merged.on(key, ladder.clone());
+        }
+        self.agent_defaults = Some(merged);
+        self
+    }
+
+    /// Classifies tool failures with `classifier`'s rules, then the process-wide ones: two
+    /// registries (or agents) in one process can tell their own error types apart differently.
+    #[must_use]
+    pub fn classifier(mut self, classifier: Classifier) -> Self {
+        self.classifier = Some(Arc::new(classifier.with_global_rules()));
+        self
+    }
+
     /// Validates everything and builds the registry; lists every problem when it refuses.
     pub fn build(self) -> Result<Registry, ConfigError> {
         let mut problems = Vec::new();
-        let mut index: HashMap<String, usize, BuildHasherDefault<NameHasher>> =
+        let mut index: NameIndex =
             HashMap::with_capacity_and_hasher(self.tools.len(), Default::default());
         for (i, tool) in self.tools.iter().enumerate() {
             if index.insert(tool.name().to_owned(), i).is_some() {
@@ -237,53 +123,20 @@ impl RegistryBuilder {
             .tools
             .iter()
             .map(|t| {
-                ResolvedPolicy::resolve(
-                    t.policy(),
-                    agent_policies.get(t.name()),
-                    t.crate_defaults(),
-                )
+                ResolvedPolicy::resolve(Layers {
+                    tool: Some(t.policy()),
+                    agent: agent_policies.get(t.name()),
+                    agent_defaults: self.agent_defaults.as_ref(),
+                    crate_defaults: t.crate_defaults(),
+                })
             })
             .collect();
         for (tool, policy) in self.tools.iter().zip(&resolved) {
-            for (key, ladder, layer) in policy.entries() {
-                for action in ladder.actions() {
-                    match action {
-                        Action::Fix(fix) if !fixers.contains_key(fix.agent.as_ref()) => problems
-                            .push(ConfigProblem::UnknownFixer {
-                                tool: tool.name().to_owned(),
-                                key,
-                                layer,
-                                fixer: fix.agent.to_string(),
-                            }),
-                        Action::Fallback { tool: target } if target == tool.name() => problems
-                            .push(ConfigProblem::SelfFallback {
-                                tool: tool.name().to_owned(),
-                                key,
-                            }),
-                        Action::Fallback { tool: target }
-                            if !index.contains_key(target.as_ref()) =>
-                        {
-                            problems.push(ConfigProblem::UnknownFallback {
-                                tool: tool.name().to_owned(),
-                                key,
-                                layer,
-                                fallback: target.to_string(),
-                            })
-                        }
-                        Action::Degrade if !tool.is_optional() => {
-                            problems.push(ConfigProblem::DegradeNotOptional {
-                                tool: tool.name().to_owned(),
-                                key,
-                                layer,
-                            })
-                        }
-                        _ => {}
-                    }
-                }
-            }
+            check_names(tool, policy, &index, &fixers, &mut problems);
+            check_shadowed(tool, policy, &mut problems);
         }
         if !problems.is_empty() {
-            return Err(ConfigError { problems });
+            return Err(ConfigError::new(problems));
         }
         Ok(Registry {
             specs: self.tools.iter().map(ToolDef::spec).collect(),
@@ -291,7 +144,72 @@ impl RegistryBuilder {
             resolved,
             index,
             fixers,
+            classifier: self.classifier,
         })
+    }
+}
+
+type NameIndex = HashMap<String, usize, BuildHasherDefault<NameHasher>>;
+
+/// The fixers and fallbacks `tool`'s policy names exist, and `degrade` only on an optional tool.
+fn check_names(
+    tool: &ToolDef,
+    policy: &ResolvedPolicy,
+    index: &NameIndex,
+    fixers: &HashMap<String, FixerDef>,
+    problems: &mut Vec<ConfigProblem>,
+) {
+    let name = || tool.name().to_owned();
+    for (key, ladder, layer) in policy.entries() {
+        for action in ladder.actions() {
+            match action {
+                Action::Fix(fix) if !fixers.contains_key(fix.agent.as_ref()) => {
+                    problems.push(ConfigProblem::UnknownFixer {
+                        tool: name(),
+                        key,
+                        layer,
+                        fixer: fix.agent.to_string(),
+                        did_you_mean: closest(&fix.agent, fixers.keys().map(String::as_str)),
+                    });
+                }
+                Action::Fallback { tool: target } if target == tool.name() => {
+                    problems.push(ConfigProblem::SelfFallback { tool: name(), key });
+                }
+                Action::Fallback { tool: target } if !index.contains_key(target.as_ref()) => {
+                    problems.push(ConfigProblem::UnknownFallback {
+                        tool: name(),
+                        key,
+                        layer,
+                        fallback: target.to_string(),
+                        did_you_mean: closest(target, index.keys().map(String::as_str)),
+                    });
+                }
+                Action::Degrade if !tool.is_optional() => {
+                    problems.push(ConfigProblem::DegradeNotOptional {
+                        tool: name(),
+                        key,
+                        layer,
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// An `on_tool_error` entry names one tool on purpose: if a higher layer always decides in its
+/// place, the user's intent is silently lost, so it is refused. Agent-wide defaults are meant to
+/// be shadowed for some tools and are not checked.
+fn check_shadowed(tool: &ToolDef, policy: &ResolvedPolicy, problems: &mut Vec<ConfigProblem>) {
+    for shadowed in policy.shadowed() {
+        if shadowed.layer == PolicyLayer::Agent {
+            problems.push(ConfigProblem::ShadowedAgentEntry {
+                tool: tool.name().to_owned(),
+                key: shadowed.key,
+                by_key: shadowed.by_key,
+                by_layer: shadowed.by_layer,
+            });
+        }
     }
 }
 
@@ -331,11 +249,17 @@ pub struct Registry {
     tools: Vec<ToolDef>,
     resolved: Vec<ResolvedPolicy>,
     specs: Arc<[ToolSpec]>,
-    index: HashMap<String, usize, BuildHasherDefault<NameHasher>>,
+    index: NameIndex,
     fixers: HashMap<String, FixerDef>,
+    classifier: Option<Arc<Classifier>>,
 }
 
 impl Registry {
+    /// The classifier given with [`RegistryBuilder::classifier`], if any.
+    pub fn classifier(&self) -> Option<&Arc<Classifier>> {
+        self.classifier.as_ref()
+    }
+
     /// Starts a registry.
     pub fn builder() -> RegistryBuilder {
         RegistryBuilder::default()

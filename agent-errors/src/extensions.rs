@@ -1,0 +1,180 @@
+//! Values given to one run (the user's identity, a token, a tenant) that its tools, fixers and
+//! permission hook can ask for by type, without the model ever seeing them.
+
+use std::any::{Any, TypeId, type_name};
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// A map from type to one value of that type, given to a run with
+/// [`RunOptions::context`](crate::RunOptions::context) or
+/// [`RunContext::with_extensions`](crate::RunContext::with_extensions).
+///
+/// Cloning is cheap: the values are shared, never copied.
+///
+/// ```
+/// use agent_errors::Extensions;
+///
+/// struct UserId(u64);
+///
+/// let extensions = Extensions::new().with(UserId(7));
+/// assert_eq!(extensions.get::<UserId>().map(|u| u.0), Some(7));
+/// assert!(extensions.get::<String>().is_none());
+/// ```
+#[derive(Clone, Default)]
+pub struct Extensions {
+    values: Arc<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+}
+
+impl Extensions {
+    /// An empty map.
+    pub fn new() -> Self {
+        Extensions::default()
+    }
+
+    /// The map with `value` added; a value of the same type is replaced.
+    #[must_use]
+    pub fn with<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.insert(value);
+        self
+    }
+
+    /// Adds `value`, replacing a value of the same type.
+    pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) {
+        Arc::make_mut(&mut self.values).insert(TypeId::of::<T>(), Arc::new(value));
+    }
+
+    /// The value of type `T`, if the run was given one.
+    pub fn get<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.values
+            .get(&TypeId::of::<T>())
+            .and_then(|value| value.downcast_ref())
+    }
+
+    /// The value of type `T`, shared, or the error a tool shows when it is missing.
+    pub fn ctx<T: Send + Sync + 'static>(&self) -> Result<Ctx<T>, MissingContext> {
+        self.values
+            .get(&TypeId::of::<T>())
+            .and_then(|value| Arc::clone(value).downcast::<T>().ok())
+            .map(Ctx)
+            .ok_or(MissingContext {
+                type_name: type_name::<T>(),
+            })
+    }
+
+    /// How many values the map holds.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether the map is empty.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+}
+
+impl fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Extensions")
+            .field("len", &self.values.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Two maps are equal when they hold the same values, shared: a clone equals its original.
+impl PartialEq for Extensions {
+    fn eq(&self, other: &Self) -> bool {
+        self.values.len() == other.values.len()
+            && self.values.iter().all(|(id, value)| {
+                other
+                    .values
+                    .get(id)
+                    .is_some_and(|theirs| Arc::ptr_eq(value, theirs))
+            })
+    }
+}
+
+/// A value of the run's [`Extensions`], asked for by type.
+///
+/// A `#[tool]` or `#[fixer]` parameter of type `Ctx<T>` is filled from the run instead of the
+/// model's arguments, and the schema does not show it. A run that was not given a `T` answers
+/// the call with a [`MissingContext`] error result (the tool does not run).
+///
+/// ```
+/// use agent_errors::prelude::*;
+/// use agent_errors::Ctx;
+///
+/// struct Tenant(String);
+///
+/// /// Lists the tenant's invoices.
+/// #[tool]
+/// async fn invoices(tenant: Ctx<Tenant>, limit: u32) -> String {
+///     format!("{limit} invoices of {}", tenant.0)
+/// }
+///
+/// let tools = tools![invoices];
+/// assert!(tools[0].parameters()["properties"].get("tenant").is_none());
+/// ```
+pub struct Ctx<T: ?Sized>(Arc<T>);
+
+impl<T: ?Sized> Ctx<T> {
+    /// The shared value.
+    pub fn into_arc(this: Self) -> Arc<T> {
+        this.0
+    }
+}
+
+impl<T: ?Sized> Clone for Ctx<T> {
+    fn clone(&self) -> Self {
+        Ctx(Arc::clone(&self.0))
+    }
+}
+
+impl<T: ?Sized> Deref for Ctx<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for Ctx<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Ctx").field(&&*self.0).finish()
+    }
+}
+
+/// A tool or fixer asked for a context value the run was not given. Classified
+/// [`Bug`](crate::ErrorKind::Bug): the caller forgot to pass it, and the model cannot fix that.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("this tool needs a `{type_name}` that the run was not given")]
+pub struct MissingContext {
+    /// The type asked for.
+    pub type_name: &'static str,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_found_by_type_and_replaced_by_type() {
+        let mut map = Extensions::new().with(1_u32).with("a");
+        map.insert(2_u32);
+        assert_eq!(map.get::<u32>(), Some(&2));
+        assert_eq!(map.get::<&str>(), Some(&"a"));
+        assert_eq!(map.len(), 2);
+        assert_eq!(*map.ctx::<u32>().expect("set above"), 2);
+        let missing = map.ctx::<String>().expect_err("never set");
+        assert!(missing.to_string().contains("String"));
+    }
+
+    #[test]
+    fn a_clone_shares_and_equals_its_original() {
+        let map = Extensions::new().with(3_u8);
+        let clone = map.clone();
+        assert_eq!(map, clone);
+        assert_ne!(map, Extensions::new().with(3_u8));
+    }
+}

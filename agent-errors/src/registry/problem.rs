@@ -1,0 +1,252 @@
+//! What a registry or agent refuses to build with, and why.
+
+use std::fmt;
+
+use crate::policy::{PolicyKey, PolicyLayer};
+
+/// One thing wrong with a configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigProblem {
+    /// Two tools share a name.
+    DuplicateTool(String),
+    /// Two fixers share a name.
+    DuplicateFixer(String),
+    /// A policy names a fixer that is not registered.
+    UnknownFixer {
+        /// The tool whose policy names it.
+        tool: String,
+        /// The key.
+        key: PolicyKey,
+        /// The layer the entry came from.
+        layer: PolicyLayer,
+        /// The fixer's name.
+        fixer: String,
+        /// A registered fixer whose name is close, when one is.
+        did_you_mean: Option<String>,
+    },
+    /// A policy names a fallback tool that is not registered.
+    UnknownFallback {
+        /// The tool whose policy names it.
+        tool: String,
+        /// The key.
+        key: PolicyKey,
+        /// The layer the entry came from.
+        layer: PolicyLayer,
+        /// The fallback's name.
+        fallback: String,
+        /// A registered tool whose name is close, when one is.
+        did_you_mean: Option<String>,
+    },
+    /// A fallback points at the tool itself.
+    SelfFallback {
+        /// The tool.
+        tool: String,
+        /// The key.
+        key: PolicyKey,
+    },
+    /// `degrade` reaches a tool that is not marked `optional`.
+    DegradeNotOptional {
+        /// The tool.
+        tool: String,
+        /// The key.
+        key: PolicyKey,
+        /// The layer the entry came from.
+        layer: PolicyLayer,
+    },
+    /// `on_tool_error` names a tool that is not registered.
+    UnknownToolPolicy(String),
+    /// An agent was built without a model.
+    MissingModel,
+    /// A tool takes the name of a built-in tool (`escalate`, `throw_exception`).
+    ReservedToolName(String),
+    /// An `on_tool_error` entry for a tool can never apply: a higher layer always decides
+    /// first (the tool's own `execution`, or its own entry for the same key).
+    ShadowedAgentEntry {
+        /// The tool.
+        tool: String,
+        /// The agent entry's key.
+        key: PolicyKey,
+        /// The key of the entry that decides instead.
+        by_key: PolicyKey,
+        /// That entry's layer.
+        by_layer: PolicyLayer,
+    },
+    /// A setting that must be at least 1 was 0.
+    ZeroLimit {
+        /// The setting (`max_turns`, `breaker_threshold`).
+        setting: &'static str,
+    },
+}
+
+impl fmt::Display for ConfigProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigProblem::DuplicateTool(name) => write!(
+                f,
+                "two tools are named `{name}`: rename one, or give the tools of one MCP server a prefix"
+            ),
+            ConfigProblem::DuplicateFixer(name) => write!(f, "two fixers are named `{name}`"),
+            ConfigProblem::UnknownFixer {
+                tool,
+                key,
+                layer,
+                fixer,
+                did_you_mean,
+            } => {
+                write!(
+                    f,
+                    "`{tool}`: `{key}` ({layer}) names fixer `{fixer}`, which is not registered"
+                )?;
+                suggest(f, did_you_mean.as_deref())
+            }
+            ConfigProblem::UnknownFallback {
+                tool,
+                key,
+                layer,
+                fallback,
+                did_you_mean,
+            } => {
+                write!(
+                    f,
+                    "`{tool}`: `{key}` ({layer}) falls back to tool `{fallback}`, which is not \
+                     registered"
+                )?;
+                suggest(f, did_you_mean.as_deref())
+            }
+            ConfigProblem::ShadowedAgentEntry {
+                tool,
+                key,
+                by_key,
+                by_layer,
+            } => shadowed(f, tool, *key, *by_key, *by_layer),
+            ConfigProblem::SelfFallback { tool, key } => {
+                write!(f, "`{tool}`: `{key}` falls back to `{tool}` itself")
+            }
+            ConfigProblem::DegradeNotOptional { tool, key, layer } => write!(
+                f,
+                "`{tool}`: `{key}` ({layer}) says `degrade`, but the tool is not marked `optional`"
+            ),
+            ConfigProblem::UnknownToolPolicy(name) => {
+                write!(
+                    f,
+                    "on_tool_error names tool `{name}`, which is not registered"
+                )
+            }
+            ConfigProblem::MissingModel => f.write_str("no model was set"),
+            ConfigProblem::ReservedToolName(name) => {
+                write!(f, "a tool is named `{name}`, the name of a built-in tool")
+            }
+            ConfigProblem::ZeroLimit { setting } => write!(f, "`{setting}` must be at least 1"),
+        }
+    }
+}
+
+fn suggest(f: &mut fmt::Formatter<'_>, did_you_mean: Option<&str>) -> fmt::Result {
+    match did_you_mean {
+        Some(name) => write!(f, "; did you mean `{name}`?"),
+        None => Ok(()),
+    }
+}
+
+fn shadowed(
+    f: &mut fmt::Formatter<'_>,
+    tool: &str,
+    key: PolicyKey,
+    by_key: PolicyKey,
+    by_layer: PolicyLayer,
+) -> fmt::Result {
+    write!(
+        f,
+        "`{tool}`: the agent's `{key}` entry can never apply: the {by_layer} layer's `{by_key}` \
+         entry answers those failures first (the highest layer that mentions a failure's kind \
+         or `execution` decides). "
+    )?;
+    if by_key == key {
+        write!(
+            f,
+            "Change `{key}` in the tool's `on_error(...)`, or drop the agent's entry"
+        )
+    } else {
+        write!(
+            f,
+            "Write `{key} = ...` in the tool's own `on_error(...)`, where it beats `{by_key}`, \
+             or drop the agent's entry"
+        )
+    }
+}
+
+/// The closest of `names` to `wrong`, when it is close enough to be a typo.
+pub(crate) fn closest<'a>(wrong: &str, names: impl Iterator<Item = &'a str>) -> Option<String> {
+    let limit = (wrong.chars().count() / 3).max(1);
+    names
+        .map(|name| (edit_distance(wrong, name), name))
+        .filter(|(distance, _)| *distance <= limit)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, name)| name.to_owned())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
+}
+
+/// The configuration was refused; every problem found is listed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    problems: Vec<ConfigProblem>,
+}
+
+impl ConfigError {
+    pub(crate) fn new(problems: Vec<ConfigProblem>) -> Self {
+        ConfigError { problems }
+    }
+
+    /// Every problem found.
+    pub fn problems(&self) -> &[ConfigProblem] {
+        &self.problems
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid agent configuration ({} problem",
+            self.problems.len()
+        )?;
+        if self.problems.len() != 1 {
+            f.write_str("s")?;
+        }
+        f.write_str(")")?;
+        for p in &self.problems {
+            write!(f, "\n  - {p}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_near_name_is_suggested_and_a_far_one_is_not() {
+        let names = ["json_fixer", "url_fixer"];
+        assert_eq!(
+            closest("jsn_fixer", names.into_iter()).as_deref(),
+            Some("json_fixer")
+        );
+        assert_eq!(closest("llm_repair", names.into_iter()), None);
+    }
+}
