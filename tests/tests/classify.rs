@@ -537,3 +537,41 @@ fn a_ten_megabyte_non_ascii_message_is_classified_from_its_beginning() {
         ErrorKind::Unknown
     );
 }
+
+#[test]
+fn an_exhausted_quota_is_not_retryable_whatever_carries_it() {
+    let body =
+        r#"{"error":{"code":"insufficient_quota","message":"You exceeded your current quota"}}"#;
+    let direct = HttpError::new(429, body);
+    assert_eq!(classify(&direct).kind, ErrorKind::Quota);
+    assert!(!classify(&direct).is_retryable());
+    let wrapped = std::io::Error::other(HttpError::new(429, body));
+    assert!(!classify(&wrapped).is_retryable());
+    let anthropic = HttpError::new(400, "Your credit balance is too low to access the API");
+    assert_eq!(classify(&anthropic).kind, ErrorKind::Quota);
+    assert!(!classify(&anthropic).is_retryable());
+    // A plain rate limit stays retryable.
+    assert!(classify(&HttpError::new(429, "rate limited, slow down")).is_retryable());
+}
+
+#[test]
+fn the_first_valid_retry_after_wins() {
+    let err = HttpError::new(503, "busy")
+        .with_header("retry-after", "soon")
+        .with_header("retry-after", "7");
+    assert_eq!(
+        classify(&err).retry_after,
+        Some(std::time::Duration::from_secs(7))
+    );
+}
+
+#[test]
+fn an_http_errors_debug_hides_credentials() {
+    let err = HttpError::new(401, "bad key sk-live-0123456789abcdefghijklmnop")
+        .with_header("x-api-key", "sk-ant-api03-secretsecretsecret")
+        .with_header("retry-after", "1");
+    let shown = format!("{err:?}");
+    assert!(!shown.contains("secretsecretsecret"), "{shown}");
+    assert!(!shown.contains("0123456789abcdefghijklmnop"), "{shown}");
+    assert!(shown.contains("retry-after"), "{shown}");
+}

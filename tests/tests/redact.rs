@@ -552,3 +552,58 @@ proptest! {
         prop_assert!(out.len() <= 10 * text.len() + 3);
     }
 }
+
+/// Through a whole run: a tool that fails with credentials in its message, a URL and a header.
+/// Neither the model, the events, the run's error (Display and Debug) nor the transcript shows
+/// them.
+#[tokio::test(start_paused = true)]
+async fn secrets_in_a_tool_failure_reach_no_output_of_a_run() {
+    use agent_errors::testing::{FaultyTool, ScriptedModel, echo_tool};
+    use agent_errors::{Agent, HttpError};
+
+    let token = "sk-live-7f3a9c2e4b1d8f6a0e5c3b9d";
+    let password = "hunter2hunter2";
+    let failing = FaultyTool::new(echo_tool("fetch")).then_always(agent_errors::testing::Fault::error(
+        move || {
+            HttpError::new(
+                400,
+                format!(
+                    "Authorization: Bearer {token} for https://bob:{password}@api.example.com/v1?api_key={token}"
+                ),
+            )
+            .with_header("x-api-key", token)
+        },
+    ));
+    for status_kind in ["validation", "auth"] {
+        let model = ScriptedModel::new()
+            .tool_call("fetch", r#"{"text": "x"}"#)
+            .text("done");
+        let tool = if status_kind == "auth" {
+            FaultyTool::new(echo_tool("fetch"))
+                .then_always(agent_errors::testing::Fault::error(move || {
+                    HttpError::new(401, format!("token {token} expired"))
+                        .with_header("x-api-key", token)
+                }))
+                .tool()
+        } else {
+            failing.tool()
+        };
+        let agent = Agent::builder("a")
+            .model(model.clone())
+            .tool(tool)
+            .build()
+            .unwrap();
+        let outcome = agent.run_with_report("go").await;
+        let mut seen = format!(
+            "{:?}\n{:?}\n{:?}",
+            outcome.report.events,
+            outcome.transcript,
+            model.requests()
+        );
+        if let Err(error) = &outcome.result {
+            seen.push_str(&format!("\n{error}\n{error:?}"));
+        }
+        assert!(!seen.contains(token), "{status_kind}: {seen}");
+        assert!(!seen.contains(password), "{status_kind}: {seen}");
+    }
+}

@@ -122,6 +122,7 @@ pub(crate) fn is_quota_exhausted(body: &str) -> bool {
         "exceeded your current quota",
         "billing_hard_limit",
         "spending limit",
+        "credit balance is too low",
     ]
     .iter()
     .any(|needle| body.contains(needle))

@@ -17,12 +17,51 @@ use super::{Classification, ErrorKind, Evidence};
 /// assert_eq!(c.kind, ErrorKind::Quota);
 /// assert_eq!(c.retry_after, Some(Duration::from_secs(7)));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Its `Debug` redacts: credential headers show as `[REDACTED]` and the message goes through
+/// [`redact`](crate::redact::redact), because errors are logged with `{:?}` more often than not.
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[error("HTTP {status}: {message}")]
 pub struct HttpError {
     status: u16,
     message: String,
     headers: Vec<(String, String)>,
+}
+
+/// Headers whose values are credentials.
+const CREDENTIAL_HEADERS: [&str; 7] = [
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+    "x-auth-token",
+    "cookie",
+    "set-cookie",
+];
+
+impl std::fmt::Debug for HttpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<(&str, std::borrow::Cow<'_, str>)> = self
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                let credential = CREDENTIAL_HEADERS
+                    .iter()
+                    .any(|h| name.eq_ignore_ascii_case(h));
+                let value = if credential {
+                    std::borrow::Cow::Borrowed(crate::redact::REDACTED)
+                } else {
+                    crate::redact::redact(value)
+                };
+                (name.as_str(), value)
+            })
+            .collect();
+        f.debug_struct("HttpError")
+            .field("status", &self.status)
+            .field("message", &crate::redact::redact(&self.message))
+            .field("headers", &headers)
+            .finish()
+    }
 }
 
 impl HttpError {
@@ -61,22 +100,39 @@ impl HttpError {
     }
 
     /// What the status and headers say, with `Retry-After` capped at `retry_after_cap`.
+    ///
+    /// A body that says the quota or spending limit is used up makes it `Quota` that must not
+    /// be retried, whatever the status (429, 402, 403 or 400 depending on the provider): waiting
+    /// does not refill an account. The first *valid* `Retry-After` wins: a garbage one before a
+    /// good one is skipped, not taken as "no advice".
     pub(crate) fn classification(&self, retry_after_cap: Duration) -> Classification {
         let mut c = Classification::from_status(self.status);
+        if (400..500).contains(&self.status) && super::body::is_quota_exhausted(&self.message) {
+            c.kind = ErrorKind::Quota;
+            c.should_retry = Some(false);
+        }
         if self.headers.is_empty() {
             return c;
         }
         let retry_after_ms = self
-            .header("retry-after-ms")
-            .and_then(|v| parse_delta(v, 1, retry_after_cap));
+            .headers_named("retry-after-ms")
+            .find_map(|v| parse_delta(v, 1, retry_after_cap));
         c.retry_after = retry_after_ms.or_else(|| {
-            self.header("retry-after")
-                .and_then(|v| parse_retry_after_at(v, SystemTime::now, retry_after_cap))
+            self.headers_named("retry-after")
+                .find_map(|v| parse_retry_after_at(v, SystemTime::now, retry_after_cap))
         });
         if let Some(verdict) = self.server_verdict() {
             c.should_retry = Some(verdict);
         }
         c
+    }
+
+    /// Every value of the headers of that name, in order.
+    fn headers_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// What `x-should-retry` says, when it says `true` or `false`.

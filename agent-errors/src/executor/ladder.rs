@@ -24,7 +24,7 @@ use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
 use crate::policy::{Action, FixAction, Ladder, PolicyKey, ResolvedPolicy, RetryAction};
 use crate::registry::Registry;
 use crate::retry::{Retrier, Step, sleep};
-use crate::sanitize::{SurfacedError, sanitize};
+use crate::sanitize::{SurfacedError, scrub};
 use crate::tool::{ToolDef, to_output};
 
 /// What a rung decided.
@@ -179,18 +179,19 @@ impl<'a> Walk<'a> {
                     Next::Done(Handled::escalate(self.ctx, tool, kind, &reason, severity))
                 }
                 Ok(Err(FixerError::Throw(reason))) => {
-                    let reason = sanitize(&reason, self.ctx.limits().max_message_chars);
+                    let reason = scrub(&reason, self.ctx.limits().max_message_chars);
                     Next::Stop(TerminationReason::Thrown(reason))
                 }
                 Ok(Err(FixerError::Other(error))) => {
-                    let error = sanitize(&error.to_string(), self.ctx.limits().max_message_chars);
+                    let error = scrub(&error.to_string(), self.ctx.limits().max_message_chars);
                     let (tool, fixer) = (self.tool.name(), fixer.name());
                     tracing::warn!(tool, fixer, attempt = attempt_no, %error, "fixer failed");
                     Next::Down
                 }
                 Err(panic) => {
                     let (tool, fixer) = (self.tool.name(), fixer.name());
-                    tracing::warn!(tool, fixer, attempt = attempt_no, error = %panic, "fixer panicked");
+                    let error = scrub(&panic.to_string(), self.ctx.limits().max_message_chars);
+                    tracing::warn!(tool, fixer, attempt = attempt_no, %error, "fixer panicked");
                     Next::Down
                 }
             };
@@ -207,7 +208,7 @@ impl<'a> Walk<'a> {
             tool: self.tool.name().to_owned(),
             raw_args: self.raw.to_string(),
             args: serde_json::from_str(&self.raw).ok(),
-            failure: sanitize(&self.failure.message(), self.ctx.limits().max_message_chars),
+            failure: scrub(&self.failure.message(), self.ctx.limits().max_message_chars),
             kind: self.failure.class.kind,
             key,
             attempt,
@@ -287,7 +288,7 @@ impl<'a> Walk<'a> {
         if self.failure.class.kind == ErrorKind::Auth {
             return Next::Stop(TerminationReason::Auth);
         }
-        let reason = sanitize(&self.failure.message(), self.ctx.limits().max_message_chars);
+        let reason = scrub(&self.failure.message(), self.ctx.limits().max_message_chars);
         Next::Stop(TerminationReason::Thrown(reason))
     }
 

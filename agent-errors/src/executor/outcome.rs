@@ -1,6 +1,8 @@
 //! How a call ends: the failure being handled, what the ladder decided ([`Handled`]), and the one
 //! [`CallOutcome`] the caller gets, a result for the model or a stop of the run.
 
+use std::fmt;
+
 use super::attempt::classify_tool_error;
 use super::context::RunContext;
 use crate::chat::{ToolCall, ToolResult};
@@ -8,7 +10,7 @@ use crate::classify::Classifier;
 use crate::classify::{Classification, ErrorKind, chain};
 use crate::error::{Severity, ToolError};
 use crate::events::Event;
-use crate::sanitize::{SurfacedError, sanitize};
+use crate::sanitize::{SurfacedError, scrub};
 use crate::tool::ToolOutput;
 
 /// What a tool call's result is when the run was cancelled before it could finish.
@@ -73,7 +75,10 @@ impl TerminationReason {
 }
 
 /// A tool failure that ends the run in code, before the model sees it.
-#[derive(Debug, thiserror::Error)]
+///
+/// Its `Debug` shows the failure as redacted text, not as the error's own `Debug`: an upstream
+/// error's fields (headers, URLs) are where credentials hide.
+#[derive(thiserror::Error)]
 #[error("{user_message}")]
 #[non_exhaustive]
 pub struct Terminated {
@@ -88,6 +93,22 @@ pub struct Terminated {
     /// The failure itself, when there was one.
     #[source]
     pub error: Option<ToolError>,
+}
+
+impl fmt::Debug for Terminated {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let error = self
+            .error
+            .as_ref()
+            .map(|e| crate::redact::redact(&chain_text(e.cause())).into_owned());
+        f.debug_struct("Terminated")
+            .field("tool", &self.tool)
+            .field("kind", &self.kind)
+            .field("reason", &self.reason)
+            .field("user_message", &self.user_message)
+            .field("error", &error)
+            .finish()
+    }
 }
 
 impl Terminated {
@@ -163,17 +184,22 @@ impl Failure {
 
     /// The failure's own words and those of its causes, each said once.
     pub(crate) fn message(&self) -> String {
-        let mut levels = chain(self.error.cause());
-        let mut text = levels.next().map(ToString::to_string).unwrap_or_default();
-        for cause in levels {
-            let said = cause.to_string();
-            if !text.contains(&said) {
-                text.push_str(": ");
-                text.push_str(&said);
-            }
-        }
-        text
+        chain_text(self.error.cause())
     }
+}
+
+/// An error's words and those of its causes, each said once.
+fn chain_text(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut levels = chain(error);
+    let mut text = levels.next().map(ToString::to_string).unwrap_or_default();
+    for cause in levels {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+    }
+    text
 }
 
 /// What the executor decided for a call, before it is reported.
@@ -255,7 +281,7 @@ impl Handled {
                 ctx.events().emit(Event::ToolFailed {
                     tool: tool.clone(),
                     kind,
-                    message: sanitize(&failure.message(), ctx.limits().max_message_chars),
+                    message: scrub(&failure.message(), ctx.limits().max_message_chars),
                 });
                 ctx.events().emit(Event::Terminated {
                     tool: tool.clone(),
