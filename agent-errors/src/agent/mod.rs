@@ -292,6 +292,15 @@ pub enum RunError {
     /// The model answered with neither text nor tool calls.
     #[error("the model answered with neither text nor tool calls")]
     EmptyResponse,
+    /// Code of yours that the loop calls (the model's `chat`, an `on_llm_error` handler)
+    /// panicked. The panic is caught: the process and the agent stay usable.
+    #[error("`{callback}` panicked: {message}")]
+    CallbackPanicked {
+        /// Which callback: `ChatModel::chat` or `on_llm_error`.
+        callback: &'static str,
+        /// The panic's message, redacted and bounded.
+        message: String,
+    },
     /// The model declined to answer (finish reason `Refusal`), or the provider withheld its
     /// answer (`ContentFilter`): not an empty response, and not something a retry of the same
     /// request is expected to change.

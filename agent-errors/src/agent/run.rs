@@ -1,7 +1,10 @@
 //! The loop: ask the model, run the tool calls it makes (concurrently, answered in order), and
 //! repeat until it answers in text, a call ends the run, or the turn cap is reached.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+
+use futures_util::FutureExt;
 
 use tracing::Instrument;
 
@@ -14,6 +17,7 @@ use crate::classify::{ErrorKind, server_delay};
 use crate::events::{Event, RunReport};
 use crate::executor::{
     self, CANCELLED, CallOutcome, Cancellation, RunContext, Terminated, TerminationReason,
+    ToolPanic,
 };
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER};
 use crate::retry::{RetrySchedule, Step, decide, sleep};
@@ -97,6 +101,14 @@ fn batch_verdict(stops: Vec<RunError>) -> Option<RunError> {
     }
 }
 
+/// A panic in user code the loop called, as the run's error.
+fn callback_panicked(callback: &'static str, payload: Box<dyn std::any::Any + Send>) -> RunError {
+    let message = ToolPanic::from_payload(payload).message;
+    let message = crate::sanitize::scrub(&message, crate::sanitize::DEFAULT_MAX_CHARS);
+    tracing::error!(callback, %message, "user code panicked; the run ends");
+    RunError::CallbackPanicked { callback, message }
+}
+
 /// The run error a tool's stop becomes.
 fn stopped(terminated: Box<Terminated>) -> RunError {
     match terminated.reason {
@@ -140,7 +152,8 @@ impl<O: AgentOutput> AgentInner<O> {
         };
         let result = self.drive(&ctx, &mut request, &mut counts).await;
         if let Err(error) = &result {
-            tracing::warn!(error = %error, "run ended without an output");
+            let error = crate::redact::redact(&error.to_string()).into_owned();
+            tracing::warn!(%error, "run ended without an output");
         }
         RunOutcome {
             result,
@@ -237,10 +250,15 @@ impl<O: AgentOutput> AgentInner<O> {
         let mut attempt = 1;
         loop {
             counts.model_calls += 1;
+            // The model is user code: a panic in `chat` (before or inside its future) ends the
+            // run with an error that says so instead of unwinding through `run`.
+            let asked =
+                AssertUnwindSafe(stream::ask(&*self.model, request, counts.deltas.as_ref()))
+                    .catch_unwind();
             let result = tokio::select! {
                 biased;
                 () = cancellation.cancelled() => return Err(RunError::Cancelled),
-                result = stream::ask(&*self.model, request, counts.deltas.as_ref()) => result,
+                result = asked => result.map_err(|p| callback_panicked("ChatModel::chat", p))?,
             };
             let result = result.and_then(|response| turn::judge(response, &mut counts.usage));
             let error = match result {
@@ -248,13 +266,17 @@ impl<O: AgentOutput> AgentInner<O> {
                 Err(error) => error,
             };
             let decision = match &self.llm_error {
-                Some(handler) => handler(error.as_ref(), attempt),
+                Some(handler) => {
+                    std::panic::catch_unwind(AssertUnwindSafe(|| handler(error.as_ref(), attempt)))
+                        .map_err(|p| callback_panicked("on_llm_error", p))?
+                }
                 None => LlmErrorDecision::Rethrow,
             };
             match decision {
                 LlmErrorDecision::Rethrow => return Err(RunError::Model(error)),
                 LlmErrorDecision::RespondWith(output) => {
-                    tracing::info!(attempt, error = %error, "on_llm_error responded in the model's place");
+                    let error = crate::redact::redact(&error.to_string()).into_owned();
+                    tracing::info!(attempt, %error, "on_llm_error responded in the model's place");
                     return Ok(Turn::RespondWith(output));
                 }
                 LlmErrorDecision::Retry {

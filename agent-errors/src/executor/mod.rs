@@ -209,7 +209,27 @@ fn refusal(ctx: &RunContext, tool: &ToolDef, call: &ToolCall) -> Option<Handled>
         return Some(Handled::Tripped { tool, failures });
     }
     let hook = ctx.permission()?;
-    let Permission::Deny(reason) = hook.check_in(call, &ctx.permission_context(tool.name())) else {
+    let asked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        hook.check_in(call, &ctx.permission_context(tool.name()))
+    }));
+    let verdict = match asked {
+        Ok(verdict) => verdict,
+        // Fail closed: a hook that cannot answer has not allowed anything.
+        Err(payload) => {
+            let panic = ToolPanic::from_payload(payload);
+            let message = format!(
+                "the permission hook panicked ({}); the tool did not run",
+                panic.message
+            );
+            return Some(Handled::Error(SurfacedError::bounded(
+                tool.name(),
+                ErrorKind::Bug,
+                &message,
+                limit,
+            )));
+        }
+    };
+    let Permission::Deny(reason) = verdict else {
         return None;
     };
     let denials = ctx.record_denial(tool.name());

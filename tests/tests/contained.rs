@@ -1,0 +1,84 @@
+//! User code the loop calls cannot crash a run: a panic in a model, an `on_llm_error` handler or
+//! a permission hook becomes a typed outcome, and the agent stays usable afterwards.
+
+use agent_errors::testing::{ScriptedModel, echo_tool};
+use agent_errors::{
+    Agent, BoxError, BoxFuture, ChatModel, ChatRequest, ChatResponse, HttpError, Permission,
+    RunError, ToolCall,
+};
+
+/// Panics in `chat` itself, before any future exists, or inside the future.
+struct Panicking {
+    before_future: bool,
+}
+
+impl ChatModel for Panicking {
+    fn chat<'a>(&'a self, _: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
+        if self.before_future {
+            panic!("model blew up before its future");
+        }
+        Box::pin(async { panic!("model blew up while polled") })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_model_that_panics_ends_the_run_with_an_error_naming_it() {
+    for before_future in [true, false] {
+        let agent = Agent::builder("a")
+            .model(Panicking { before_future })
+            .build()
+            .unwrap();
+        match agent.run("hi").await {
+            Err(RunError::CallbackPanicked { callback, message }) => {
+                assert_eq!(callback, "ChatModel::chat");
+                assert!(message.contains("blew up"), "{message}");
+            }
+            other => panic!("expected a caught panic, got {other:?}"),
+        }
+        // The agent is still usable.
+        assert!(matches!(
+            agent.run("again").await,
+            Err(RunError::CallbackPanicked { .. })
+        ));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_on_llm_error_handler_that_panics_ends_the_run_with_an_error_naming_it() {
+    let model = ScriptedModel::new().error(HttpError::new(503, "busy"));
+    let agent = Agent::builder("a")
+        .model(model)
+        .on_llm_error(|_, _| -> agent_errors::LlmErrorDecision { panic!("handler bug") })
+        .build()
+        .unwrap();
+    match agent.run("hi").await {
+        Err(RunError::CallbackPanicked { callback, message }) => {
+            assert_eq!(callback, "on_llm_error");
+            assert!(message.contains("handler bug"), "{message}");
+        }
+        other => panic!("expected a caught panic, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permission_hook_that_panics_fails_closed() {
+    let model = ScriptedModel::new()
+        .tool_call("echo", r#"{"text": "hi"}"#)
+        .text("done");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .tool(echo_tool("echo"))
+        .permission(|_: &ToolCall| -> Permission { panic!("hook bug") })
+        .build()
+        .unwrap();
+    assert_eq!(agent.run("go").await.unwrap(), "done");
+    let request = model.last_request().unwrap();
+    let result = match request.messages.last() {
+        Some(agent_errors::Message::Tool(result)) => result.clone(),
+        other => panic!("the call is answered: {other:?}"),
+    };
+    assert!(result.is_error);
+    let shown: serde_json::Value = serde_json::from_str(&result.content).unwrap();
+    assert_eq!(shown["kind"], "bug");
+    assert!(shown["message"].as_str().unwrap().contains("did not run"));
+}
