@@ -82,3 +82,54 @@ async fn a_permission_hook_that_panics_fails_closed() {
     assert_eq!(shown["kind"], "bug");
     assert!(shown["message"].as_str().unwrap().contains("did not run"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_default_tool_timeout_bounds_a_tool_without_its_own() {
+    use agent_errors::testing::{Fault, FaultyTool};
+    use agent_errors::{ErrorKind, Limits};
+    use std::time::Duration;
+
+    let hanging = FaultyTool::new(echo_tool("fetch")).then(Fault::Hang);
+    let model = ScriptedModel::new()
+        .tool_call("fetch", r#"{"text": "x"}"#)
+        .text("done");
+    let agent = Agent::builder("a")
+        .model(model)
+        .tool(hanging.tool())
+        .limits(Limits::default().with_default_tool_timeout(Duration::from_secs(3)))
+        .build()
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let error = agent.run("go").await.unwrap_err();
+    assert_eq!(error.terminated().map(|t| t.kind), Some(ErrorKind::Timeout));
+    assert_eq!(started.elapsed(), Duration::from_secs(3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_deadline_ends_a_run_that_would_go_on() {
+    use agent_errors::Limits;
+    use agent_errors::testing::{Fault, FaultyTool, transcript_violations};
+    use std::time::Duration;
+
+    // A tool slower than the deadline, and no timeout of its own.
+    let slow = FaultyTool::new(echo_tool("fetch")).then(Fault::Delay(Duration::from_secs(600)));
+    let model = ScriptedModel::new()
+        .tool_call("fetch", r#"{"text": "x"}"#)
+        .text("done");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .tool(slow.tool())
+        .limits(Limits::default().with_run_deadline(Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let outcome = agent.run_with_report("go").await;
+    assert!(
+        matches!(outcome.result, Err(RunError::DeadlineExceeded { limit }) if limit == Duration::from_secs(60)),
+        "{:?}",
+        outcome.result
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(60));
+    assert_eq!(model.calls(), 1);
+    assert_eq!(transcript_violations(&outcome.transcript), []);
+}

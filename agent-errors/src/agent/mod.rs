@@ -292,6 +292,12 @@ pub enum RunError {
     /// The model answered with neither text nor tool calls.
     #[error("the model answered with neither text nor tool calls")]
     EmptyResponse,
+    /// The run took longer than its deadline (`Limits::with_run_deadline`).
+    #[error("the run did not finish within its deadline of {limit:?}")]
+    DeadlineExceeded {
+        /// The deadline.
+        limit: std::time::Duration,
+    },
     /// Code of yours that the loop calls (the model's `chat`, an `on_llm_error` handler)
     /// panicked. The panic is caught: the process and the agent stay usable.
     #[error("`{callback}` panicked: {message}")]

@@ -150,7 +150,19 @@ impl<O: AgentOutput> AgentInner<O> {
             deltas,
             ..Counts::default()
         };
-        let result = self.drive(&ctx, &mut request, &mut counts).await;
+        let result = match self.limits.run_deadline {
+            None => self.drive(&ctx, &mut request, &mut counts).await,
+            Some(limit) => {
+                let driven = self.drive(&ctx, &mut request, &mut counts);
+                match tokio::time::timeout(limit, driven).await {
+                    Ok(result) => result,
+                    Err(_) => {
+                        ctx.halt();
+                        Err(RunError::DeadlineExceeded { limit })
+                    }
+                }
+            }
+        };
         if let Err(error) = &result {
             let error = crate::redact::redact(&error.to_string()).into_owned();
             tracing::warn!(%error, "run ended without an output");

@@ -115,7 +115,7 @@ pub(crate) async fn attempt(
         Err(open) => return Err(Missed::Failed(open)),
     };
     let bounded = async {
-        match tool.timeout() {
+        match tool.timeout().or(ctx.limits().default_tool_timeout) {
             None => future.await,
             Some(limit) => match tokio::time::timeout(limit, future).await {
                 Ok(result) => result,

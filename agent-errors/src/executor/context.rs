@@ -162,6 +162,10 @@ pub struct Limits {
     /// Permission denials, across every tool, after which the run ends: a model that keeps
     /// asking for what it may not do will not stop by itself (0: no budget).
     pub max_permission_denials: u32,
+    /// The bound on a call of any tool that sets no `timeout` of its own (none by default).
+    pub default_tool_timeout: Option<std::time::Duration>,
+    /// The bound on a whole agent run, model calls and tools included (none by default).
+    pub run_deadline: Option<std::time::Duration>,
 }
 
 impl Default for Limits {
@@ -170,6 +174,8 @@ impl Default for Limits {
             max_repair_steps: 8,
             max_message_chars: crate::sanitize::DEFAULT_MAX_CHARS,
             max_permission_denials: DEFAULT_MAX_PERMISSION_DENIALS,
+            default_tool_timeout: None,
+            run_deadline: None,
         }
     }
 }
@@ -186,6 +192,22 @@ impl Limits {
     #[must_use]
     pub fn with_max_permission_denials(mut self, denials: u32) -> Self {
         self.max_permission_denials = denials;
+        self
+    }
+
+    /// Bounds every call of a tool that has no `timeout` of its own: a tool that hangs then
+    /// fails as a `timeout` the policy handles, instead of holding the run open.
+    #[must_use]
+    pub fn with_default_tool_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.default_tool_timeout = Some(timeout);
+        self
+    }
+
+    /// Bounds a whole agent run: past it, the calls still running answer "operation cancelled"
+    /// and the run ends with `RunError::DeadlineExceeded`.
+    #[must_use]
+    pub fn with_run_deadline(mut self, deadline: std::time::Duration) -> Self {
+        self.run_deadline = Some(deadline);
         self
     }
 
