@@ -948,3 +948,33 @@ async fn the_classifier_reads_provider_errors_by_status_and_type() {
     ));
     assert_eq!(classify(&*timed_out).kind, ErrorKind::Timeout);
 }
+
+#[test]
+fn credentials_in_the_base_url_and_the_key_never_show() {
+    // A key of no well-known shape: only its registration can hide it.
+    let key = "plainkey-8f2a9c1e77d0";
+    let builder = OpenAiModel::builder()
+        .base_url("https://bob:hunter2hunter2@llm.example.com/v1?api_key=abcdef0123456789")
+        .api_key(key)
+        .model("m");
+    let shown = format!("{builder:?}");
+    assert!(
+        !shown.contains("hunter2hunter2") && !shown.contains("abcdef0123456789"),
+        "{shown}"
+    );
+    let model = builder.build().unwrap();
+    let shown = format!("{model:?} {}", model.url());
+    assert!(
+        !shown.contains("hunter2hunter2") && !shown.contains("abcdef0123456789"),
+        "{shown}"
+    );
+    let bad = OpenAiModel::builder()
+        .base_url("ftp://bob:hunter2hunter2@host/")
+        .model("m")
+        .build()
+        .unwrap_err();
+    assert!(!bad.to_string().contains("hunter2hunter2"), "{bad}");
+    let upstream = format!("upstream said: key {key} was refused");
+    let redacted = agent_errors::redact::redact(&upstream);
+    assert!(!redacted.contains(key), "{redacted}");
+}

@@ -210,7 +210,7 @@ pub enum OpenAiConfigError {
     /// The base URL does not parse or is not http(s).
     #[error("the base URL `{url}` is not an http(s) URL")]
     InvalidBaseUrl {
-        /// The URL as given.
+        /// The URL as given, with any credentials in it redacted.
         url: String,
     },
     /// An extra header's name or value is not a valid HTTP header.

@@ -105,7 +105,7 @@ pub struct OpenAiBuilder {
 impl fmt::Debug for OpenAiBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiBuilder")
-            .field("base_url", &self.base_url)
+            .field("base_url", &crate::redact::redact(&self.base_url))
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("model", &self.model)
             .field("timeout", &self.timeout)
@@ -304,8 +304,11 @@ impl OpenAiBuilder {
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https"))
             .ok_or_else(|| OpenAiConfigError::InvalidBaseUrl {
-                url: self.base_url.clone(),
+                url: crate::redact::redact(&self.base_url).into_owned(),
             })?;
+        if let Some(key) = &self.api_key {
+            crate::provider::register_key(key);
+        }
         let client = match self.client {
             Some(client) => client,
             None => reqwest::Client::builder()
@@ -351,7 +354,7 @@ pub struct OpenAiModel {
 impl fmt::Debug for OpenAiModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiModel")
-            .field("url", &self.url.as_str())
+            .field("url", &crate::redact::redact(self.url.as_str()))
             .field("model", &self.model)
             .field("timeout", &self.timeout)
             .field("transport", &self.transport)
@@ -370,9 +373,9 @@ impl OpenAiModel {
         OpenAiBuilder::from_env().build()
     }
 
-    /// The endpoint requests go to.
-    pub fn url(&self) -> &str {
-        self.url.as_str()
+    /// The endpoint requests go to, with any credentials in it redacted.
+    pub fn url(&self) -> std::borrow::Cow<'_, str> {
+        crate::redact::redact(self.url.as_str())
     }
 
     /// Answers one request, with the typed error. [`ChatModel::chat`] is this, boxed.

@@ -142,8 +142,13 @@ impl Transport {
                     max_tokens = Some(n);
                 }
                 Next::Refresh(hook) => match hook().await {
-                    Ok(key) => *self.key_slot() = non_empty(Some(key)),
+                    Ok(key) => {
+                        register_key(&key);
+                        *self.key_slot() = non_empty(Some(key));
+                    }
                     Err(refresh_error) => {
+                        let refresh_error =
+                            crate::redact::redact(&refresh_error.to_string()).into_owned();
                         tracing::warn!(model, error = %refresh_error, "credential refresh failed");
                         return Err(error);
                     }
@@ -152,6 +157,13 @@ impl Transport {
             }
         }
     }
+}
+
+/// Tells the redactor about an API key, so that no error text, event or log can show it, even
+/// where no rule would recognise its shape. A key too short to register safely is left to the
+/// rules.
+pub(crate) fn register_key(key: &str) {
+    let _ = crate::redact::register_secret(key.trim());
 }
 
 /// The extra headers as a map; `Err` names the first pair that is not a valid header.
