@@ -822,6 +822,7 @@ enum ToolArg {
     Description(Named<LitStr>),
     Optional(Ident),
     Timeout(Named<DurationLit>),
+    Breaker(Named<LitStr>),
     OnError(Ident, PolicyNode),
     Crate(Named<CratePath>),
 }
@@ -835,6 +836,7 @@ impl Parse for ToolArg {
                 "description",
                 "optional",
                 "timeout",
+                "breaker",
                 "on_error",
                 "crate",
             ],
@@ -845,6 +847,16 @@ impl Parse for ToolArg {
             "description" => ToolArg::Description(Named::parse_after(ident, input)?),
             "optional" => ToolArg::Optional(ident),
             "timeout" => ToolArg::Timeout(Named::parse_after(ident, input)?),
+            "breaker" => {
+                let key: Named<LitStr> = Named::parse_after(ident, input)?;
+                if key.value.value().trim().is_empty() {
+                    return Err(syn::Error::new(
+                        key.value.span(),
+                        "a breaker key names the upstream a tool depends on: it cannot be empty",
+                    ));
+                }
+                ToolArg::Breaker(key)
+            }
             "crate" => ToolArg::Crate(Named::parse_after(ident, input)?),
             _ => {
                 let policy = parse_on_error(input, &ident)?;
@@ -860,6 +872,7 @@ pub(crate) struct ToolArgs {
     pub(crate) description: Option<LitStr>,
     pub(crate) optional: bool,
     pub(crate) timeout: Option<DurationLit>,
+    pub(crate) breaker: Option<LitStr>,
     pub(crate) on_error: Option<PolicyNode>,
     pub(crate) krate: Path,
 }
@@ -871,6 +884,7 @@ impl ToolArgs {
         let mut description = SetOnce::new("argument");
         let mut optional = SetOnce::new("argument");
         let mut timeout = SetOnce::new("argument");
+        let mut breaker = SetOnce::new("argument");
         let mut on_error = SetOnce::new("argument");
         let mut krate = SetOnce::new("argument");
         for arg in parse_list(input, cx, ToolArg::parse) {
@@ -879,6 +893,7 @@ impl ToolArgs {
                 ToolArg::Description(arg) => arg.set_in(&mut description, cx),
                 ToolArg::Optional(ident) => optional.set(cx, &ident, "optional", ()),
                 ToolArg::Timeout(arg) => arg.set_in(&mut timeout, cx),
+                ToolArg::Breaker(arg) => arg.set_in(&mut breaker, cx),
                 ToolArg::OnError(ident, policy) => on_error.set(cx, &ident, "on_error", policy),
                 ToolArg::Crate(arg) => arg.set_in(&mut krate, cx),
             }
@@ -888,6 +903,7 @@ impl ToolArgs {
             description: description.get(),
             optional: optional.get().is_some(),
             timeout: timeout.get(),
+            breaker: breaker.get(),
             on_error: on_error.get(),
             krate: crate_path(krate),
         }

@@ -348,6 +348,10 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
     };
     let optional = args.optional;
     let timeout = optional_duration(args.timeout.as_ref());
+    let breaker = match &args.breaker {
+        Some(key) => quote!(::core::option::Option::Some(#key)),
+        None => quote!(::core::option::Option::None),
+    };
     quote! {
         #args_type
 
@@ -357,6 +361,7 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
             policy: #policy,
             optional: #optional,
             timeout: #timeout,
+            breaker: #breaker,
         };
     }
 }

@@ -150,6 +150,9 @@ use proc_macro::TokenStream;
 /// * `optional`: the tool may be dropped by `degrade`.
 /// * `timeout = "30s"`: a call still running after this fails with kind `timeout` (and is then
 ///   handled by the policy like any other failure), so a tool that hangs cannot hold a run open.
+/// * `breaker = "weather-api"`: the upstream the tool depends on. Tools naming the same key share
+///   one service breaker, so two tools on one failing API open together; by default a tool's
+///   breaker is keyed by its own name.
 /// * `on_error(...)`: the tool's recovery policy; see [the grammar](crate#the-policy-grammar).
 /// * `crate = "path"`: where the agent-errors crate is, when not at `::agent_errors`; see
 ///   [a renamed runtime](crate#a-renamed-or-re-exported-runtime).

@@ -131,6 +131,8 @@ pub struct ToolSpec {
     pub optional: bool,
     /// The bound on one call.
     pub timeout: Option<Duration>,
+    /// The upstream whose service breaker it shares, when not its own name.
+    pub breaker: Option<&'static str>,
 }
 
 /// The `ToolDef` of a `#[tool]` fn: `schema` is the JSON Schema of its arguments, `call` parses
@@ -151,6 +153,10 @@ fn with_spec(def: ToolDef, spec: &'static ToolSpec, crate_defaults: Option<Polic
         .with_policy(policy(spec.policy))
         .with_crate_defaults(crate_defaults)
         .optional(spec.optional);
+    let def = match spec.breaker {
+        Some(key) => def.with_breaker_key(key),
+        None => def,
+    };
     match spec.timeout {
         Some(timeout) => def.with_timeout(timeout),
         None => def,

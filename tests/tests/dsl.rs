@@ -500,3 +500,30 @@ async fn doc_comments_on_parameters_describe_their_fields_and_the_fn_still_compi
     assert!(properties["days"].get("description").is_none());
     assert_eq!(forecast("Oslo".into(), 2).await, "Oslo: 2 days");
 }
+
+/// Today's weather.
+#[tool(breaker = "weather-api")]
+async fn weather_today(city: String) -> String {
+    city
+}
+
+/// Tomorrow's weather.
+#[tool(breaker = "weather-api")]
+async fn weather_tomorrow(city: String) -> String {
+    city
+}
+
+#[test]
+fn tools_naming_one_upstream_share_its_breaker_key() {
+    let tools = tools![weather_today, weather_tomorrow, count_keys_plain];
+    assert_eq!(tools[0].breaker_key(), "weather-api");
+    assert_eq!(tools[1].breaker_key(), "weather-api");
+    // Without a key, a tool's breaker is its own.
+    assert_eq!(tools[2].breaker_key(), tools[2].name());
+}
+
+/// Counts nothing in particular.
+#[tool]
+async fn count_keys_plain(json: String) -> usize {
+    json.len()
+}
