@@ -69,6 +69,22 @@ async fn same_names_on_two_servers_are_refused_unless_prefixed() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_servers_tools_can_share_one_breaker_key() {
+    let keyed = faults()
+        .with_breaker_key("fault-server")
+        .connect()
+        .await
+        .unwrap();
+    let tools = keyed.tools();
+    assert!(!tools.is_empty());
+    assert!(tools.iter().all(|t| t.breaker_key() == "fault-server"));
+    keyed.shutdown().await;
+    let plain = faults().connect().await.unwrap();
+    assert!(plain.tools().iter().all(|t| t.breaker_key() == t.name()));
+    plain.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn invalid_params_as_rpc_error_or_as_text_are_repaired_in_the_same_call() {
     let client = faults().connect().await.unwrap();
     let integer = FixerDef::from_fn("integer", |_req: FixRequest| Ok(Fix::args(r#"{"n": 2}"#)));

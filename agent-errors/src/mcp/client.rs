@@ -49,6 +49,7 @@ pub struct McpServer {
     policy: Policy,
     crate_defaults: Option<Policy>,
     timeout: Option<Duration>,
+    breaker: Option<String>,
     restarts: RetrySchedule,
 }
 
@@ -84,6 +85,7 @@ impl McpServer {
             policy: Policy::new(),
             crate_defaults: None,
             timeout: None,
+            breaker: None,
             restarts: default_restarts(),
         }
     }
@@ -157,6 +159,15 @@ impl McpServer {
         self
     }
 
+    /// Makes every tool of this server share one service breaker keyed `key` (by default each
+    /// tool has its own): a server that is down then opens once for all its tools, and any
+    /// local tool naming the same key shares it too.
+    #[must_use]
+    pub fn with_breaker_key(mut self, key: impl Into<String>) -> Self {
+        self.breaker = Some(key.into());
+        self
+    }
+
     /// How a server that exited is restarted: at most `schedule.max_attempts()` restarts in a
     /// row without a call answered in between, the n-th after `schedule.delay(n)`. Past that,
     /// calls fail at once ([`McpError::GaveUp`], transient, so breakers count them). The default
@@ -201,6 +212,10 @@ impl McpServer {
         )
         .with_policy(self.policy.clone())
         .with_crate_defaults(self.crate_defaults.clone());
+        let def = match &self.breaker {
+            Some(key) => def.with_breaker_key(key.clone()),
+            None => def,
+        };
         match self.timeout {
             Some(timeout) => def.with_timeout(timeout),
             None => def,
