@@ -10,6 +10,7 @@ mod events;
 mod executor;
 mod fix;
 pub mod llm;
+pub mod observe;
 #[cfg(feature = "openai")]
 pub mod openai;
 mod policy;
@@ -43,6 +44,7 @@ pub use executor::{
 };
 pub use fix::{Fix, FixRequest, Fixer, FixerDef, FixerError};
 pub use llm::LlmErrorDecision;
+pub use observe::{EventStream, RunEvent, RunId};
 pub use policy::{
     Action, Explanation, FixAction, Ladder, Policy, PolicyKey, PolicyLayer, RetryAction,
 };

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::chat::{ToolCall, ToolSpec};
 use crate::executor::{self, CallOutcome, RunContext};
 use crate::fix::FixerDef;
+use crate::observe::ToolMeters;
 use crate::policy::{Action, Explanation, Policy, PolicyKey, PolicyLayer, ResolvedPolicy};
 use crate::tool::ToolDef;
 
@@ -284,6 +285,11 @@ impl RegistryBuilder {
         }
         Ok(Registry {
             specs: self.tools.iter().map(ToolDef::spec).collect(),
+            meters: self
+                .tools
+                .iter()
+                .map(|t| ToolMeters::new(t.name()))
+                .collect(),
             tools: self.tools,
             resolved,
             index,
@@ -327,6 +333,8 @@ impl RegistryBuilder {
 pub struct Registry {
     tools: Vec<ToolDef>,
     resolved: Vec<ResolvedPolicy>,
+    /// Each tool's metric keys, made once here rather than on every call.
+    meters: Vec<ToolMeters>,
     specs: Arc<[ToolSpec]>,
     index: HashMap<String, usize, BuildHasherDefault<NameHasher>>,
     fixers: HashMap<String, FixerDef>,
@@ -357,6 +365,11 @@ impl Registry {
     pub async fn execute_turn(&self, ctx: &RunContext, calls: &[ToolCall]) -> Vec<CallOutcome> {
         let answer = |call| self.execute(ctx, call);
         executor::execute_turn(ctx, calls, answer, |o: &CallOutcome| o.stop().is_some()).await
+    }
+
+    /// The metric keys of the tool of that name.
+    pub(crate) fn meters(&self, name: &str) -> Option<&ToolMeters> {
+        self.index.get(name).map(|&i| &self.meters[i])
     }
 
     /// The tool and its resolved policy.

@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use tracing::Instrument;
-
 use super::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
 use crate::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolResult, ToolSpec};
@@ -14,6 +12,7 @@ use crate::executor::{
     self, CANCELLED, CallOutcome, Cancellation, RunContext, Terminated, TerminationReason,
 };
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER};
+use crate::observe::{self, Observer};
 use crate::retry::{RetrySchedule, Step, decide, sleep};
 use crate::sanitize::SurfacedError;
 
@@ -41,8 +40,9 @@ impl<O: AgentOutput> Agent<O> {
 
     /// Runs the agent with these options.
     pub async fn run_with(&self, input: impl Into<String>, options: RunOptions) -> RunOutcome<O> {
-        let span = tracing::info_span!("agent_run", agent = %self.inner.name);
-        self.inner.run(input.into(), options).instrument(span).await
+        let inner = &self.inner;
+        let run = inner.run(input.into(), options);
+        observe::run(&inner.name, &*inner.model, &inner.meters, run).await
     }
 }
 
@@ -57,6 +57,15 @@ struct Counts {
 enum Turn<O> {
     Response(ChatResponse),
     RespondWith(O),
+}
+
+impl<O> Turn<O> {
+    fn response(&self) -> Option<&ChatResponse> {
+        match self {
+            Turn::Response(response) => Some(response),
+            Turn::RespondWith(_) => None,
+        }
+    }
 }
 
 /// What the loop does with one tool call: the result the transcript records, and whether it ends
@@ -90,12 +99,14 @@ fn stopped(terminated: Box<Terminated>) -> RunError {
 }
 
 impl<O: AgentOutput> AgentInner<O> {
-    fn context(&self, cancellation: Cancellation) -> RunContext {
+    fn context(&self, options: RunOptions) -> RunContext {
+        let observer = Observer::new(Arc::clone(&self.model), self.feed.clone(), options.feed);
         let ctx = RunContext::new()
             .with_breaker_threshold(self.breaker_threshold)
             .with_service_breaker(self.service_breaker.clone())
-            .with_cancellation(cancellation)
-            .with_limits(self.limits);
+            .with_cancellation(options.cancellation)
+            .with_limits(self.limits)
+            .with_observer(observer);
         match &self.permission {
             Some(hook) => ctx.with_permission(hook.clone()),
             None => ctx,
@@ -103,7 +114,7 @@ impl<O: AgentOutput> AgentInner<O> {
     }
 
     async fn run(&self, input: String, options: RunOptions) -> RunOutcome<O> {
-        let ctx = self.context(options.cancellation);
+        let ctx = self.context(options);
         let mut messages = Vec::with_capacity(4);
         if let Some(prompt) = &self.system_prompt {
             messages.push(Message::system(prompt.clone()));
@@ -114,6 +125,7 @@ impl<O: AgentOutput> AgentInner<O> {
             .with_events(ctx.event_sink());
         let mut counts = Counts::default();
         let result = self.drive(&ctx, &mut request, &mut counts).await;
+        ctx.events().close();
         if let Err(error) = &result {
             tracing::warn!(error = %error, "run ended without an output");
         }
@@ -153,7 +165,9 @@ impl<O: AgentOutput> AgentInner<O> {
                 return Err(RunError::Cancelled);
             }
             counts.turns += 1;
-            let response = match self.call_model(ctx, request, counts).await? {
+            let turn = self.call_model(ctx, request, counts);
+            let turn = observe::model_turn(&*self.model, &self.meters, turn, Turn::response);
+            let response = match turn.await? {
                 Turn::Response(response) => response,
                 Turn::RespondWith(output) => return Ok(output),
             };

@@ -201,6 +201,10 @@ impl<M: ChatModel> ChatModel for PersistentRetry<M> {
     fn name(&self) -> &str {
         self.model.name()
     }
+
+    fn provider_name(&self) -> Option<&str> {
+        self.model.provider_name()
+    }
 }
 
 #[cfg(test)]
