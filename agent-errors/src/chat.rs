@@ -398,6 +398,12 @@ pub trait ChatModel: Send + Sync + 'static {
     fn name(&self) -> &str {
         "model"
     }
+
+    /// The provider, as OpenTelemetry's `gen_ai.provider.name` spells it (`openai`,
+    /// `anthropic`, ...), when known: it goes on the `chat` spans.
+    fn provider_name(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
@@ -418,6 +424,10 @@ impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
     fn name(&self) -> &str {
         (**self).name()
     }
+
+    fn provider_name(&self) -> Option<&str> {
+        (**self).provider_name()
+    }
 }
 
 impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
@@ -437,5 +447,9 @@ impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
 
     fn name(&self) -> &str {
         (**self).name()
+    }
+
+    fn provider_name(&self) -> Option<&str> {
+        (**self).provider_name()
     }
 }

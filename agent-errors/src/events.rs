@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::classify::ErrorKind;
 use crate::error::Severity;
+use crate::observe::{self, Observer};
 
 /// Something the recovery layer did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,10 +188,12 @@ impl Event {
     }
 }
 
-/// Collects the events of one run; each is also emitted as a `tracing` event.
+/// Collects the events of one run; each is also emitted as a `tracing` event, counted in the
+/// metrics and, inside an agent run, sent to the live streams.
 #[derive(Debug, Default)]
 pub struct EventLog {
     events: Mutex<Vec<Event>>,
+    observer: Option<Observer>,
 }
 
 impl EventLog {
@@ -199,14 +202,38 @@ impl EventLog {
         EventLog::default()
     }
 
-    /// Records and traces an event.
+    /// The log of an agent run: events are tagged with the run and sent live.
+    pub(crate) fn observed(observer: Observer) -> Self {
+        EventLog {
+            events: Mutex::default(),
+            observer: Some(observer),
+        }
+    }
+
+    /// Records, traces and counts an event.
     pub fn emit(&self, event: Event) {
-        event.trace();
-        self.lock().push(event);
+        self.observe(&event);
+        self.record(event);
+    }
+
+    /// Ends the live streams of the run: nothing more will happen in it.
+    pub(crate) fn close(&self) {
+        if let Some(observer) = &self.observer {
+            observer.close();
+        }
+    }
+
+    /// Traces and counts an event, once whatever the number of logs it is recorded on.
+    fn observe(&self, event: &Event) {
+        let model = self.observer.as_ref().map_or("", Observer::model);
+        observe::on_event(event, model);
     }
 
     /// Records an event without tracing it (the caller traced it once already).
     pub(crate) fn record(&self, event: Event) {
+        if let Some(observer) = &self.observer {
+            observer.publish(&event);
+        }
         self.lock().push(event);
     }
 
@@ -294,9 +321,12 @@ impl fmt::Debug for EventSink {
     }
 }
 
-/// Traces `event` once and records it on each distinct log given.
+/// Traces and counts `event` once and records it on each distinct log given.
 pub(crate) fn emit_to(event: Event, logs: [Option<&Arc<EventLog>>; 2]) {
-    event.trace();
+    match logs.iter().flatten().next() {
+        Some(log) => log.observe(&event),
+        None => observe::on_event(&event, ""),
+    }
     let mut recorded: Option<&Arc<EventLog>> = None;
     for log in logs.into_iter().flatten() {
         if recorded.is_some_and(|r| Arc::ptr_eq(r, log)) {

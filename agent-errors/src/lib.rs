@@ -15,6 +15,7 @@ mod fix;
 pub mod llm;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod observe;
 #[cfg(feature = "openai")]
 pub mod openai;
 mod policy;
@@ -60,6 +61,7 @@ pub use explain::Explanation;
 pub use extensions::{Ctx, Extensions, MissingContext};
 pub use fix::{Fix, FixRequest, Fixer, FixerDef, FixerError};
 pub use llm::LlmErrorDecision;
+pub use observe::{EventStream, RunEvent, RunId};
 pub use policy::{
     Action, FixAction, Ladder, Policy, PolicyKey, PolicyLayer, RetryAction, Shadowed,
 };

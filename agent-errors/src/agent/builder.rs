@@ -13,6 +13,7 @@ use crate::budget::RetryBudget;
 use crate::chat::{CallSource, ChatModel};
 use crate::executor::{Limits, PermissionHook};
 use crate::fix::FixerDef;
+use crate::observe::{AgentMeters, DEFAULT_EVENT_CAPACITY, Feed};
 use crate::policy::Policy;
 use crate::registry::{ConfigError, ConfigProblem, Registry, RegistryBuilder};
 use crate::tool::ToolDef;
@@ -300,6 +301,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
         match (self.model, registry, threshold) {
             (Some(model), Some(registry), Some(breaker_threshold)) if problems.is_empty() => {
                 let offered = super::offer(&registry, self.builtins);
+                let meters = AgentMeters::new(&self.name, model.name());
                 Ok(Agent {
                     inner: Arc::new(AgentInner {
                         name: self.name,
@@ -318,6 +320,8 @@ impl<O: AgentOutput> AgentBuilder<O> {
                         builtins: self.builtins,
                         limits: self.limits,
                         source: self.source,
+                        feed: Feed::new(DEFAULT_EVENT_CAPACITY),
+                        meters,
                     }),
                 })
             }

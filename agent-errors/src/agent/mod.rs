@@ -48,6 +48,7 @@ use crate::events::RunReport;
 use crate::executor::{Cancellation, Limits, PermissionHook, Terminated};
 use crate::explain::Explanation;
 use crate::extensions::Extensions;
+use crate::observe::{AgentMeters, EventStream, Feed};
 use crate::registry::Registry;
 
 use builtins::Builtins;
@@ -104,6 +105,9 @@ pub(crate) struct AgentInner<O> {
     pub(crate) builtins: Builtins,
     pub(crate) limits: Limits,
     pub(crate) source: CallSource,
+    /// The live stream of every run's events.
+    pub(crate) feed: Feed,
+    pub(crate) meters: AgentMeters,
 }
 
 impl<O> Clone for AgentInner<O> {
@@ -123,6 +127,8 @@ impl<O> Clone for AgentInner<O> {
             builtins: self.builtins,
             limits: self.limits,
             source: self.source.clone(),
+            feed: self.feed.clone(),
+            meters: self.meters.clone(),
         }
     }
 }
@@ -165,6 +171,14 @@ impl<O> Agent<O> {
     pub fn max_turns(&self) -> u32 {
         self.inner.max_turns
     }
+
+    /// A live stream of every event of every run of this agent from now on, each tagged with
+    /// its run. It holds up to [`DEFAULT_EVENT_CAPACITY`](crate::observe::DEFAULT_EVENT_CAPACITY)
+    /// events for a consumer that falls behind; past that the oldest are dropped and the
+    /// consumer is told how many it missed (see [`EventStream::recv`]). Runs never wait for it.
+    pub fn subscribe(&self) -> EventStream {
+        self.inner.feed.subscribe()
+    }
 }
 
 /// How to run: cancellation and the like.
@@ -179,6 +193,8 @@ pub struct RunOptions {
     pub deltas: Option<tokio::sync::mpsc::Sender<RunDelta>>,
     /// Values for this run's tools, fixers and permission hook, asked for by type.
     pub extensions: Extensions,
+    /// This run's own live stream, if asked for.
+    pub(crate) feed: Option<Feed>,
 }
 
 impl RunOptions {
@@ -218,6 +234,33 @@ impl RunOptions {
     pub fn extensions(mut self, extensions: Extensions) -> Self {
         self.extensions = extensions;
         self
+    }
+
+    /// Streams this run's events live, holding up to `capacity` (at least 1) for a consumer
+    /// that falls behind; past that the oldest are dropped and the consumer is told how many it
+    /// missed. The run never waits for the stream, and the stream ends when the run does
+    /// (and these options' clones are dropped).
+    ///
+    /// ```
+    /// use agent_errors::{Agent, RunOptions};
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let agent = Agent::builder("greeter").model(ScriptedModel::new().text("hi")).build()?;
+    /// let (options, mut events) = RunOptions::new().events(64);
+    /// agent.run_with("say hi", options).await.result?;
+    /// // Nothing went wrong, so there was nothing to tell: the stream ends.
+    /// assert!(events.recv().await.is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn events(mut self, capacity: usize) -> (Self, EventStream) {
+        let feed = Feed::new(capacity);
+        let stream = feed.subscribe();
+        self.feed = Some(feed);
+        (self, stream)
     }
 }
 

@@ -6,8 +6,6 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 
-use tracing::Instrument;
-
 use super::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
 use super::stream::{self, DeltaSender};
 use super::turn;
@@ -20,6 +18,7 @@ use crate::executor::{
     ToolPanic,
 };
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER};
+use crate::observe::{self, Observer};
 use crate::retry::{RetrySchedule, Step, decide, sleep};
 use crate::sanitize::SurfacedError;
 
@@ -61,8 +60,9 @@ impl<O: AgentOutput> Agent<O> {
         history: Vec<Message>,
         options: RunOptions,
     ) -> RunOutcome<O> {
-        let span = tracing::info_span!("agent_run", agent = %self.inner.name);
-        self.inner.run(history, options).instrument(span).await
+        let inner = &self.inner;
+        let run = inner.run(history, options);
+        observe::run(&inner.name, &*inner.model, &inner.meters, run).await
     }
 }
 
@@ -80,6 +80,15 @@ struct Counts {
 enum Turn<O> {
     Response(ChatResponse),
     RespondWith(O),
+}
+
+impl<O> Turn<O> {
+    fn response(&self) -> Option<&ChatResponse> {
+        match self {
+            Turn::Response(response) => Some(response),
+            Turn::RespondWith(_) => None,
+        }
+    }
 }
 
 /// What the loop does with one tool call: the result the transcript records, and whether it ends
@@ -122,12 +131,14 @@ fn stopped(terminated: Box<Terminated>) -> RunError {
 
 impl<O: AgentOutput> AgentInner<O> {
     fn context(&self, options: RunOptions) -> RunContext {
+        let observer = Observer::new(Arc::clone(&self.model), self.feed.clone(), options.feed);
         let ctx = RunContext::new()
             .with_breaker_threshold(self.breaker_threshold)
             .with_service_breaker(self.service_breaker.clone())
             .with_cancellation(options.cancellation)
             .with_extensions(options.extensions)
-            .with_limits(self.limits);
+            .with_limits(self.limits)
+            .with_observer(observer);
         let ctx = match &self.retry_budget {
             Some(budget) => ctx.with_retry_budget(budget.clone()),
             None => ctx,
@@ -163,6 +174,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 }
             }
         };
+        ctx.events().close();
         if let Err(error) = &result {
             let error = crate::redact::redact(&error.to_string()).into_owned();
             tracing::warn!(%error, "run ended without an output");
@@ -204,7 +216,9 @@ impl<O: AgentOutput> AgentInner<O> {
                 return Err(RunError::Cancelled);
             }
             counts.turns += 1;
-            let response = match self.call_model(ctx, request, counts).await? {
+            let turn = self.call_model(ctx, request, counts);
+            let turn = observe::model_turn(&*self.model, &self.meters, turn, Turn::response);
+            let response = match turn.await? {
                 Turn::Response(response) => response,
                 Turn::RespondWith(output) => return Ok(output),
             };

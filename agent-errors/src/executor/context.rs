@@ -386,6 +386,13 @@ impl RunContext {
         &self.extensions
     }
 
+    /// Tags the run's events and sends them live.
+    #[must_use]
+    pub(crate) fn with_observer(mut self, observer: crate::observe::Observer) -> Self {
+        self.events = Arc::new(EventLog::observed(observer));
+        self
+    }
+
     /// The events so far.
     pub fn events(&self) -> &EventLog {
         &self.events

@@ -50,8 +50,13 @@ use attempt::Missed;
 use ladder::Walk;
 use outcome::{Failure, Handled};
 
-/// Runs one tool call through its resolved policy: see [`Registry::execute`].
+/// Runs one tool call through its resolved policy, inside its span: see [`Registry::execute`].
 pub(crate) async fn execute(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> CallOutcome {
+    let meters = registry.meters(&call.name);
+    crate::observe::tool_call(call, meters, execute_call(registry, ctx, call)).await
+}
+
+async fn execute_call(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> CallOutcome {
     ctx.adopt_classifier(registry.classifier());
     let halt = ctx.halt_token();
     if halt.is_cancelled() {

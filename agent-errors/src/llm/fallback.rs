@@ -141,4 +141,8 @@ impl<P: ChatModel, F: ChatModel> ChatModel for FallbackModel<P, F> {
     fn name(&self) -> &str {
         self.primary.name()
     }
+
+    fn provider_name(&self) -> Option<&str> {
+        self.primary.provider_name()
+    }
 }

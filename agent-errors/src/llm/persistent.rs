@@ -201,6 +201,10 @@ impl<M: ChatModel> ChatModel for PersistentRetry<M> {
     fn name(&self) -> &str {
         self.model.name()
     }
+
+    fn provider_name(&self) -> Option<&str> {
+        self.model.provider_name()
+    }
 }
 
 #[cfg(test)]
@@ -219,8 +223,9 @@ mod tests {
                 "status {status}"
             );
         }
+        // An exhausted quota: neither classify nor the wrapper calls it worth waiting for.
         let quota = HttpError::new(429, "insufficient_quota");
-        assert!(classify(&quota).is_retryable() && !worth_waiting_for(&quota));
+        assert!(!classify(&quota).is_retryable() && !worth_waiting_for(&quota));
         let refused = HttpError::new(529, "Overloaded").with_header("x-should-retry", "false");
         assert!(!worth_waiting_for(&refused));
     }

@@ -84,10 +84,14 @@ impl RetryRules {
     /// Decides about a failed call from its status and headers (in `http`), the provider's error
     /// body, and who is waiting. Budgets (how many times) are the retry engine's business.
     pub(crate) fn assess(&self, http: &HttpError, body: &str, source: &CallSource) -> Verdict {
+        let status = http.status();
+        // Said first: an exhausted quota also makes the table refuse, but this is the reason.
+        if (400..500).contains(&status) && is_quota_exhausted(body) {
+            return Verdict::Stop(StopReason::QuotaExhausted);
+        }
         if server_refuses(http) {
             return Verdict::Stop(StopReason::ServerSaidNo);
         }
-        let status = http.status();
         match status {
             400 => match ContextOverflow::parse(body) {
                 Some(overflow) => match overflow.max_tokens_for_retry(self.max_tokens_floor) {
@@ -97,7 +101,6 @@ impl RetryRules {
                 None => Verdict::Stop(StopReason::NotRetryable),
             },
             401 => Verdict::RefreshCredentials,
-            429 if is_quota_exhausted(body) => Verdict::Stop(StopReason::QuotaExhausted),
             _ if status == 429 || is_overloaded(status, body) => {
                 if self.foreground.contains(source) {
                     Verdict::Retry

@@ -503,4 +503,8 @@ impl ChatModel for OpenAiModel {
     fn name(&self) -> &str {
         &self.model
     }
+
+    fn provider_name(&self) -> Option<&str> {
+        Some("openai")
+    }
 }

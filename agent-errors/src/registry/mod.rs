@@ -12,6 +12,7 @@ use crate::classify::Classifier;
 use crate::executor::{self, CallOutcome, RunContext};
 use crate::explain::Explanation;
 use crate::fix::FixerDef;
+use crate::observe::ToolMeters;
 use crate::policy::{Action, Layers, Policy, PolicyLayer, ResolvedPolicy};
 use crate::tool::ToolDef;
 
@@ -140,6 +141,11 @@ impl RegistryBuilder {
         }
         Ok(Registry {
             specs: self.tools.iter().map(ToolDef::spec).collect(),
+            meters: self
+                .tools
+                .iter()
+                .map(|t| ToolMeters::new(t.name()))
+                .collect(),
             tools: self.tools,
             resolved,
             index,
@@ -248,6 +254,8 @@ fn check_shadowed(tool: &ToolDef, policy: &ResolvedPolicy, problems: &mut Vec<Co
 pub struct Registry {
     tools: Vec<ToolDef>,
     resolved: Vec<ResolvedPolicy>,
+    /// Each tool's metric keys, made once here rather than on every call.
+    meters: Vec<ToolMeters>,
     specs: Arc<[ToolSpec]>,
     index: NameIndex,
     fixers: HashMap<String, FixerDef>,
@@ -284,6 +292,11 @@ impl Registry {
     pub async fn execute_turn(&self, ctx: &RunContext, calls: &[ToolCall]) -> Vec<CallOutcome> {
         let answer = |call| self.execute(ctx, call);
         executor::execute_turn(ctx, calls, answer, |o: &CallOutcome| o.stop().is_some()).await
+    }
+
+    /// The metric keys of the tool of that name.
+    pub(crate) fn meters(&self, name: &str) -> Option<&ToolMeters> {
+        self.index.get(name).map(|&i| &self.meters[i])
     }
 
     /// The tool and its resolved policy.

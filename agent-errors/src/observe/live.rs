@@ -1,0 +1,165 @@
+//! The live stream: every event of a run as it happens, on a bounded channel per agent and per
+//! run.
+//!
+//! A `tokio::sync::broadcast` channel holds the last `capacity` events. Sending never waits
+//! and never grows the buffer: when a consumer falls behind, the oldest events it has not read
+//! are overwritten, and its next [`EventStream::recv`] says how many it missed before going on
+//! with the oldest event still held. A run is never held up by a slow consumer.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
+
+use crate::chat::ChatModel;
+use crate::events::Event;
+
+/// How many events an agent's live stream holds for a consumer that falls behind.
+pub const DEFAULT_EVENT_CAPACITY: usize = 1024;
+
+/// Which run an event belongs to: unique within the process, increasing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunId(u64);
+
+impl RunId {
+    fn next() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        RunId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The number.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "run-{}", self.0)
+    }
+}
+
+/// One event of one run, as a live stream delivers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunEvent {
+    /// The run it happened in.
+    pub run: RunId,
+    /// What happened.
+    pub event: Event,
+}
+
+/// The consumer fell behind: this many events, the oldest, were dropped before the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the event stream fell behind and missed {0} events")]
+pub struct Missed(pub u64);
+
+/// A bounded live feed of events: from [`Agent::subscribe`](crate::Agent::subscribe) (every
+/// run of the agent) or [`RunOptions::events`](crate::RunOptions::events) (one run).
+///
+/// A stream sees the events sent after it was made. It ends (`recv` gives `None`) when no run
+/// can send to it any more: a run's stream when the run is over, an agent's when the agent and
+/// its clones are dropped.
+#[derive(Debug)]
+pub struct EventStream {
+    receiver: broadcast::Receiver<RunEvent>,
+}
+
+impl EventStream {
+    /// The next event; `Some(Err(Missed(n)))` when this consumer fell behind and the `n`
+    /// oldest events were dropped (the next call goes on with the oldest still held); `None`
+    /// once the stream has ended.
+    pub async fn recv(&mut self) -> Option<Result<RunEvent, Missed>> {
+        match self.receiver.recv().await {
+            Ok(event) => Some(Ok(event)),
+            Err(RecvError::Lagged(missed)) => Some(Err(Missed(missed))),
+            Err(RecvError::Closed) => None,
+        }
+    }
+
+    /// Like [`recv`](EventStream::recv) without waiting: `None` when no event is waiting.
+    pub fn try_recv(&mut self) -> Option<Result<RunEvent, Missed>> {
+        match self.receiver.try_recv() {
+            Ok(event) => Some(Ok(event)),
+            Err(TryRecvError::Lagged(missed)) => Some(Err(Missed(missed))),
+            Err(TryRecvError::Empty | TryRecvError::Closed) => None,
+        }
+    }
+}
+
+/// The sending half of a live stream.
+#[derive(Debug, Clone)]
+pub(crate) struct Feed(broadcast::Sender<RunEvent>);
+
+impl Feed {
+    /// A feed holding at most `capacity` events (at least one) for a slow consumer.
+    pub(crate) fn new(capacity: usize) -> Self {
+        Feed(broadcast::channel(capacity.max(1)).0)
+    }
+
+    pub(crate) fn subscribe(&self) -> EventStream {
+        EventStream {
+            receiver: self.0.subscribe(),
+        }
+    }
+
+    fn send(&self, run: RunId, event: &Event) {
+        // Nobody listening: skip the clone.
+        if self.0.receiver_count() > 0 {
+            let event = event.clone();
+            // Fails only when the last receiver went away since the check: nobody to tell.
+            let _ = self.0.send(RunEvent { run, event });
+        }
+    }
+}
+
+/// What one run's events are tagged with and where they go live: the agent's feed and the
+/// run's own.
+pub(crate) struct Observer {
+    run: RunId,
+    model: Arc<dyn ChatModel>,
+    /// Taken out when the run ends: a request the model kept (a test double records them) must
+    /// not keep the run's stream open.
+    feeds: Mutex<[Option<Feed>; 2]>,
+}
+
+impl fmt::Debug for Observer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Observer")
+            .field("run", &self.run)
+            .field("model", &self.model.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Observer {
+    pub(crate) fn new(model: Arc<dyn ChatModel>, agent: Feed, run: Option<Feed>) -> Self {
+        Observer {
+            run: RunId::next(),
+            model,
+            feeds: Mutex::new([Some(agent), run]),
+        }
+    }
+
+    /// The model the run's model-call events are about, for metric labels.
+    pub(crate) fn model(&self) -> &str {
+        self.model.name()
+    }
+
+    pub(crate) fn publish(&self, event: &Event) {
+        for feed in self.lock().iter().flatten() {
+            feed.send(self.run, event);
+        }
+    }
+
+    /// The run is over: its streams end once their consumers have read what is left.
+    pub(crate) fn close(&self) {
+        *self.lock() = [None, None];
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, [Option<Feed>; 2]> {
+        // Sending cannot panic, so the feeds are never left half-written.
+        self.feeds.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

@@ -1,0 +1,379 @@
+//! What a run looks like from outside: its span tree, its metrics, and its live event stream.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_errors::observe::Missed;
+use agent_errors::testing::{FaultyTool, ScriptedModel, echo_tool};
+use agent_errors::{
+    Action, Agent, Event, Fix, FixerDef, HttpError, LlmErrorDecision, Policy, PolicyKey, RunOptions,
+};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Subscriber, field};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+/// A span as the capturing layer saw it.
+#[derive(Debug, Clone, Default)]
+struct Captured {
+    name: String,
+    parent: Option<usize>,
+    fields: BTreeMap<String, String>,
+    /// The `event` field of each tracing event emitted inside the span.
+    events: Vec<String>,
+}
+
+/// Records every span (name, fields, parent) and the events emitted inside each.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<Captured>>>);
+
+/// The index of a span in the capture, kept in its extensions.
+struct Index(usize);
+
+struct Fields<'a>(&'a mut BTreeMap<String, String>);
+
+impl field::Visit for Fields<'_> {
+    fn record_str(&mut self, field: &field::Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &field::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let parent = span
+            .parent()
+            .and_then(|p| p.extensions().get::<Index>().map(|i| i.0));
+        let mut captured = Captured {
+            name: span.name().to_owned(),
+            parent,
+            ..Captured::default()
+        };
+        attrs.record(&mut Fields(&mut captured.fields));
+        let mut spans = self.0.lock().unwrap();
+        span.extensions_mut().insert(Index(spans.len()));
+        spans.push(captured);
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let Some(&Index(i)) = span.extensions().get::<Index>() else {
+            return;
+        };
+        values.record(&mut Fields(&mut self.0.lock().unwrap()[i].fields));
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.event_span(event) else {
+            return;
+        };
+        let Some(&Index(i)) = span.extensions().get::<Index>() else {
+            return;
+        };
+        let mut fields = BTreeMap::new();
+        event.record(&mut Fields(&mut fields));
+        if let Some(name) = fields.remove("event") {
+            self.0.lock().unwrap()[i].events.push(name);
+        }
+    }
+}
+
+impl Capture {
+    fn spans(&self) -> Vec<Captured> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// The tests of this file run one at a time: tracing caches each callsite's interest
+/// process-wide, and a test without a subscriber racing one with a capturing subscriber can leave
+/// a span callsite marked "never" while the capture is installed.
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// One turn of three calls: `fetch` fails once and is retried, `parse` is called with bad
+/// arguments and fixed, `primary` fails and falls back to `backup`. The first model call fails
+/// and is retried too.
+fn recovering_agent() -> Agent {
+    let fetch = FaultyTool::new(echo_tool("fetch")).fail_times(1, || HttpError::new(503, "busy"));
+    let primary =
+        FaultyTool::new(echo_tool("primary")).fail_times(9, || HttpError::new(404, "gone"));
+    let repair = FixerDef::from_fn("repair", |_| Ok(Fix::Args(r#"{"text":"fixed"}"#.into())));
+    let model = ScriptedModel::named("analyst")
+        .error(HttpError::new(503, "model busy"))
+        .tool_calls([
+            ("fetch", r#"{"text":"a"}"#),
+            ("parse", r#"{"txt":"b"}"#),
+            ("primary", r#"{"text":"c"}"#),
+        ])
+        .text("done");
+    Agent::builder("observed")
+        .model(model)
+        .tools([
+            fetch.tool(),
+            echo_tool("parse"),
+            primary.tool(),
+            echo_tool("backup"),
+        ])
+        .fixer(repair)
+        .on_tool_error(
+            "fetch",
+            Policy::new().on(PolicyKey::Execution, Action::retry(3).unwrap()),
+        )
+        .on_tool_error(
+            "parse",
+            Policy::new().on(PolicyKey::InvalidArgs, Action::fix("repair", 1).unwrap()),
+        )
+        .on_tool_error(
+            "primary",
+            Policy::new().on(PolicyKey::Execution, Action::fallback("backup")),
+        )
+        .on_llm_error(|_, _| LlmErrorDecision::retry(2, secs(1)).unwrap())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_is_one_span_tree_with_recovery_events_in_the_spans_they_happened_in() {
+    let _serial = serial().await;
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+
+    let outcome = recovering_agent().run_with_report("go").await;
+    assert_eq!(outcome.result.unwrap(), "done");
+
+    let spans = capture.spans();
+    let shape: Vec<(&str, Option<usize>)> =
+        spans.iter().map(|s| (s.name.as_str(), s.parent)).collect();
+    assert_eq!(
+        shape,
+        [
+            ("invoke_agent", None),
+            ("chat", Some(0)),
+            ("execute_tool", Some(0)),
+            ("execute_tool", Some(0)),
+            ("execute_tool", Some(0)),
+            ("chat", Some(0)),
+        ]
+    );
+    let field = |i: usize, name: &str| spans[i].fields.get(name).map(String::as_str);
+    assert_eq!(field(0, "otel.name"), Some("invoke_agent observed"));
+    assert_eq!(field(0, "gen_ai.operation.name"), Some("invoke_agent"));
+    assert_eq!(field(0, "gen_ai.agent.name"), Some("observed"));
+    assert_eq!(field(0, "error.type"), None, "the run succeeded");
+    assert_eq!(field(1, "otel.name"), Some("chat analyst"));
+    assert_eq!(field(1, "gen_ai.operation.name"), Some("chat"));
+    assert_eq!(field(1, "gen_ai.request.model"), Some("analyst"));
+    assert_eq!(
+        spans[1].events,
+        ["llm_retry"],
+        "the model retry is inside its chat span"
+    );
+
+    let tools: Vec<_> = (2..5)
+        .map(|i| {
+            assert_eq!(field(i, "gen_ai.operation.name"), Some("execute_tool"));
+            assert_eq!(
+                field(i, "error.type"),
+                None,
+                "recovered calls are not errors"
+            );
+            let name = field(i, "gen_ai.tool.name").unwrap();
+            assert_eq!(
+                field(i, "otel.name"),
+                Some(&*format!("execute_tool {name}"))
+            );
+            assert!(field(i, "gen_ai.tool.call.id").is_some());
+            (name, spans[i].events.clone())
+        })
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            ("fetch", vec!["tool_retry".to_owned()]),
+            ("parse", vec!["tool_fixed".to_owned()]),
+            ("primary", vec!["fell_back".to_owned()]),
+        ]
+    );
+    assert!(
+        spans
+            .iter()
+            .all(|s| !s.fields.contains_key("gen_ai.tool.call.arguments"))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_tool_call_and_a_failed_run_carry_their_error_type() {
+    let _serial = serial().await;
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+    let token = FaultyTool::new(echo_tool("fetch")).fail_times(1, || HttpError::new(401, "no"));
+    let agent = Agent::builder("a")
+        .model(ScriptedModel::new().tool_call("fetch", r#"{"text":"a"}"#))
+        .tool(token.tool())
+        .build()
+        .unwrap();
+
+    assert!(agent.run("go").await.is_err());
+
+    let spans = capture.spans();
+    let tool = spans.iter().find(|s| s.name == "execute_tool").unwrap();
+    assert_eq!(tool.fields["error.type"], "auth");
+    assert_eq!(tool.fields["otel.status_code"], "ERROR");
+    assert_eq!(spans[0].fields["error.type"], "terminated");
+}
+
+/// The value of each metric, keyed by its name and labels.
+fn metrics_of(recorder: &DebuggingRecorder) -> BTreeMap<String, DebugValue> {
+    recorder
+        .snapshotter()
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let key = key.key();
+            let mut labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            labels.sort();
+            (format!("{}{{{}}}", key.name(), labels.join(",")), value)
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn recovery_is_counted_per_tool_and_calls_are_timed() {
+    let _serial = serial().await;
+    let recorder = DebuggingRecorder::new();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+
+    let outcome = recovering_agent().run_with_report("go").await;
+    assert!(outcome.result.is_ok());
+
+    let metrics = metrics_of(&recorder);
+    let counter = |key: &str| match metrics.get(key) {
+        Some(DebugValue::Counter(n)) => *n,
+        other => panic!("{key}: {other:?} in {:#?}", metrics.keys()),
+    };
+    let samples = |key: &str| match metrics.get(key) {
+        Some(DebugValue::Histogram(values)) => values.iter().map(|v| v.0).collect::<Vec<_>>(),
+        other => panic!("{key}: {other:?} in {:#?}", metrics.keys()),
+    };
+    for tool in ["fetch", "parse", "primary"] {
+        let key = format!("agent_errors.tool.calls{{gen_ai.tool.name={tool},outcome=ok}}");
+        assert_eq!(counter(&key), 1);
+        let key = format!("gen_ai.execute_tool.duration{{gen_ai.tool.name={tool}}}");
+        assert_eq!(samples(&key).len(), 1);
+    }
+    assert_eq!(
+        counter("agent_errors.tool.retries{error.type=transient,gen_ai.tool.name=fetch}"),
+        1
+    );
+    assert_eq!(
+        counter("agent_errors.tool.fixes{fixer=repair,gen_ai.tool.name=parse}"),
+        1
+    );
+    assert_eq!(
+        counter("agent_errors.tool.fallbacks{gen_ai.tool.name=primary,to=backup}"),
+        1
+    );
+    assert_eq!(
+        counter("agent_errors.model.retries{gen_ai.request.model=analyst}"),
+        1
+    );
+    assert_eq!(
+        counter("agent_errors.model.calls{gen_ai.request.model=analyst}"),
+        2
+    );
+    let chat =
+        "gen_ai.client.operation.duration{gen_ai.operation.name=chat,gen_ai.request.model=analyst}";
+    let chat = samples(chat);
+    assert_eq!(chat.len(), 2);
+    assert_eq!(
+        chat[0], 1.0,
+        "the first turn waited out its one-second retry"
+    );
+    assert_eq!(
+        samples("gen_ai.invoke_agent.duration{gen_ai.agent.name=observed}").len(),
+        1
+    );
+    assert!(
+        !metrics
+            .keys()
+            .any(|k| k.starts_with("agent_errors.run.stops"))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn live_streams_get_every_event_in_order_tagged_with_its_run() {
+    let _serial = serial().await;
+    let agent = recovering_agent();
+    let mut everything = agent.subscribe();
+    let (options, mut this_run) = RunOptions::new().events(16);
+
+    let outcome = agent.run_with("go", options).await;
+
+    let mut live = Vec::new();
+    while let Some(item) = this_run.recv().await {
+        live.push(item.expect("nothing missed"));
+    }
+    let events: Vec<Event> = live.iter().map(|e| e.event.clone()).collect();
+    assert_eq!(events, outcome.report.events);
+    assert_eq!(events.len(), 4, "{events:?}");
+    let run = live[0].run;
+    assert!(live.iter().all(|e| e.run == run));
+    for expected in &live {
+        assert_eq!(everything.try_recv(), Some(Ok(expected.clone())));
+    }
+    assert_eq!(everything.try_recv(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_consumer_that_falls_behind_misses_the_oldest_events_and_is_told() {
+    let _serial = serial().await;
+    let flaky = FaultyTool::new(echo_tool("fetch")).fail_times(4, || HttpError::new(503, "busy"));
+    let agent = Agent::builder("a")
+        .model(
+            ScriptedModel::new()
+                .tool_call("fetch", r#"{"text":"a"}"#)
+                .text("done"),
+        )
+        .tool(flaky.tool())
+        .on_tool_error(
+            "fetch",
+            Policy::new().on(PolicyKey::Execution, Action::retry(5).unwrap()),
+        )
+        .build()
+        .unwrap();
+    let (options, mut slow) = RunOptions::new().events(2);
+
+    // Nobody reads while the run goes on: it finishes all the same.
+    let outcome = agent.run_with("go", options).await;
+    assert_eq!(outcome.result.unwrap(), "done");
+    assert_eq!(outcome.report.count("tool_retry"), 4);
+
+    assert_eq!(slow.recv().await, Some(Err(Missed(2))));
+    let rest: Vec<Event> = [slow.recv().await, slow.recv().await]
+        .into_iter()
+        .map(|item| item.unwrap().unwrap().event)
+        .collect();
+    assert_eq!(rest, outcome.report.events[2..]);
+    assert_eq!(slow.recv().await, None);
+}
