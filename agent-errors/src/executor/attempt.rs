@@ -7,7 +7,8 @@ use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
 
-use super::context::{PermissionDenied, RunContext};
+use super::context::RunContext;
+use super::permission::PermissionDenied;
 use crate::breaker::{Admission, ServiceBreaker};
 use crate::classify::{Classification, Classifier, ErrorKind, Evidence, classify};
 use crate::error::{BoxError, InvalidArguments, ToolError};

@@ -2,8 +2,8 @@
 //!
 //! The path of one call, in file order:
 //!
-//! 1. [`context`]: the run the call belongs to (limits, cancellation, permission hook, breakers,
-//!    the tools `degrade` dropped).
+//! 1. [`context`]: the run the call belongs to (limits, cancellation, breakers, the tools
+//!    `degrade` dropped), and [`permission`]: the hook asked before a tool runs.
 //! 2. this module's [`execute`]: find the tool, refuse what must not run, make the first
 //!    [`attempt`](attempt::attempt), and report the outcome on the per-run breaker.
 //! 3. [`attempt`]: parse the arguments, ask the service breaker, run the tool under its
@@ -20,6 +20,7 @@ mod attempt;
 mod context;
 mod ladder;
 mod outcome;
+mod permission;
 
 use std::borrow::Cow;
 use std::future::poll_fn;
@@ -29,11 +30,9 @@ use std::task::Poll;
 use futures_util::future::join_all;
 
 pub use attempt::{CircuitOpen, ToolPanic};
-pub use context::{
-    Cancellation, DEFAULT_MAX_PERMISSION_DENIALS, Limits, Permission, PermissionContext,
-    PermissionDenied, PermissionHook, RunContext,
-};
+pub use context::{Cancellation, DEFAULT_MAX_PERMISSION_DENIALS, Limits, RunContext};
 pub use outcome::{CallOutcome, Terminated, TerminationReason};
+pub use permission::{Permission, PermissionContext, PermissionDenied, PermissionHook};
 
 pub(crate) use outcome::CANCELLED;
 
