@@ -1,0 +1,272 @@
+//! The builder: where the model is, who it is, and how its calls recover.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{DEFAULT_BASE_URL, DEFAULT_TIMEOUT, MaxTokensField, OpenAiConfigError, OpenAiModel};
+use crate::error::BoxError;
+use crate::llm::CallSource;
+use crate::llm::MAX_RETRY_AFTER;
+use crate::llm::retryability::RetryRules;
+use crate::provider::{
+    DEFAULT_FIRST_EVENT_TIMEOUT, DEFAULT_STREAM_IDLE_TIMEOUT, RefreshHook, Transport,
+    default_transport_schedule, non_empty,
+};
+use crate::retry::{RetrySchedule, Sleep};
+use crate::stream::guard::Limits;
+
+/// Configures an [`OpenAiModel`].
+pub struct OpenAiBuilder {
+    base_url: String,
+    api_key: Option<String>,
+    model: Option<String>,
+    timeout: Duration,
+    max_tokens: Option<u32>,
+    max_tokens_field: MaxTokensField,
+    rules: RetryRules,
+    transport: RetrySchedule,
+    max_retry_after: Duration,
+    refresh: Option<RefreshHook>,
+    sleep: Sleep,
+    client: Option<reqwest::Client>,
+    limits: Limits,
+    headers: Vec<(String, String)>,
+}
+
+impl fmt::Debug for OpenAiBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiBuilder")
+            .field("base_url", &crate::redact::redact(&self.base_url))
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model", &self.model)
+            .field("timeout", &self.timeout)
+            .field("max_tokens", &self.max_tokens)
+            .field("rules", &self.rules)
+            .field("transport", &self.transport)
+            .field("credential_refresh", &self.refresh.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for OpenAiBuilder {
+    fn default() -> Self {
+        OpenAiBuilder {
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            api_key: None,
+            model: None,
+            timeout: DEFAULT_TIMEOUT,
+            max_tokens: None,
+            max_tokens_field: MaxTokensField::default(),
+            rules: RetryRules::default(),
+            transport: default_transport_schedule(),
+            max_retry_after: MAX_RETRY_AFTER,
+            refresh: None,
+            sleep: Sleep::default(),
+            client: None,
+            limits: Limits {
+                first_event: DEFAULT_FIRST_EVENT_TIMEOUT,
+                idle: DEFAULT_STREAM_IDLE_TIMEOUT,
+            },
+            headers: Vec::new(),
+        }
+    }
+}
+
+impl OpenAiBuilder {
+    /// A builder with the defaults: OpenAI's URL, no key, no model, 120 s timeout.
+    pub fn new() -> Self {
+        OpenAiBuilder::default()
+    }
+
+    /// A builder filled from the environment: `OPENAI_BASE_URL` (default OpenAI's),
+    /// `OPENAI_API_KEY` (optional: local servers need none) and `AGENT_ERRORS_MODEL`.
+    pub fn from_env() -> Self {
+        OpenAiBuilder::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// Like [`OpenAiBuilder::from_env`], reading variables through `lookup`. Empty values count
+    /// as unset.
+    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let mut builder = OpenAiBuilder::new();
+        if let Some(url) = non_empty(lookup("OPENAI_BASE_URL")) {
+            builder.base_url = url;
+        }
+        builder.api_key = non_empty(lookup("OPENAI_API_KEY"));
+        builder.model = non_empty(lookup("AGENT_ERRORS_MODEL"));
+        builder
+    }
+
+    /// The server's base URL, up to and including `/v1`
+    /// (`http://localhost:11434/v1` for Ollama).
+    #[must_use]
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into();
+        self
+    }
+
+    /// The API key, sent as a bearer token.
+    #[must_use]
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// The model name.
+    #[must_use]
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// How long one request may take. A request that times out is not retried.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The reply budget used when a request does not set its own.
+    #[must_use]
+    pub fn max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// Which request field carries the reply budget.
+    #[must_use]
+    pub fn max_tokens_field(mut self, field: MaxTokensField) -> Self {
+        self.max_tokens_field = field;
+        self
+    }
+
+    /// The call sources retried on capacity errors; replaces the default `{main_agent}`.
+    #[must_use]
+    pub fn foreground(mut self, sources: impl IntoIterator<Item = CallSource>) -> Self {
+        self.rules = self.rules.with_foreground(sources);
+        self
+    }
+
+    /// The least `max_tokens` a context-overflow retry may ask for (default 3000).
+    #[must_use]
+    pub fn max_tokens_floor(mut self, floor: u32) -> Self {
+        self.rules = self.rules.with_max_tokens_floor(floor);
+        self
+    }
+
+    /// The transport retry schedule: its attempt count and delays (default 3 attempts, 250 ms
+    /// then 500 ms, no jitter). `RetrySchedule::attempts(1)` turns transport retry off.
+    #[must_use]
+    pub fn transport_retry(mut self, schedule: RetrySchedule) -> Self {
+        self.transport = schedule;
+        self
+    }
+
+    /// The longest server-requested `Retry-After` honoured as is (default 60 s); longer ones
+    /// are cut to it.
+    #[must_use]
+    pub fn max_retry_after(mut self, cap: Duration) -> Self {
+        self.max_retry_after = cap;
+        self
+    }
+
+    /// Called on a 401: returns a fresh API key (or an error), and the request is sent once
+    /// more with it. When the hook fails, the 401 is returned and the hook's error is logged.
+    #[must_use]
+    pub fn credential_refresh<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<String, BoxError>> + Send + 'static,
+    {
+        self.refresh = Some(Arc::new(move || Box::pin(hook())));
+        self
+    }
+
+    /// How retry delays are waited out (default `tokio::time::sleep`, which paused test time
+    /// drives). For tests against a real socket, where time cannot be paused (tokio would fire
+    /// the request timeout whenever the runtime waits on I/O), a closure can record the delays
+    /// and return at once.
+    #[must_use]
+    pub fn sleeper<F, Fut>(mut self, sleep: F) -> Self
+    where
+        F: Fn(Duration) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.sleep = Sleep::with(sleep);
+        self
+    }
+
+    /// A reqwest client to use instead of a fresh one (proxies, custom roots). The timeout is
+    /// still applied to every request.
+    #[must_use]
+    pub fn http_client(mut self, client: reqwest::Client) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// How long a streamed answer may take to send its first event (default 60 s). A stream
+    /// that sends none in time is retried like a failed connection.
+    #[must_use]
+    pub fn first_event_timeout(mut self, limit: Duration) -> Self {
+        self.limits.first_event = limit;
+        self
+    }
+
+    /// How long a streamed answer may go silent between events (default 30 s). A stall after
+    /// output began is a [`StreamError::Stalled`](crate::stream::StreamError::Stalled).
+    #[must_use]
+    pub fn stream_idle_timeout(mut self, idle: Duration) -> Self {
+        self.limits.idle = idle;
+        self
+    }
+
+    /// An extra header sent with every request (an organisation id, a gateway's routing key).
+    /// A name or value that is not a valid header fails [`build`](Self::build).
+    #[must_use]
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// The model, or why it cannot be built.
+    pub fn build(self) -> Result<OpenAiModel, OpenAiConfigError> {
+        let model = non_empty(self.model).ok_or(OpenAiConfigError::MissingModel)?;
+        let base = self.base_url.trim().trim_end_matches('/');
+        let url = reqwest::Url::parse(&format!("{base}/chat/completions"))
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| OpenAiConfigError::InvalidBaseUrl {
+                url: crate::redact::redact(&self.base_url).into_owned(),
+            })?;
+        if let Some(key) = &self.api_key {
+            crate::provider::register_key(key);
+        }
+        let client = match self.client {
+            Some(client) => client,
+            None => reqwest::Client::builder()
+                .build()
+                .map_err(OpenAiConfigError::Client)?,
+        };
+        let headers = crate::provider::header_map(&self.headers)
+            .map_err(|name| OpenAiConfigError::InvalidHeader { name })?;
+        Ok(OpenAiModel {
+            client,
+            url,
+            model,
+            timeout: self.timeout,
+            max_tokens: self.max_tokens,
+            max_tokens_field: self.max_tokens_field,
+            headers,
+            transport: Transport {
+                rules: self.rules,
+                schedule: self.transport,
+                max_retry_after: self.max_retry_after,
+                refresh: self.refresh,
+                sleep: self.sleep,
+                api_key: Mutex::new(non_empty(self.api_key)),
+                limits: self.limits,
+            },
+        })
+    }
+}
