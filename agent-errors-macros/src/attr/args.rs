@@ -1,0 +1,254 @@
+//! The argument lists of each macro: `#[tool(...)]`, `#[fixer(...)]`, `policy!`, `defaults!`,
+//! `tools!`/`fixers!`.
+
+use super::*;
+/// `crate = "path"` where a list allows it, or one of the list's own items.
+pub(super) enum OrCrate<T> {
+    Crate(Named<CratePath>),
+    Item(T),
+}
+
+impl<T> OrCrate<T> {
+    fn parse(
+        input: ParseStream<'_>,
+        item: impl FnOnce(ParseStream<'_>) -> syn::Result<T>,
+    ) -> syn::Result<Self> {
+        if input.peek(Token![crate]) && input.peek2(Token![=]) {
+            let ident = Ident::parse_any(input)?;
+            return Named::parse_after(ident, input).map(OrCrate::Crate);
+        }
+        item(input).map(OrCrate::Item)
+    }
+}
+
+/// Where the generated code finds the runtime: `crate = "..."`, else `::agent_errors`.
+pub(super) fn crate_path(slot: SetOnce<CratePath>) -> Path {
+    slot.get()
+        .map_or_else(CratePath::default_path, |CratePath(path)| path)
+}
+
+/// Everything inside `policy!(...)`: the entries, and perhaps `crate = "..."`.
+pub(crate) struct PolicyArgs {
+    pub(crate) krate: Path,
+    pub(crate) policy: PolicyNode,
+}
+
+impl PolicyArgs {
+    pub(crate) fn parse(input: ParseStream<'_>, cx: &Ctxt) -> Self {
+        let mut krate = SetOnce::new("argument");
+        let mut policy = PolicyBuilder::new();
+        for item in parse_list(input, cx, |input| OrCrate::parse(input, RawEntry::parse)) {
+            match item {
+                OrCrate::Crate(arg) => arg.set_in(&mut krate, cx),
+                OrCrate::Item(raw) => policy.add(raw, cx),
+            }
+        }
+        PolicyArgs {
+            krate: crate_path(krate),
+            policy: policy.finish(),
+        }
+    }
+}
+
+/// `on_error(...)`, which `#[tool]` and `defaults!` share.
+pub(super) fn parse_on_error(input: ParseStream<'_>, ident: &Ident) -> syn::Result<PolicyNode> {
+    if !input.peek(token::Paren) {
+        return Err(syn::Error::new(
+            ident.span(),
+            "expected `on_error(key = action, ...)`, e.g. `on_error(execution = retry(3))`",
+        ));
+    }
+    let content;
+    syn::parenthesized!(content in input);
+    content.parse()
+}
+
+/// One argument of `#[tool(...)]`.
+pub(super) enum ToolArg {
+    Name(Named<NameStr>),
+    Description(Named<LitStr>),
+    Optional(Ident),
+    Timeout(Named<DurationLit>),
+    Breaker(Named<LitStr>),
+    OnError(Ident, PolicyNode),
+    Crate(Named<CratePath>),
+}
+
+impl Parse for ToolArg {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let (ident, name) = arg_name(
+            input,
+            &[
+                "name",
+                "description",
+                "optional",
+                "timeout",
+                "breaker",
+                "on_error",
+                "crate",
+            ],
+            "`#[tool]`",
+        )?;
+        Ok(match name {
+            "name" => ToolArg::Name(Named::parse_after(ident, input)?),
+            "description" => ToolArg::Description(Named::parse_after(ident, input)?),
+            "optional" => ToolArg::Optional(ident),
+            "timeout" => ToolArg::Timeout(Named::parse_after(ident, input)?),
+            "breaker" => {
+                let key: Named<LitStr> = Named::parse_after(ident, input)?;
+                if key.value.value().trim().is_empty() {
+                    return Err(syn::Error::new(
+                        key.value.span(),
+                        "a breaker key names the upstream a tool depends on: it cannot be empty",
+                    ));
+                }
+                ToolArg::Breaker(key)
+            }
+            "crate" => ToolArg::Crate(Named::parse_after(ident, input)?),
+            _ => {
+                let policy = parse_on_error(input, &ident)?;
+                ToolArg::OnError(ident, policy)
+            }
+        })
+    }
+}
+
+/// Everything inside `#[tool(...)]`.
+pub(crate) struct ToolArgs {
+    pub(crate) name: Option<LitStr>,
+    pub(crate) description: Option<LitStr>,
+    pub(crate) optional: bool,
+    pub(crate) timeout: Option<DurationLit>,
+    pub(crate) breaker: Option<LitStr>,
+    pub(crate) on_error: Option<PolicyNode>,
+    pub(crate) krate: Path,
+}
+
+impl ToolArgs {
+    /// What was read, even when some of it was wrong (reported to `cx`).
+    pub(crate) fn parse(input: ParseStream<'_>, cx: &Ctxt) -> Self {
+        let mut name = SetOnce::new("argument");
+        let mut description = SetOnce::new("argument");
+        let mut optional = SetOnce::new("argument");
+        let mut timeout = SetOnce::new("argument");
+        let mut breaker = SetOnce::new("argument");
+        let mut on_error = SetOnce::new("argument");
+        let mut krate = SetOnce::new("argument");
+        for arg in parse_list(input, cx, ToolArg::parse) {
+            match arg {
+                ToolArg::Name(arg) => arg.set_in(&mut name, cx),
+                ToolArg::Description(arg) => arg.set_in(&mut description, cx),
+                ToolArg::Optional(ident) => optional.set(cx, &ident, "optional", ()),
+                ToolArg::Timeout(arg) => arg.set_in(&mut timeout, cx),
+                ToolArg::Breaker(arg) => arg.set_in(&mut breaker, cx),
+                ToolArg::OnError(ident, policy) => on_error.set(cx, &ident, "on_error", policy),
+                ToolArg::Crate(arg) => arg.set_in(&mut krate, cx),
+            }
+        }
+        ToolArgs {
+            name: name.get().map(|NameStr(lit)| lit),
+            description: description.get(),
+            optional: optional.get().is_some(),
+            timeout: timeout.get(),
+            breaker: breaker.get(),
+            on_error: on_error.get(),
+            krate: crate_path(krate),
+        }
+    }
+}
+
+/// Everything inside `#[fixer(...)]`.
+pub(crate) struct FixerArgs {
+    pub(crate) name: Option<LitStr>,
+    pub(crate) krate: Path,
+}
+
+impl FixerArgs {
+    /// What was read, even when some of it was wrong (reported to `cx`).
+    pub(crate) fn parse(input: ParseStream<'_>, cx: &Ctxt) -> Self {
+        let mut name = SetOnce::new("argument");
+        let mut krate = SetOnce::new("argument");
+        let args = parse_list(input, cx, |input| {
+            let (ident, which) = arg_name(input, &["name", "crate"], "`#[fixer]`")?;
+            Ok(match which {
+                "name" => OrCrate::Item(Named::<NameStr>::parse_after(ident, input)?),
+                _ => OrCrate::Crate(Named::parse_after(ident, input)?),
+            })
+        });
+        for arg in args {
+            match arg {
+                OrCrate::Item(arg) => arg.set_in(&mut name, cx),
+                OrCrate::Crate(arg) => arg.set_in(&mut krate, cx),
+            }
+        }
+        FixerArgs {
+            name: name.get().map(|NameStr(lit)| lit),
+            krate: crate_path(krate),
+        }
+    }
+}
+
+/// Everything inside `defaults!(...)`.
+pub(crate) struct DefaultsArgs {
+    pub(crate) on_error: PolicyNode,
+    pub(crate) krate: Path,
+}
+
+impl DefaultsArgs {
+    /// What was read, even when some of it was wrong (reported to `cx`).
+    pub(crate) fn parse(input: ParseStream<'_>, cx: &Ctxt) -> Self {
+        if input.is_empty() {
+            cx.push(input.error(
+                "`defaults!` needs `on_error(...)`, e.g. `defaults!(on_error(execution = retry(3)))`",
+            ));
+        }
+        let mut on_error = SetOnce::new("argument");
+        let mut krate = SetOnce::new("argument");
+        let args = parse_list(input, cx, |input| {
+            let (ident, which) = arg_name(input, &["on_error", "crate"], "`defaults!`")?;
+            Ok(match which {
+                "on_error" => {
+                    let policy = parse_on_error(input, &ident)?;
+                    OrCrate::Item((ident, policy))
+                }
+                _ => OrCrate::Crate(Named::parse_after(ident, input)?),
+            })
+        });
+        for arg in args {
+            match arg {
+                OrCrate::Item((ident, policy)) => on_error.set(cx, &ident, "on_error", policy),
+                OrCrate::Crate(arg) => arg.set_in(&mut krate, cx),
+            }
+        }
+        DefaultsArgs {
+            on_error: on_error.get().unwrap_or_default(),
+            krate: crate_path(krate),
+        }
+    }
+}
+
+/// Everything inside `tools![...]` or `fixers![...]`: paths, and perhaps `crate = "..."`.
+pub(crate) struct ListArgs {
+    pub(crate) paths: Vec<Path>,
+    pub(crate) krate: Path,
+}
+
+impl ListArgs {
+    /// What was read, even when some of it was wrong (reported to `cx`).
+    pub(crate) fn parse(input: ParseStream<'_>, cx: &Ctxt) -> Self {
+        let mut krate = SetOnce::new("argument");
+        let mut paths = Vec::new();
+        for item in parse_list(input, cx, |input| {
+            OrCrate::parse(input, Path::parse_mod_style)
+        }) {
+            match item {
+                OrCrate::Crate(arg) => arg.set_in(&mut krate, cx),
+                OrCrate::Item(path) => paths.push(path),
+            }
+        }
+        ListArgs {
+            paths,
+            krate: crate_path(krate),
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The policy grammar: actions, ladders and `key = ladder` entries.
+
+use super::*;
+/// One action of a ladder, with the identifier that named it.
+#[derive(Debug, Clone)]
+pub(crate) struct ActionNode {
+    pub(crate) name: Ident,
+    pub(crate) kind: ActionKind,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum ActionKind {
+    Retry {
+        max_attempts: Count,
+        initial: Option<DurationLit>,
+        max: Option<DurationLit>,
+    },
+    Fix {
+        agent: LitStr,
+        retries: Option<Count>,
+    },
+    Escalate,
+    Throw,
+    Fallback {
+        tool: LitStr,
+    },
+    Degrade,
+}
+
+impl ActionKind {
+    /// Whether nothing may follow this action in a ladder.
+    pub(crate) fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            ActionKind::Escalate | ActionKind::Throw | ActionKind::Degrade
+        )
+    }
+}
+
+pub(super) const ACTIONS: [&str; 6] = ["retry", "fix", "escalate", "throw", "fallback", "degrade"];
+
+impl Parse for ActionNode {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        if input.peek(token::Bracket) {
+            return Err(
+                input.error("a ladder can't hold another ladder: list the actions in one `[...]`")
+            );
+        }
+        let name = any_ident(input, "an action such as `retry(3)` or `escalate`")?;
+        let parens = if input.peek(token::Paren) {
+            let content;
+            let parens = syn::parenthesized!(content in input);
+            Some((parens, content))
+        } else {
+            None
+        };
+        let needs_arguments = |usage: &str| {
+            syn::Error::new(
+                name.span(),
+                format_args!("`{}` needs {usage}", name.unraw()),
+            )
+        };
+        let kind = match name.unraw().to_string().as_str() {
+            "retry" => match parens {
+                Some((_, content)) => parse_retry(&name, &content)?,
+                None => {
+                    return Err(needs_arguments(
+                        "a count: `retry(3)` or `retry(max_attempts = 3, initial = \"250ms\", max = \"10s\")`",
+                    ));
+                }
+            },
+            "fix" => match parens {
+                Some((_, content)) => parse_fix(&name, &content)?,
+                None => return Err(needs_arguments("a fixer: `fix(agent = \"name\")`")),
+            },
+            "fallback" => match parens {
+                Some((_, content)) => parse_fallback(&name, &content)?,
+                None => return Err(needs_arguments("a tool: `fallback(tool = \"name\")`")),
+            },
+            bare @ ("escalate" | "throw" | "degrade") => {
+                if let Some((parens, _content)) = parens {
+                    return Err(syn::Error::new(
+                        parens.span.join(),
+                        format_args!("`{bare}` takes no arguments: write `{bare}`"),
+                    ));
+                }
+                match bare {
+                    "escalate" => ActionKind::Escalate,
+                    "throw" => ActionKind::Throw,
+                    _ => ActionKind::Degrade,
+                }
+            }
+            other => {
+                return Err(syn::Error::new(
+                    name.span(),
+                    format_args!(
+                        "unknown action `{other}`, expected one of: {}, or a ladder `[...]`",
+                        quoted_list(ACTIONS)
+                    ),
+                ));
+            }
+        };
+        Ok(ActionNode { name, kind })
+    }
+}
+
+/// One argument inside `retry(...)`.
+pub(super) enum RetryArg {
+    Count(Count),
+    MaxAttempts(Named<Count>),
+    Initial(Named<DurationLit>),
+    Max(Named<DurationLit>),
+}
+
+impl Parse for RetryArg {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        if !(input.peek(Ident::peek_any) && input.peek2(Token![=])) {
+            return input.parse().map(RetryArg::Count);
+        }
+        let (ident, name) = arg_name(input, &["max_attempts", "initial", "max"], "`retry`")?;
+        Ok(match name {
+            "max_attempts" => RetryArg::MaxAttempts(Named::parse_after(ident, input)?),
+            "initial" => RetryArg::Initial(Named::parse_after(ident, input)?),
+            _ => RetryArg::Max(Named::parse_after(ident, input)?),
+        })
+    }
+}
+
+pub(super) fn parse_retry(name: &Ident, content: ParseStream<'_>) -> syn::Result<ActionKind> {
+    let cx = Ctxt::new();
+    let mut max_attempts = SetOnce::new("argument");
+    let mut initial = SetOnce::new("argument");
+    let mut max = SetOnce::new("argument");
+    for arg in parse_list(content, &cx, RetryArg::parse) {
+        match arg {
+            RetryArg::Count(count) => {
+                let lit = count.lit.clone();
+                max_attempts.set(&cx, lit, "max_attempts", count);
+            }
+            RetryArg::MaxAttempts(arg) => arg.set_in(&mut max_attempts, &cx),
+            RetryArg::Initial(arg) => arg.set_in(&mut initial, &cx),
+            RetryArg::Max(arg) => arg.set_in(&mut max, &cx),
+        }
+    }
+    let max_attempts = max_attempts.get();
+    match &max_attempts {
+        Some(count) if count.value == 0 => cx.error_spanned_by(
+            &count.lit,
+            "`retry` needs at least 1 attempt: the count includes the first call",
+        ),
+        Some(_) => {}
+        None if !cx.has_errors() => cx.error_spanned_by(
+            name,
+            "`retry` needs a count: `retry(3)` or `max_attempts = 3`",
+        ),
+        None => {}
+    }
+    let (initial, max) = (initial.get(), max.get());
+    cx.check()?;
+    Ok(ActionKind::Retry {
+        max_attempts: max_attempts.expect("a missing count was reported above"),
+        initial,
+        max,
+    })
+}
+
+/// One argument inside `fix(...)`.
+pub(super) enum FixArg {
+    Agent(Named<NameStr>),
+    Retries(Named<Count>),
+}
+
+impl Parse for FixArg {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let (ident, name) = arg_name(input, &["agent", "retries"], "`fix`")?;
+        Ok(match name {
+            "agent" => FixArg::Agent(Named::parse_after(ident, input)?),
+            _ => FixArg::Retries(Named::parse_after(ident, input)?),
+        })
+    }
+}
+
+pub(super) fn parse_fix(name: &Ident, content: ParseStream<'_>) -> syn::Result<ActionKind> {
+    let cx = Ctxt::new();
+    let mut agent = SetOnce::new("argument");
+    let mut retries = SetOnce::new("argument");
+    for arg in parse_list(content, &cx, FixArg::parse) {
+        match arg {
+            FixArg::Agent(arg) => arg.set_in(&mut agent, &cx),
+            FixArg::Retries(arg) => {
+                if arg.value.value == 0 {
+                    cx.error_spanned_by(
+                        &arg.value.lit,
+                        "`retries` must be at least 1: it is how many times the fixer is asked",
+                    );
+                }
+                arg.set_in(&mut retries, &cx);
+            }
+        }
+    }
+    let agent = agent.get();
+    if agent.is_none() && !cx.has_errors() {
+        cx.error_spanned_by(
+            name,
+            "`fix` needs `agent = \"name\"`: the name of a `#[fixer]`",
+        );
+    }
+    let retries = retries.get();
+    cx.check()?;
+    Ok(ActionKind::Fix {
+        agent: agent.expect("a missing agent was reported above").0,
+        retries,
+    })
+}
+
+pub(super) fn parse_fallback(name: &Ident, content: ParseStream<'_>) -> syn::Result<ActionKind> {
+    let cx = Ctxt::new();
+    let mut tool = SetOnce::new("argument");
+    let args = parse_list(content, &cx, |input| {
+        let (ident, _) = arg_name(input, &["tool"], "`fallback`")?;
+        Named::<NameStr>::parse_after(ident, input)
+    });
+    for arg in args {
+        arg.set_in(&mut tool, &cx);
+    }
+    let tool = tool.get();
+    if tool.is_none() && !cx.has_errors() {
+        cx.error_spanned_by(
+            name,
+            "`fallback` needs `tool = \"name\"`: the tool to call instead",
+        );
+    }
+    cx.check()?;
+    Ok(ActionKind::Fallback {
+        tool: tool.expect("a missing tool was reported above").0,
+    })
+}
+
+/// The value after `key =`: one action, or a ladder `[a, b, c]` tried in order.
+#[derive(Debug, Clone)]
+pub(crate) struct LadderNode {
+    /// The brackets, when written as a list.
+    pub(crate) brackets: Option<token::Bracket>,
+    pub(crate) actions: Vec<ActionNode>,
+}
+
+impl Parse for LadderNode {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        if input.peek(token::Bracket) {
+            let content;
+            let brackets = bracketed!(content in input);
+            let cx = Ctxt::new();
+            let actions = parse_list(&content, &cx, ActionNode::parse);
+            cx.finish(LadderNode {
+                brackets: Some(brackets),
+                actions,
+            })
+        } else {
+            Ok(LadderNode {
+                brackets: None,
+                actions: vec![input.parse()?],
+            })
+        }
+    }
+}
+
+impl LadderNode {
+    /// Where to point at the whole ladder.
+    pub(crate) fn span(&self) -> Span {
+        match (&self.brackets, self.actions.first()) {
+            (Some(brackets), _) => brackets.span.join(),
+            (None, Some(action)) => action.name.span(),
+            (None, None) => Span::call_site(),
+        }
+    }
+}
+
+/// `key = ladder`.
+#[derive(Debug, Clone)]
+pub(crate) struct EntryNode {
+    pub(crate) key: KeyNode,
+    pub(crate) ladder: LadderNode,
+}
+
+/// An entry whose key and ladder are checked apart, so a bad ladder still counts its key as set
+/// and a bad key does not hide the ladder's problems.
+pub(super) struct RawEntry {
+    key: syn::Result<KeyNode>,
+    ladder: syn::Result<LadderNode>,
+}
+
+impl Parse for RawEntry {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let ident = any_ident(input, "a key such as `execution`")?;
+        if ident == "on_error" && input.peek(token::Paren) {
+            return Err(syn::Error::new(
+                ident.span(),
+                "write the entries without `on_error(...)` here, e.g. `execution = retry(3)`",
+            ));
+        }
+        let key = KeyNode::from_ident(ident);
+        if let Err(error) = input.parse::<Token![=]>() {
+            return Err(key.err().unwrap_or(error));
+        }
+        let ladder = input.parse::<LadderNode>();
+        Ok(RawEntry { key, ladder })
+    }
+}
+
+/// `key = ladder, key = ladder, ...`: the inside of `on_error(...)` and `policy!(...)`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PolicyNode {
+    /// In the order written, which is the order `Policy::entries` reports.
+    pub(crate) entries: Vec<EntryNode>,
+}
+
+/// Gathers a policy's entries, each key at most once.
+pub(super) struct PolicyBuilder {
+    seen: Vec<SetOnce<()>>,
+    entries: Vec<EntryNode>,
+}
+
+impl PolicyBuilder {
+    pub(super) fn new() -> Self {
+        PolicyBuilder {
+            seen: Key::ALL.iter().map(|_| SetOnce::new("key")).collect(),
+            entries: Vec::new(),
+        }
+    }
+
+    pub(super) fn add(&mut self, raw: RawEntry, cx: &Ctxt) {
+        let key = match raw.key {
+            Ok(key) => {
+                self.seen[key.key as usize].set(cx, &key.ident, key.key.name(), ());
+                Some(key)
+            }
+            Err(error) => {
+                cx.push(error);
+                None
+            }
+        };
+        match (key, raw.ladder) {
+            (Some(key), Ok(ladder)) => self.entries.push(EntryNode { key, ladder }),
+            (_, Err(error)) => cx.push(error),
+            (None, Ok(_)) => {}
+        }
+    }
+
+    pub(super) fn finish(self) -> PolicyNode {
+        PolicyNode {
+            entries: self.entries,
+        }
+    }
+}
+
+impl Parse for PolicyNode {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let cx = Ctxt::new();
+        let mut policy = PolicyBuilder::new();
+        for raw in parse_list(input, &cx, RawEntry::parse) {
+            policy.add(raw, &cx);
+        }
+        cx.finish(policy.finish())
+    }
+}
