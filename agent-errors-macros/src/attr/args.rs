@@ -2,6 +2,7 @@
 //! `tools!`/`fixers!`.
 
 use super::*;
+
 /// `crate = "path"` where a list allows it, or one of the list's own items.
 pub(super) enum OrCrate<T> {
     Crate(Named<CratePath>),

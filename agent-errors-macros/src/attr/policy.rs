@@ -1,6 +1,7 @@
 //! The policy grammar: actions, ladders and `key = ladder` entries.
 
 use super::*;
+
 /// One action of a ladder, with the identifier that named it.
 #[derive(Debug, Clone)]
 pub(crate) struct ActionNode {
