@@ -5,6 +5,7 @@ mod agent;
 mod breaker;
 mod budget;
 mod chat;
+pub mod checkpoint;
 pub mod classify;
 mod error;
 mod events;
@@ -46,8 +47,8 @@ pub use agent::{
 pub use breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore, ServiceBreaker};
 pub use budget::{BudgetError, RetryBudget};
 pub use chat::{
-    BoxFuture, CallSource, ChatModel, ChatRequest, ChatResponse, FinishReason, Message, ToolCall,
-    ToolResult, ToolSpec, Truncated, Usage,
+    BoxFuture, CallSource, ChatModel, ChatRequest, ChatResponse, FinishReason, Message,
+    RequestOptions, ResponseFormat, ToolCall, ToolChoice, ToolResult, ToolSpec, Truncated, Usage,
 };
 pub use classify::{Classification, ErrorKind, HttpError, classify};
 pub use error::{BoxError, InvalidArguments, Severity, ToolError};

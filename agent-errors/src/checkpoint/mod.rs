@@ -1,0 +1,110 @@
+//! Checkpoints: a run's state saved after every model turn and every tool result, so that the
+//! run can be resumed by another process after this one dies.
+//!
+//! A store keeps one checkpoint per run: the latest. The library serializes the run's state;
+//! a store sees opaque bytes, a run id and a sequence number, and has two duties:
+//!
+//! - **Atomic saves.** A save replaces the whole checkpoint or nothing: a crash mid-write never
+//!   leaves a half-state to resume from.
+//! - **Fencing by sequence.** Sequence numbers of one run go 0, 1, 2, ... A save of sequence
+//!   `n` succeeds only when the stored checkpoint has sequence `n - 1` (or, for `n == 0`, when
+//!   none is stored). Otherwise it fails with [`CheckpointError::Conflict`] and stores nothing,
+//!   so two processes that resumed the same run cannot both carry it on.
+
+mod memory;
+
+pub use memory::MemoryCheckpoints;
+
+use std::fmt;
+
+use crate::chat::BoxFuture;
+use crate::error::BoxError;
+
+/// One saved state of a run.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// The run this state belongs to.
+    pub run_id: String,
+    /// The save's place in the run: 0 for the first, one more for each save after it.
+    pub sequence: u64,
+    /// The run's state, serialized by the library. Stores keep it as it is.
+    pub state: Vec<u8>,
+}
+
+impl fmt::Debug for Checkpoint {
+    // The state holds the transcript: tool outputs and user text stay out of logs.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Checkpoint")
+            .field("run_id", &self.run_id)
+            .field("sequence", &self.sequence)
+            .field("state_bytes", &self.state.len())
+            .finish()
+    }
+}
+
+/// Why a checkpoint could not be saved or loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// The stored checkpoint is not the one this save follows: another process saved the run
+    /// since this one loaded it, or the sequence skipped.
+    #[error(
+        "checkpoint conflict for run {run_id}: expected to follow sequence {expected:?}, found {found:?}"
+    )]
+    Conflict {
+        /// The run.
+        run_id: String,
+        /// The sequence this save follows (`None` for a first save).
+        expected: Option<u64>,
+        /// The sequence stored (`None` when nothing is).
+        found: Option<u64>,
+    },
+    /// The store failed: I/O, a lost connection, a database error.
+    #[error("checkpoint store failed: {0}")]
+    Store(#[source] BoxError),
+    /// A stored state could not be read back: written by an incompatible version, or damaged.
+    #[error("checkpoint of run {run_id} cannot be read: {reason}")]
+    Corrupt {
+        /// The run.
+        run_id: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl CheckpointError {
+    /// The conflict a save of `sequence` meets when `found` is stored.
+    pub fn conflict(run_id: &str, sequence: u64, found: Option<u64>) -> Self {
+        CheckpointError::Conflict {
+            run_id: run_id.to_owned(),
+            expected: sequence.checked_sub(1),
+            found,
+        }
+    }
+}
+
+/// Whether a save of `sequence` may follow the stored sequence `found`: the fencing rule every
+/// store applies.
+pub fn follows(sequence: u64, found: Option<u64>) -> bool {
+    match found {
+        None => sequence == 0,
+        Some(found) => found.checked_add(1) == Some(sequence),
+    }
+}
+
+/// Where checkpoints live. See the [module documentation](self) for the two rules a store keeps.
+pub trait CheckpointStore: Send + Sync + fmt::Debug + 'static {
+    /// Saves `checkpoint` atomically if its sequence follows the stored one; otherwise fails with
+    /// [`CheckpointError::Conflict`] and changes nothing.
+    fn save<'a>(&'a self, checkpoint: &'a Checkpoint)
+    -> BoxFuture<'a, Result<(), CheckpointError>>;
+
+    /// The latest checkpoint of `run_id`, if any.
+    fn load<'a>(
+        &'a self,
+        run_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>>;
+
+    /// Forgets `run_id`; forgetting a run that has no checkpoint is not an error.
+    fn delete<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<(), CheckpointError>>;
+}
