@@ -49,7 +49,7 @@ pub enum AnthropicError {
     /// A success status with a body that is not a Messages API answer.
     #[error("the server's answer is not a Messages API message")]
     InvalidResponse {
-        /// The body, cut to 64 KiB. Untrusted text.
+        /// The body, cut to 64 KiB and redacted. Untrusted text.
         body: String,
         /// Why it did not parse.
         #[source]

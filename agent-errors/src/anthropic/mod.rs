@@ -242,8 +242,9 @@ impl AnthropicModel {
             });
         }
         let answer: wire::Answer = serde_json::from_slice(&body.bytes).map_err(|source| {
+            let body = provider::lossy_prefix(&body.bytes, provider::MAX_ERROR_BODY_BYTES);
             AnthropicError::InvalidResponse {
-                body: provider::lossy_prefix(&body.bytes, provider::MAX_ERROR_BODY_BYTES),
+                body: crate::redact::redact(&body).into_owned(),
                 source,
             }
         })?;

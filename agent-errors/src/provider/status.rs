@@ -13,8 +13,9 @@ pub(crate) const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 ///
 /// Its `source()` is an [`HttpError`] carrying the status, every response header and the
 /// provider's message, so [`classify`](crate::classify()) reads the status like any other HTTP
-/// failure.
-#[derive(Debug, Clone, thiserror::Error)]
+/// failure. Its `Debug` redacts the body and the message, as [`HttpError`]'s does: an upstream
+/// that echoes a key back must not put it in a log.
+#[derive(Clone, thiserror::Error)]
 #[error("the {server} answered HTTP {}", http.status())]
 pub struct StatusError {
     #[source]
@@ -22,6 +23,17 @@ pub struct StatusError {
     body: String,
     code: Option<String>,
     server: &'static str,
+}
+
+impl std::fmt::Debug for StatusError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatusError")
+            .field("server", &self.server)
+            .field("http", &self.http)
+            .field("code", &self.code)
+            .field("body", &crate::redact::redact(&self.body))
+            .finish()
+    }
 }
 
 impl StatusError {
