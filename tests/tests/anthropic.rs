@@ -1072,3 +1072,41 @@ async fn an_overload_event_after_output_began_reaches_on_llm_error_as_interrupte
         ]
     );
 }
+
+#[tokio::test]
+async fn bodies_are_read_only_up_to_a_cap() {
+    let huge_answer = format!(
+        r#"{{"content": [{{"type": "text", "text": "{}"}}], "stop_reason": "end_turn"}}"#,
+        "a".repeat(9 * 1024 * 1024)
+    );
+    let huge_error = format!(
+        r#"{{"type": "error", "error": {{"type": "api_error", "message": "{}"}}}}"#,
+        "b".repeat(1024 * 1024)
+    );
+    let answer = |status: u16, body: String| Reply::Answer {
+        status,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body,
+    };
+    let server = Loopback::start([answer(200, huge_answer), answer(500, huge_error)]).await;
+    let model = builder(&server, &Sleeps::default())
+        .transport_retry(RetrySchedule::attempts(1).unwrap())
+        .build()
+        .unwrap();
+
+    let error = model.complete(&ask()).await.unwrap_err();
+    assert!(
+        matches!(error, AnthropicError::ResponseTooLarge { limit } if limit == 8 * 1024 * 1024),
+        "{error:?}"
+    );
+    let error = model.complete(&ask()).await.unwrap_err();
+    let AnthropicError::Status(status) = &error else {
+        panic!("expected a status error, got {error:?}");
+    };
+    assert_eq!(status.status(), 500);
+    assert_eq!(status.body().len(), 64 * 1024, "the body is cut at 64 KiB");
+    assert!(
+        status.http().message().len() <= 1003,
+        "the message is cut too"
+    );
+}
