@@ -252,8 +252,8 @@ async fn request_options_are_mapped_to_the_messages_api() {
     };
 
     let all = RequestOptions::new()
-        .temperature(0.5)
-        .top_p(0.25)
+        .temperature(0.2)
+        .top_p(0.9)
         .stop(["END", "STOP"])
         .seed(7)
         .tool_choice(ToolChoice::Required)
@@ -269,8 +269,8 @@ async fn request_options_are_mapped_to_the_messages_api() {
         .unwrap();
     let body = server.body(0);
     assert_eq!(body["max_tokens"], 100);
-    assert_eq!(body["temperature"], 0.5);
-    assert_eq!(body["top_p"], 0.25);
+    assert_eq!(body["temperature"], 0.2, "sent as written, not widened");
+    assert_eq!(body["top_p"], 0.9);
     assert_eq!(body["stop_sequences"], json!(["END", "STOP"]));
     assert_eq!(
         body["tool_choice"],

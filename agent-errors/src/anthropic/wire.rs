@@ -23,9 +23,9 @@ pub(crate) struct RequestBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<WireToolChoice<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f32>,
+    temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    top_p: Option<f32>,
+    top_p: Option<f64>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     stop_sequences: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -120,8 +120,8 @@ impl<'a> RequestBody<'a> {
             messages: messages(&request.messages),
             tools: request.tools.iter().map(WireTool::from).collect(),
             tool_choice: tool_choice(options, !request.tools.is_empty()),
-            temperature: options.temperature,
-            top_p: options.top_p,
+            temperature: options.temperature.map(as_written),
+            top_p: options.top_p.map(as_written),
             stop_sequences: &options.stop,
             output_config: output_config(options),
             stream: false,
@@ -132,6 +132,12 @@ impl<'a> RequestBody<'a> {
     pub(crate) fn stream(&mut self) {
         self.stream = true;
     }
+}
+
+/// The `f64` a person would write for an `f32`: `0.2`, not `0.20000000298023224`, which is what
+/// widening the bits gives.
+fn as_written(value: f32) -> f64 {
+    value.to_string().parse().unwrap_or(f64::from(value))
 }
 
 /// The conversation as alternating turns: system messages left out (they are the top-level
