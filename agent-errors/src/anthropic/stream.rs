@@ -28,8 +28,15 @@ fn malformed(reason: &str, event: &SseEvent) -> BoxError {
 
 impl guard::Decoder for Decoder {
     fn decode(&mut self, event: SseEvent) -> Result<Vec<StreamEvent>, BoxError> {
-        let data: Value = serde_json::from_str(&event.data)
-            .map_err(|e| malformed(&format!("not a Messages API event: {e}"), &event))?;
+        let data: Value = match serde_json::from_str(&event.data) {
+            Ok(data) => data,
+            // A server's failure is still a failure when its text is not JSON: a 500.
+            Err(_) if event.event.as_deref() == Some("error") => {
+                let error = serde_json::json!({ "message": event.data });
+                return Err(Box::new(guard::error_event(&error)));
+            }
+            Err(e) => return Err(malformed(&format!("not a Messages API event: {e}"), &event)),
+        };
         // The data's own `type` names the event; the SSE `event:` line is the fallback.
         let kind = data
             .get("type")
@@ -54,7 +61,7 @@ impl guard::Decoder for Decoder {
                     Vec::new()
                 })
             }
-            "message_delta" => Ok(self.message_delta(&data, &event)?),
+            "message_delta" => self.message_delta(&data, &event),
             "message_stop" => {
                 self.done = true;
                 Ok(Vec::new())
@@ -190,6 +197,31 @@ mod tests {
             event: Some(name.to_owned()),
             data: data.to_string(),
         })
+    }
+
+    #[test]
+    fn an_error_event_whose_text_is_not_json_is_a_server_error() {
+        let mut d = Decoder::default();
+        let error = d
+            .decode(SseEvent {
+                event: Some("error".into()),
+                data: "upstream exploded".into(),
+            })
+            .unwrap_err();
+        match error.downcast_ref::<StreamError>() {
+            Some(StreamError::ErrorEvent { http, .. }) => {
+                assert_eq!((http.status(), http.message()), (500, "upstream exploded"));
+            }
+            other => panic!("expected an error event, got {other:?}"),
+        }
+        let not_json = SseEvent {
+            event: Some("content_block_delta".into()),
+            data: "{oops".into(),
+        };
+        assert!(matches!(
+            d.decode(not_json).unwrap_err().downcast_ref(),
+            Some(StreamError::Malformed { .. })
+        ));
     }
 
     #[test]

@@ -51,7 +51,7 @@ impl StatusError {
             .as_ref()
             .and_then(|d| d.message.clone())
             .unwrap_or_else(|| body.clone());
-        let mut http = HttpError::new(status, cut_chars(message.trim(), MAX_MESSAGE_CHARS));
+        let mut http = HttpError::new(status, cut_message(message.trim()));
         for (name, value) in headers {
             if let Ok(value) = value.to_str() {
                 http = http.with_header(name.as_str(), value);
@@ -136,8 +136,9 @@ pub(crate) fn lossy_prefix(bytes: &[u8], max: usize) -> String {
     String::from_utf8_lossy(cut).into_owned()
 }
 
-fn cut_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
+/// A provider's message cut to 1000 characters: enough to act on, too little to flood a log.
+pub(crate) fn cut_message(text: &str) -> String {
+    match text.char_indices().nth(MAX_MESSAGE_CHARS) {
         Some((end, _)) => format!("{}...", &text[..end]),
         None => text.to_owned(),
     }

@@ -234,7 +234,7 @@ pub(crate) fn error_event(error: &serde_json::Value) -> StreamError {
         .unwrap_or_else(|| crate::classify::status_of_error_type(&error_type));
     StreamError::ErrorEvent {
         error_type,
-        http: crate::classify::HttpError::new(status, message),
+        http: crate::classify::HttpError::new(status, crate::provider::cut_message(message.trim())),
     }
 }
 
