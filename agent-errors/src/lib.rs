@@ -2,6 +2,8 @@
 #![warn(missing_docs)]
 
 mod agent;
+#[cfg(feature = "anthropic")]
+pub mod anthropic;
 mod breaker;
 mod budget;
 mod chat;

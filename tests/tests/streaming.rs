@@ -2,6 +2,8 @@
 //! demand (real sockets, short real limits), and the agent loop on in-process streams under
 //! paused time.
 
+mod support;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,21 +20,9 @@ use agent_errors::{
 };
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use support::loopback::{Loopback, Part, Reply as LoopReply};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
-
-/// One piece of a scripted streamed answer.
-#[derive(Clone)]
-enum Part {
-    /// Raw bytes, written as they are.
-    Raw(String),
-    /// Wait this long (real time) before the next part.
-    Pause(Duration),
-    /// Keep the connection open, silent, until the client gives up.
-    Hang,
-}
 
 fn data(value: Value) -> Part {
     Part::Raw(format!("data: {value}\n\n"))
@@ -56,48 +46,18 @@ fn usage(prompt: u64, completion: u64) -> Part {
     )
 }
 
-/// A loopback server answering each connection with the next script (200, text/event-stream).
-struct SseServer {
-    url: String,
-    bodies: Arc<Mutex<Vec<Value>>>,
-}
+/// The shared loopback server, answering each connection with the next script (200,
+/// text/event-stream).
+struct SseServer(Loopback);
 
 impl SseServer {
     async fn start(scripts: Vec<Vec<Part>>) -> SseServer {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let bodies = Arc::new(Mutex::new(Vec::new()));
-        let scripts = Arc::new(Mutex::new(VecDeque::from(scripts)));
-        let seen = Arc::clone(&bodies);
-        tokio::spawn(async move {
-            loop {
-                let (mut socket, _) = listener.accept().await.unwrap();
-                let script = scripts.lock().unwrap().pop_front().unwrap_or_default();
-                let seen = Arc::clone(&seen);
-                tokio::spawn(async move {
-                    let body = read_request(&mut socket).await;
-                    seen.lock().unwrap().push(body);
-                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
-                    let _ = socket.write_all(head.as_bytes()).await;
-                    for part in script {
-                        match part {
-                            Part::Raw(bytes) => {
-                                let _ = socket.write_all(bytes.as_bytes()).await;
-                                let _ = socket.flush().await;
-                            }
-                            Part::Pause(d) => tokio::time::sleep(d).await,
-                            Part::Hang => tokio::time::sleep(Duration::from_secs(30)).await,
-                        }
-                    }
-                });
-            }
-        });
-        SseServer { url, bodies }
+        SseServer(Loopback::start(scripts.into_iter().map(LoopReply::Stream)).await)
     }
 
     fn model(&self) -> OpenAiModel {
         OpenAiModel::builder()
-            .base_url(&self.url)
+            .base_url(format!("{}/v1", self.0.url))
             .model("m")
             .first_event_timeout(MS(300))
             .stream_idle_timeout(MS(300))
@@ -113,34 +73,7 @@ impl SseServer {
     }
 
     fn requests(&self) -> usize {
-        self.bodies.lock().unwrap().len()
-    }
-}
-
-async fn read_request(socket: &mut tokio::net::TcpStream) -> Value {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = socket.read(&mut chunk).await.unwrap_or(0);
-        if n == 0 {
-            return Value::Null;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let text = String::from_utf8_lossy(&buf).to_string();
-        if let Some(end) = text.find("\r\n\r\n") {
-            let length = text[..end]
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse::<usize>().ok())?
-                })
-                .unwrap_or(0);
-            if buf.len() >= end + 4 + length {
-                return serde_json::from_slice(&buf[end + 4..end + 4 + length])
-                    .unwrap_or(Value::Null);
-            }
-        }
+        self.0.requests()
     }
 }
 
@@ -183,7 +116,7 @@ async fn text_usage_and_finish_arrive_and_the_request_asks_for_a_stream() {
             StreamEvent::Usage(Usage::new(12, 2)),
         ]
     );
-    let body = server.bodies.lock().unwrap()[0].clone();
+    let body = server.0.body(0);
     assert_eq!(body["stream"], true);
     assert_eq!(body["stream_options"], json!({"include_usage": true}));
 }

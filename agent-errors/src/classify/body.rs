@@ -34,7 +34,7 @@ fn number(caps: &regex::Captures<'_>, group: usize) -> Option<u32> {
 
 impl ContextOverflow {
     /// Reads the token counts from a context-overflow error body or message, in the wordings of
-    /// OpenAI, vLLM, llama.cpp and Anthropic-style proxies. `None` when the text is not a context
+    /// OpenAI, vLLM, llama.cpp and Anthropic. `None` when the text is not a context
     /// overflow or does not give both the window and the input size.
     ///
     /// ```
@@ -55,6 +55,17 @@ impl ContextOverflow {
                 max_context: number(&c, 3)?,
                 input_tokens: number(&c, 1)?,
                 requested_completion: number(&c, 2),
+            });
+        }
+        // Anthropic, when the input alone is over the window: "prompt is too long: 208656 tokens >
+        // 200000 maximum". No room is left, so no smaller reply budget can help.
+        if let Some(c) =
+            pattern!(r"(?i)prompt is too long: (\d+) tokens? > (\d+) maximum").captures(text)
+        {
+            return Some(ContextOverflow {
+                max_context: number(&c, 2)?,
+                input_tokens: number(&c, 1)?,
+                requested_completion: None,
             });
         }
         let max_context = [
@@ -260,6 +271,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(o.available(), 0);
+    }
+
+    #[test]
+    fn anthropic_prompt_too_long_leaves_no_room() {
+        let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208656 tokens > 200000 maximum"}}"#;
+        let o = ContextOverflow::parse(body).unwrap();
+        assert_eq!((o.max_context, o.input_tokens), (200000, 208656));
+        assert_eq!(o.max_tokens_for_retry(0), None);
     }
 
     #[test]

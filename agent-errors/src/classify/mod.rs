@@ -113,7 +113,7 @@ pub use http_response::MAX_ERROR_BODY_BYTES;
 
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use body::status_of_error_type;
-#[cfg(feature = "openai")]
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use body::{is_overloaded, server_refuses};
 pub(crate) use body::{is_quota_exhausted, server_delay};
 

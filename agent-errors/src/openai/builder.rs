@@ -2,37 +2,23 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{DEFAULT_BASE_URL, DEFAULT_TIMEOUT, MaxTokensField, OpenAiConfigError, OpenAiModel};
 use crate::error::BoxError;
 use crate::llm::CallSource;
-use crate::llm::MAX_RETRY_AFTER;
-use crate::llm::retryability::RetryRules;
-use crate::provider::{
-    DEFAULT_FIRST_EVENT_TIMEOUT, DEFAULT_STREAM_IDLE_TIMEOUT, RefreshHook, Transport,
-    default_transport_schedule, non_empty,
-};
+use crate::provider::{Settings, SettingsError, non_empty};
 use crate::retry::{RetrySchedule, Sleep};
-use crate::stream::guard::Limits;
 
 /// Configures an [`OpenAiModel`].
 pub struct OpenAiBuilder {
     base_url: String,
     api_key: Option<String>,
     model: Option<String>,
-    timeout: Duration,
     max_tokens: Option<u32>,
     max_tokens_field: MaxTokensField,
-    rules: RetryRules,
-    transport: RetrySchedule,
-    max_retry_after: Duration,
-    refresh: Option<RefreshHook>,
-    sleep: Sleep,
-    client: Option<reqwest::Client>,
-    limits: Limits,
-    headers: Vec<(String, String)>,
+    settings: Settings,
 }
 
 impl fmt::Debug for OpenAiBuilder {
@@ -41,11 +27,8 @@ impl fmt::Debug for OpenAiBuilder {
             .field("base_url", &crate::redact::redact(&self.base_url))
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("model", &self.model)
-            .field("timeout", &self.timeout)
             .field("max_tokens", &self.max_tokens)
-            .field("rules", &self.rules)
-            .field("transport", &self.transport)
-            .field("credential_refresh", &self.refresh.is_some())
+            .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
 }
@@ -56,20 +39,9 @@ impl Default for OpenAiBuilder {
             base_url: DEFAULT_BASE_URL.to_owned(),
             api_key: None,
             model: None,
-            timeout: DEFAULT_TIMEOUT,
             max_tokens: None,
             max_tokens_field: MaxTokensField::default(),
-            rules: RetryRules::default(),
-            transport: default_transport_schedule(),
-            max_retry_after: MAX_RETRY_AFTER,
-            refresh: None,
-            sleep: Sleep::default(),
-            client: None,
-            limits: Limits {
-                first_event: DEFAULT_FIRST_EVENT_TIMEOUT,
-                idle: DEFAULT_STREAM_IDLE_TIMEOUT,
-            },
-            headers: Vec::new(),
+            settings: Settings::new(DEFAULT_TIMEOUT),
         }
     }
 }
@@ -123,7 +95,7 @@ impl OpenAiBuilder {
     /// How long one request may take. A request that times out is not retried.
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.settings.timeout = timeout;
         self
     }
 
@@ -144,14 +116,14 @@ impl OpenAiBuilder {
     /// The call sources retried on capacity errors; replaces the default `{main_agent}`.
     #[must_use]
     pub fn foreground(mut self, sources: impl IntoIterator<Item = CallSource>) -> Self {
-        self.rules = self.rules.with_foreground(sources);
+        self.settings.rules = self.settings.rules.with_foreground(sources);
         self
     }
 
     /// The least `max_tokens` a context-overflow retry may ask for (default 3000).
     #[must_use]
     pub fn max_tokens_floor(mut self, floor: u32) -> Self {
-        self.rules = self.rules.with_max_tokens_floor(floor);
+        self.settings.rules = self.settings.rules.with_max_tokens_floor(floor);
         self
     }
 
@@ -159,7 +131,7 @@ impl OpenAiBuilder {
     /// then 500 ms, no jitter). `RetrySchedule::attempts(1)` turns transport retry off.
     #[must_use]
     pub fn transport_retry(mut self, schedule: RetrySchedule) -> Self {
-        self.transport = schedule;
+        self.settings.schedule = schedule;
         self
     }
 
@@ -167,7 +139,7 @@ impl OpenAiBuilder {
     /// are cut to it.
     #[must_use]
     pub fn max_retry_after(mut self, cap: Duration) -> Self {
-        self.max_retry_after = cap;
+        self.settings.max_retry_after = cap;
         self
     }
 
@@ -179,7 +151,7 @@ impl OpenAiBuilder {
         F: Fn() -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<String, BoxError>> + Send + 'static,
     {
-        self.refresh = Some(Arc::new(move || Box::pin(hook())));
+        self.settings.refresh = Some(Arc::new(move || Box::pin(hook())));
         self
     }
 
@@ -193,7 +165,7 @@ impl OpenAiBuilder {
         F: Fn(Duration) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        self.sleep = Sleep::with(sleep);
+        self.settings.sleep = Sleep::with(sleep);
         self
     }
 
@@ -201,7 +173,7 @@ impl OpenAiBuilder {
     /// still applied to every request.
     #[must_use]
     pub fn http_client(mut self, client: reqwest::Client) -> Self {
-        self.client = Some(client);
+        self.settings.client = Some(client);
         self
     }
 
@@ -209,7 +181,7 @@ impl OpenAiBuilder {
     /// that sends none in time is retried like a failed connection.
     #[must_use]
     pub fn first_event_timeout(mut self, limit: Duration) -> Self {
-        self.limits.first_event = limit;
+        self.settings.limits.first_event = limit;
         self
     }
 
@@ -217,7 +189,7 @@ impl OpenAiBuilder {
     /// output began is a [`StreamError::Stalled`](crate::stream::StreamError::Stalled).
     #[must_use]
     pub fn stream_idle_timeout(mut self, idle: Duration) -> Self {
-        self.limits.idle = idle;
+        self.settings.limits.idle = idle;
         self
     }
 
@@ -225,48 +197,32 @@ impl OpenAiBuilder {
     /// A name or value that is not a valid header fails [`build`](Self::build).
     #[must_use]
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.push((name.into(), value.into()));
+        self.settings.headers.push((name.into(), value.into()));
         self
     }
 
     /// The model, or why it cannot be built.
     pub fn build(self) -> Result<OpenAiModel, OpenAiConfigError> {
         let model = non_empty(self.model).ok_or(OpenAiConfigError::MissingModel)?;
-        let base = self.base_url.trim().trim_end_matches('/');
-        let url = reqwest::Url::parse(&format!("{base}/chat/completions"))
-            .ok()
-            .filter(|u| matches!(u.scheme(), "http" | "https"))
-            .ok_or_else(|| OpenAiConfigError::InvalidBaseUrl {
-                url: crate::redact::redact(&self.base_url).into_owned(),
+        let url =
+            crate::provider::endpoint(&self.base_url, "/chat/completions").ok_or_else(|| {
+                OpenAiConfigError::InvalidBaseUrl {
+                    url: crate::redact::redact(&self.base_url).into_owned(),
+                }
             })?;
-        if let Some(key) = &self.api_key {
-            crate::provider::register_key(key);
-        }
-        let client = match self.client {
-            Some(client) => client,
-            None => reqwest::Client::builder()
-                .build()
-                .map_err(OpenAiConfigError::Client)?,
-        };
-        let headers = crate::provider::header_map(&self.headers)
-            .map_err(|name| OpenAiConfigError::InvalidHeader { name })?;
+        let parts = self.settings.finish(self.api_key).map_err(|e| match e {
+            SettingsError::InvalidHeader(name) => OpenAiConfigError::InvalidHeader { name },
+            SettingsError::Client(e) => OpenAiConfigError::Client(e),
+        })?;
         Ok(OpenAiModel {
-            client,
+            client: parts.client,
             url,
             model,
-            timeout: self.timeout,
+            timeout: parts.timeout,
             max_tokens: self.max_tokens,
             max_tokens_field: self.max_tokens_field,
-            headers,
-            transport: Transport {
-                rules: self.rules,
-                schedule: self.transport,
-                max_retry_after: self.max_retry_after,
-                refresh: self.refresh,
-                sleep: self.sleep,
-                api_key: Mutex::new(non_empty(self.api_key)),
-                limits: self.limits,
-            },
+            headers: parts.headers,
+            transport: parts.transport,
         })
     }
 }

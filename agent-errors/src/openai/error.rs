@@ -1,17 +1,16 @@
 use std::time::Duration;
 
 use crate::chat::CallSource;
-use crate::classify::{HttpError, classify};
+pub use crate::provider::StatusError;
+
+use crate::classify::classify;
 use crate::error::BoxError;
 use crate::llm::retryability::{RetryRules, StopReason, Verdict};
 use crate::provider::AttemptError;
 use crate::stream::StreamError;
 
-/// The longest provider message kept in the [`HttpError`]; the full body stays on
-/// [`StatusError::body`].
-const MAX_MESSAGE_CHARS: usize = 1000;
-/// The most of a response body kept at all.
-const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Names the server in [`StatusError`]'s message.
+pub(crate) const SERVER: &str = "chat completions server";
 
 /// A chat-completions call that failed. Retries inside the provider never wrap it: after the
 /// last attempt the caller gets the last attempt's error as it was.
@@ -68,6 +67,13 @@ pub enum OpenAiError {
     /// stream).
     #[error(transparent)]
     Stream(#[from] StreamError),
+    /// A success answer whose body is larger than the provider reads (8 MiB). Never retried:
+    /// the same request would bring the same answer.
+    #[error("the chat completions answer is larger than {limit} bytes")]
+    ResponseTooLarge {
+        /// The most the provider reads.
+        limit: usize,
+    },
     /// A chat completion without any choice in it.
     #[error("the chat completion has no choices")]
     NoChoices {
@@ -94,109 +100,6 @@ impl OpenAiError {
             OpenAiError::Status(e) => Some(e.status()),
             _ => None,
         }
-    }
-}
-
-/// An error status from the server, with its headers and body.
-///
-/// Its `source()` is an [`HttpError`] carrying the status, every response header and the
-/// provider's message, so [`classify`](crate::classify()) reads the status like any other HTTP
-/// failure.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("the chat completions server answered HTTP {}", http.status())]
-pub struct StatusError {
-    #[source]
-    http: HttpError,
-    body: String,
-    code: Option<String>,
-}
-
-impl StatusError {
-    pub(crate) fn new(status: u16, headers: &reqwest::header::HeaderMap, body: &[u8]) -> Self {
-        let body = lossy_prefix(body);
-        let details = ProviderError::read(&body);
-        let message = details
-            .as_ref()
-            .and_then(|d| d.message.clone())
-            .unwrap_or_else(|| body.clone());
-        let mut http = HttpError::new(status, cut_chars(message.trim(), MAX_MESSAGE_CHARS));
-        for (name, value) in headers {
-            if let Ok(value) = value.to_str() {
-                http = http.with_header(name.as_str(), value);
-            }
-        }
-        StatusError {
-            http,
-            body,
-            code: details.and_then(|d| d.code),
-        }
-    }
-
-    /// The status code.
-    pub fn status(&self) -> u16 {
-        self.http.status()
-    }
-
-    /// The first response header of that name (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.http.header(name)
-    }
-
-    /// The response body as the server sent it (cut to 64 KiB). Untrusted text.
-    pub fn body(&self) -> &str {
-        &self.body
-    }
-
-    /// The provider's error code (`context_length_exceeded`, `insufficient_quota`, ...), when
-    /// the body had one.
-    pub fn code(&self) -> Option<&str> {
-        self.code.as_deref()
-    }
-
-    /// The status, headers and the provider's message as an [`HttpError`].
-    pub fn http(&self) -> &HttpError {
-        &self.http
-    }
-}
-
-/// The parts of an OpenAI-style error body we read: `{"error": {"message", "code", "type"}}`.
-/// `code` is a string at OpenAI and a number at llama.cpp.
-struct ProviderError {
-    message: Option<String>,
-    code: Option<String>,
-}
-
-impl ProviderError {
-    fn read(body: &str) -> Option<ProviderError> {
-        let value: serde_json::Value = serde_json::from_str(body).ok()?;
-        let error = value.get("error")?;
-        if let Some(message) = error.as_str() {
-            return Some(ProviderError {
-                message: Some(message.to_owned()),
-                code: None,
-            });
-        }
-        let text = |key: &str| match error.get(key)? {
-            serde_json::Value::String(s) => Some(s.clone()),
-            serde_json::Value::Number(n) => Some(n.to_string()),
-            _ => None,
-        };
-        Some(ProviderError {
-            message: text("message"),
-            code: text("code").or_else(|| text("type")),
-        })
-    }
-}
-
-pub(crate) fn lossy_prefix(bytes: &[u8]) -> String {
-    let cut = &bytes[..bytes.len().min(MAX_BODY_BYTES)];
-    String::from_utf8_lossy(cut).into_owned()
-}
-
-fn cut_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((end, _)) => format!("{}...", &text[..end]),
-        None => text.to_owned(),
     }
 }
 
@@ -236,9 +139,9 @@ impl AttemptError for OpenAiError {
                 rules.assess(http, http.message(), source)
             }
             OpenAiError::Stream(_) => Verdict::Retry,
-            OpenAiError::Timeout { .. } | OpenAiError::HeadersTimeout { .. } => {
-                Verdict::Stop(StopReason::NotRetryable)
-            }
+            OpenAiError::Timeout { .. }
+            | OpenAiError::HeadersTimeout { .. }
+            | OpenAiError::ResponseTooLarge { .. } => Verdict::Stop(StopReason::NotRetryable),
             _ if classify(self).is_retryable() => Verdict::Retry,
             _ => Verdict::Stop(StopReason::NotRetryable),
         }

@@ -65,7 +65,7 @@ pub use wire::MaxTokensField;
 use crate::chat::BoxFuture as ChatFuture;
 use crate::error::BoxError;
 use crate::llm::{ChatModel, ChatRequest, ChatResponse};
-use crate::provider::Transport;
+use crate::provider::{self, Transport};
 use crate::stream::ChatStream;
 use crate::stream::guard;
 
@@ -170,9 +170,7 @@ impl OpenAiModel {
             .map_err(|e| self.reqwest_error(e))?;
         let status = response.status();
         if !status.is_success() {
-            let headers = response.headers().clone();
-            let bytes = response.bytes().await.map_err(|e| self.reqwest_error(e))?;
-            return Err(StatusError::new(status.as_u16(), &headers, &bytes).into());
+            return Err(self.status_error(response).await);
         }
         let events = guard::decode_body(response, stream::Decoder::default(), |source| {
             Box::new(OpenAiError::Connection { source })
@@ -189,23 +187,39 @@ impl OpenAiModel {
     ) -> Result<ChatResponse, OpenAiError> {
         let body = wire::RequestBody::new(&self.model, request, max_tokens, self.max_tokens_field);
         let http = self.post(&body).timeout(self.timeout);
-        let response = http.send().await.map_err(|e| self.reqwest_error(e))?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(|e| self.reqwest_error(e))?;
-        if !status.is_success() {
-            return Err(StatusError::new(status.as_u16(), &headers, &bytes).into());
+        let mut response = http.send().await.map_err(|e| self.reqwest_error(e))?;
+        if !response.status().is_success() {
+            return Err(self.status_error(response).await);
         }
+        let body = provider::read_capped(&mut response, provider::MAX_ANSWER_BYTES)
+            .await
+            .map_err(|e| self.reqwest_error(e))?;
+        if body.truncated {
+            return Err(OpenAiError::ResponseTooLarge {
+                limit: provider::MAX_ANSWER_BYTES,
+            });
+        }
+        let bytes = body.bytes;
         let completion: wire::Completion =
             serde_json::from_slice(&bytes).map_err(|source| OpenAiError::InvalidResponse {
-                body: error::lossy_prefix(&bytes),
+                body: provider::lossy_prefix(&bytes, provider::MAX_ERROR_BODY_BYTES),
                 source,
             })?;
         completion
             .into_response()
             .ok_or_else(|| OpenAiError::NoChoices {
-                body: error::lossy_prefix(&bytes),
+                body: provider::lossy_prefix(&bytes, provider::MAX_ERROR_BODY_BYTES),
             })
+    }
+
+    /// An error answer as a [`StatusError`], its body read up to 64 KiB.
+    async fn status_error(&self, mut response: reqwest::Response) -> OpenAiError {
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        match provider::read_capped(&mut response, provider::MAX_ERROR_BODY_BYTES).await {
+            Ok(body) => StatusError::new(error::SERVER, status, &headers, &body.bytes).into(),
+            Err(e) => self.reqwest_error(e),
+        }
     }
 
     fn reqwest_error(&self, source: reqwest::Error) -> OpenAiError {

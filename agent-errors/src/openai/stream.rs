@@ -73,7 +73,7 @@ impl guard::Decoder for Decoder {
             StreamError::malformed(format!("not a completion chunk: {e}"), &event.data)
         })?;
         if let Some(error) = chunk.error {
-            return Err(Box::new(error_event(&error)));
+            return Err(Box::new(guard::error_event(&error)));
         }
         let mut events = Vec::new();
         for choice in chunk.choices.into_iter().take(1) {
@@ -131,29 +131,5 @@ impl Decoder {
                 events.push(StreamEvent::ToolCallDelta { index, arguments });
             }
         }
-    }
-}
-
-/// An `error` object inside a stream, read as the status it stands for (its `code` when that
-/// is a status, else 500).
-fn error_event(error: &serde_json::Value) -> StreamError {
-    let message = error
-        .get("message")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or_default();
-    let error_type = error
-        .get("type")
-        .or_else(|| error.get("code"))
-        .map(|t| t.as_str().map_or_else(|| t.to_string(), str::to_owned))
-        .unwrap_or_else(|| "error".to_owned());
-    let status = error
-        .get("code")
-        .and_then(serde_json::Value::as_u64)
-        .and_then(|c| u16::try_from(c).ok())
-        .filter(|c| (400..600).contains(c))
-        .unwrap_or_else(|| crate::classify::status_of_error_type(&error_type));
-    StreamError::ErrorEvent {
-        error_type,
-        http: crate::classify::HttpError::new(status, message),
     }
 }

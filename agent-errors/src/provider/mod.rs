@@ -1,6 +1,16 @@
 //! What the HTTP providers share: the recovery loop around one model call (transport retries,
 //! the context-overflow shrink, the credential refresh), the API key slot, and the stream
-//! limits. Each provider brings its wire format and its error type.
+//! limits, the builder settings, the error status and the capped body reader. Each provider
+//! brings its wire format and its error type.
+
+mod body;
+mod settings;
+mod status;
+
+pub(crate) use body::{MAX_ANSWER_BYTES, read_capped};
+pub(crate) use settings::{Settings, SettingsError};
+pub use status::StatusError;
+pub(crate) use status::{MAX_ERROR_BODY_BYTES, cut_message, lossy_prefix};
 
 use std::error::Error;
 use std::fmt;
@@ -177,4 +187,13 @@ pub(crate) fn header_map(pairs: &[(String, String)]) -> Result<reqwest::header::
         map.append(name, value);
     }
     Ok(map)
+}
+
+/// `{base}{path}` as an http(s) URL, a trailing slash on the base ignored; `None` when that is
+/// not one.
+pub(crate) fn endpoint(base: &str, path: &str) -> Option<reqwest::Url> {
+    let base = base.trim().trim_end_matches('/');
+    reqwest::Url::parse(&format!("{base}{path}"))
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
 }

@@ -213,6 +213,31 @@ pub(crate) async fn open(
     ))
 }
 
+/// An `error` object inside a stream (OpenAI's chunk `error`, the `error` of Anthropic's error
+/// event), read as the status it stands for: its `code` when that is a status, else the status
+/// of its `type` (`overloaded_error` is a 529, `rate_limit_error` a 429, unknown types a 500).
+pub(crate) fn error_event(error: &serde_json::Value) -> StreamError {
+    let message = error
+        .get("message")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    let error_type = error
+        .get("type")
+        .or_else(|| error.get("code"))
+        .map(|t| t.as_str().map_or_else(|| t.to_string(), str::to_owned))
+        .unwrap_or_else(|| "error".to_owned());
+    let status = error
+        .get("code")
+        .and_then(serde_json::Value::as_u64)
+        .and_then(|c| u16::try_from(c).ok())
+        .filter(|c| (400..600).contains(c))
+        .unwrap_or_else(|| crate::classify::status_of_error_type(&error_type));
+    StreamError::ErrorEvent {
+        error_type,
+        http: crate::classify::HttpError::new(status, crate::provider::cut_message(message.trim())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

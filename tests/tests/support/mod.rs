@@ -1,7 +1,10 @@
-//! A real `redis-server` for the tests, on a free loopback port, stopped by PID when dropped.
-//! Never a mock: the scripts that make the fleet agree must run on Redis itself.
+//! What the integration tests share: a real `redis-server` on a free loopback port, stopped by
+//! PID when dropped (never a mock: the scripts that make the fleet agree must run on Redis
+//! itself), and a scripted loopback HTTP server for the providers (`loopback`).
 
 #![allow(dead_code)] // each test file uses its own part of the kit
+
+pub mod loopback;
 
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
