@@ -1,7 +1,12 @@
-//! A real `redis-server` for the tests, on a free loopback port, stopped by PID when dropped.
-//! Never a mock: the scripts that make the fleet agree must run on Redis itself.
+//! Real servers for the tests, on free loopback ports, stopped by PID when dropped: a
+//! `redis-server` here, PostgreSQL in [`postgres`]; and in [`checkpoints`] the suite every
+//! checkpoint store must pass. Never a mock: the scripts that make the fleet agree must run on
+//! Redis itself, and the statements that fence a checkpoint on PostgreSQL itself.
 
 #![allow(dead_code)] // each test file uses its own part of the kit
+
+pub mod checkpoints;
+pub mod postgres;
 
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
