@@ -311,50 +311,23 @@ impl CheckpointStore for PostgresCheckpoints {
         checkpoint: &'a Checkpoint,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
         Box::pin(async move {
-            let run_id = checkpoint.run_id.as_str();
-            let sequence = checkpoint.sequence;
-            let found = self
+            let refused = self
                 .run(async |session| {
-                    let written = match sequence.checked_sub(1) {
-                        None => {
-                            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
-                                [&run_id, &checkpoint.state];
-                            session
-                                .client
-                                .execute(&session.insert_first, &params)
-                                .await?
-                        }
-                        Some(previous) => {
-                            session
-                                .client
-                                .execute(
-                                    &session.advance,
-                                    &[
-                                        &run_id,
-                                        &to_bigint(sequence),
-                                        &checkpoint.state,
-                                        &to_bigint(previous),
-                                    ],
-                                )
-                                .await?
-                        }
-                    };
-                    if written == 1 {
+                    if session.write(checkpoint).await? {
                         return Ok(None);
                     }
-                    // Refused: read what stands in the way, for the conflict's report.
-                    let row = session
-                        .client
-                        .query_opt(&session.read_sequence, &[&run_id])
-                        .await?;
-                    Ok(Some(
-                        row.map(|row| row.try_get(0).map(from_bigint)).transpose()?,
-                    ))
+                    // What stands in the way, for the conflict's report: read after the refusal,
+                    // so it is the save that won (a snapshot taken before could predate it).
+                    session.stored_sequence(&checkpoint.run_id).await.map(Some)
                 })
                 .await?;
-            match found {
+            match refused {
                 None => Ok(()),
-                Some(found) => Err(CheckpointError::conflict(run_id, sequence, found)),
+                Some(found) => Err(CheckpointError::conflict(
+                    &checkpoint.run_id,
+                    checkpoint.sequence,
+                    found,
+                )),
             }
         })
     }
@@ -363,29 +336,11 @@ impl CheckpointStore for PostgresCheckpoints {
         &'a self,
         run_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
-        Box::pin(async move {
-            self.run(async |session| {
-                let Some(row) = session.client.query_opt(&session.load, &[&run_id]).await? else {
-                    return Ok(None);
-                };
-                Ok(Some(Checkpoint {
-                    run_id: run_id.to_owned(),
-                    sequence: from_bigint(row.try_get(0)?),
-                    state: row.try_get(1)?,
-                }))
-            })
-            .await
-        })
+        Box::pin(async move { self.run(async |session| session.load(run_id).await).await })
     }
 
     fn delete<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        Box::pin(async move {
-            self.run(async |session| {
-                session.client.execute(&session.delete, &[&run_id]).await?;
-                Ok(())
-            })
-            .await
-        })
+        Box::pin(async move { self.run(async |session| session.delete(run_id).await).await })
     }
 }
 
@@ -435,6 +390,55 @@ impl Session {
             load,
             delete,
         })
+    }
+
+    /// Whether the save was written: false when the fencing rule refused it.
+    async fn write(&self, checkpoint: &Checkpoint) -> Result<bool, tokio_postgres::Error> {
+        let run_id = checkpoint.run_id.as_str();
+        let written = match checkpoint.sequence.checked_sub(1) {
+            None => {
+                let params = [&run_id as _, &checkpoint.state as _];
+                self.client.execute(&self.insert_first, &params).await?
+            }
+            Some(previous) => {
+                let sequence = to_bigint(checkpoint.sequence);
+                let previous = to_bigint(previous);
+                let params = [
+                    &run_id as _,
+                    &sequence as _,
+                    &checkpoint.state as _,
+                    &previous as _,
+                ];
+                self.client.execute(&self.advance, &params).await?
+            }
+        };
+        Ok(written == 1)
+    }
+
+    async fn stored_sequence(&self, run_id: &str) -> Result<Option<u64>, tokio_postgres::Error> {
+        let row = self
+            .client
+            .query_opt(&self.read_sequence, &[&run_id])
+            .await?;
+        row.map(|row| row.try_get(0).map(from_bigint)).transpose()
+    }
+
+    async fn load(&self, run_id: &str) -> Result<Option<Checkpoint>, tokio_postgres::Error> {
+        let Some(row) = self.client.query_opt(&self.load, &[&run_id]).await? else {
+            return Ok(None);
+        };
+        Ok(Some(Checkpoint {
+            run_id: run_id.to_owned(),
+            sequence: from_bigint(row.try_get(0)?),
+            state: row.try_get(1)?,
+        }))
+    }
+
+    async fn delete(&self, run_id: &str) -> Result<(), tokio_postgres::Error> {
+        self.client
+            .execute(&self.delete, &[&run_id])
+            .await
+            .map(drop)
     }
 }
 
