@@ -12,8 +12,14 @@
 //!   so two processes that resumed the same run cannot both carry it on.
 
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 
 pub use memory::MemoryCheckpoints;
+#[cfg(feature = "postgres")]
+pub use postgres::{
+    DEFAULT_TABLE, PostgresCheckpoints, PostgresCheckpointsBuilder, PostgresStoreError,
+};
 
 use std::fmt;
 

@@ -1,10 +1,14 @@
-//! What the integration tests share: a real `redis-server` on a free loopback port, stopped by
-//! PID when dropped (never a mock: the scripts that make the fleet agree must run on Redis
-//! itself), and a scripted loopback HTTP server for the providers (`loopback`).
+//! Real servers for the tests, on free loopback ports, stopped by PID when dropped: a
+//! `redis-server` here, PostgreSQL in [`postgres`]; in [`checkpoints`] the suite every
+//! checkpoint store must pass; and a scripted loopback HTTP server for the providers
+//! ([`loopback`]). Never a mock: the scripts that make the fleet agree must run on Redis
+//! itself, and the statements that fence a checkpoint on PostgreSQL itself.
 
 #![allow(dead_code)] // each test file uses its own part of the kit
 
+pub mod checkpoints;
 pub mod loopback;
+pub mod postgres;
 
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
