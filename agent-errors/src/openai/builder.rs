@@ -10,6 +10,7 @@ use crate::error::BoxError;
 use crate::llm::CallSource;
 use crate::llm::MAX_RETRY_AFTER;
 use crate::llm::retryability::RetryRules;
+use crate::provider::body::DEFAULT_MAX_RESPONSE_BYTES;
 use crate::provider::{
     DEFAULT_FIRST_EVENT_TIMEOUT, DEFAULT_STREAM_IDLE_TIMEOUT, RefreshHook, Transport,
     default_transport_schedule, non_empty,
@@ -25,6 +26,7 @@ pub struct OpenAiBuilder {
     timeout: Duration,
     max_tokens: Option<u32>,
     max_tokens_field: MaxTokensField,
+    max_response_bytes: usize,
     rules: RetryRules,
     transport: RetrySchedule,
     max_retry_after: Duration,
@@ -59,6 +61,7 @@ impl Default for OpenAiBuilder {
             timeout: DEFAULT_TIMEOUT,
             max_tokens: None,
             max_tokens_field: MaxTokensField::default(),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             rules: RetryRules::default(),
             transport: default_transport_schedule(),
             max_retry_after: MAX_RETRY_AFTER,
@@ -138,6 +141,16 @@ impl OpenAiBuilder {
     #[must_use]
     pub fn max_tokens_field(mut self, field: MaxTokensField) -> Self {
         self.max_tokens_field = field;
+        self
+    }
+
+    /// The most of a (non-streamed) answer's body read, 8 MiB by default: a larger answer is
+    /// [`OpenAiError::ResponseTooLarge`](super::OpenAiError::ResponseTooLarge), found out
+    /// while it streams in, so the rest is never read. Error bodies are always cut to 64 KiB
+    /// the same way. Streamed answers are bounded by their line and event caps instead.
+    #[must_use]
+    pub fn max_response_bytes(mut self, limit: usize) -> Self {
+        self.max_response_bytes = limit;
         self
     }
 
@@ -257,6 +270,7 @@ impl OpenAiBuilder {
             timeout: self.timeout,
             max_tokens: self.max_tokens,
             max_tokens_field: self.max_tokens_field,
+            max_response_bytes: self.max_response_bytes,
             headers,
             transport: Transport {
                 rules: self.rules,

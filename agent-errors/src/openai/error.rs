@@ -1,3 +1,4 @@
+use std::io;
 use std::time::Duration;
 
 use crate::chat::CallSource;
@@ -11,7 +12,7 @@ use crate::stream::StreamError;
 /// [`StatusError::body`].
 const MAX_MESSAGE_CHARS: usize = 1000;
 /// The most of a response body kept at all.
-const MAX_BODY_BYTES: usize = 64 * 1024;
+const MAX_BODY_BYTES: usize = crate::provider::body::MAX_ERROR_BODY_BYTES;
 
 /// A chat-completions call that failed. Retries inside the provider never wrap it: after the
 /// last attempt the caller gets the last attempt's error as it was.
@@ -48,7 +49,8 @@ pub enum OpenAiError {
         #[source]
         source: reqwest::Error,
     },
-    /// A success status with a body that is not a chat completion.
+    /// A success status with a body that is valid JSON but not a chat completion. Not retried:
+    /// the server would answer the same way again.
     #[error("the server's answer is not a chat completion")]
     InvalidResponse {
         /// The body, cut to 64 KiB.
@@ -56,6 +58,33 @@ pub enum OpenAiError {
         /// Why it did not parse.
         #[source]
         source: serde_json::Error,
+    },
+    /// A success status whose body broke off before its JSON ended, or is not JSON at all: what
+    /// a proxy or load balancer that dropped the connection, or answered in the server's
+    /// place, leaves behind. Retried; [`classify`](crate::classify()) calls it `Transient`
+    /// (its source is an `io::Error` of kind `UnexpectedEof`).
+    #[error("the server's answer broke off or is not JSON ({reason})")]
+    BrokenResponse {
+        /// The body, cut to 64 KiB. Untrusted text.
+        body: String,
+        /// What the JSON parser said.
+        reason: String,
+        /// An `io::Error` of kind `UnexpectedEof`.
+        #[source]
+        source: io::Error,
+    },
+    /// A success status whose body is larger than
+    /// [`OpenAiBuilder::max_response_bytes`](super::OpenAiBuilder::max_response_bytes): the body
+    /// was read up to the limit and the connection dropped. Not retried;
+    /// [`classify`](crate::classify()) calls it `Validation` (its source is an `io::Error` of
+    /// kind `InvalidData`).
+    #[error("the server's answer is larger than the limit of {limit} bytes")]
+    ResponseTooLarge {
+        /// The limit.
+        limit: usize,
+        /// An `io::Error` of kind `InvalidData`.
+        #[source]
+        source: io::Error,
     },
     /// The server did not answer a streamed request's headers within the timeout. Never retried,
     /// like [`Timeout`](OpenAiError::Timeout).
@@ -85,6 +114,36 @@ impl OpenAiError {
                 Ok(error) => OpenAiError::Stream(*error),
                 Err(other) => OpenAiError::Stream(StreamError::malformed(other.to_string(), "")),
             },
+        }
+    }
+
+    /// A success body that did not parse: a valid JSON value of the wrong shape is
+    /// [`InvalidResponse`](OpenAiError::InvalidResponse), anything else (cut short, not JSON)
+    /// [`BrokenResponse`](OpenAiError::BrokenResponse).
+    pub(crate) fn unparsable(body: &[u8], error: serde_json::Error) -> Self {
+        match error.classify() {
+            serde_json::error::Category::Data => OpenAiError::InvalidResponse {
+                body: lossy_prefix(body),
+                source: error,
+            },
+            _ => OpenAiError::BrokenResponse {
+                body: lossy_prefix(body),
+                reason: error.to_string(),
+                source: io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the answer is not whole JSON",
+                ),
+            },
+        }
+    }
+
+    pub(crate) fn too_large(limit: usize) -> Self {
+        OpenAiError::ResponseTooLarge {
+            limit,
+            source: io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the answer is over the size limit",
+            ),
         }
     }
 

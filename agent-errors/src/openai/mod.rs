@@ -7,13 +7,19 @@
 //! The wire format has no error flag for tool messages, so an error result's content is sent
 //! prefixed with [`TOOL_ERROR_PREFIX`].
 //!
+//! A request's [`RequestOptions`](crate::RequestOptions) become the fields of the same names
+//! (`temperature`, `top_p`, `stop`, `seed`, `tool_choice`, `parallel_tool_calls`,
+//! `response_format`); unset options are not sent. `tool_choice` and `parallel_tool_calls` are
+//! sent only with tools on offer, since servers refuse them in a request without tools.
+//!
 //! # Recovery inside the provider
 //!
 //! Below the agent's `on_llm_error`, each call recovers from what a retry can fix, following the
 //! status table of [`classify`](mod@crate::classify) and adding the rules of model calls:
 //!
-//! - connection errors, bodies that could not be read or decoded, and the statuses the table
-//!   calls retryable (408, 409, 423, 425, 500, 502, 503, 504 and the other 5xx but 501) are
+//! - connection errors, bodies that could not be read or decoded, a success whose body broke
+//!   off or is not JSON ([`OpenAiError::BrokenResponse`]: a proxy dropped the connection), and
+//!   the statuses the table calls retryable (408, 409, 423, 425, 500, 502, 503, 504 and the other 5xx but 501) are
 //!   retried: 3 attempts in all, 250 ms then
 //!   500 ms apart by default ([`OpenAiBuilder::transport_retry`]); a `Retry-After` (or OpenAI's
 //!   `retry-after-ms`) replaces the computed delay, cut to [`OpenAiBuilder::max_retry_after`];
@@ -27,6 +33,12 @@
 //!   key (the key is kept for later calls);
 //! - `x-should-retry: false` stops all of this, and a request timeout is never retried: the
 //!   timeout is the whole budget of the call.
+//!
+//! A success that is valid JSON of the wrong shape is not retried: it would come back the same.
+//! Bodies are read under a size cap while they stream in: a non-streamed answer larger than
+//! [`OpenAiBuilder::max_response_bytes`] (8 MiB by default) is
+//! [`OpenAiError::ResponseTooLarge`], and an error body is cut to 64 KiB and classified by its
+//! status; past the cap the connection is dropped and the rest is never read.
 //!
 //! When recovery gives up, the caller gets the last attempt's [`OpenAiError`] as it was, never a
 //! wrapper.
@@ -66,6 +78,7 @@ use crate::chat::BoxFuture as ChatFuture;
 use crate::error::BoxError;
 use crate::llm::{ChatModel, ChatRequest, ChatResponse};
 use crate::provider::Transport;
+use crate::provider::body::{MAX_ERROR_BODY_BYTES, read_capped};
 use crate::stream::ChatStream;
 use crate::stream::guard;
 
@@ -88,6 +101,7 @@ pub struct OpenAiModel {
     timeout: Duration,
     max_tokens: Option<u32>,
     max_tokens_field: MaxTokensField,
+    max_response_bytes: usize,
     headers: reqwest::header::HeaderMap,
     transport: Transport,
 }
@@ -168,11 +182,8 @@ impl OpenAiModel {
                 timeout: self.timeout,
             })?
             .map_err(|e| self.reqwest_error(e))?;
-        let status = response.status();
-        if !status.is_success() {
-            let headers = response.headers().clone();
-            let bytes = response.bytes().await.map_err(|e| self.reqwest_error(e))?;
-            return Err(StatusError::new(status.as_u16(), &headers, &bytes).into());
+        if !response.status().is_success() {
+            return Err(self.status_error(response).await);
         }
         let events = guard::decode_body(response, stream::Decoder::default(), |source| {
             Box::new(OpenAiError::Connection { source })
@@ -190,22 +201,32 @@ impl OpenAiModel {
         let body = wire::RequestBody::new(&self.model, request, max_tokens, self.max_tokens_field);
         let http = self.post(&body).timeout(self.timeout);
         let response = http.send().await.map_err(|e| self.reqwest_error(e))?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(|e| self.reqwest_error(e))?;
-        if !status.is_success() {
-            return Err(StatusError::new(status.as_u16(), &headers, &bytes).into());
+        if !response.status().is_success() {
+            return Err(self.status_error(response).await);
         }
-        let completion: wire::Completion =
-            serde_json::from_slice(&bytes).map_err(|source| OpenAiError::InvalidResponse {
-                body: error::lossy_prefix(&bytes),
-                source,
-            })?;
+        let body = read_capped(response, self.max_response_bytes)
+            .await
+            .map_err(|e| self.reqwest_error(e))?;
+        if body.cut {
+            return Err(OpenAiError::too_large(self.max_response_bytes));
+        }
+        let completion: wire::Completion = serde_json::from_slice(&body.bytes)
+            .map_err(|e| OpenAiError::unparsable(&body.bytes, e))?;
         completion
             .into_response()
             .ok_or_else(|| OpenAiError::NoChoices {
-                body: error::lossy_prefix(&bytes),
+                body: error::lossy_prefix(&body.bytes),
             })
+    }
+
+    /// An error status with the first 64 KiB of its body; the rest is never read.
+    async fn status_error(&self, response: reqwest::Response) -> OpenAiError {
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        match read_capped(response, MAX_ERROR_BODY_BYTES).await {
+            Ok(body) => StatusError::new(status, &headers, &body.bytes).into(),
+            Err(e) => self.reqwest_error(e),
+        }
     }
 
     fn reqwest_error(&self, source: reqwest::Error) -> OpenAiError {

@@ -1,6 +1,9 @@
 //! What the HTTP providers share: the recovery loop around one model call (transport retries,
-//! the context-overflow shrink, the credential refresh), the API key slot, and the stream
-//! limits. Each provider brings its wire format and its error type.
+//! the context-overflow shrink, the credential refresh), the API key slot, the stream limits,
+//! and reading bodies under a size cap ([`body`]). Each provider brings its wire format and its
+//! error type.
+
+pub(crate) mod body;
 
 use std::error::Error;
 use std::fmt;
