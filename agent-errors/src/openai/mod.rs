@@ -19,10 +19,10 @@
 //!
 //! - connection errors, bodies that could not be read or decoded, a success whose body broke
 //!   off or is not JSON ([`OpenAiError::BrokenResponse`]: a proxy dropped the connection), and
-//!   the statuses the table calls retryable (408, 409, 423, 425, 500, 502, 503, 504 and the other 5xx but 501) are
-//!   retried: 3 attempts in all, 250 ms then
-//!   500 ms apart by default ([`OpenAiBuilder::transport_retry`]); a `Retry-After` (or OpenAI's
-//!   `retry-after-ms`) replaces the computed delay, cut to [`OpenAiBuilder::max_retry_after`];
+//!   the statuses the table calls retryable (408, 409, 423, 425, 500, 502, 503, 504 and the
+//!   other 5xx but 501) are retried: 3 attempts in all, 250 ms then 500 ms apart by default
+//!   ([`OpenAiBuilder::transport_retry`]); a `Retry-After` (or OpenAI's `retry-after-ms`)
+//!   replaces the computed delay, cut to [`OpenAiBuilder::max_retry_after`];
 //! - 429 and overload errors (529, or "overloaded" in the body) are capacity events, retried the
 //!   same way for calls whose [`CallSource`] is on the foreground allowlist (default
 //!   `{main_agent}`) and failing fast for all others; a 429 that says the quota or spending

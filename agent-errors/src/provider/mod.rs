@@ -3,6 +3,8 @@
 //! and reading bodies under a size cap ([`body`]). Each provider brings its wire format and its
 //! error type.
 
+// Read by every provider; a build with only some of them leaves parts unused.
+#[cfg_attr(not(all(feature = "openai", feature = "anthropic")), allow(dead_code))]
 pub(crate) mod body;
 
 use std::error::Error;
