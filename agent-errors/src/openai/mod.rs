@@ -24,9 +24,9 @@
 //!   ([`OpenAiBuilder::transport_retry`]); a `Retry-After` (or OpenAI's `retry-after-ms`)
 //!   replaces the computed delay, cut to [`OpenAiBuilder::max_retry_after`];
 //! - 429 and overload errors (529, or "overloaded" in the body) are capacity events, retried the
-//!   same way for calls whose [`CallSource`] is on the foreground allowlist (default
-//!   `{main_agent}`) and failing fast for all others; a 429 that says the quota or spending
-//!   limit is used up is never retried;
+//!   same way for calls whose [`CallSource`](crate::CallSource) is on the foreground allowlist
+//!   (default `{main_agent}`) and failing fast for all others; a 429 that says the quota or
+//!   spending limit is used up is never retried;
 //! - a 400 that reports a context overflow is sent once more with `max_tokens` set to the room
 //!   the error says is left, unless that is below the floor (3000 tokens by default);
 //! - a 401 calls the credential-refresh hook, if one is set, and is sent once more with the new
