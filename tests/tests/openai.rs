@@ -1080,6 +1080,8 @@ struct RawReply {
     status: u16,
     announced: usize,
     body: Vec<u8>,
+    /// Keep the connection open, silent, after the body until the client closes it.
+    hold: bool,
 }
 
 impl RawReply {
@@ -1089,6 +1091,7 @@ impl RawReply {
             status,
             announced: len,
             body: vec![b'x'; len],
+            hold: false,
         }
     }
 
@@ -1098,6 +1101,7 @@ impl RawReply {
             status: 200,
             announced,
             body: body.as_bytes().to_vec(),
+            hold: false,
         }
     }
 }
@@ -1111,7 +1115,7 @@ struct RawServer {
 
 impl RawServer {
     async fn start(replies: Vec<RawReply>) -> RawServer {
-        use tokio::io::AsyncWriteExt;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
         let (report, written) = tokio::sync::mpsc::unbounded_channel();
@@ -1134,6 +1138,9 @@ impl RawServer {
                     sent += chunk.len();
                 }
                 let _ = report.send(outcome);
+                if reply.hold {
+                    let _ = socket.read(&mut [0u8; 1]).await;
+                }
             }
         });
         RawServer { base_url, written }
@@ -1318,4 +1325,29 @@ async fn valid_json_of_the_wrong_shape_is_not_retried() {
     );
     assert_eq!(server.requests(), 1);
     assert_eq!(classify(&error).kind, ErrorKind::Validation);
+}
+
+#[tokio::test]
+async fn a_stalled_error_body_of_a_streamed_request_ends_at_the_timeout() {
+    let stalled = RawReply {
+        status: 400,
+        announced: 1000,
+        body: b"{\"error\": {\"message\": \"bad".to_vec(),
+        hold: true,
+    };
+    let server = RawServer::start(vec![stalled]).await;
+    let model = raw_model(&server).timeout(MS(300)).build().unwrap();
+
+    let request = ask();
+    let asked = tokio::time::timeout(SECS(10), model.stream(&request));
+    let error = asked
+        .await
+        .expect("the stalled body was waited for past the timeout")
+        .err()
+        .expect("a 400");
+    let OpenAiError::Status(status) = &error else {
+        panic!("expected a status error, got {error:?}");
+    };
+    assert_eq!(status.status(), 400);
+    assert_eq!(status.body(), "");
 }

@@ -219,13 +219,17 @@ impl OpenAiModel {
             })
     }
 
-    /// An error status with the first 64 KiB of its body; the rest is never read.
+    /// An error status with the first 64 KiB of its body; the rest is never read. A body that
+    /// does not come within the timeout is left out: the status says enough. (A streamed
+    /// request's timeout ends with its headers, so the body needs its own.)
     async fn status_error(&self, response: reqwest::Response) -> OpenAiError {
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        match read_capped(response, MAX_ERROR_BODY_BYTES).await {
-            Ok(body) => StatusError::new(status, &headers, &body.bytes).into(),
-            Err(e) => self.reqwest_error(e),
+        let body = tokio::time::timeout(self.timeout, read_capped(response, MAX_ERROR_BODY_BYTES));
+        match body.await {
+            Ok(Ok(body)) => StatusError::new(status, &headers, &body.bytes).into(),
+            Ok(Err(e)) => self.reqwest_error(e),
+            Err(_) => StatusError::new(status, &headers, b"").into(),
         }
     }
 
