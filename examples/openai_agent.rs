@@ -6,16 +6,21 @@
 //!     cargo run -p agent-errors-examples --example openai_agent --features openai
 //! ```
 //!
+//! Add `-- --stream` to print the model's answers as they arrive (text as it is written, tool
+//! calls as their arguments come in), then the final answer.
+//!
 //! `OPENAI_API_KEY` is needed only by servers that check it. The provider retries what a retry
 //! can fix (dropped connections, 503s, rate limits, a context overflow) before an error reaches
 //! the agent; `on_llm_error` below handles what it leaves, and tool failures become error results
 //! the model reads on its next turn.
 
+use std::io::Write as _;
 use std::time::Duration;
 
-use agent_errors::Agent;
 use agent_errors::openai::{OpenAiError, OpenAiModel};
 use agent_errors::prelude::*;
+use agent_errors::{Agent, RunDelta, RunOptions, StreamEvent};
+use tokio::sync::mpsc;
 
 #[derive(Debug, thiserror::Error)]
 enum CountError {
@@ -37,6 +42,7 @@ async fn count_keys(json: String) -> Result<usize, CountError> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let stream = std::env::args().skip(1).any(|arg| arg == "--stream");
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
@@ -78,7 +84,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let question = format!("How many top-level keys does this JSON object have?\n{document}");
     println!("user   {question}");
 
-    let outcome = agent.run_with_report(question).await;
+    let outcome = if stream {
+        let (sender, deltas) = mpsc::channel(64);
+        let printer = tokio::spawn(print_deltas(deltas));
+        let outcome = agent
+            .run_with(question, RunOptions::new().stream_to(sender))
+            .await;
+        // The run dropped its sender when it ended, so the printer has seen every delta.
+        printer.await?;
+        outcome
+    } else {
+        agent.run_with_report(question).await
+    };
     for event in &outcome.report.events {
         println!("event  {event:?}");
     }
@@ -88,4 +105,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("answer {}", outcome.result?);
     Ok(())
+}
+
+/// Prints each delta as it arrives: text as written, tool calls as their arguments stream in.
+async fn print_deltas(mut deltas: mpsc::Receiver<RunDelta>) {
+    let mut stdout = std::io::stdout();
+    while let Some(delta) = deltas.recv().await {
+        match delta {
+            RunDelta::Model(StreamEvent::TextDelta(text)) => print!("{text}"),
+            RunDelta::Model(StreamEvent::ToolCallStarted { name, .. }) => {
+                print!("\ncall   {name} ")
+            }
+            RunDelta::Model(StreamEvent::ToolCallDelta { arguments, .. }) => print!("{arguments}"),
+            RunDelta::Model(StreamEvent::Finish(reason)) => println!("\nfinish {reason:?}"),
+            RunDelta::TurnRestarted {
+                turn,
+                failed_attempt,
+            } => {
+                println!("\nretry  turn {turn} starts over after attempt {failed_attempt} failed");
+            }
+            _ => {}
+        }
+        let _ = stdout.flush();
+    }
 }

@@ -450,7 +450,7 @@ async fn the_default_turn_cap_is_twenty() {
     assert_eq!(agent.max_turns(), 20);
 }
 
-#[derive(Debug, PartialEq, serde::Deserialize)]
+#[derive(Debug, PartialEq, serde::Deserialize, schemars::JsonSchema)]
 struct Verdict {
     ok: bool,
 }

@@ -74,7 +74,7 @@ async fn respond_with_ends_the_run_with_that_output() {
     assert_eq!(model.calls(), 1);
 }
 
-#[derive(Debug, PartialEq, serde::Deserialize)]
+#[derive(Debug, PartialEq, serde::Deserialize, schemars::JsonSchema)]
 struct Report {
     findings: Vec<String>,
 }

@@ -17,12 +17,14 @@ use agent_errors::openai::{
 use agent_errors::retry::RetrySchedule;
 use agent_errors::{BoxError, ErrorKind, HttpError, classify};
 use agent_errors::{CallSource, ChatModel, ChatRequest, Message, ToolCall, ToolResult, ToolSpec};
+use agent_errors::{RequestOptions, ResponseFormat, StreamEvent, ToolChoice};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -80,6 +82,17 @@ impl Reply {
             status,
             json!({"error": {"message": message, "type": "error", "code": code}}),
         )
+    }
+
+    /// A streamed answer of one text delta.
+    fn sse_text(text: &str) -> Reply {
+        let chunk =
+            json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]});
+        Reply::Answer {
+            status: 200,
+            headers: vec![("content-type", "text/event-stream".to_owned())],
+            body: format!("data: {chunk}\n\ndata: [DONE]\n\n"),
+        }
     }
 
     fn with_header(mut self, name: &'static str, value: &str) -> Reply {
@@ -667,23 +680,6 @@ async fn a_timeout_is_not_retried() {
 }
 
 #[tokio::test]
-async fn malformed_json_is_not_retried() {
-    let server = FaultServer::start([
-        Reply::raw(200, "{\"choices\": [ {\"message\""),
-        Reply::text("never asked"),
-    ])
-    .await;
-    let model = builder(&server, &Sleeps::default()).build().unwrap();
-
-    let error = model.complete(&ask()).await.unwrap_err();
-    assert!(
-        matches!(&error, OpenAiError::InvalidResponse { body, .. } if body.starts_with("{\"choices\"")),
-        "got {error:?}"
-    );
-    assert_eq!(server.requests(), 1);
-}
-
-#[tokio::test]
 async fn a_completion_without_choices_is_an_error() {
     let server = FaultServer::start([Reply::json(200, json!({"choices": []}))]).await;
     let model = builder(&server, &Sleeps::default()).build().unwrap();
@@ -977,4 +973,381 @@ fn credentials_in_the_base_url_and_the_key_never_show() {
     let upstream = format!("upstream said: key {key} was refused");
     let redacted = agent_errors::redact::redact(&upstream);
     assert!(!redacted.contains(key), "{redacted}");
+}
+
+fn count_keys_spec() -> ToolSpec {
+    ToolSpec {
+        name: "count_keys".into(),
+        description: "Counts keys.".into(),
+        parameters: json!({"type": "object", "properties": {"json": {"type": "string"}}}),
+    }
+}
+
+fn answer_schema() -> Value {
+    json!({"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]})
+}
+
+fn every_option() -> RequestOptions {
+    RequestOptions::new()
+        .temperature(0.25)
+        .top_p(0.5)
+        .stop(["END", "STOP"])
+        .seed(7)
+        .tool_choice(ToolChoice::Tool("count_keys".into()))
+        .parallel_tool_calls(false)
+        .response_format(ResponseFormat::JsonSchema {
+            name: "Answer".into(),
+            schema: answer_schema(),
+            strict: true,
+        })
+}
+
+/// The body's fields other than the model, the messages and the tools.
+fn option_fields(body: &Value) -> Value {
+    let mut fields = body.as_object().unwrap().clone();
+    for key in ["model", "messages", "tools", "stream", "stream_options"] {
+        fields.remove(key);
+    }
+    Value::Object(fields)
+}
+
+fn every_option_on_the_wire() -> Value {
+    json!({
+        "temperature": 0.25,
+        "top_p": 0.5,
+        "stop": ["END", "STOP"],
+        "seed": 7,
+        "tool_choice": {"type": "function", "function": {"name": "count_keys"}},
+        "parallel_tool_calls": false,
+        "response_format": {"type": "json_schema", "json_schema": {
+            "name": "Answer", "schema": answer_schema(), "strict": true
+        }}
+    })
+}
+
+#[tokio::test]
+async fn request_options_are_sent_as_chat_completion_fields() {
+    let server = FaultServer::start([Reply::text("{\"count\": 2}")]).await;
+    let model = builder(&server, &Sleeps::default()).build().unwrap();
+    let request = ChatRequest::new(vec![Message::user("hi")], vec![count_keys_spec()])
+        .with_options(every_option());
+
+    model.complete(&request).await.unwrap();
+
+    let body = server.seen()[0].body.clone().unwrap();
+    assert_eq!(option_fields(&body), every_option_on_the_wire());
+}
+
+#[tokio::test]
+async fn a_streamed_request_sends_the_same_options() {
+    let server = FaultServer::start([Reply::sse_text("{\"count\": 2}")]).await;
+    let model = builder(&server, &Sleeps::default()).build().unwrap();
+    let request = ChatRequest::new(vec![Message::user("hi")], vec![count_keys_spec()])
+        .with_options(every_option());
+
+    let events: Vec<_> = model.stream(&request).await.unwrap().collect().await;
+    assert!(matches!(&events[0], Ok(StreamEvent::TextDelta(t)) if t == "{\"count\": 2}"));
+
+    let body = server.seen()[0].body.clone().unwrap();
+    assert_eq!(body["stream"], true);
+    assert_eq!(option_fields(&body), every_option_on_the_wire());
+}
+
+#[tokio::test]
+async fn unset_options_are_not_sent_and_tool_options_need_tools() {
+    let server = FaultServer::start([Reply::text("a"), Reply::text("b")]).await;
+    let model = builder(&server, &Sleeps::default()).build().unwrap();
+
+    model.complete(&ask()).await.unwrap();
+    model
+        .complete(&ask().with_options(every_option()))
+        .await
+        .unwrap();
+
+    let seen = server.seen();
+    assert_eq!(option_fields(seen[0].body.as_ref().unwrap()), json!({}));
+    // Without tools on offer, servers refuse `tool_choice` and `parallel_tool_calls`.
+    let mut expected = every_option_on_the_wire();
+    let expected_fields = expected.as_object_mut().unwrap();
+    expected_fields.remove("tool_choice");
+    expected_fields.remove("parallel_tool_calls");
+    assert_eq!(option_fields(seen[1].body.as_ref().unwrap()), expected);
+}
+
+/// One answer of a [`RawServer`]: the status, the `Content-Length` it announces, and what it
+/// then writes (possibly less than announced, then it closes the connection).
+struct RawReply {
+    status: u16,
+    announced: usize,
+    body: Vec<u8>,
+    /// Keep the connection open, silent, after the body until the client closes it.
+    hold: bool,
+}
+
+impl RawReply {
+    /// `len` bytes of filler, announced in full.
+    fn huge(status: u16, len: usize) -> RawReply {
+        RawReply {
+            status,
+            announced: len,
+            body: vec![b'x'; len],
+            hold: false,
+        }
+    }
+
+    /// `body`, announced as `announced` bytes: the connection closes before the body is whole.
+    fn cut_short(body: &str, announced: usize) -> RawReply {
+        RawReply {
+            status: 200,
+            announced,
+            body: body.as_bytes().to_vec(),
+            hold: false,
+        }
+    }
+}
+
+/// A loopback server written on the socket: it reports, per connection, how many body bytes it
+/// wrote before the client closed the connection (`Err`) or all of them (`Ok`).
+struct RawServer {
+    base_url: String,
+    written: tokio::sync::mpsc::UnboundedReceiver<Result<usize, usize>>,
+}
+
+impl RawServer {
+    async fn start(replies: Vec<RawReply>) -> RawServer {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let (report, written) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            for reply in replies {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                read_request(&mut socket).await;
+                let head = format!(
+                    "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    reply.status, reply.announced
+                );
+                socket.write_all(head.as_bytes()).await.unwrap();
+                let mut sent = 0;
+                let mut outcome = Ok(reply.body.len());
+                for chunk in reply.body.chunks(64 * 1024) {
+                    if socket.write_all(chunk).await.is_err() {
+                        outcome = Err(sent);
+                        break;
+                    }
+                    sent += chunk.len();
+                }
+                let _ = report.send(outcome);
+                if reply.hold {
+                    let _ = socket.read(&mut [0u8; 1]).await;
+                }
+            }
+        });
+        RawServer { base_url, written }
+    }
+
+    /// What the server wrote on its next connection.
+    async fn next_written(&mut self) -> Result<usize, usize> {
+        tokio::time::timeout(SECS(30), self.written.recv())
+            .await
+            .expect("the server is still writing: the client did not drop the connection")
+            .expect("the server answered")
+    }
+}
+
+/// Reads one request: its head and as much body as it announces.
+async fn read_request(socket: &mut TcpStream) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = socket.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            return;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf);
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + length {
+                return;
+            }
+        }
+    }
+}
+
+fn raw_model(server: &RawServer) -> OpenAiBuilder {
+    OpenAiModel::builder()
+        .base_url(&server.base_url)
+        .model("test-model")
+        .timeout(SECS(30))
+        .sleeper(|_| std::future::ready(()))
+}
+
+const HUGE: usize = 64 * 1024 * 1024;
+
+#[tokio::test]
+async fn an_answer_over_the_size_cap_is_an_error_and_is_not_read_whole() {
+    let mut server = RawServer::start(vec![RawReply::huge(200, HUGE)]).await;
+    let model = raw_model(&server)
+        .max_response_bytes(1024 * 1024)
+        .build()
+        .unwrap();
+
+    let error = model.complete(&ask()).await.unwrap_err();
+    assert!(
+        matches!(error, OpenAiError::ResponseTooLarge { limit, .. } if limit == 1024 * 1024),
+        "got {error:?}"
+    );
+    let written = server.next_written().await;
+    assert!(
+        matches!(written, Err(n) if n < HUGE),
+        "the server wrote {written:?} of {HUGE} bytes"
+    );
+    // Asking again would bring the same answer.
+    assert_eq!(classify(&error).kind, ErrorKind::Validation);
+}
+
+#[tokio::test]
+async fn a_huge_error_body_is_cut_and_classified_by_its_status() {
+    let mut server = RawServer::start(vec![RawReply::huge(400, HUGE)]).await;
+    let model = raw_model(&server).build().unwrap();
+
+    let error = model.complete(&ask()).await.unwrap_err();
+    let OpenAiError::Status(status) = &error else {
+        panic!("expected a status error, got {error:?}");
+    };
+    assert_eq!(status.status(), 400);
+    assert_eq!(status.body().len(), 64 * 1024);
+    assert_eq!(classify(&error).kind, ErrorKind::Validation);
+    let written = server.next_written().await;
+    assert!(
+        matches!(written, Err(n) if n < HUGE),
+        "the server wrote {written:?} of {HUGE} bytes"
+    );
+}
+
+#[tokio::test]
+async fn a_huge_error_body_of_a_streamed_request_is_cut_too() {
+    let mut server = RawServer::start(vec![RawReply::huge(401, HUGE)]).await;
+    let model = raw_model(&server).build().unwrap();
+
+    let error = model.stream(&ask()).await.err().expect("a 401");
+    assert_eq!(error.status(), Some(401));
+    let written = server.next_written().await;
+    assert!(
+        matches!(written, Err(n) if n < HUGE),
+        "the server wrote {written:?} of {HUGE} bytes"
+    );
+}
+
+#[tokio::test]
+async fn a_200_cut_short_or_not_json_is_retried() {
+    let server = FaultServer::start([
+        Reply::raw(200, "{\"choices\": [ {\"message\""),
+        Reply::raw(200, "<html><body>502 Bad Gateway</body></html>"),
+        Reply::text("ok"),
+    ])
+    .await;
+    let sleeps = Sleeps::default();
+    let model = builder(&server, &sleeps).build().unwrap();
+
+    let reply = model.complete(&ask()).await.unwrap();
+    assert_eq!(reply.text.as_deref(), Some("ok"));
+    assert_eq!(server.requests(), 3);
+    assert_eq!(sleeps.taken(), [MS(250), MS(500)]);
+}
+
+#[tokio::test]
+async fn broken_answers_that_outlast_the_retries_end_as_a_retryable_error() {
+    let server = FaultServer::start([
+        Reply::raw(200, "{\"choices\": [ {\"message\""),
+        Reply::raw(200, ""),
+        Reply::raw(200, "{\"choices\": [ {\"mess"),
+        Reply::text("never asked"),
+    ])
+    .await;
+    let model = builder(&server, &Sleeps::default()).build().unwrap();
+
+    let error = model.complete(&ask()).await.unwrap_err();
+    assert!(
+        matches!(&error, OpenAiError::BrokenResponse { body, .. } if body == "{\"choices\": [ {\"mess"),
+        "got {error:?}"
+    );
+    assert_eq!(server.requests(), 3);
+    let classification = classify(&error);
+    assert_eq!(classification.kind, ErrorKind::Transient);
+    assert!(classification.is_retryable());
+}
+
+#[tokio::test]
+async fn a_connection_dropped_mid_body_is_retried_and_ends_retryable() {
+    let body = "{\"choices\": [{\"message\": {\"content\": \"hel";
+    let mut server = RawServer::start(vec![
+        RawReply::cut_short(body, 1000),
+        RawReply::cut_short(body, 1000),
+        RawReply::cut_short(body, 1000),
+    ])
+    .await;
+    let model = raw_model(&server).build().unwrap();
+
+    let error = model.complete(&ask()).await.unwrap_err();
+    assert!(
+        matches!(&error, OpenAiError::Connection { .. }),
+        "got {error:?}"
+    );
+    assert!(classify(&error).is_retryable(), "{:?}", classify(&error));
+    for _ in 0..3 {
+        assert_eq!(server.next_written().await, Ok(body.len()));
+    }
+}
+
+#[tokio::test]
+async fn valid_json_of_the_wrong_shape_is_not_retried() {
+    let server = FaultServer::start([
+        Reply::json(200, json!({"choices": "none today"})),
+        Reply::text("never asked"),
+    ])
+    .await;
+    let model = builder(&server, &Sleeps::default()).build().unwrap();
+
+    let error = model.complete(&ask()).await.unwrap_err();
+    assert!(
+        matches!(&error, OpenAiError::InvalidResponse { .. }),
+        "got {error:?}"
+    );
+    assert_eq!(server.requests(), 1);
+    assert_eq!(classify(&error).kind, ErrorKind::Validation);
+}
+
+#[tokio::test]
+async fn a_stalled_error_body_of_a_streamed_request_ends_at_the_timeout() {
+    let stalled = RawReply {
+        status: 400,
+        announced: 1000,
+        body: b"{\"error\": {\"message\": \"bad".to_vec(),
+        hold: true,
+    };
+    let server = RawServer::start(vec![stalled]).await;
+    let model = raw_model(&server).timeout(MS(300)).build().unwrap();
+
+    let request = ask();
+    let asked = tokio::time::timeout(SECS(10), model.stream(&request));
+    let error = asked
+        .await
+        .expect("the stalled body was waited for past the timeout")
+        .err()
+        .expect("a 400");
+    let OpenAiError::Status(status) = &error else {
+        panic!("expected a status error, got {error:?}");
+    };
+    assert_eq!(status.status(), 400);
+    assert_eq!(status.body(), "");
 }

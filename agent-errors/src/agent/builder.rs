@@ -10,7 +10,7 @@ use super::llm_error::{IntoLlmDecision, LlmErrorHandler, ModelError, erase_handl
 use super::{Agent, AgentInner, AgentOutput, DEFAULT_MAX_TURNS};
 use crate::breaker::{DEFAULT_THRESHOLD, ServiceBreaker};
 use crate::budget::RetryBudget;
-use crate::chat::{CallSource, ChatModel};
+use crate::chat::{CallSource, ChatModel, RequestOptions};
 use crate::executor::{Limits, PermissionHook};
 use crate::fix::FixerDef;
 use crate::observe::{AgentMeters, DEFAULT_EVENT_CAPACITY, Feed};
@@ -36,6 +36,7 @@ pub struct AgentBuilder<O = String> {
     builtins: Builtins,
     limits: Limits,
     source: CallSource,
+    options: RequestOptions,
     reserved_names_used: Vec<String>,
     _output: PhantomData<fn() -> O>,
 }
@@ -68,6 +69,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
             builtins: Builtins::default(),
             limits: Limits::default(),
             source: CallSource::MAIN_AGENT,
+            options: RequestOptions::default(),
             reserved_names_used: Vec::new(),
             _output: PhantomData,
         }
@@ -267,6 +269,36 @@ impl<O: AgentOutput> AgentBuilder<O> {
         self
     }
 
+    /// Sampling, tool choice and output format for every model request of this agent's runs.
+    /// A fixer agent ([`Agent::into_fixer`](crate::Agent::into_fixer)) sends its own options,
+    /// not those of the agent it repairs calls for.
+    ///
+    /// Without a `response_format` here, the output type's
+    /// [`AgentOutput::response_format`] applies: a [`Json<T>`](crate::Json) agent asks for `T`'s
+    /// schema.
+    ///
+    /// ```
+    /// use agent_errors::{Agent, RequestOptions, ToolChoice};
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let model = ScriptedModel::new().text("hi");
+    /// let agent = Agent::builder("greeter")
+    ///     .model(model.clone())
+    ///     .request_options(RequestOptions::new().temperature(0.0).seed(42))
+    ///     .build()?;
+    /// agent.run("say hi").await?;
+    /// assert_eq!(model.last_request().expect("asked once").options.seed, Some(42));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn request_options(mut self, options: RequestOptions) -> Self {
+        self.options = options;
+        self
+    }
+
     /// Validates the configuration; lists every problem when it refuses: no model, a zero turn
     /// cap or breaker threshold, a tool named like a built-in, and everything the registry
     /// checks (unknown fixers or fallbacks, duplicate names, `degrade` on a required tool).
@@ -302,6 +334,10 @@ impl<O: AgentOutput> AgentBuilder<O> {
             (Some(model), Some(registry), Some(breaker_threshold)) if problems.is_empty() => {
                 let offered = super::offer(&registry, self.builtins);
                 let meters = AgentMeters::new(&self.name, model.name());
+                let mut options = self.options;
+                if options.response_format.is_none() {
+                    options.response_format = O::response_format();
+                }
                 Ok(Agent {
                     inner: Arc::new(AgentInner {
                         name: self.name,
@@ -320,6 +356,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
                         builtins: self.builtins,
                         limits: self.limits,
                         source: self.source,
+                        options,
                         feed: Feed::new(DEFAULT_EVENT_CAPACITY),
                         meters,
                     }),

@@ -42,7 +42,7 @@ pub use stream::RunDelta;
 
 use crate::breaker::ServiceBreaker;
 use crate::budget::RetryBudget;
-use crate::chat::{CallSource, ChatModel, FinishReason, Message, ToolSpec};
+use crate::chat::{CallSource, ChatModel, FinishReason, Message, RequestOptions, ToolSpec};
 use crate::error::{BoxError, Severity};
 use crate::events::RunReport;
 use crate::executor::{Cancellation, Limits, PermissionHook, Terminated};
@@ -105,6 +105,8 @@ pub(crate) struct AgentInner<O> {
     pub(crate) builtins: Builtins,
     pub(crate) limits: Limits,
     pub(crate) source: CallSource,
+    /// Sent with every model request, the output type's format filled in.
+    pub(crate) options: RequestOptions,
     /// The live stream of every run's events.
     pub(crate) feed: Feed,
     pub(crate) meters: AgentMeters,
@@ -127,6 +129,7 @@ impl<O> Clone for AgentInner<O> {
             builtins: self.builtins,
             limits: self.limits,
             source: self.source.clone(),
+            options: self.options.clone(),
             feed: self.feed.clone(),
             meters: self.meters.clone(),
         }

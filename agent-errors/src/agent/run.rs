@@ -156,6 +156,7 @@ impl<O: AgentOutput> AgentInner<O> {
             super::conversation::with_system_prompt(self.system_prompt.as_deref(), history);
         let mut request = ChatRequest::new(messages, Vec::new())
             .with_source(self.source.clone())
+            .with_options(self.options.clone())
             .with_events(ctx.event_sink());
         let mut counts = Counts {
             deltas,

@@ -1,3 +1,4 @@
+use std::io;
 use std::time::Duration;
 
 pub use crate::provider::StatusError;
@@ -46,7 +47,8 @@ pub enum AnthropicError {
         #[source]
         source: reqwest::Error,
     },
-    /// A success status with a body that is not a Messages API answer.
+    /// A success status with a body that is valid JSON but not a Messages API answer. Not
+    /// retried: the server would answer the same way again.
     #[error("the server's answer is not a Messages API message")]
     InvalidResponse {
         /// The body, cut to 64 KiB and redacted. Untrusted text.
@@ -54,6 +56,20 @@ pub enum AnthropicError {
         /// Why it did not parse.
         #[source]
         source: serde_json::Error,
+    },
+    /// A success status whose body broke off before its JSON ended, or is not JSON at all: what
+    /// a proxy that dropped the connection, or answered in the server's place, leaves behind.
+    /// Retried; [`classify`](crate::classify()) calls it `Transient` (its source is an
+    /// `io::Error` of kind `UnexpectedEof`).
+    #[error("the server's answer broke off or is not JSON ({reason})")]
+    BrokenResponse {
+        /// The body, cut to 64 KiB and redacted. Untrusted text.
+        body: String,
+        /// What the JSON parser said.
+        reason: String,
+        /// An `io::Error` of kind `UnexpectedEof`.
+        #[source]
+        source: io::Error,
     },
     /// A success answer whose body is larger than the provider reads (8 MiB). Never retried.
     #[error("the Anthropic messages answer is larger than {limit} bytes")]
@@ -76,6 +92,28 @@ pub enum AnthropicError {
 }
 
 impl AnthropicError {
+    /// A success body that did not parse: a valid JSON value of the wrong shape is
+    /// [`InvalidResponse`](AnthropicError::InvalidResponse), anything else (cut short, not JSON)
+    /// [`BrokenResponse`](AnthropicError::BrokenResponse).
+    pub(crate) fn unparsable(body: &[u8], error: serde_json::Error) -> Self {
+        let body = crate::provider::lossy_prefix(body, crate::provider::MAX_ERROR_BODY_BYTES);
+        let body = crate::redact::redact(&body).into_owned();
+        match error.classify() {
+            serde_json::error::Category::Data => AnthropicError::InvalidResponse {
+                body,
+                source: error,
+            },
+            _ => AnthropicError::BrokenResponse {
+                body,
+                reason: error.to_string(),
+                source: io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the answer is not whole JSON",
+                ),
+            },
+        }
+    }
+
     /// The error of a stream's pipeline: one of ours, or a stream failure.
     pub(crate) fn from_stream(error: BoxError) -> Self {
         match error.downcast::<AnthropicError>() {

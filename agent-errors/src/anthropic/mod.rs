@@ -229,35 +229,34 @@ impl AnthropicModel {
     ) -> Result<ChatResponse, AnthropicError> {
         let body = wire::RequestBody::new(&self.model, request, max_tokens);
         let http = self.post(&body).timeout(self.timeout);
-        let mut response = http.send().await.map_err(|e| self.reqwest_error(e))?;
+        let response = http.send().await.map_err(|e| self.reqwest_error(e))?;
         if !response.status().is_success() {
             return Err(self.status_error(response).await);
         }
-        let body = provider::read_capped(&mut response, provider::MAX_ANSWER_BYTES)
+        let body = provider::read_capped(response, provider::DEFAULT_MAX_RESPONSE_BYTES)
             .await
             .map_err(|e| self.reqwest_error(e))?;
-        if body.truncated {
+        if body.cut {
             return Err(AnthropicError::ResponseTooLarge {
-                limit: provider::MAX_ANSWER_BYTES,
+                limit: provider::DEFAULT_MAX_RESPONSE_BYTES,
             });
         }
-        let answer: wire::Answer = serde_json::from_slice(&body.bytes).map_err(|source| {
-            let body = provider::lossy_prefix(&body.bytes, provider::MAX_ERROR_BODY_BYTES);
-            AnthropicError::InvalidResponse {
-                body: crate::redact::redact(&body).into_owned(),
-                source,
-            }
-        })?;
+        let answer: wire::Answer = serde_json::from_slice(&body.bytes)
+            .map_err(|e| AnthropicError::unparsable(&body.bytes, e))?;
         Ok(answer.into_response())
     }
 
-    /// An error answer as a [`StatusError`], its body read up to 64 KiB.
-    async fn status_error(&self, mut response: reqwest::Response) -> AnthropicError {
+    /// An error answer as a [`StatusError`], its body read up to 64 KiB; the rest is never
+    /// read. A body that does not come within the timeout is left out: the status says enough.
+    /// (A streamed request's timeout ends with its headers, so the body needs its own.)
+    async fn status_error(&self, response: reqwest::Response) -> AnthropicError {
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        match provider::read_capped(&mut response, provider::MAX_ERROR_BODY_BYTES).await {
-            Ok(body) => StatusError::new(error::SERVER, status, &headers, &body.bytes).into(),
-            Err(e) => self.reqwest_error(e),
+        let body = provider::read_capped(response, provider::MAX_ERROR_BODY_BYTES);
+        match tokio::time::timeout(self.timeout, body).await {
+            Ok(Ok(body)) => StatusError::new(error::SERVER, status, &headers, &body.bytes).into(),
+            Ok(Err(e)) => self.reqwest_error(e),
+            Err(_) => StatusError::new(error::SERVER, status, &headers, b"").into(),
         }
     }
 

@@ -18,6 +18,7 @@ pub struct OpenAiBuilder {
     model: Option<String>,
     max_tokens: Option<u32>,
     max_tokens_field: MaxTokensField,
+    max_response_bytes: usize,
     settings: Settings,
 }
 
@@ -41,6 +42,7 @@ impl Default for OpenAiBuilder {
             model: None,
             max_tokens: None,
             max_tokens_field: MaxTokensField::default(),
+            max_response_bytes: crate::provider::DEFAULT_MAX_RESPONSE_BYTES,
             settings: Settings::new(DEFAULT_TIMEOUT),
         }
     }
@@ -110,6 +112,16 @@ impl OpenAiBuilder {
     #[must_use]
     pub fn max_tokens_field(mut self, field: MaxTokensField) -> Self {
         self.max_tokens_field = field;
+        self
+    }
+
+    /// The most of a (non-streamed) answer's body read, 8 MiB by default: a larger answer is
+    /// [`OpenAiError::ResponseTooLarge`](super::OpenAiError::ResponseTooLarge), found out
+    /// while it streams in, so the rest is never read. Error bodies are always cut to 64 KiB
+    /// the same way. Streamed answers are bounded by their line and event caps instead.
+    #[must_use]
+    pub fn max_response_bytes(mut self, limit: usize) -> Self {
+        self.max_response_bytes = limit;
         self
     }
 
@@ -221,6 +233,7 @@ impl OpenAiBuilder {
             timeout: parts.timeout,
             max_tokens: self.max_tokens,
             max_tokens_field: self.max_tokens_field,
+            max_response_bytes: self.max_response_bytes,
             headers: parts.headers,
             transport: parts.transport,
         })

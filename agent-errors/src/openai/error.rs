@@ -1,3 +1,4 @@
+use std::io;
 use std::time::Duration;
 
 use crate::chat::CallSource;
@@ -47,7 +48,8 @@ pub enum OpenAiError {
         #[source]
         source: reqwest::Error,
     },
-    /// A success status with a body that is not a chat completion.
+    /// A success status with a body that is valid JSON but not a chat completion. Not retried:
+    /// the server would answer the same way again.
     #[error("the server's answer is not a chat completion")]
     InvalidResponse {
         /// The body, cut to 64 KiB.
@@ -55,6 +57,33 @@ pub enum OpenAiError {
         /// Why it did not parse.
         #[source]
         source: serde_json::Error,
+    },
+    /// A success status whose body broke off before its JSON ended, or is not JSON at all: what
+    /// a proxy or load balancer that dropped the connection, or answered in the server's
+    /// place, leaves behind. Retried; [`classify`](crate::classify()) calls it `Transient`
+    /// (its source is an `io::Error` of kind `UnexpectedEof`).
+    #[error("the server's answer broke off or is not JSON ({reason})")]
+    BrokenResponse {
+        /// The body, cut to 64 KiB. Untrusted text.
+        body: String,
+        /// What the JSON parser said.
+        reason: String,
+        /// An `io::Error` of kind `UnexpectedEof`.
+        #[source]
+        source: io::Error,
+    },
+    /// A success status whose body is larger than
+    /// [`OpenAiBuilder::max_response_bytes`](super::OpenAiBuilder::max_response_bytes): the body
+    /// was read up to the limit and the connection dropped. Not retried;
+    /// [`classify`](crate::classify()) calls it `Validation` (its source is an `io::Error` of
+    /// kind `InvalidData`).
+    #[error("the server's answer is larger than the limit of {limit} bytes")]
+    ResponseTooLarge {
+        /// The limit.
+        limit: usize,
+        /// An `io::Error` of kind `InvalidData`.
+        #[source]
+        source: io::Error,
     },
     /// The server did not answer a streamed request's headers within the timeout. Never retried,
     /// like [`Timeout`](OpenAiError::Timeout).
@@ -67,13 +96,6 @@ pub enum OpenAiError {
     /// stream).
     #[error(transparent)]
     Stream(#[from] StreamError),
-    /// A success answer whose body is larger than the provider reads (8 MiB). Never retried:
-    /// the same request would bring the same answer.
-    #[error("the chat completions answer is larger than {limit} bytes")]
-    ResponseTooLarge {
-        /// The most the provider reads.
-        limit: usize,
-    },
     /// A chat completion without any choice in it.
     #[error("the chat completion has no choices")]
     NoChoices {
@@ -91,6 +113,36 @@ impl OpenAiError {
                 Ok(error) => OpenAiError::Stream(*error),
                 Err(other) => OpenAiError::Stream(StreamError::malformed(other.to_string(), "")),
             },
+        }
+    }
+
+    /// A success body that did not parse: a valid JSON value of the wrong shape is
+    /// [`InvalidResponse`](OpenAiError::InvalidResponse), anything else (cut short, not JSON)
+    /// [`BrokenResponse`](OpenAiError::BrokenResponse).
+    pub(crate) fn unparsable(body: &[u8], error: serde_json::Error) -> Self {
+        match error.classify() {
+            serde_json::error::Category::Data => OpenAiError::InvalidResponse {
+                body: crate::provider::lossy_prefix(body, crate::provider::MAX_ERROR_BODY_BYTES),
+                source: error,
+            },
+            _ => OpenAiError::BrokenResponse {
+                body: crate::provider::lossy_prefix(body, crate::provider::MAX_ERROR_BODY_BYTES),
+                reason: error.to_string(),
+                source: io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the answer is not whole JSON",
+                ),
+            },
+        }
+    }
+
+    pub(crate) fn too_large(limit: usize) -> Self {
+        OpenAiError::ResponseTooLarge {
+            limit,
+            source: io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the answer is over the size limit",
+            ),
         }
     }
 

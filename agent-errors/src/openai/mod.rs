@@ -7,26 +7,38 @@
 //! The wire format has no error flag for tool messages, so an error result's content is sent
 //! prefixed with [`TOOL_ERROR_PREFIX`].
 //!
+//! A request's [`RequestOptions`](crate::RequestOptions) become the fields of the same names
+//! (`temperature`, `top_p`, `stop`, `seed`, `tool_choice`, `parallel_tool_calls`,
+//! `response_format`); unset options are not sent. `tool_choice` and `parallel_tool_calls` are
+//! sent only with tools on offer, since servers refuse them in a request without tools.
+//!
 //! # Recovery inside the provider
 //!
 //! Below the agent's `on_llm_error`, each call recovers from what a retry can fix, following the
 //! status table of [`classify`](mod@crate::classify) and adding the rules of model calls:
 //!
-//! - connection errors, bodies that could not be read or decoded, and the statuses the table
-//!   calls retryable (408, 409, 423, 425, 500, 502, 503, 504 and the other 5xx but 501) are
-//!   retried: 3 attempts in all, 250 ms then
-//!   500 ms apart by default ([`OpenAiBuilder::transport_retry`]); a `Retry-After` (or OpenAI's
-//!   `retry-after-ms`) replaces the computed delay, cut to [`OpenAiBuilder::max_retry_after`];
+//! - connection errors, bodies that could not be read or decoded, a success whose body broke
+//!   off or is not JSON ([`OpenAiError::BrokenResponse`]: a proxy dropped the connection), and
+//!   the statuses the table calls retryable (408, 409, 423, 425, 500, 502, 503, 504 and the
+//!   other 5xx but 501) are retried: 3 attempts in all, 250 ms then 500 ms apart by default
+//!   ([`OpenAiBuilder::transport_retry`]); a `Retry-After` (or OpenAI's `retry-after-ms`)
+//!   replaces the computed delay, cut to [`OpenAiBuilder::max_retry_after`];
 //! - 429 and overload errors (529, or "overloaded" in the body) are capacity events, retried the
-//!   same way for calls whose [`CallSource`] is on the foreground allowlist (default
-//!   `{main_agent}`) and failing fast for all others; a 429 that says the quota or spending
-//!   limit is used up is never retried;
+//!   same way for calls whose [`CallSource`](crate::CallSource) is on the foreground allowlist
+//!   (default `{main_agent}`) and failing fast for all others; a 429 that says the quota or
+//!   spending limit is used up is never retried;
 //! - a 400 that reports a context overflow is sent once more with `max_tokens` set to the room
 //!   the error says is left, unless that is below the floor (3000 tokens by default);
 //! - a 401 calls the credential-refresh hook, if one is set, and is sent once more with the new
 //!   key (the key is kept for later calls);
 //! - `x-should-retry: false` stops all of this, and a request timeout is never retried: the
 //!   timeout is the whole budget of the call.
+//!
+//! A success that is valid JSON of the wrong shape is not retried: it would come back the same.
+//! Bodies are read under a size cap while they stream in: a non-streamed answer larger than
+//! [`OpenAiBuilder::max_response_bytes`] (8 MiB by default) is
+//! [`OpenAiError::ResponseTooLarge`], and an error body is cut to 64 KiB and classified by its
+//! status; past the cap the connection is dropped and the rest is never read.
 //!
 //! When recovery gives up, the caller gets the last attempt's [`OpenAiError`] as it was, never a
 //! wrapper.
@@ -88,6 +100,7 @@ pub struct OpenAiModel {
     timeout: Duration,
     max_tokens: Option<u32>,
     max_tokens_field: MaxTokensField,
+    max_response_bytes: usize,
     headers: reqwest::header::HeaderMap,
     transport: Transport,
 }
@@ -187,38 +200,39 @@ impl OpenAiModel {
     ) -> Result<ChatResponse, OpenAiError> {
         let body = wire::RequestBody::new(&self.model, request, max_tokens, self.max_tokens_field);
         let http = self.post(&body).timeout(self.timeout);
-        let mut response = http.send().await.map_err(|e| self.reqwest_error(e))?;
+        let response = http.send().await.map_err(|e| self.reqwest_error(e))?;
         if !response.status().is_success() {
             return Err(self.status_error(response).await);
         }
-        let body = provider::read_capped(&mut response, provider::MAX_ANSWER_BYTES)
+        let body = provider::read_capped(response, self.max_response_bytes)
             .await
             .map_err(|e| self.reqwest_error(e))?;
-        if body.truncated {
-            return Err(OpenAiError::ResponseTooLarge {
-                limit: provider::MAX_ANSWER_BYTES,
-            });
+        if body.cut {
+            return Err(OpenAiError::too_large(self.max_response_bytes));
         }
-        let bytes = body.bytes;
-        let completion: wire::Completion =
-            serde_json::from_slice(&bytes).map_err(|source| OpenAiError::InvalidResponse {
-                body: provider::lossy_prefix(&bytes, provider::MAX_ERROR_BODY_BYTES),
-                source,
-            })?;
+        let completion: wire::Completion = serde_json::from_slice(&body.bytes)
+            .map_err(|e| OpenAiError::unparsable(&body.bytes, e))?;
         completion
             .into_response()
             .ok_or_else(|| OpenAiError::NoChoices {
-                body: provider::lossy_prefix(&bytes, provider::MAX_ERROR_BODY_BYTES),
+                body: provider::lossy_prefix(&body.bytes, provider::MAX_ERROR_BODY_BYTES),
             })
     }
 
-    /// An error answer as a [`StatusError`], its body read up to 64 KiB.
-    async fn status_error(&self, mut response: reqwest::Response) -> OpenAiError {
+    /// An error status with the first 64 KiB of its body; the rest is never read. A body that
+    /// does not come within the timeout is left out: the status says enough. (A streamed
+    /// request's timeout ends with its headers, so the body needs its own.)
+    async fn status_error(&self, response: reqwest::Response) -> OpenAiError {
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        match provider::read_capped(&mut response, provider::MAX_ERROR_BODY_BYTES).await {
-            Ok(body) => StatusError::new(error::SERVER, status, &headers, &body.bytes).into(),
-            Err(e) => self.reqwest_error(e),
+        let body = tokio::time::timeout(
+            self.timeout,
+            provider::read_capped(response, provider::MAX_ERROR_BODY_BYTES),
+        );
+        match body.await {
+            Ok(Ok(body)) => StatusError::new(error::SERVER, status, &headers, &body.bytes).into(),
+            Ok(Err(e)) => self.reqwest_error(e),
+            Err(_) => StatusError::new(error::SERVER, status, &headers, b"").into(),
         }
     }
 

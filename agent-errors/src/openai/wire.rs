@@ -5,7 +5,10 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use super::TOOL_ERROR_PREFIX;
-use crate::chat::{ChatRequest, ChatResponse, FinishReason, Message, ToolCall, ToolSpec, Usage};
+use crate::chat::{
+    ChatRequest, ChatResponse, FinishReason, Message, RequestOptions, ResponseFormat, ToolCall,
+    ToolChoice, ToolSpec, Usage,
+};
 
 /// Which request field carries the reply budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -31,6 +34,113 @@ pub(crate) struct RequestBody<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
+    #[serde(flatten)]
+    options: WireOptions<'a>,
+}
+
+/// The request's options as chat-completions fields; unset ones are left out.
+#[derive(Serialize)]
+struct WireOptions<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f32>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<WireToolChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<WireResponseFormat<'a>>,
+}
+
+/// `"auto"`, `"none"`, `"required"`, or `{"type": "function", "function": {"name": ...}}`.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireToolChoice<'a> {
+    Mode(&'static str),
+    Function {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        function: WireToolName<'a>,
+    },
+}
+
+#[derive(Serialize)]
+struct WireToolName<'a> {
+    name: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireResponseFormat<'a> {
+    JsonObject,
+    JsonSchema { json_schema: WireJsonSchema<'a> },
+}
+
+#[derive(Serialize)]
+struct WireJsonSchema<'a> {
+    name: &'a str,
+    schema: &'a serde_json::Value,
+    strict: bool,
+}
+
+impl<'a> WireOptions<'a> {
+    /// Tool choice and parallel calls go only with tools: servers refuse them without any.
+    fn new(options: &'a RequestOptions, tools_offered: bool) -> Self {
+        WireOptions {
+            temperature: options.temperature,
+            top_p: options.top_p,
+            stop: &options.stop,
+            seed: options.seed,
+            tool_choice: options
+                .tool_choice
+                .as_ref()
+                .filter(|_| tools_offered)
+                .map(WireToolChoice::from),
+            parallel_tool_calls: options.parallel_tool_calls.filter(|_| tools_offered),
+            response_format: options
+                .response_format
+                .as_ref()
+                .map(WireResponseFormat::from),
+        }
+    }
+}
+
+impl<'a> From<&'a ToolChoice> for WireToolChoice<'a> {
+    fn from(choice: &'a ToolChoice) -> Self {
+        match choice {
+            ToolChoice::Auto => WireToolChoice::Mode("auto"),
+            ToolChoice::None => WireToolChoice::Mode("none"),
+            ToolChoice::Required => WireToolChoice::Mode("required"),
+            ToolChoice::Tool(name) => WireToolChoice::Function {
+                kind: "function",
+                function: WireToolName { name },
+            },
+        }
+    }
+}
+
+impl<'a> From<&'a ResponseFormat> for WireResponseFormat<'a> {
+    fn from(format: &'a ResponseFormat) -> Self {
+        match format {
+            ResponseFormat::JsonObject => WireResponseFormat::JsonObject,
+            ResponseFormat::JsonSchema {
+                name,
+                schema,
+                strict,
+            } => WireResponseFormat::JsonSchema {
+                json_schema: WireJsonSchema {
+                    name,
+                    schema,
+                    strict: *strict,
+                },
+            },
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -105,6 +215,7 @@ impl<'a> RequestBody<'a> {
             max_completion_tokens,
             stream: false,
             stream_options: None,
+            options: WireOptions::new(&request.options, !request.tools.is_empty()),
         }
     }
 
@@ -337,6 +448,73 @@ mod tests {
             serde_json::to_value(&body).unwrap(),
             json!({"model": "m", "messages": [{"role": "assistant", "content": ""}],
                    "max_completion_tokens": 10})
+        );
+    }
+
+    fn body_with(options: RequestOptions, tools: Vec<ToolSpec>) -> serde_json::Value {
+        let request = ChatRequest::new(vec![Message::user("hi")], tools).with_options(options);
+        let body = RequestBody::new("m", &request, None, MaxTokensField::MaxTokens);
+        serde_json::to_value(&body).unwrap()
+    }
+
+    fn a_tool() -> ToolSpec {
+        ToolSpec {
+            name: "t".into(),
+            description: "d".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    #[test]
+    fn every_tool_choice_has_its_wire_form() {
+        let choices = [
+            (ToolChoice::Auto, json!("auto")),
+            (ToolChoice::None, json!("none")),
+            (ToolChoice::Required, json!("required")),
+            (
+                ToolChoice::Tool("t".into()),
+                json!({"type": "function", "function": {"name": "t"}}),
+            ),
+        ];
+        for (choice, wire) in choices {
+            let body = body_with(RequestOptions::new().tool_choice(choice), vec![a_tool()]);
+            assert_eq!(body["tool_choice"], wire);
+        }
+    }
+
+    #[test]
+    fn unset_options_and_tool_options_without_tools_are_not_sent() {
+        let body = body_with(RequestOptions::new(), vec![]);
+        assert_eq!(
+            body,
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        );
+        let tool_only = RequestOptions::new()
+            .tool_choice(ToolChoice::Required)
+            .parallel_tool_calls(false);
+        let body = body_with(tool_only, vec![]);
+        assert_eq!(body.get("tool_choice"), None);
+        assert_eq!(body.get("parallel_tool_calls"), None);
+    }
+
+    #[test]
+    fn response_formats_have_their_wire_form() {
+        let body = body_with(
+            RequestOptions::new().response_format(ResponseFormat::JsonObject),
+            vec![],
+        );
+        assert_eq!(body["response_format"], json!({"type": "json_object"}));
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        let format = ResponseFormat::JsonSchema {
+            name: "Count".into(),
+            schema: schema.clone(),
+            strict: true,
+        };
+        let body = body_with(RequestOptions::new().response_format(format), vec![]);
+        assert_eq!(
+            body["response_format"],
+            json!({"type": "json_schema",
+                   "json_schema": {"name": "Count", "schema": schema, "strict": true}})
         );
     }
 }

@@ -1,37 +1,38 @@
-//! Reading a response body without trusting its size: chunk by chunk, up to a cap.
+//! Reading a response body under a size cap, chunk by chunk as it arrives: a server (or a proxy
+//! in front of it) that sends a 10 MB error page or 50 MB of tool-call arguments costs at most
+//! the cap in memory, and the connection is dropped as soon as the cap is passed instead of
+//! being drained.
 
-/// The largest answer body read (8 MiB): far above the longest answer a model writes in one
-/// call (a reply of 128k tokens is under 1 MiB of JSON), far below what would hurt the process.
-pub(crate) const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
+/// The most of a successful (non-streamed) answer read by default: far above any real chat
+/// completion, far below what would hurt.
+pub(crate) const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 
 /// A body read up to a cap.
+#[derive(Debug)]
 pub(crate) struct CappedBody {
     /// The bytes read, at most the cap.
     pub(crate) bytes: Vec<u8>,
-    /// Whether the body went on past the cap (and was not read further).
-    pub(crate) truncated: bool,
+    /// Whether the body went on past the cap (the rest was never read).
+    pub(crate) cut: bool,
 }
 
-/// Reads at most `cap` bytes of the body, a chunk at a time, so a server that sends an endless
-/// or huge body costs at most `cap` bytes of memory.
+/// Reads `response`'s body until it ends or passes `cap` bytes. Past the cap the response is
+/// dropped, which closes the connection: the rest is never read.
 pub(crate) async fn read_capped(
-    response: &mut reqwest::Response,
+    mut response: reqwest::Response,
     cap: usize,
 ) -> Result<CappedBody, reqwest::Error> {
-    let mut bytes = Vec::new();
+    let announced = response
+        .content_length()
+        .and_then(|n| usize::try_from(n).ok());
+    let mut bytes = Vec::with_capacity(announced.unwrap_or(0).min(cap));
     while let Some(chunk) = response.chunk().await? {
-        let room = cap.saturating_sub(bytes.len());
+        let room = cap - bytes.len();
         if chunk.len() > room {
             bytes.extend_from_slice(&chunk[..room]);
-            return Ok(CappedBody {
-                bytes,
-                truncated: true,
-            });
+            return Ok(CappedBody { bytes, cut: true });
         }
         bytes.extend_from_slice(&chunk);
     }
-    Ok(CappedBody {
-        bytes,
-        truncated: false,
-    })
+    Ok(CappedBody { bytes, cut: false })
 }

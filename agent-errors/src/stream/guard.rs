@@ -30,29 +30,38 @@ pub(crate) struct SseParser {
 }
 
 impl SseParser {
-    /// Feeds a chunk; returns the events it completed.
+    /// Feeds a chunk; returns the events it completed. Whole lines inside the chunk are read in
+    /// place; only a line the chunk cuts off is copied, to wait for the rest.
     pub(crate) fn push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, StreamError> {
         let mut events = Vec::new();
-        for &byte in chunk {
-            if byte != b'\n' {
-                if self.line.len() >= MAX_LINE_BYTES {
-                    return Err(StreamError::malformed(
-                        format!("a line longer than {MAX_LINE_BYTES} bytes"),
-                        "",
-                    ));
-                }
-                self.line.push(byte);
-                continue;
-            }
-            let mut line = std::mem::take(&mut self.line);
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            let line = String::from_utf8(line)
-                .map_err(|_| StreamError::malformed("a line that is not UTF-8", ""))?;
-            events.extend(self.line_done(&line)?);
+        let mut rest = chunk;
+        while let Some(at) = rest.iter().position(|&b| b == b'\n') {
+            let piece = &rest[..at];
+            rest = &rest[at + 1..];
+            let event = if self.line.is_empty() {
+                check_line_len(piece.len())?;
+                self.complete_line(piece)
+            } else {
+                check_line_len(self.line.len() + piece.len())?;
+                self.line.extend_from_slice(piece);
+                let mut line = std::mem::take(&mut self.line);
+                let event = self.complete_line(&line);
+                line.clear();
+                self.line = line;
+                event
+            };
+            events.extend(event?);
         }
+        check_line_len(self.line.len() + rest.len())?;
+        self.line.extend_from_slice(rest);
         Ok(events)
+    }
+
+    fn complete_line(&mut self, line: &[u8]) -> Result<Option<SseEvent>, StreamError> {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line = std::str::from_utf8(line)
+            .map_err(|_| StreamError::malformed("a line that is not UTF-8", ""))?;
+        self.line_done(line)
     }
 
     fn line_done(&mut self, line: &str) -> Result<Option<SseEvent>, StreamError> {
@@ -91,6 +100,16 @@ impl SseParser {
         }
         Ok(None)
     }
+}
+
+fn check_line_len(len: usize) -> Result<(), StreamError> {
+    if len > MAX_LINE_BYTES {
+        return Err(StreamError::malformed(
+            format!("a line longer than {MAX_LINE_BYTES} bytes"),
+            "",
+        ));
+    }
+    Ok(())
 }
 
 /// A wire format's reading of SSE events.
@@ -271,6 +290,23 @@ mod tests {
         let long = vec![b'a'; MAX_LINE_BYTES + 1];
         assert!(matches!(
             parser.push(&long),
+            Err(StreamError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn the_line_cap_counts_every_chunk_of_a_line() {
+        let at_cap = format!("data: {}\n\n", "a".repeat(MAX_LINE_BYTES - 6));
+        let events = SseParser::default().push(at_cap.as_bytes()).unwrap();
+        assert_eq!(events[0].data.len(), MAX_LINE_BYTES - 6);
+
+        let mut parser = SseParser::default();
+        let half = vec![b'a'; MAX_LINE_BYTES / 2 + 1];
+        parser.push(&half).unwrap();
+        let mut rest = half.clone();
+        rest.push(b'\n');
+        assert!(matches!(
+            parser.push(&rest),
             Err(StreamError::Malformed { .. })
         ));
     }
