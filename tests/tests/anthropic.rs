@@ -1110,3 +1110,58 @@ async fn bodies_are_read_only_up_to_a_cap() {
         "the message is cut too"
     );
 }
+
+fn answer_200(body: &str) -> Reply {
+    Reply::Answer {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: body.to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn a_200_that_broke_off_or_is_not_json_is_retried_as_transient() {
+    let cut_short = r#"{"id": "msg_1", "type": "message", "content": [{"type": "te"#;
+    let server = Loopback::start([
+        answer_200("<html>502 Bad Gateway</html>"),
+        answer_200(cut_short),
+        text("whole"),
+    ])
+    .await;
+    let sleeps = Sleeps::default();
+    let model = builder(&server, &sleeps).build().unwrap();
+    let answer = model.complete(&ask()).await.unwrap();
+    assert_eq!(answer.text.as_deref(), Some("whole"));
+    assert_eq!(server.requests(), 3);
+    assert_eq!(sleeps.taken(), [MS(250), MS(500)]);
+
+    let server = Loopback::start((0..3).map(|_| answer_200(cut_short))).await;
+    let model = builder(&server, &Sleeps::default()).build().unwrap();
+    let error = model.chat(&ask()).await.unwrap_err();
+    assert!(
+        matches!(
+            error.downcast_ref(),
+            Some(AnthropicError::BrokenResponse { .. })
+        ),
+        "{error:?}"
+    );
+    assert_eq!(classify(&*error).kind, ErrorKind::Transient);
+    assert!(
+        classify(&*error).is_retryable(),
+        "on_llm_error may retry it"
+    );
+}
+
+#[tokio::test]
+async fn a_200_of_valid_json_in_the_wrong_shape_is_not_retried() {
+    let server = Loopback::start([answer_200(r#"{"content": "not a list"}"#), text("never")]).await;
+    let sleeps = Sleeps::default();
+    let model = builder(&server, &sleeps).build().unwrap();
+    let error = model.complete(&ask()).await.unwrap_err();
+    assert!(
+        matches!(error, AnthropicError::InvalidResponse { .. }),
+        "{error:?}"
+    );
+    assert_eq!(server.requests(), 1);
+    assert!(sleeps.taken().is_empty());
+}
