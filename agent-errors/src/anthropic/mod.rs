@@ -27,8 +27,8 @@
 //! The answer's text blocks are joined; its `tool_use` blocks become
 //! [`ToolCall`](crate::ToolCall)s whose arguments are the input as JSON text. `stop_reason` is
 //! the [`FinishReason`](crate::FinishReason) (`end_turn` and `stop_sequence` are `Stop`,
-//! `max_tokens` is `Length`, `tool_use` is `ToolCalls`, `refusal` is `Refusal`, others
-//! `Other`). Usage input counts every input token: `input_tokens` plus the prompt cache's
+//! `max_tokens` and `model_context_window_exceeded` are `Length`, `tool_use` is `ToolCalls`,
+//! `refusal` is `Refusal`, others `Other`). Usage input counts every input token: `input_tokens` plus the prompt cache's
 //! `cache_creation_input_tokens` and `cache_read_input_tokens`.
 //!
 //! # Recovery inside the provider
