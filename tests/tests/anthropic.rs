@@ -927,6 +927,56 @@ async fn a_malformed_event_is_its_own_error() {
 }
 
 #[tokio::test]
+async fn events_after_message_stop_are_not_read() {
+    let server = Loopback::start([Reply::Stream(vec![
+        start(5),
+        text_block(0),
+        text_delta(0, "ok"),
+        block_stop(0),
+        message_delta("end_turn", 2),
+        message_stop(),
+        overloaded_event(),
+        text_delta(0, "late"),
+    ])])
+    .await;
+    let (events, error) = drain(stream_model(&server).stream(&ask()).await.unwrap()).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(
+        events,
+        [
+            StreamEvent::TextDelta("ok".into()),
+            StreamEvent::Usage(Usage::new(5, 2)),
+            StreamEvent::Finish(FinishReason::Stop),
+        ]
+    );
+}
+
+/// A server that never stops sending text: the stream fails once it has sent more than any
+/// real answer (64 MiB), instead of growing the caller's answer until memory runs out.
+#[tokio::test]
+async fn an_endless_stream_is_cut_at_its_cap() {
+    const CAP: usize = 64 * 1024 * 1024;
+    let chunk = "x".repeat(200 * 1024);
+    let mut parts = vec![start(5), text_block(0)];
+    parts.extend((0..CAP / chunk.len() + 8).map(|_| text_delta(0, &chunk)));
+    parts.push(message_stop());
+    let server = Loopback::start([Reply::Stream(parts)]).await;
+    let (events, error) = drain(stream_model(&server).stream(&ask()).await.unwrap()).await;
+    assert!(matches!(
+        stream_error(&error),
+        StreamError::Malformed { reason, .. } if reason.contains("longer than")
+    ));
+    let text: usize = events
+        .iter()
+        .map(|e| match e {
+            StreamEvent::TextDelta(t) => t.len(),
+            _ => 0,
+        })
+        .sum();
+    assert!(text > CAP / 2 && text <= CAP, "{text} bytes of text read");
+}
+
+#[tokio::test]
 async fn a_stall_after_output_began_is_a_timeout() {
     let server = Loopback::start([Reply::Stream(vec![
         start(5),
