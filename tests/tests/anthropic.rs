@@ -615,6 +615,38 @@ async fn the_key_and_the_base_url_credentials_never_show() {
     assert!(!bad.to_string().contains("hunter2hunter2"), "{bad}");
 }
 
+/// reqwest puts the request's URL in its errors; credentials in the base URL must not reach a
+/// log through a connection error's message or `Debug`.
+#[tokio::test]
+async fn a_connection_error_does_not_show_the_base_url_credentials() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let model = AnthropicModel::builder()
+        .base_url(format!(
+            "http://bob:hunter2hunter2@127.0.0.1:{port}/?api_key=abcdef0123456789"
+        ))
+        .model("m")
+        .sleeper(Sleeps::default().recorder())
+        .build()
+        .unwrap();
+    let error = model.chat(&ask()).await.unwrap_err();
+    assert!(matches!(
+        error.downcast_ref(),
+        Some(AnthropicError::Connection { .. })
+    ));
+    let mut shown = format!("{error:?}");
+    let mut level: Option<&(dyn std::error::Error + 'static)> = Some(&*error);
+    while let Some(e) = level {
+        shown.push_str(&format!(" / {e}"));
+        level = e.source();
+    }
+    assert!(
+        !shown.contains("hunter2hunter2") && !shown.contains("abcdef0123456789"),
+        "{shown}"
+    );
+}
+
 #[tokio::test]
 async fn configured_from_variables_with_the_key_optional() {
     let server = Loopback::start([text("local")]).await;

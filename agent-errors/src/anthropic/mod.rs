@@ -215,7 +215,9 @@ impl AnthropicModel {
             return Err(self.status_error(response).await);
         }
         let events = guard::decode_body(response, stream::Decoder::default(), |source| {
-            Box::new(AnthropicError::Connection { source })
+            Box::new(AnthropicError::Connection {
+                source: source.without_url(),
+            })
         });
         guard::open(events, self.transport.limits)
             .await
@@ -261,6 +263,9 @@ impl AnthropicModel {
     }
 
     fn reqwest_error(&self, source: reqwest::Error) -> AnthropicError {
+        // reqwest writes the request URL into the error's message and Debug, credentials
+        // included; `url()` is the redacted one.
+        let source = source.without_url();
         if source.is_timeout() {
             AnthropicError::Timeout {
                 timeout: self.timeout,
