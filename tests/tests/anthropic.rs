@@ -615,6 +615,28 @@ async fn the_key_and_the_base_url_credentials_never_show() {
     assert!(!bad.to_string().contains("hunter2hunter2"), "{bad}");
 }
 
+/// The provider's message is what an error's text shows (`HTTP 500: ...`): escape sequences
+/// and the key never reach a log through it; the raw body stays on `body()`.
+#[tokio::test]
+async fn an_error_message_is_shown_scrubbed_and_the_body_kept_raw() {
+    let hostile = format!("\u{1b}]0;pwned\u{7}boom\u{1b}[2J with key {KEY}\nsecond line");
+    let server = Loopback::start([error(400, "invalid_request_error", &hostile)]).await;
+    let model = builder(&server, &Sleeps::default()).build().unwrap();
+    let Err(AnthropicError::Status(status)) = model.complete(&ask()).await else {
+        panic!("expected a status error");
+    };
+    let shown = status.http().to_string();
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains(KEY) && !shown.contains('\n'),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("boom") && shown.contains("second line"),
+        "{shown}"
+    );
+    assert!(status.body().contains(KEY) && status.body().contains(r"\u001b"));
+}
+
 /// reqwest puts the request's URL in its errors; credentials in the base URL must not reach a
 /// log through a connection error's message or `Debug`.
 #[tokio::test]

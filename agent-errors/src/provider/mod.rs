@@ -10,7 +10,7 @@ mod status;
 pub(crate) use body::{DEFAULT_MAX_RESPONSE_BYTES, read_capped};
 pub(crate) use settings::{Settings, SettingsError};
 pub use status::StatusError;
-pub(crate) use status::{MAX_ERROR_BODY_BYTES, cut_message, lossy_prefix};
+pub(crate) use status::{MAX_ERROR_BODY_BYTES, lossy_prefix, shown_message};
 
 use std::error::Error;
 use std::fmt;
