@@ -615,6 +615,28 @@ async fn the_key_and_the_base_url_credentials_never_show() {
     assert!(!bad.to_string().contains("hunter2hunter2"), "{bad}");
 }
 
+/// A 200 whose body is not a message (here an error object a gateway passed through) is an
+/// invalid answer, never an empty one the agent would take for the model's final word.
+#[tokio::test]
+async fn a_success_status_without_a_message_is_an_invalid_answer() {
+    let server = Loopback::start([
+        Reply::json(
+            200,
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ),
+        Reply::json(200, json!({})),
+    ])
+    .await;
+    let model = builder(&server, &Sleeps::default()).build().unwrap();
+    for _ in 0..2 {
+        let result = model.complete(&ask()).await;
+        assert!(
+            matches!(result, Err(AnthropicError::InvalidResponse { .. })),
+            "{result:?}"
+        );
+    }
+}
+
 /// The provider's message is what an error's text shows (`HTTP 500: ...`): escape sequences
 /// and the key never reach a log through it; the raw body stays on `body()`.
 #[tokio::test]

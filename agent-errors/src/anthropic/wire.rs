@@ -265,10 +265,11 @@ impl<'a> From<&'a ToolSpec> for WireTool<'a> {
     }
 }
 
-/// A Messages API answer.
+/// A Messages API answer. `content` is required: a 200 body without it (a gateway's
+/// `{"type": "error", ...}`, an empty object) is not an answer, and read as an empty one it
+/// would pass for a model that said nothing.
 #[derive(Deserialize)]
 pub(crate) struct Answer {
-    #[serde(default)]
     content: Vec<Value>,
     #[serde(default)]
     stop_reason: Option<String>,
