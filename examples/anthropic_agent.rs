@@ -67,11 +67,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .max_turns(6)
         .on_llm_error(|error, _attempt| {
             // Transport faults were already retried inside the provider. What is left: a
-            // timeout (the whole budget of one call) and a stream that broke after output
-            // began; allow one more call for either.
+            // timeout (the whole budget of one call, or a streamed call's wait for headers)
+            // and a stream that broke after output began; allow one more call for either.
             let timed_out = matches!(
                 error.downcast_ref::<AnthropicError>(),
-                Some(AnthropicError::Timeout { .. })
+                Some(AnthropicError::Timeout { .. } | AnthropicError::HeadersTimeout { .. })
             );
             if timed_out || error.downcast_ref::<StreamInterrupted>().is_some() {
                 LlmErrorDecision::retry(2, Duration::from_secs(1))

@@ -615,6 +615,82 @@ async fn the_key_and_the_base_url_credentials_never_show() {
     assert!(!bad.to_string().contains("hunter2hunter2"), "{bad}");
 }
 
+/// A 200 whose body is not a message (here an error object a gateway passed through) is an
+/// invalid answer, never an empty one the agent would take for the model's final word.
+#[tokio::test]
+async fn a_success_status_without_a_message_is_an_invalid_answer() {
+    let server = Loopback::start([
+        Reply::json(
+            200,
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ),
+        Reply::json(200, json!({})),
+    ])
+    .await;
+    let model = builder(&server, &Sleeps::default()).build().unwrap();
+    for _ in 0..2 {
+        let result = model.complete(&ask()).await;
+        assert!(
+            matches!(result, Err(AnthropicError::InvalidResponse { .. })),
+            "{result:?}"
+        );
+    }
+}
+
+/// The provider's message is what an error's text shows (`HTTP 500: ...`): escape sequences
+/// and the key never reach a log through it; the raw body stays on `body()`.
+#[tokio::test]
+async fn an_error_message_is_shown_scrubbed_and_the_body_kept_raw() {
+    let hostile = format!("\u{1b}]0;pwned\u{7}boom\u{1b}[2J with key {KEY}\nsecond line");
+    let server = Loopback::start([error(400, "invalid_request_error", &hostile)]).await;
+    let model = builder(&server, &Sleeps::default()).build().unwrap();
+    let Err(AnthropicError::Status(status)) = model.complete(&ask()).await else {
+        panic!("expected a status error");
+    };
+    let shown = status.http().to_string();
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains(KEY) && !shown.contains('\n'),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("boom") && shown.contains("second line"),
+        "{shown}"
+    );
+    assert!(status.body().contains(KEY) && status.body().contains(r"\u001b"));
+}
+
+/// reqwest puts the request's URL in its errors; credentials in the base URL must not reach a
+/// log through a connection error's message or `Debug`.
+#[tokio::test]
+async fn a_connection_error_does_not_show_the_base_url_credentials() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let model = AnthropicModel::builder()
+        .base_url(format!(
+            "http://bob:hunter2hunter2@127.0.0.1:{port}/?api_key=abcdef0123456789"
+        ))
+        .model("m")
+        .sleeper(Sleeps::default().recorder())
+        .build()
+        .unwrap();
+    let error = model.chat(&ask()).await.unwrap_err();
+    assert!(matches!(
+        error.downcast_ref(),
+        Some(AnthropicError::Connection { .. })
+    ));
+    let mut shown = format!("{error:?}");
+    let mut level: Option<&(dyn std::error::Error + 'static)> = Some(&*error);
+    while let Some(e) = level {
+        shown.push_str(&format!(" / {e}"));
+        level = e.source();
+    }
+    assert!(
+        !shown.contains("hunter2hunter2") && !shown.contains("abcdef0123456789"),
+        "{shown}"
+    );
+}
+
 #[tokio::test]
 async fn configured_from_variables_with_the_key_optional() {
     let server = Loopback::start([text("local")]).await;
@@ -924,6 +1000,56 @@ async fn a_malformed_event_is_its_own_error() {
         stream_error(&error),
         StreamError::Malformed { data, .. } if data == "{oops"
     ));
+}
+
+#[tokio::test]
+async fn events_after_message_stop_are_not_read() {
+    let server = Loopback::start([Reply::Stream(vec![
+        start(5),
+        text_block(0),
+        text_delta(0, "ok"),
+        block_stop(0),
+        message_delta("end_turn", 2),
+        message_stop(),
+        overloaded_event(),
+        text_delta(0, "late"),
+    ])])
+    .await;
+    let (events, error) = drain(stream_model(&server).stream(&ask()).await.unwrap()).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(
+        events,
+        [
+            StreamEvent::TextDelta("ok".into()),
+            StreamEvent::Usage(Usage::new(5, 2)),
+            StreamEvent::Finish(FinishReason::Stop),
+        ]
+    );
+}
+
+/// A server that never stops sending text: the stream fails once it has sent more than any
+/// real answer (64 MiB), instead of growing the caller's answer until memory runs out.
+#[tokio::test]
+async fn an_endless_stream_is_cut_at_its_cap() {
+    const CAP: usize = 64 * 1024 * 1024;
+    let chunk = "x".repeat(200 * 1024);
+    let mut parts = vec![start(5), text_block(0)];
+    parts.extend((0..CAP / chunk.len() + 8).map(|_| text_delta(0, &chunk)));
+    parts.push(message_stop());
+    let server = Loopback::start([Reply::Stream(parts)]).await;
+    let (events, error) = drain(stream_model(&server).stream(&ask()).await.unwrap()).await;
+    assert!(matches!(
+        stream_error(&error),
+        StreamError::Malformed { reason, .. } if reason.contains("longer than")
+    ));
+    let text: usize = events
+        .iter()
+        .map(|e| match e {
+            StreamEvent::TextDelta(t) => t.len(),
+            _ => 0,
+        })
+        .sum();
+    assert!(text > CAP / 2 && text <= CAP, "{text} bytes of text read");
 }
 
 #[tokio::test]

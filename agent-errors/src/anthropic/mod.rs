@@ -27,8 +27,8 @@
 //! The answer's text blocks are joined; its `tool_use` blocks become
 //! [`ToolCall`](crate::ToolCall)s whose arguments are the input as JSON text. `stop_reason` is
 //! the [`FinishReason`](crate::FinishReason) (`end_turn` and `stop_sequence` are `Stop`,
-//! `max_tokens` is `Length`, `tool_use` is `ToolCalls`, `refusal` is `Refusal`, others
-//! `Other`). Usage input counts every input token: `input_tokens` plus the prompt cache's
+//! `max_tokens` and `model_context_window_exceeded` are `Length`, `tool_use` is `ToolCalls`,
+//! `refusal` is `Refusal`, others `Other`). Usage input counts every input token: `input_tokens` plus the prompt cache's
 //! `cache_creation_input_tokens` and `cache_read_input_tokens`.
 //!
 //! # Recovery inside the provider
@@ -215,7 +215,9 @@ impl AnthropicModel {
             return Err(self.status_error(response).await);
         }
         let events = guard::decode_body(response, stream::Decoder::default(), |source| {
-            Box::new(AnthropicError::Connection { source })
+            Box::new(AnthropicError::Connection {
+                source: source.without_url(),
+            })
         });
         guard::open(events, self.transport.limits)
             .await
@@ -261,6 +263,9 @@ impl AnthropicModel {
     }
 
     fn reqwest_error(&self, source: reqwest::Error) -> AnthropicError {
+        // reqwest writes the request URL into the error's message and Debug, credentials
+        // included; `url()` is the redacted one.
+        let source = source.without_url();
         if source.is_timeout() {
             AnthropicError::Timeout {
                 timeout: self.timeout,

@@ -143,7 +143,8 @@ fn as_written(value: f32) -> f64 {
 /// The conversation as alternating turns: system messages left out (they are the top-level
 /// `system`), tool results as `tool_result` blocks of a user turn, consecutive messages of one
 /// role joined into one turn, and turns left empty (no text, no calls) dropped, since the API
-/// refuses empty text and empty turns.
+/// refuses empty text and empty turns. In a user turn the `tool_result` blocks come first, as
+/// the API requires, even when user text was added between a call and its result.
 fn messages(conversation: &[Message]) -> Vec<WireMessage<'_>> {
     let mut turns: Vec<WireMessage<'_>> = Vec::new();
     for message in conversation {
@@ -185,6 +186,11 @@ fn messages(conversation: &[Message]) -> Vec<WireMessage<'_>> {
                 content: blocks,
             }),
         }
+    }
+    for turn in &mut turns {
+        // A stable sort: results keep their order, and so does the text after them.
+        turn.content
+            .sort_by_key(|block| !matches!(block, Block::ToolResult { .. }));
     }
     turns
 }
@@ -259,10 +265,11 @@ impl<'a> From<&'a ToolSpec> for WireTool<'a> {
     }
 }
 
-/// A Messages API answer.
+/// A Messages API answer. `content` is required: a 200 body without it (a gateway's
+/// `{"type": "error", ...}`, an empty object) is not an answer, and read as an empty one it
+/// would pass for a model that said nothing.
 #[derive(Deserialize)]
 pub(crate) struct Answer {
-    #[serde(default)]
     content: Vec<Value>,
     #[serde(default)]
     stop_reason: Option<String>,
@@ -309,7 +316,8 @@ impl WireUsage {
 pub(crate) fn finish_reason(reason: &str) -> FinishReason {
     match reason {
         "end_turn" | "stop_sequence" => FinishReason::Stop,
-        "max_tokens" => FinishReason::Length,
+        // Both cut the answer short: the window ran out before max_tokens did.
+        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
         "tool_use" => FinishReason::ToolCalls,
         "refusal" => FinishReason::Refusal,
         other => FinishReason::Other(other.to_owned()),
@@ -401,6 +409,41 @@ mod tests {
             ])
         );
         assert!(body.get("tool_choice").is_none() && body.get("system").is_none());
+    }
+
+    #[test]
+    fn tool_results_come_before_user_text_added_between_a_call_and_its_result() {
+        let call = ToolCall::new("t1", "f", "{}");
+        let request = ChatRequest::new(
+            vec![
+                Message::user("a"),
+                Message::assistant(None, vec![call.clone()]),
+                Message::user("never mind"),
+                Message::Tool(ToolResult::ok(&call, "1")),
+            ],
+            vec![],
+        );
+        let body = serde_json::to_value(RequestBody::new("m", &request, 5)).unwrap();
+        assert_eq!(
+            body["messages"][2]["content"],
+            json!([
+                {"type": "tool_result", "tool_use_id": "t1", "content": "1", "is_error": false},
+                {"type": "text", "text": "never mind"}
+            ])
+        );
+    }
+
+    #[test]
+    fn an_answer_cut_by_the_context_window_is_a_length_finish() {
+        assert_eq!(
+            finish_reason("model_context_window_exceeded"),
+            FinishReason::Length
+        );
+        assert_eq!(finish_reason("max_tokens"), FinishReason::Length);
+        assert_eq!(
+            finish_reason("pause_turn"),
+            FinishReason::Other("pause_turn".into())
+        );
     }
 
     #[test]

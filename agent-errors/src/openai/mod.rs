@@ -186,7 +186,9 @@ impl OpenAiModel {
             return Err(self.status_error(response).await);
         }
         let events = guard::decode_body(response, stream::Decoder::default(), |source| {
-            Box::new(OpenAiError::Connection { source })
+            Box::new(OpenAiError::Connection {
+                source: source.without_url(),
+            })
         });
         guard::open(events, self.transport.limits)
             .await
@@ -237,6 +239,9 @@ impl OpenAiModel {
     }
 
     fn reqwest_error(&self, source: reqwest::Error) -> OpenAiError {
+        // reqwest writes the request URL into the error's message and Debug, credentials
+        // included; `url()` is the redacted one.
+        let source = source.without_url();
         if source.is_timeout() {
             OpenAiError::Timeout {
                 timeout: self.timeout,

@@ -10,7 +10,7 @@ mod status;
 pub(crate) use body::{DEFAULT_MAX_RESPONSE_BYTES, read_capped};
 pub(crate) use settings::{Settings, SettingsError};
 pub use status::StatusError;
-pub(crate) use status::{MAX_ERROR_BODY_BYTES, cut_message, lossy_prefix};
+pub(crate) use status::{MAX_ERROR_BODY_BYTES, lossy_prefix, shown_message};
 
 use std::error::Error;
 use std::fmt;
@@ -189,11 +189,38 @@ pub(crate) fn header_map(pairs: &[(String, String)]) -> Result<reqwest::header::
     Ok(map)
 }
 
-/// `{base}{path}` as an http(s) URL, a trailing slash on the base ignored; `None` when that is
-/// not one.
+/// The base URL with `path` appended to its path, a trailing slash on the base ignored and its
+/// query kept as it is (a gateway's `?api-version=...`, which pasting the path after the text
+/// would have turned into part of the query); `None` when the base is not an http(s) URL.
 pub(crate) fn endpoint(base: &str, path: &str) -> Option<reqwest::Url> {
-    let base = base.trim().trim_end_matches('/');
-    reqwest::Url::parse(&format!("{base}{path}"))
+    let mut url = reqwest::Url::parse(base.trim())
         .ok()
-        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .filter(|u| matches!(u.scheme(), "http" | "https"))?;
+    let joined = format!("{}{path}", url.path().trim_end_matches('/'));
+    url.set_path(&joined);
+    Some(url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::endpoint;
+
+    #[test]
+    fn the_path_goes_after_the_base_path_and_before_its_query() {
+        let url = |base: &str| endpoint(base, "/v1/messages").map(String::from);
+        assert_eq!(
+            url("https://h.example/").as_deref(),
+            Some("https://h.example/v1/messages")
+        );
+        assert_eq!(
+            url(" https://h.example/gw/ ").as_deref(),
+            Some("https://h.example/gw/v1/messages")
+        );
+        assert_eq!(
+            url("https://h.example/gw?api-version=2024-10-21").as_deref(),
+            Some("https://h.example/gw/v1/messages?api-version=2024-10-21")
+        );
+        assert_eq!(url("ftp://h.example"), None);
+        assert_eq!(url("not a url"), None);
+    }
 }

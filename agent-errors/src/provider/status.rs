@@ -12,7 +12,7 @@ pub(crate) const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// An error status from the server, with its headers and body.
 ///
 /// Its `source()` is an [`HttpError`] carrying the status, every response header and the
-/// provider's message, so [`classify`](crate::classify()) reads the status like any other HTTP
+/// provider's message (scrubbed and cut to 1000 characters, since the error's text shows it), so [`classify`](crate::classify()) reads the status like any other HTTP
 /// failure. Its `Debug` redacts the body and the message, as [`HttpError`]'s does: an upstream
 /// that echoes a key back must not put it in a log.
 #[derive(Clone, thiserror::Error)]
@@ -51,7 +51,7 @@ impl StatusError {
             .as_ref()
             .and_then(|d| d.message.clone())
             .unwrap_or_else(|| body.clone());
-        let mut http = HttpError::new(status, cut_message(message.trim()));
+        let mut http = HttpError::new(status, shown_message(&message));
         for (name, value) in headers {
             if let Ok(value) = value.to_str() {
                 http = http.with_header(name.as_str(), value);
@@ -136,10 +136,9 @@ pub(crate) fn lossy_prefix(bytes: &[u8], max: usize) -> String {
     String::from_utf8_lossy(cut).into_owned()
 }
 
-/// A provider's message cut to 1000 characters: enough to act on, too little to flood a log.
-pub(crate) fn cut_message(text: &str) -> String {
-    match text.char_indices().nth(MAX_MESSAGE_CHARS) {
-        Some((end, _)) => format!("{}...", &text[..end]),
-        None => text.to_owned(),
-    }
+/// A provider's message as an error may show it: scrubbed (escape sequences and control
+/// characters removed, secrets redacted) and cut to 1000 characters, enough to act on, too
+/// little to flood a log. The raw body stays on [`StatusError::body`].
+pub(crate) fn shown_message(text: &str) -> String {
+    crate::sanitize::scrub(text, MAX_MESSAGE_CHARS)
 }

@@ -1,5 +1,7 @@
 //! Building the final answer from a stream's events.
 
+use std::collections::HashMap;
+
 use super::{StreamEvent, StreamInterrupted};
 use crate::chat::{ChatResponse, FinishReason, ToolCall, Usage};
 use crate::error::BoxError;
@@ -21,6 +23,9 @@ use crate::error::BoxError;
 pub struct StreamAccumulator {
     text: String,
     calls: Vec<(usize, ToolCall)>,
+    /// Where each call index sits in `calls`: a lookup per event must not cost a scan when a
+    /// hostile stream starts a great many calls.
+    positions: HashMap<usize, usize>,
     usage: Option<Usage>,
     finish_reason: Option<FinishReason>,
     events: u64,
@@ -54,14 +59,12 @@ impl StreamAccumulator {
     }
 
     fn call(&mut self, index: usize) -> &mut ToolCall {
-        let at = match self.calls.iter().position(|(i, _)| *i == index) {
-            Some(at) => at,
-            None => {
-                self.calls.push((index, ToolCall::new("", "", "")));
-                self.calls.len() - 1
-            }
-        };
-        &mut self.calls[at].1
+        let calls = &mut self.calls;
+        let at = *self.positions.entry(index).or_insert_with(|| {
+            calls.push((index, ToolCall::new("", "", "")));
+            calls.len() - 1
+        });
+        &mut calls[at].1
     }
 
     /// Whether any event arrived: after that, a failure is an interruption, not a failed start.
@@ -114,5 +117,49 @@ impl StreamAccumulator {
         response.usage = self.usage;
         response.finish_reason = self.finish_reason;
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interleaved_calls_keep_their_first_seen_order_and_their_own_fragments() {
+        let mut acc = StreamAccumulator::new();
+        let delta = |index, arguments: &str| StreamEvent::ToolCallDelta {
+            index,
+            arguments: arguments.into(),
+        };
+        for (index, name) in [(5, "a"), (2, "b")] {
+            acc.push(&StreamEvent::ToolCallStarted {
+                index,
+                id: String::new(),
+                name: name.into(),
+            });
+        }
+        for event in [
+            delta(2, "{\"y\""),
+            delta(9, "{}"),
+            delta(5, "{}"),
+            delta(2, ":1}"),
+        ] {
+            acc.push(&event);
+        }
+        let calls: Vec<(String, String, String)> = acc
+            .into_response()
+            .tool_calls
+            .into_iter()
+            .map(|c| (c.id, c.name, c.arguments))
+            .collect();
+        let call = |id: &str, name: &str, args: &str| (id.into(), name.into(), args.into());
+        assert_eq!(
+            calls,
+            [
+                call("call_5", "a", "{}"),
+                call("call_2", "b", "{\"y\":1}"),
+                call("call_9", "", "{}"),
+            ]
+        );
     }
 }

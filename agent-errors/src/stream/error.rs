@@ -31,12 +31,14 @@ pub enum StreamError {
         #[source]
         source: io::Error,
     },
-    /// A chunk that is not what the wire format says, or a line or event over the size caps.
+    /// A chunk that is not what the wire format says, or a line, event or stream over the size
+    /// caps.
     #[error("malformed stream event: {reason}")]
     Malformed {
-        /// What was wrong.
+        /// What was wrong, scrubbed and cut to 300 characters (a parser's message may quote the
+        /// server's text).
         reason: String,
-        /// The event's data, cut to 1 KiB. Untrusted text.
+        /// The event's data, cut to 1 KiB and redacted. Untrusted text.
         data: String,
     },
     /// The connection closed before the model's answer was complete (no end marker).
@@ -52,6 +54,10 @@ pub enum StreamError {
         http: HttpError,
     },
 }
+
+/// The longest reason a [`StreamError::Malformed`] keeps.
+#[cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
+const MAX_REASON_CHARS: usize = 300;
 
 // The providers build these; without one, only the types are used.
 #[cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
@@ -70,14 +76,14 @@ impl StreamError {
         }
     }
 
-    pub(crate) fn malformed(reason: impl Into<String>, data: &str) -> Self {
+    pub(crate) fn malformed(reason: impl AsRef<str>, data: &str) -> Self {
         let end = data
             .char_indices()
             .nth(1024)
             .map_or(data.len(), |(at, _)| at);
         StreamError::Malformed {
-            reason: reason.into(),
-            data: data[..end].to_owned(),
+            reason: crate::sanitize::scrub(reason.as_ref(), MAX_REASON_CHARS),
+            data: crate::redact::redact(&data[..end]).into_owned(),
         }
     }
 }

@@ -12,6 +12,12 @@ use crate::error::BoxError;
 pub(crate) const MAX_LINE_BYTES: usize = 256 * 1024;
 /// The largest SSE event accepted (1 MiB of `data`).
 pub(crate) const MAX_EVENT_BYTES: usize = 1024 * 1024;
+/// The most of one streamed answer read (64 MiB): a longest real answer (128k output tokens,
+/// about a hundred bytes of event framing per delta) is well under it, while a server that
+/// never stops sending content cannot grow the caller's accumulated answer without bound.
+pub(crate) const MAX_STREAM_BYTES: usize = 64 * 1024 * 1024;
+/// The longest error type kept from an error event: it is shown in the error's message.
+const MAX_ERROR_TYPE_CHARS: usize = 100;
 
 /// One server-sent event: its `event:` name, if any, and its `data:` lines joined by `\n`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,7 +127,8 @@ pub(crate) trait Decoder: Send + 'static {
 }
 
 /// The stream of a 200 answer's body: chunks through the parser and the decoder. The body
-/// closing before the decoder saw the end marker is [`StreamError::EndedEarly`].
+/// closing before the decoder saw the end marker is [`StreamError::EndedEarly`]; a body longer
+/// than [`MAX_STREAM_BYTES`] is [`StreamError::Malformed`].
 pub(crate) fn decode_body<D, F>(
     response: reqwest::Response,
     decoder: D,
@@ -140,6 +147,8 @@ where
         /// An error found after events still pending: it comes after them.
         error: Option<BoxError>,
         over: bool,
+        /// Bytes of the body read so far.
+        read: usize,
     }
     let state = State {
         response,
@@ -149,6 +158,7 @@ where
         pending: Default::default(),
         error: None,
         over: false,
+        read: 0,
     };
     Box::pin(futures_util::stream::unfold(state, |mut s| async move {
         loop {
@@ -173,6 +183,11 @@ where
                     return failed(s, error);
                 }
             };
+            s.read = s.read.saturating_add(chunk.len());
+            if s.read > MAX_STREAM_BYTES {
+                let reason = format!("a stream longer than {MAX_STREAM_BYTES} bytes");
+                return failed(s, Box::new(StreamError::malformed(reason, "")));
+            }
             let events = match s.parser.push(&chunk) {
                 Ok(events) => events,
                 Err(error) => return failed(s, Box::new(error)),
@@ -235,6 +250,7 @@ pub(crate) async fn open(
 /// An `error` object inside a stream (OpenAI's chunk `error`, the `error` of Anthropic's error
 /// event), read as the status it stands for: its `code` when that is a status, else the status
 /// of its `type` (`overloaded_error` is a 529, `rate_limit_error` a 429, unknown types a 500).
+/// The type is kept scrubbed and cut to 100 characters, since the error's message shows it.
 pub(crate) fn error_event(error: &serde_json::Value) -> StreamError {
     let message = error
         .get("message")
@@ -252,8 +268,8 @@ pub(crate) fn error_event(error: &serde_json::Value) -> StreamError {
         .filter(|c| (400..600).contains(c))
         .unwrap_or_else(|| crate::classify::status_of_error_type(&error_type));
     StreamError::ErrorEvent {
-        error_type,
-        http: crate::classify::HttpError::new(status, crate::provider::cut_message(message.trim())),
+        error_type: crate::sanitize::scrub(&error_type, MAX_ERROR_TYPE_CHARS),
+        http: crate::classify::HttpError::new(status, crate::provider::shown_message(message)),
     }
 }
 
@@ -281,6 +297,28 @@ mod tests {
                     }
                 ]
             );
+        }
+    }
+
+    #[test]
+    fn an_error_event_type_is_scrubbed_and_bounded_after_its_status_is_read() {
+        let hostile = format!("overloaded_error\u{1b}[2J{}", "y".repeat(10_000));
+        match error_event(&serde_json::json!({"type": hostile, "message": "m"})) {
+            StreamError::ErrorEvent { error_type, http } => {
+                assert_eq!(http.status(), 500, "an unknown type is a server error");
+                assert!(error_type.chars().count() <= MAX_ERROR_TYPE_CHARS);
+                assert!(!error_type.contains('\u{1b}'), "{error_type}");
+            }
+            other => panic!("expected an error event, got {other:?}"),
+        }
+        match error_event(&serde_json::json!({"type": "overloaded_error"})) {
+            StreamError::ErrorEvent { error_type, http } => {
+                assert_eq!(
+                    (error_type.as_str(), http.status()),
+                    ("overloaded_error", 529)
+                );
+            }
+            other => panic!("expected an error event, got {other:?}"),
         }
     }
 
