@@ -12,8 +12,12 @@
 //!   so two processes that resumed the same run cannot both carry it on.
 
 mod memory;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 
 pub use memory::MemoryCheckpoints;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteCheckpoints;
 
 use std::fmt;
 
