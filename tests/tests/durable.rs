@@ -462,3 +462,74 @@ async fn every_call_carries_a_stable_key_across_its_retries() {
     assert!(outcome.result.is_err());
     assert_eq!(tool.keys.lock().unwrap().clone(), ["k:call_1", "k:call_1"]);
 }
+
+/// A tool that fails with a 400 for every argument but, in the process about to be killed,
+/// hangs on arguments a fixer wrote (they start with `fixed`).
+fn picky(
+    hang_on_fixed: bool,
+    calls: Arc<Mutex<u32>>,
+    started: mpsc::UnboundedSender<()>,
+) -> ToolDef {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Args {
+        v: String,
+    }
+    let policy = Policy::new().on(PolicyKey::Execution, Action::fix("repair", 5).unwrap());
+    ToolDef::new("picky", "Picky.", move |args: Args| {
+        *calls.lock().unwrap() += 1;
+        let hang = hang_on_fixed && args.v.starts_with("fixed");
+        let started = started.clone();
+        async move {
+            if hang {
+                let _ = started.send(());
+                std::future::pending::<()>().await;
+            }
+            Err::<String, _>(HttpError::new(400, "no"))
+        }
+    })
+    .with_policy(policy)
+    .idempotent(true)
+}
+
+fn repair(asked: Arc<Mutex<u32>>) -> FixerDef {
+    FixerDef::from_fn("repair", move |_req: FixRequest| {
+        let mut asked = asked.lock().unwrap();
+        *asked += 1;
+        Ok(Fix::args(format!(r#"{{"v": "fixed{asked}"}}"#)))
+    })
+}
+
+#[tokio::test]
+async fn repairs_spent_before_a_crash_stay_spent() {
+    let store = Arc::new(MemoryCheckpoints::new());
+    let limits = agent_errors::Limits::default().with_max_repair_steps(3);
+    let (tx, mut started) = mpsc::unbounded_channel();
+    let (calls, asked) = (Arc::new(Mutex::new(0)), Arc::new(Mutex::new(0)));
+    let first = Agent::builder("durable")
+        .model(ScriptedModel::new().tool_call("picky", r#"{"v": "raw"}"#))
+        .tool(picky(true, calls.clone(), tx.clone()))
+        .fixer(repair(asked.clone()))
+        .limits(limits)
+        .shared_checkpoints(store.clone() as Arc<dyn CheckpointStore>)
+        .build()
+        .unwrap();
+    run_until_killed(first, "run-8", &mut started).await;
+    assert_eq!((*calls.lock().unwrap(), *asked.lock().unwrap()), (2, 1));
+
+    let (calls, asked) = (Arc::new(Mutex::new(0)), Arc::new(Mutex::new(0)));
+    let second = Agent::builder("durable")
+        .model(ScriptedModel::new().text("gave up"))
+        .tool(picky(false, calls.clone(), tx))
+        .fixer(repair(asked.clone()))
+        .limits(limits)
+        .shared_checkpoints(store.clone() as Arc<dyn CheckpointStore>)
+        .build()
+        .unwrap();
+    let outcome = second.resume("run-8", RunOptions::new()).await;
+    assert_eq!(outcome.result.unwrap(), "gave up");
+    // Three repairs in all: one before the crash, two after; the repaired call ran again first.
+    assert_eq!(*asked.lock().unwrap(), 2);
+    assert_eq!(*calls.lock().unwrap(), 3);
+    let results = tool_results(&outcome.transcript);
+    assert!(results[0].is_error && results[0].content.contains("validation"));
+}

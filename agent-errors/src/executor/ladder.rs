@@ -202,12 +202,11 @@ impl<'a> Walk<'a> {
                     delay
                 }
             };
-            let place = self.retry_place(retries);
-            if !self.save(Some(place.clone()), Some(delay)).await {
+            if !self.save_retry(retries, Some(delay)).await {
                 return Next::Done(Handled::Cancelled);
             }
             sleep(delay).await;
-            if !self.save(Some(place), None).await {
+            if !self.save_retry(retries, None).await {
                 return Next::Done(Handled::Cancelled);
             }
             match attempt(self.ctx, self.tool, &self.raw, &self.extensions).await {
@@ -235,6 +234,15 @@ impl<'a> Walk<'a> {
             kind: self.failure.class.kind,
             message: scrub(&self.failure.message(), limit),
         }
+    }
+
+    /// Saves the call's place on this retry rung, when the run is durable: asleep for
+    /// `backoff`, or about to call.
+    async fn save_retry(&self, retries: u32, backoff: Option<Duration>) -> bool {
+        if self.ctx.journal().is_none() {
+            return true;
+        }
+        self.save(Some(self.retry_place(retries)), backoff).await
     }
 
     /// Saves how far the call got, when the run is durable; false when the save failed and
