@@ -311,3 +311,30 @@ impl ToolHandler for RemoteTool {
         Ok(Box::pin(async move { connection.call(&name, args).await }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::ToolAnnotations;
+
+    use super::*;
+
+    fn tool(annotations: Option<ToolAnnotations>) -> Tool {
+        let tool = Tool::new("t", "A tool.", JsonObject::new());
+        match annotations {
+            Some(annotations) => tool.annotate(annotations),
+            None => tool,
+        }
+    }
+
+    #[test]
+    fn a_tool_is_idempotent_when_its_server_says_so_or_says_it_changes_nothing() {
+        assert!(!annotated_idempotent(&tool(None)));
+        assert!(!annotated_idempotent(&tool(Some(ToolAnnotations::new()))));
+        let idempotent = ToolAnnotations::new().idempotent(true);
+        assert!(annotated_idempotent(&tool(Some(idempotent))));
+        let read_only = ToolAnnotations::new().read_only(true);
+        assert!(annotated_idempotent(&tool(Some(read_only))));
+        let neither = ToolAnnotations::new().read_only(false).idempotent(false);
+        assert!(!annotated_idempotent(&tool(Some(neither))));
+    }
+}
