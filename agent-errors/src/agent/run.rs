@@ -381,7 +381,8 @@ impl<O: AgentOutput> AgentInner<O> {
                 // A saved answer ended the run: the calls it halted are not run again.
                 ctx.halt();
             }
-            self.answer_turn(ctx, request, journal, &calls, &pending)
+            // The saved transcript already ends with the turn.
+            self.answer_turn(ctx, request, journal, None, &calls, &pending)
                 .await?;
         }
         while counts.turns < self.max_turns {
@@ -411,29 +412,34 @@ impl<O: AgentOutput> AgentInner<O> {
 
             let calls = response.tool_calls;
             counts.tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
-            request
-                .messages
-                .push(Message::assistant(response.text, calls.clone()));
+            // The transcript gets the turn only with its answers, so a run the deadline stops
+            // mid-turn never hands back a call without its answer; the checkpoint has it first.
+            let asked = Message::assistant(response.text, calls.clone());
             ctx.begin_turn();
             if let Some(journal) = journal {
                 let known = |name: &str| self.knows(name);
-                let saved = journal.turn(&request.messages, &calls, known, counts.saved(), ctx);
+                let transcript = [request.messages.as_slice(), std::slice::from_ref(&asked)];
+                let transcript = transcript.concat();
+                let saved = journal.turn(&transcript, &calls, known, counts.saved(), ctx);
                 saved.await.map_err(RunError::Checkpoint)?;
             }
-            self.answer_turn(ctx, request, journal, &calls, &[]).await?;
+            self.answer_turn(ctx, request, journal, Some(asked), &calls, &[])
+                .await?;
         }
         Err(RunError::TurnCap {
             max_turns: self.max_turns,
         })
     }
 
-    /// Answers every call of the turn the transcript ends with, in order, and says whether the
-    /// run goes on. `resumed` holds what a resumed run saved about these calls.
+    /// Answers every call of a turn, in order, adds the turn (`asked`, unless the transcript
+    /// already ends with it) and the answers to the transcript, and says whether the run goes
+    /// on. `resumed` holds what a resumed run saved about these calls.
     async fn answer_turn(
         &self,
         ctx: &RunContext,
         request: &mut ChatRequest,
         journal: Option<&Journal>,
+        asked: Option<Message>,
         calls: &[ToolCall],
         resumed: &[PendingCall],
     ) -> Result<(), RunError> {
@@ -447,6 +453,7 @@ impl<O: AgentOutput> AgentInner<O> {
             |a: &Answered| a.stop.is_some(),
         )
         .await;
+        request.messages.extend(asked);
         let mut stops = Vec::new();
         for answer in answers {
             request.messages.push(Message::Tool(answer.result));
