@@ -347,6 +347,7 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
         None => quote!(&[]),
     };
     let optional = args.optional;
+    let idempotent = args.idempotent;
     let timeout = optional_duration(args.timeout.as_ref());
     let breaker = match &args.breaker {
         Some(key) => quote!(::core::option::Option::Some(#key)),
@@ -360,6 +361,7 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
             description: #description,
             policy: #policy,
             optional: #optional,
+            idempotent: #idempotent,
             timeout: #timeout,
             breaker: #breaker,
         };

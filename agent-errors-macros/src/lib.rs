@@ -21,6 +21,7 @@
 //! key      := "invalid_args" | "execution"
 //!           | "transient" | "timeout" | "quota" | "server_error"
 //!           | "auth" | "not_found" | "validation" | "bug" | "unknown"
+//!           | "outcome_unknown"
 //! ladder   := action | "[" action ("," action)* ","? "]"
 //! action   := "retry" "(" count ")"
 //!           | "retry" "(" retry_arg ("," retry_arg)* ")"
@@ -44,6 +45,9 @@
 //! * one key per error kind (`transient`, `timeout`, `quota`, `server_error`, `auth`,
 //!   `not_found`, `validation`, `bug`, `unknown`): the tool ran and failed with that kind; the
 //!   entry takes precedence over `execution`.
+//! * `outcome_unknown`: a resumed durable run found the call interrupted by a crash, its result
+//!   never recorded (and the tool not `idempotent`). Like `auth`, only its own entry answers
+//!   it, never `execution`; built-in: `escalate`.
 //!
 //! What the actions do, rung by rung in a ladder:
 //!
@@ -71,7 +75,8 @@
 //! * a duration that is malformed or zero, or an `initial` longer than `max`;
 //! * an empty ladder `[]`, or an action after `escalate`, `throw` or `degrade`;
 //! * `retry` under a key it can never help: `invalid_args` (the same arguments fail the same
-//!   way), `auth`, `not_found`, `validation`, `bug` and `unknown` (never retried at run time);
+//!   way), `auth`, `not_found`, `validation`, `bug`, `unknown` and `outcome_unknown` (never
+//!   retried at run time);
 //! * a `crate = "..."` that is not a string holding a path;
 //! * in `#[tool]` only: `degrade` on a tool not marked `optional`, a fallback to the tool itself,
 //!   a missing description, a name model APIs reject.
@@ -148,6 +153,9 @@ use proc_macro::TokenStream;
 /// * Doc comments on a parameter (`/// The city to look up.`) become that field's description
 ///   in the schema; they are taken off the emitted function, where rustc does not allow them.
 /// * `optional`: the tool may be dropped by `degrade`.
+/// * `idempotent`: calling the tool twice with the same arguments does no more than calling it
+///   once, so a call a crash interrupted is run again when its durable run resumes (any other
+///   tool's interrupted call is answered by its `outcome_unknown` policy instead).
 /// * `timeout = "30s"`: a call still running after this fails with kind `timeout` (and is then
 ///   handled by the policy like any other failure), so a tool that hangs cannot hold a run open.
 /// * `breaker = "weather-api"`: the upstream the tool depends on. Tools naming the same key share

@@ -1,21 +1,92 @@
-//! What one checkpoint save costs, per store, side by side: in memory, and PostgreSQL on
-//! loopback with its durable defaults (each save waits for its WAL flush) and with
-//! `synchronous_commit=off`. The state is a realistic one: a 20-message transcript of about
-//! 8 KB. Starts its own PostgreSQL the way the tests do.
+//! What durable runs cost, every store side by side in one run: a scripted two-turn run (a
+//! tool call, then an answer) without checkpoints, with `MemoryCheckpoints`, with
+//! `SqliteCheckpoints` on disk and with `PostgresCheckpoints` on loopback; and one save of a
+//! realistic state (a 20-message transcript of about 8 KB) in each store, PostgreSQL both with
+//! its durable defaults and with `synchronous_commit=off`. A run with one tool call saves four
+//! checkpoints: at its start, after the turn that asks for the tool, after the tool's result,
+//! and at its end. Starts its own PostgreSQL the way the tests do.
+//!
+//! ```text
+//! bash scripts/install-test-deps.sh
+//! cargo bench -p agent-errors --features sqlite,postgres --bench checkpoints
+//! ```
 
 #[path = "../../tests/tests/support/postgres.rs"]
 #[allow(dead_code)] // the tests' helper: the bench uses only its start
 mod postgres_server;
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_errors::checkpoint::{
-    Checkpoint, CheckpointStore, MemoryCheckpoints, PostgresCheckpoints,
+    Checkpoint, CheckpointStore, MemoryCheckpoints, PostgresCheckpoints, SqliteCheckpoints,
 };
-use criterion::{Criterion, criterion_group, criterion_main};
+use agent_errors::{
+    Agent, BoxError, ChatModel, ChatRequest, ChatResponse, Message, RunOptions, ToolCall, ToolDef,
+};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use futures_util::future::BoxFuture;
 use postgres_server::{PostgresOptions, PostgresServer};
+
+/// Turn 1 calls `fetch`, turn 2 answers with what it returned.
+#[derive(Debug)]
+struct TwoTurnScript;
+
+impl ChatModel for TwoTurnScript {
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
+        let reply = match request.messages.last() {
+            Some(Message::Tool(result)) => {
+                ChatResponse::text(format!("the page says {}", result.content))
+            }
+            _ => ChatResponse::tool_calls(vec![ToolCall::new(
+                "call_1",
+                "fetch",
+                r#"{"url": "https://example.invalid/page"}"#,
+            )]),
+        };
+        Box::pin(async move { Ok(reply) })
+    }
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct FetchArgs {
+    url: String,
+}
+
+fn agent(store: Option<Arc<dyn CheckpointStore>>) -> Agent {
+    let fetch = ToolDef::new("fetch", "Fetches a page.", |args: FetchArgs| async move {
+        Ok::<_, std::io::Error>(format!("<p>{}</p>", args.url.len()))
+    });
+    let builder = Agent::builder("bench")
+        .model(TwoTurnScript)
+        .system_prompt("You fetch pages and say what they say.")
+        .tool(fetch);
+    match store {
+        Some(store) => builder.shared_checkpoints(store),
+        None => builder,
+    }
+    .build()
+    .expect("a valid agent")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// A directory for the SQLite files.
+fn scratch() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("agent-errors-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
 
 /// A transcript of 20 messages, serialized as the run's state would be: about 8 KB of JSON.
 fn transcript_state() -> Vec<u8> {
@@ -54,43 +125,86 @@ async fn time_saves(store: &dyn CheckpointStore, state: &[u8], iters: u64) -> Du
     start.elapsed()
 }
 
-fn bench(c: &mut Criterion) {
-    let server = PostgresServer::start_with(PostgresOptions {
-        password: None,
-        durable: true,
-    });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a current-thread runtime");
-    let config = server.connection_string();
-    let (durable, async_commit) = rt.block_on(async {
+/// The stores under test, opened once for the whole bench.
+struct Stores {
+    memory: Arc<dyn CheckpointStore>,
+    sqlite: Arc<dyn CheckpointStore>,
+    postgres: Arc<dyn CheckpointStore>,
+    postgres_async_commit: Arc<dyn CheckpointStore>,
+}
+
+fn open_stores(rt: &tokio::runtime::Runtime, dir: &std::path::Path, pg: &PostgresServer) -> Stores {
+    let config = pg.connection_string();
+    let (postgres, postgres_async_commit) = rt.block_on(async {
         let durable = PostgresCheckpoints::connect(&config).await;
         let lax = format!("{config} options='-c synchronous_commit=off'");
         let async_commit = PostgresCheckpoints::connect(&lax).await;
         (durable.expect("connects"), async_commit.expect("connects"))
     });
-    let memory = MemoryCheckpoints::new();
+    Stores {
+        memory: Arc::new(MemoryCheckpoints::new()),
+        sqlite: Arc::new(SqliteCheckpoints::open(dir.join("runs.db")).expect("a SQLite file")),
+        postgres: Arc::new(postgres),
+        postgres_async_commit: Arc::new(postgres_async_commit),
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let server = PostgresServer::start_with(PostgresOptions {
+        password: None,
+        durable: true,
+    });
+    let rt = runtime();
+    let dir = scratch();
+    let stores = open_stores(&rt, &dir, &server);
+
+    let runs: [(&str, Option<&Arc<dyn CheckpointStore>>); 4] = [
+        ("none", None),
+        ("memory", Some(&stores.memory)),
+        ("sqlite", Some(&stores.sqlite)),
+        ("postgres", Some(&stores.postgres)),
+    ];
+    let mut group = c.benchmark_group("durable_run");
+    group.throughput(Throughput::Elements(1));
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(5));
+    for (name, store) in runs {
+        let agent = agent(store.cloned());
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let outcome = rt.block_on(agent.run_with("fetch it", RunOptions::new()));
+                black_box(outcome.result.expect("the run answers"));
+            });
+        });
+    }
+    group.finish();
+
     let state = transcript_state();
     assert!(
         (7_000..10_000).contains(&state.len()),
         "{} bytes",
         state.len()
     );
-
-    let stores: [(&str, &dyn CheckpointStore); 3] = [
-        ("MemoryCheckpoints", &memory),
-        ("PostgresCheckpoints, durable commit", &durable),
-        ("PostgresCheckpoints, synchronous_commit=off", &async_commit),
+    let saves: [(&str, &Arc<dyn CheckpointStore>); 4] = [
+        ("MemoryCheckpoints", &stores.memory),
+        ("SqliteCheckpoints", &stores.sqlite),
+        ("PostgresCheckpoints, durable commit", &stores.postgres),
+        (
+            "PostgresCheckpoints, synchronous_commit=off",
+            &stores.postgres_async_commit,
+        ),
     ];
     let mut group = c.benchmark_group("checkpoint_save_8KB");
-    for (name, store) in stores {
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(5));
+    for (name, store) in saves {
         group.bench_function(name, |b| {
             b.to_async(&rt)
-                .iter_custom(|iters| time_saves(store, &state, iters))
+                .iter_custom(|iters| time_saves(&**store, &state, iters))
         });
     }
     group.finish();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 criterion_group!(benches, bench);

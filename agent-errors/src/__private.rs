@@ -129,6 +129,8 @@ pub struct ToolSpec {
     pub policy: &'static PolicyTable,
     /// Whether `degrade` may drop it.
     pub optional: bool,
+    /// Whether running it twice with the same arguments does no more than once.
+    pub idempotent: bool,
     /// The bound on one call.
     pub timeout: Option<Duration>,
     /// The upstream whose service breaker it shares, when not its own name.
@@ -152,7 +154,8 @@ fn with_spec(def: ToolDef, spec: &'static ToolSpec, crate_defaults: Option<Polic
     let def = def
         .with_policy(policy(spec.policy))
         .with_crate_defaults(crate_defaults)
-        .optional(spec.optional);
+        .optional(spec.optional)
+        .idempotent(spec.idempotent);
     let def = match spec.breaker {
         Some(key) => def.with_breaker_key(key),
         None => def,

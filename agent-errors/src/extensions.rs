@@ -7,6 +7,8 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
+use crate::idempotency::IdempotencyKey;
+
 /// A map from type to one value of that type, given to a run with
 /// [`RunOptions::context`](crate::RunOptions::context) or
 /// [`RunContext::with_extensions`](crate::RunContext::with_extensions).
@@ -25,6 +27,9 @@ use std::sync::Arc;
 #[derive(Clone, Default)]
 pub struct Extensions {
     values: Arc<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+    /// The key of the call these values were handed to: kept beside the map so giving each
+    /// call its key costs no copy of the run's values.
+    call_key: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl Extensions {
@@ -47,15 +52,13 @@ impl Extensions {
 
     /// The value of type `T`, if the run was given one.
     pub fn get<T: Send + Sync + 'static>(&self) -> Option<&T> {
-        self.values
-            .get(&TypeId::of::<T>())
+        self.value(TypeId::of::<T>())
             .and_then(|value| value.downcast_ref())
     }
 
     /// The value of type `T`, shared, or the error a tool shows when it is missing.
     pub fn ctx<T: Send + Sync + 'static>(&self) -> Result<Ctx<T>, MissingContext> {
-        self.values
-            .get(&TypeId::of::<T>())
+        self.value(TypeId::of::<T>())
             .and_then(|value| Arc::clone(value).downcast::<T>().ok())
             .map(Ctx)
             .ok_or(MissingContext {
@@ -63,14 +66,31 @@ impl Extensions {
             })
     }
 
-    /// How many values the map holds.
+    fn value(&self, id: TypeId) -> Option<&Arc<dyn Any + Send + Sync>> {
+        // Only a call's own key answers for its type: a key given as a run value would name no
+        // call in particular.
+        if id == TypeId::of::<IdempotencyKey>() {
+            return self.call_key.as_ref();
+        }
+        self.values.get(&id)
+    }
+
+    /// These values, handed to the call `key` names: its tools and fixers also find the key.
+    pub(crate) fn for_call(&self, key: IdempotencyKey) -> Extensions {
+        Extensions {
+            values: Arc::clone(&self.values),
+            call_key: Some(Arc::new(key)),
+        }
+    }
+
+    /// How many values the map holds, a call's idempotency key included.
     pub fn len(&self) -> usize {
-        self.values.len()
+        self.values.len() + usize::from(self.call_key.is_some())
     }
 
     /// Whether the map is empty.
     pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+        self.len() == 0
     }
 }
 
@@ -85,7 +105,15 @@ impl fmt::Debug for Extensions {
 /// Two maps are equal when they hold the same values, shared: a clone equals its original.
 impl PartialEq for Extensions {
     fn eq(&self, other: &Self) -> bool {
-        self.values.len() == other.values.len()
+        let same_key = match (&self.call_key, &other.call_key) {
+            (None, None) => true,
+            (Some(ours), Some(theirs)) => {
+                ours.downcast_ref::<IdempotencyKey>() == theirs.downcast_ref::<IdempotencyKey>()
+            }
+            _ => false,
+        };
+        same_key
+            && self.values.len() == other.values.len()
             && self.values.iter().all(|(id, value)| {
                 other
                     .values

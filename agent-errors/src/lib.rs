@@ -15,6 +15,7 @@ mod executor;
 mod explain;
 mod extensions;
 mod fix;
+mod idempotency;
 pub mod llm;
 #[cfg(feature = "mcp")]
 pub mod mcp;
@@ -43,8 +44,9 @@ pub use agent_errors_macros::{
 };
 
 pub use agent::{
-    Agent, AgentBuilder, AgentOutput, Conversation, ESCALATE, IntoLlmDecision, Json, ModelError,
-    NotJsonArguments, RunDelta, RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
+    Agent, AgentBuilder, AgentOutput, Conversation, ESCALATE, FinishedRun, IntoLlmDecision, Json,
+    ModelError, NotJsonArguments, ResumeError, RunDelta, RunError, RunOptions, RunOutcome,
+    THROW_EXCEPTION,
 };
 pub use breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore, ServiceBreaker};
 pub use budget::{BudgetError, RetryBudget};
@@ -56,13 +58,14 @@ pub use classify::{Classification, ErrorKind, HttpError, classify};
 pub use error::{BoxError, InvalidArguments, Severity, ToolError};
 pub use events::{Event, EventLog, EventSink, RunReport};
 pub use executor::{
-    CallOutcome, Cancellation, CircuitOpen, DEFAULT_MAX_PERMISSION_DENIALS, Limits, Permission,
-    PermissionContext, PermissionDenied, PermissionHook, RunContext, Terminated, TerminationReason,
-    ToolPanic,
+    CallInterrupted, CallOutcome, Cancellation, CircuitOpen, DEFAULT_MAX_PERMISSION_DENIALS,
+    Limits, Permission, PermissionContext, PermissionDenied, PermissionHook, RunContext,
+    Terminated, TerminationReason, ToolPanic,
 };
 pub use explain::Explanation;
 pub use extensions::{Ctx, Extensions, MissingContext};
 pub use fix::{Fix, FixRequest, Fixer, FixerDef, FixerError};
+pub use idempotency::IdempotencyKey;
 pub use llm::LlmErrorDecision;
 pub use observe::{EventStream, RunEvent, RunId};
 pub use policy::{

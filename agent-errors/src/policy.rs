@@ -264,12 +264,14 @@ impl Policy {
     }
 
     /// The built-in, fail-closed policy: no retries; bad arguments are shown to the model; auth
-    /// failures end the run; every other execution failure takes its default fate.
+    /// failures end the run; a call whose outcome a crash made unknown is shown to the model;
+    /// every other execution failure takes its default fate.
     pub fn built_in() -> Policy {
         Policy::new()
             .on(PolicyKey::InvalidArgs, Action::Escalate)
             .on(PolicyKey::Execution, Ladder::default())
             .on(PolicyKey::Kind(ErrorKind::Auth), Action::Throw)
+            .on(PolicyKey::Kind(ErrorKind::OutcomeUnknown), Action::Escalate)
     }
 }
 
@@ -418,16 +420,17 @@ impl ResolvedPolicy {
     ///
     /// The highest layer that says anything about the failure decides, and within a layer the
     /// kind's own key beats `execution`: a tool's `execution = retry(4)` is not overridden by a
-    /// crate default `transient = escalate`. `auth` is the exception that keeps the default
-    /// fail-closed: auth failures follow only an `auth` entry (built-in: `throw`), never a
-    /// generic `execution` one.
+    /// crate default `transient = escalate`. `auth` and `outcome_unknown` are the exceptions
+    /// that keep the default fail-closed: they follow only their own entry (built-in: `throw`
+    /// and `escalate`), never a generic `execution` one, so a ladder written for failures that
+    /// happened never re-sends a call that may already have taken effect.
     pub(crate) fn for_kind(&self, kind: ErrorKind) -> (PolicyKey, &Ladder, PolicyLayer) {
         let key = PolicyKey::Kind(kind);
         let (execution, execution_layer) = self
             .get(PolicyKey::Execution)
             .expect("the built-in layer always sets `execution`");
         match self.get(key) {
-            Some((ladder, layer)) if kind == ErrorKind::Auth || layer <= execution_layer => {
+            Some((ladder, layer)) if kind.follows_own_key() || layer <= execution_layer => {
                 (key, ladder, layer)
             }
             _ => (PolicyKey::Execution, execution, execution_layer),

@@ -413,6 +413,9 @@ pub fn suggestion(kind: ErrorKind) -> &'static str {
         ErrorKind::Unknown => {
             "Unexpected error. Do not retry with identical arguments; try a different approach or tool, or tell the user."
         }
+        ErrorKind::OutcomeUnknown => {
+            "The call was interrupted and may or may not have taken effect. Check whether it did (look it up) before calling it again, or tell the user."
+        }
     }
 }
 

@@ -165,6 +165,7 @@ pub struct ToolDef {
     policy: Policy,
     crate_defaults: Option<Policy>,
     optional: bool,
+    idempotent: bool,
     timeout: Option<Duration>,
     breaker_key: Option<Cow<'static, str>>,
     handler: Arc<dyn ToolHandler>,
@@ -205,6 +206,7 @@ impl ToolDef {
             policy: Policy::new(),
             crate_defaults: None,
             optional: false,
+            idempotent: false,
             timeout: None,
             breaker_key: None,
             handler: Arc::new(handler),
@@ -238,6 +240,30 @@ impl ToolDef {
     pub fn optional(mut self, optional: bool) -> Self {
         self.optional = optional;
         self
+    }
+
+    /// Declares that calling the tool twice with the same arguments does no more than calling it
+    /// once (a lookup, a write keyed by the call's [`IdempotencyKey`](crate::IdempotencyKey)).
+    /// When a durable run resumes after a crash, a call of an idempotent tool that was running is
+    /// run again; any other tool's interrupted call gets its `outcome_unknown` policy (by default
+    /// an error result telling the model the outcome is unknown).
+    ///
+    /// ```
+    /// use agent_errors::ToolDef;
+    ///
+    /// async fn price(_: serde_json::Value) -> Result<String, std::io::Error> { Ok("3".into()) }
+    /// let tool = ToolDef::new("price", "Today's price.", price).idempotent(true);
+    /// assert!(tool.is_idempotent());
+    /// ```
+    #[must_use]
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
+        self
+    }
+
+    /// Whether the tool may run twice for one call (see [`ToolDef::idempotent`]).
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
     }
 
     /// Bounds every call of the tool: a call still running after `timeout` fails with
@@ -330,6 +356,7 @@ impl fmt::Debug for ToolDef {
             .field("description", &self.description)
             .field("policy", &self.policy)
             .field("optional", &self.optional)
+            .field("idempotent", &self.idempotent)
             .field("timeout", &self.timeout)
             .field("breaker_key", &self.breaker_key)
             .finish_non_exhaustive()

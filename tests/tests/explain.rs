@@ -102,6 +102,7 @@ fn agent_wide_defaults_may_be_shadowed_and_explain_says_by_what() {
          \x20 execution     = [retry(2), escalate]  <- tool\n\
          \x20 timeout       = retry(5)  <- agent, every tool  (shadowed by `execution` <- tool)\n\
          \x20 auth          = throw  <- built-in\n\
+         \x20 outcome_unknown = escalate  <- built-in\n\
          \x20 execution     = retry(3)  <- crate defaults  (shadowed by `execution` <- tool)\n"
     );
     let shadowed = explained.shadowed();

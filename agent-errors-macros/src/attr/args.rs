@@ -69,6 +69,7 @@ pub(super) enum ToolArg {
     Name(Named<NameStr>),
     Description(Named<LitStr>),
     Optional(Ident),
+    Idempotent(Ident),
     Timeout(Named<DurationLit>),
     Breaker(Named<LitStr>),
     OnError(Ident, PolicyNode),
@@ -83,6 +84,7 @@ impl Parse for ToolArg {
                 "name",
                 "description",
                 "optional",
+                "idempotent",
                 "timeout",
                 "breaker",
                 "on_error",
@@ -94,6 +96,16 @@ impl Parse for ToolArg {
             "name" => ToolArg::Name(Named::parse_after(ident, input)?),
             "description" => ToolArg::Description(Named::parse_after(ident, input)?),
             "optional" => ToolArg::Optional(ident),
+            "idempotent" => {
+                if input.peek(Token![=]) {
+                    return Err(syn::Error::new(
+                        ident.span(),
+                        "`idempotent` is a flag: write `#[tool(idempotent)]` for a tool that may \
+                         run twice with the same arguments, or leave it out",
+                    ));
+                }
+                ToolArg::Idempotent(ident)
+            }
             "timeout" => ToolArg::Timeout(Named::parse_after(ident, input)?),
             "breaker" => {
                 let key: Named<LitStr> = Named::parse_after(ident, input)?;
@@ -119,6 +131,7 @@ pub(crate) struct ToolArgs {
     pub(crate) name: Option<LitStr>,
     pub(crate) description: Option<LitStr>,
     pub(crate) optional: bool,
+    pub(crate) idempotent: bool,
     pub(crate) timeout: Option<DurationLit>,
     pub(crate) breaker: Option<LitStr>,
     pub(crate) on_error: Option<PolicyNode>,
@@ -131,6 +144,7 @@ impl ToolArgs {
         let mut name = SetOnce::new("argument");
         let mut description = SetOnce::new("argument");
         let mut optional = SetOnce::new("argument");
+        let mut idempotent = SetOnce::new("argument");
         let mut timeout = SetOnce::new("argument");
         let mut breaker = SetOnce::new("argument");
         let mut on_error = SetOnce::new("argument");
@@ -140,6 +154,7 @@ impl ToolArgs {
                 ToolArg::Name(arg) => arg.set_in(&mut name, cx),
                 ToolArg::Description(arg) => arg.set_in(&mut description, cx),
                 ToolArg::Optional(ident) => optional.set(cx, &ident, "optional", ()),
+                ToolArg::Idempotent(ident) => idempotent.set(cx, &ident, "idempotent", ()),
                 ToolArg::Timeout(arg) => arg.set_in(&mut timeout, cx),
                 ToolArg::Breaker(arg) => arg.set_in(&mut breaker, cx),
                 ToolArg::OnError(ident, policy) => on_error.set(cx, &ident, "on_error", policy),
@@ -150,6 +165,7 @@ impl ToolArgs {
             name: name.get().map(|NameStr(lit)| lit),
             description: description.get(),
             optional: optional.get().is_some(),
+            idempotent: idempotent.get().is_some(),
             timeout: timeout.get(),
             breaker: breaker.get(),
             on_error: on_error.get(),

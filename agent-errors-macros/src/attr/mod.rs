@@ -64,6 +64,7 @@ keys! {
         Validation => "validation",
         Bug => "bug",
         Unknown => "unknown",
+        OutcomeUnknown => "outcome_unknown",
     }
 }
 

@@ -11,6 +11,7 @@ use super::{Agent, AgentInner, AgentOutput, DEFAULT_MAX_TURNS};
 use crate::breaker::{DEFAULT_THRESHOLD, ServiceBreaker};
 use crate::budget::RetryBudget;
 use crate::chat::{CallSource, ChatModel, RequestOptions};
+use crate::checkpoint::CheckpointStore;
 use crate::executor::{Limits, PermissionHook};
 use crate::fix::FixerDef;
 use crate::observe::{AgentMeters, DEFAULT_EVENT_CAPACITY, Feed};
@@ -38,6 +39,7 @@ pub struct AgentBuilder<O = String> {
     source: CallSource,
     options: RequestOptions,
     reserved_names_used: Vec<String>,
+    checkpoints: Option<Arc<dyn CheckpointStore>>,
     _output: PhantomData<fn() -> O>,
 }
 
@@ -71,6 +73,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
             source: CallSource::MAIN_AGENT,
             options: RequestOptions::default(),
             reserved_names_used: Vec::new(),
+            checkpoints: None,
             _output: PhantomData,
         }
     }
@@ -262,6 +265,21 @@ impl<O: AgentOutput> AgentBuilder<O> {
         self
     }
 
+    /// Makes every run durable: its state is saved to `store` after each model turn (before any
+    /// tool of that turn runs) and after each tool result, so [`Agent::resume`] can go on with it
+    /// in another process after this one dies. See [`checkpoint`](crate::checkpoint).
+    #[must_use]
+    pub fn checkpoints(self, store: impl CheckpointStore) -> Self {
+        self.shared_checkpoints(Arc::new(store))
+    }
+
+    /// Like [`checkpoints`](AgentBuilder::checkpoints), with a store already shared.
+    #[must_use]
+    pub fn shared_checkpoints(mut self, store: Arc<dyn CheckpointStore>) -> Self {
+        self.checkpoints = Some(store);
+        self
+    }
+
     /// Who waits for this agent's model calls (the main agent by default).
     #[must_use]
     pub fn call_source(mut self, source: CallSource) -> Self {
@@ -359,6 +377,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
                         options,
                         feed: Feed::new(DEFAULT_EVENT_CAPACITY),
                         meters,
+                        checkpoints: self.checkpoints,
                     }),
                 })
             }

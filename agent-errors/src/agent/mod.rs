@@ -21,6 +21,7 @@
 mod builder;
 mod builtins;
 mod conversation;
+mod durable;
 mod fixer;
 mod llm_error;
 mod output;
@@ -35,6 +36,7 @@ use std::sync::Arc;
 pub use builder::AgentBuilder;
 pub use builtins::{ESCALATE, THROW_EXCEPTION};
 pub use conversation::Conversation;
+pub use durable::{FinishedRun, ResumeError};
 pub use fixer::NotJsonArguments;
 pub use llm_error::{IntoLlmDecision, ModelError};
 pub use output::{AgentOutput, Json};
@@ -43,6 +45,7 @@ pub use stream::RunDelta;
 use crate::breaker::ServiceBreaker;
 use crate::budget::RetryBudget;
 use crate::chat::{CallSource, ChatModel, FinishReason, Message, RequestOptions, ToolSpec};
+use crate::checkpoint::{CheckpointError, CheckpointStore};
 use crate::error::{BoxError, Severity};
 use crate::events::RunReport;
 use crate::executor::{Cancellation, Limits, PermissionHook, Terminated};
@@ -110,6 +113,8 @@ pub(crate) struct AgentInner<O> {
     /// The live stream of every run's events.
     pub(crate) feed: Feed,
     pub(crate) meters: AgentMeters,
+    /// Where each run's checkpoints go, when its runs are durable.
+    pub(crate) checkpoints: Option<Arc<dyn CheckpointStore>>,
 }
 
 impl<O> Clone for AgentInner<O> {
@@ -132,6 +137,7 @@ impl<O> Clone for AgentInner<O> {
             options: self.options.clone(),
             feed: self.feed.clone(),
             meters: self.meters.clone(),
+            checkpoints: self.checkpoints.clone(),
         }
     }
 }
@@ -198,6 +204,8 @@ pub struct RunOptions {
     pub extensions: Extensions,
     /// This run's own live stream, if asked for.
     pub(crate) feed: Option<Feed>,
+    /// The run's id, when the caller chose it.
+    pub(crate) run_id: Option<String>,
 }
 
 impl RunOptions {
@@ -210,6 +218,16 @@ impl RunOptions {
     #[must_use]
     pub fn cancellation(mut self, cancellation: Cancellation) -> Self {
         self.cancellation = cancellation;
+        self
+    }
+
+    /// Names the run (by default a random id is made): the key its checkpoints are saved
+    /// under, what [`Agent::resume`] is given, and the first half of each call's
+    /// [`IdempotencyKey`](crate::IdempotencyKey). A durable run refuses an id its store already
+    /// holds ([`RunError::Checkpoint`] with a conflict), so two runs never share one.
+    #[must_use]
+    pub fn run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = Some(run_id.into());
         self
     }
 
@@ -278,6 +296,8 @@ pub struct RunOutcome<O = String> {
     /// The conversation as it stood when the run ended: every assistant tool call is followed by
     /// exactly one tool message answering it, including calls whose outcome ended the run.
     pub transcript: Vec<Message>,
+    /// The run's id: the one given with [`RunOptions::run_id`], or the one made for it.
+    pub run_id: String,
 }
 
 impl<O> RunOutcome<O> {
@@ -353,6 +373,14 @@ pub enum RunError {
         /// The panic's message, redacted and bounded.
         message: String,
     },
+    /// A durable run could not save its checkpoint, so it stopped before anything else ran. A
+    /// [`CheckpointError::Conflict`] means another process saved the run since this one did:
+    /// that process owns it now.
+    #[error(transparent)]
+    Checkpoint(CheckpointError),
+    /// [`Agent::resume`] could not go on with the run.
+    #[error(transparent)]
+    Resume(ResumeError),
     /// The model declined to answer (finish reason `Refusal`), or the provider withheld its
     /// answer (`ContentFilter`): not an empty response, and not something a retry of the same
     /// request is expected to change.
@@ -393,5 +421,10 @@ impl RunError {
     /// Whether the run was cancelled.
     pub fn is_cancelled(&self) -> bool {
         matches!(self, RunError::Cancelled)
+    }
+
+    /// Whether another process owns the run: its checkpoint moved on since this one saved it.
+    pub fn is_checkpoint_conflict(&self) -> bool {
+        matches!(self, RunError::Checkpoint(CheckpointError::Conflict { .. }))
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 
 use super::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
+use super::durable::{self, Journal, PendingCall, ResumeError, SavedCounts, SavedRun};
 use super::stream::{self, DeltaSender};
 use super::turn;
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
@@ -14,8 +15,8 @@ use crate::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolResult, Tool
 use crate::classify::{ErrorKind, server_delay};
 use crate::events::{Event, RunReport};
 use crate::executor::{
-    self, CANCELLED, CallOutcome, Cancellation, RunContext, Terminated, TerminationReason,
-    ToolPanic,
+    self, CANCELLED, CallJournal, CallOutcome, CallProgress, Cancellation, RecoveryState,
+    RunContext, Terminated, TerminationReason, ToolPanic,
 };
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER};
 use crate::observe::{self, Observer};
@@ -64,6 +65,32 @@ impl<O: AgentOutput> Agent<O> {
         let run = inner.run(history, options);
         observe::run(&inner.name, &*inner.model, &inner.meters, run).await
     }
+
+    /// Goes on with the durable run `run_id` from its last checkpoint, on this agent (which
+    /// must have the tools the run was using): after a crash, in this process or another.
+    ///
+    /// Calls that had their results are not run again. A call that was sleeping before a retry
+    /// sleeps its saved delay and retries, its spent retries still spent. A call that was
+    /// running is run again when its tool is idempotent (with the same
+    /// [`IdempotencyKey`](crate::IdempotencyKey)); any other is a failure of kind
+    /// [`OutcomeUnknown`](crate::ErrorKind::OutcomeUnknown), which its `outcome_unknown` policy
+    /// answers (by default an error result telling the model the call was interrupted). The
+    /// per-run breaker, dropped tools, permission denials, counts and usage carry over.
+    ///
+    /// A run that already finished is not run again: the result is
+    /// [`ResumeError::Finished`] with how it ended, and the saved transcript.
+    pub async fn resume(&self, run_id: impl Into<String>, options: RunOptions) -> RunOutcome<O> {
+        let inner = &self.inner;
+        let run = inner.resume(run_id.into(), options);
+        observe::run(&inner.name, &*inner.model, &inner.meters, run).await
+    }
+}
+
+/// What a resumed run goes on from.
+struct Resumed {
+    pending: Vec<PendingCall>,
+    counts: SavedCounts,
+    recovery: RecoveryState,
 }
 
 #[derive(Default)]
@@ -74,6 +101,24 @@ struct Counts {
     usage: Usage,
     /// Where the run streams the model's answers, if anywhere.
     deltas: Option<DeltaSender>,
+}
+
+impl Counts {
+    fn saved(&self) -> SavedCounts {
+        SavedCounts {
+            turns: self.turns,
+            model_calls: self.model_calls,
+            tool_calls: self.tool_calls,
+            usage: self.usage,
+        }
+    }
+
+    fn restore(&mut self, saved: SavedCounts) {
+        self.turns = saved.turns;
+        self.model_calls = saved.model_calls;
+        self.tool_calls = saved.tool_calls;
+        self.usage = saved.usage;
+    }
 }
 
 /// A model turn: a response to act on, or the output `on_llm_error` chose instead.
@@ -130,7 +175,12 @@ fn stopped(terminated: Box<Terminated>) -> RunError {
 }
 
 impl<O: AgentOutput> AgentInner<O> {
-    fn context(&self, options: RunOptions) -> RunContext {
+    fn context(
+        &self,
+        options: RunOptions,
+        run_id: &str,
+        journal: Option<&Arc<Journal>>,
+    ) -> RunContext {
         let observer = Observer::new(Arc::clone(&self.model), self.feed.clone(), options.feed);
         let ctx = RunContext::new()
             .with_breaker_threshold(self.breaker_threshold)
@@ -138,7 +188,16 @@ impl<O: AgentOutput> AgentInner<O> {
             .with_cancellation(options.cancellation)
             .with_extensions(options.extensions)
             .with_limits(self.limits)
-            .with_observer(observer);
+            .with_observer(observer)
+            .with_run_id(run_id);
+        let ctx = match journal {
+            Some(journal) => {
+                let ctx = ctx.with_journal(Arc::clone(journal) as Arc<dyn CallJournal>);
+                journal.attach(&ctx);
+                ctx
+            }
+            None => ctx,
+        };
         let ctx = match &self.retry_budget {
             Some(budget) => ctx.with_retry_budget(budget.clone()),
             None => ctx,
@@ -150,10 +209,86 @@ impl<O: AgentOutput> AgentInner<O> {
     }
 
     async fn run(&self, history: Vec<Message>, mut options: RunOptions) -> RunOutcome<O> {
-        let deltas = options.deltas.take().map(DeltaSender::new);
-        let ctx = self.context(options);
+        let run_id = options.run_id.take().unwrap_or_else(durable::new_run_id);
+        let journal = self
+            .checkpoints
+            .as_ref()
+            .map(|store| Arc::new(Journal::new(Arc::clone(store), run_id.clone())));
         let messages =
             super::conversation::with_system_prompt(self.system_prompt.as_deref(), history);
+        self.go(run_id, journal, messages, None, options).await
+    }
+
+    async fn resume(&self, run_id: String, options: RunOptions) -> RunOutcome<O> {
+        let refused = |error, transcript| RunOutcome {
+            result: Err(error),
+            report: RunReport::default(),
+            transcript,
+            run_id: run_id.clone(),
+        };
+        let Some(store) = &self.checkpoints else {
+            return refused(RunError::Resume(ResumeError::NoStore), Vec::new());
+        };
+        let checkpoint = match store.load(&run_id).await {
+            Ok(Some(checkpoint)) => checkpoint,
+            Ok(None) => {
+                let error = ResumeError::NotFound {
+                    run_id: run_id.clone(),
+                };
+                return refused(RunError::Resume(error), Vec::new());
+            }
+            Err(error) => return refused(RunError::Checkpoint(error), Vec::new()),
+        };
+        let saved = match SavedRun::read(&checkpoint) {
+            Ok(saved) => saved,
+            Err(error) => return refused(RunError::Checkpoint(error), Vec::new()),
+        };
+        if let Some(outcome) = saved.finished.clone() {
+            let error = ResumeError::Finished {
+                run_id: run_id.clone(),
+                outcome,
+            };
+            return refused(RunError::Resume(error), saved.transcript);
+        }
+        if let Some(tool) = saved.unknown_tool(|name| self.knows(name)) {
+            let error = ResumeError::UnknownTool {
+                run_id: run_id.clone(),
+                tool: tool.to_owned(),
+            };
+            return refused(RunError::Resume(error), saved.transcript);
+        }
+        let next = checkpoint.sequence.saturating_add(1);
+        let journal = Journal::resumed(Arc::clone(store), run_id.clone(), saved.clone(), next);
+        let resumed = Resumed {
+            pending: saved.pending,
+            counts: saved.counts,
+            recovery: saved.recovery,
+        };
+        self.go(
+            run_id,
+            Some(Arc::new(journal)),
+            saved.transcript,
+            Some(resumed),
+            options,
+        )
+        .await
+    }
+
+    /// Whether a call of `name` reaches a tool of this agent.
+    fn knows(&self, name: &str) -> bool {
+        self.registry.tool(name).is_some() || self.builtins.enabled(name)
+    }
+
+    async fn go(
+        &self,
+        run_id: String,
+        journal: Option<Arc<Journal>>,
+        messages: Vec<Message>,
+        resumed: Option<Resumed>,
+        mut options: RunOptions,
+    ) -> RunOutcome<O> {
+        let deltas = options.deltas.take().map(DeltaSender::new);
+        let ctx = self.context(options, &run_id, journal.as_ref());
         let mut request = ChatRequest::new(messages, Vec::new())
             .with_source(self.source.clone())
             .with_options(self.options.clone())
@@ -162,19 +297,42 @@ impl<O: AgentOutput> AgentInner<O> {
             deltas,
             ..Counts::default()
         };
-        let result = match self.limits.run_deadline {
-            None => self.drive(&ctx, &mut request, &mut counts).await,
-            Some(limit) => {
-                let driven = self.drive(&ctx, &mut request, &mut counts);
-                match tokio::time::timeout(limit, driven).await {
-                    Ok(result) => result,
-                    Err(_) => {
-                        ctx.halt();
-                        Err(RunError::DeadlineExceeded { limit })
-                    }
+        let pending = match resumed {
+            Some(resumed) => {
+                counts.restore(resumed.counts);
+                ctx.restore(resumed.recovery);
+                Some(resumed.pending)
+            }
+            None => None,
+        };
+        let journal = journal.as_deref();
+        let driven = async {
+            if let (Some(journal), None) = (journal, &pending) {
+                let saved = journal.turn(&request.messages, &[], |_| true, counts.saved(), &ctx);
+                saved.await.map_err(RunError::Checkpoint)?;
+            }
+            self.drive(&ctx, &mut request, &mut counts, journal, pending)
+                .await
+        };
+        let mut result = match self.limits.run_deadline {
+            None => driven.await,
+            Some(limit) => match tokio::time::timeout(limit, driven).await {
+                Ok(result) => result,
+                Err(_) => {
+                    ctx.halt();
+                    Err(RunError::DeadlineExceeded { limit })
+                }
+            },
+        };
+        if let Some(journal) = journal {
+            if !matches!(result, Err(RunError::Checkpoint(_))) {
+                let finished = durable::finished(&result, &request.messages);
+                let saved = journal.finish(&request.messages, counts.saved(), finished);
+                if let Err(error) = saved.await {
+                    result = Err(RunError::Checkpoint(error));
                 }
             }
-        };
+        }
         ctx.events().close();
         if let Err(error) = &result {
             let error = crate::redact::redact(&error.to_string()).into_owned();
@@ -190,6 +348,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 usage: counts.usage,
             },
             transcript: request.messages,
+            run_id,
         }
     }
 
@@ -210,8 +369,23 @@ impl<O: AgentOutput> AgentInner<O> {
         ctx: &RunContext,
         request: &mut ChatRequest,
         counts: &mut Counts,
+        journal: Option<&Journal>,
+        pending: Option<Vec<PendingCall>>,
     ) -> Result<O, RunError> {
         request.tools = self.offered_tools(ctx);
+        if let Some(pending) = pending.filter(|pending| !pending.is_empty()) {
+            let calls: Vec<ToolCall> = pending.iter().map(|p| p.call.clone()).collect();
+            if pending
+                .iter()
+                .any(|p| matches!(p.answer(), Some((_, Some(_)))))
+            {
+                // A saved answer ended the run: the calls it halted are not run again.
+                ctx.halt();
+            }
+            // The saved transcript already ends with the turn.
+            self.answer_turn(ctx, request, journal, None, &calls, &pending)
+                .await?;
+        }
         while counts.turns < self.max_turns {
             if ctx.cancellation().is_cancelled() {
                 return Err(RunError::Cancelled);
@@ -239,31 +413,92 @@ impl<O: AgentOutput> AgentInner<O> {
 
             let calls = response.tool_calls;
             counts.tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
-            let answer = |call| self.answer(ctx, call);
-            let answers =
-                executor::execute_turn(ctx, &calls, answer, |a: &Answered| a.stop.is_some()).await;
-            request
-                .messages
-                .push(Message::assistant(response.text, calls));
-            let mut stops = Vec::new();
-            for answer in answers {
-                request.messages.push(Message::Tool(answer.result));
-                stops.extend(answer.stop);
+            // The transcript gets the turn only with its answers, so a run the deadline stops
+            // mid-turn never hands back a call without its answer; the checkpoint has it first.
+            let asked = Message::assistant(response.text, calls.clone());
+            ctx.begin_turn();
+            if let Some(journal) = journal {
+                let known = |name: &str| self.knows(name);
+                let transcript = [request.messages.as_slice(), std::slice::from_ref(&asked)];
+                let transcript = transcript.concat();
+                let saved = journal.turn(&transcript, &calls, known, counts.saved(), ctx);
+                saved.await.map_err(RunError::Checkpoint)?;
             }
-            if ctx.cancellation().is_cancelled() {
-                return Err(RunError::Cancelled);
-            }
-            if let Some(verdict) = batch_verdict(stops) {
-                return Err(verdict);
-            }
-            // A degraded tool is not offered again.
-            if request.tools.iter().any(|spec| ctx.is_degraded(&spec.name)) {
-                request.tools = self.offered_tools(ctx);
-            }
+            self.answer_turn(ctx, request, journal, Some(asked), &calls, &[])
+                .await?;
         }
         Err(RunError::TurnCap {
             max_turns: self.max_turns,
         })
+    }
+
+    /// Answers every call of a turn, in order, adds the turn (`asked`, unless the transcript
+    /// already ends with it) and the answers to the transcript, and says whether the run goes
+    /// on. `resumed` holds what a resumed run saved about these calls.
+    async fn answer_turn(
+        &self,
+        ctx: &RunContext,
+        request: &mut ChatRequest,
+        journal: Option<&Journal>,
+        asked: Option<Message>,
+        calls: &[ToolCall],
+        resumed: &[PendingCall],
+    ) -> Result<(), RunError> {
+        let answers = executor::answer_all(
+            ctx,
+            calls,
+            |call| {
+                let saved = resumed.iter().find(|p| p.call.id == call.id);
+                self.answer_durably(ctx, call, journal, saved)
+            },
+            |a: &Answered| a.stop.is_some(),
+        )
+        .await;
+        request.messages.extend(asked);
+        let mut stops = Vec::new();
+        for answer in answers {
+            request.messages.push(Message::Tool(answer.result));
+            stops.extend(answer.stop);
+        }
+        if let Some(error) = journal.and_then(Journal::failure) {
+            return Err(RunError::Checkpoint(error));
+        }
+        if ctx.cancellation().is_cancelled() {
+            return Err(RunError::Cancelled);
+        }
+        if let Some(verdict) = batch_verdict(stops) {
+            return Err(verdict);
+        }
+        // A degraded tool is not offered again.
+        if request.tools.iter().any(|spec| ctx.is_degraded(&spec.name)) {
+            request.tools = self.offered_tools(ctx);
+        }
+        Ok(())
+    }
+
+    /// One call's answer, saved when the run is durable: a saved answer is given back as it
+    /// was, a call a resumed run left unanswered goes on from how far it got.
+    async fn answer_durably(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        journal: Option<&Journal>,
+        saved: Option<&PendingCall>,
+    ) -> Answered {
+        if let Some((result, stop)) = saved.and_then(PendingCall::answer) {
+            return Answered { result, stop };
+        }
+        let answered = match saved {
+            Some(pending) => self.answer_resumed(ctx, call, pending.progress()).await,
+            None => self.answer(ctx, call).await,
+        };
+        if let Some(journal) = journal {
+            let stop = answered.stop.as_ref();
+            journal
+                .answered(&call.id, &answered.result, stop, ctx)
+                .await;
+        }
+        answered
     }
 
     /// One model turn with `on_llm_error` applied: retries stay inside the turn.
@@ -340,13 +575,21 @@ impl<O: AgentOutput> AgentInner<O> {
         if self.builtins.enabled(&call.name) {
             return self.answer_builtin(ctx, call);
         }
-        match self.registry.execute(ctx, call).await {
-            CallOutcome::Result(result) => Answered { result, stop: None },
-            CallOutcome::Stop(terminated) => Answered {
-                result: ToolResult::error(call, terminated.user_message),
-                stop: Some(stopped(terminated)),
-            },
+        answered(call, self.registry.execute(ctx, call).await)
+    }
+
+    /// Exactly one answer for a call a resumed run left unanswered.
+    async fn answer_resumed(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        progress: CallProgress,
+    ) -> Answered {
+        if self.builtins.enabled(&call.name) {
+            return self.answer_builtin(ctx, call);
         }
+        let outcome = executor::execute_resumed(&self.registry, ctx, call, progress).await;
+        answered(call, outcome)
     }
 
     fn answer_builtin(&self, ctx: &RunContext, call: &ToolCall) -> Answered {
@@ -376,6 +619,17 @@ impl<O: AgentOutput> AgentInner<O> {
                 stop: None,
             }
         })
+    }
+}
+
+/// What the loop does with a call's outcome.
+fn answered(call: &ToolCall, outcome: CallOutcome) -> Answered {
+    match outcome {
+        CallOutcome::Result(result) => Answered { result, stop: None },
+        CallOutcome::Stop(terminated) => Answered {
+            result: ToolResult::error(call, terminated.user_message),
+            stop: Some(stopped(terminated)),
+        },
     }
 }
 

@@ -55,6 +55,16 @@ impl RunBreaker {
         (*n >= self.threshold).then_some(*n)
     }
 
+    /// The consecutive failures counted per tool.
+    pub(crate) fn counts(&self) -> &HashMap<String, u32> {
+        &self.failures
+    }
+
+    /// Takes up counts saved from another run of the same breaker.
+    pub(crate) fn restore(&mut self, failures: HashMap<String, u32>) {
+        self.failures = failures;
+    }
+
     /// The failure count, when this tool has tripped the breaker.
     pub(crate) fn tripped(&self, tool: &str) -> Option<u32> {
         if self.failures.is_empty() {

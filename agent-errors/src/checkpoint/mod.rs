@@ -14,12 +14,16 @@
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 
 pub use memory::MemoryCheckpoints;
 #[cfg(feature = "postgres")]
 pub use postgres::{
     DEFAULT_TABLE, PostgresCheckpoints, PostgresCheckpointsBuilder, PostgresStoreError,
 };
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteCheckpoints;
 
 use std::fmt;
 

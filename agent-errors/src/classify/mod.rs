@@ -143,11 +143,15 @@ pub enum ErrorKind {
     Bug,
     /// Nothing told us what it was.
     Unknown,
+    /// The call was running when the process running it stopped, and its result was never
+    /// recorded: it may or may not have taken effect. Found only when a durable run resumes;
+    /// never retried (calling again might do it twice).
+    OutcomeUnknown,
 }
 
 impl ErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 9] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::Transient,
         ErrorKind::Timeout,
         ErrorKind::Quota,
@@ -157,6 +161,7 @@ impl ErrorKind {
         ErrorKind::Validation,
         ErrorKind::Bug,
         ErrorKind::Unknown,
+        ErrorKind::OutcomeUnknown,
     ];
 
     /// Whether a failure of this kind can succeed when called again unchanged.
@@ -165,6 +170,13 @@ impl ErrorKind {
             self,
             ErrorKind::Transient | ErrorKind::Timeout | ErrorKind::Quota | ErrorKind::ServerError
         )
+    }
+
+    /// Whether failures of this kind follow only their own policy key, never `execution`:
+    /// `auth` (fail closed) and `outcome_unknown` (a ladder for failures that happened must not
+    /// re-send a call that may have taken effect).
+    pub const fn follows_own_key(self) -> bool {
+        matches!(self, ErrorKind::Auth | ErrorKind::OutcomeUnknown)
     }
 
     /// The snake_case name, as used for policy keys and shown to the model.
@@ -179,6 +191,7 @@ impl ErrorKind {
             ErrorKind::Validation => "validation",
             ErrorKind::Bug => "bug",
             ErrorKind::Unknown => "unknown",
+            ErrorKind::OutcomeUnknown => "outcome_unknown",
         }
     }
 }

@@ -9,10 +9,11 @@ use futures_util::FutureExt;
 
 use super::context::RunContext;
 use super::permission::PermissionDenied;
+use super::resume::{CallInterrupted, SavedFailure};
 use crate::breaker::{Admission, ServiceBreaker};
 use crate::classify::{Classification, Classifier, ErrorKind, Evidence, classify};
 use crate::error::{BoxError, InvalidArguments, ToolError};
-use crate::extensions::MissingContext;
+use crate::extensions::{Extensions, MissingContext};
 use crate::tool::{ToolDef, ToolOutput};
 
 /// A tool panicked; classified [`ErrorKind::Bug`].
@@ -78,6 +79,12 @@ pub(crate) fn classify_tool_error(
     if cause.downcast_ref::<MissingContext>().is_some() {
         return Classification::new(ErrorKind::Bug, Evidence::Type("MissingContext"));
     }
+    if cause.downcast_ref::<CallInterrupted>().is_some() {
+        return Classification::new(ErrorKind::OutcomeUnknown, Evidence::Type("CallInterrupted"));
+    }
+    if let Some(saved) = cause.downcast_ref::<SavedFailure>() {
+        return Classification::new(saved.kind, Evidence::Type("SavedFailure"));
+    }
     if cause.downcast_ref::<CircuitOpen>().is_some() {
         let mut c = Classification::new(ErrorKind::Transient, Evidence::Type("CircuitOpen"));
         c.should_retry = Some(false);
@@ -97,6 +104,7 @@ pub(crate) async fn attempt(
     ctx: &RunContext,
     tool: &ToolDef,
     raw: &str,
+    extensions: &Extensions,
 ) -> Result<ToolOutput, Missed> {
     // A retry or fallback still sleeping when a concurrent call tripped the breaker must not call.
     if let Some(failures) = ctx.breaker_tripped(tool.name()) {
@@ -105,7 +113,7 @@ pub(crate) async fn attempt(
     let panicked =
         |payload| ToolError::execution(parse_value(raw), ToolPanic::from_payload(payload));
     let future = match std::panic::catch_unwind(AssertUnwindSafe(|| {
-        tool.handler().call_with(raw, ctx.extensions())
+        tool.handler().call_with(raw, extensions)
     })) {
         Ok(Ok(future)) => future,
         Ok(Err(args_error)) => return Err(Missed::Failed(args_error)),

@@ -7,6 +7,7 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::breaker::{RunBreaker, ServiceBreaker};
@@ -14,8 +15,10 @@ use crate::budget::RetryBudget;
 use crate::classify::Classifier;
 use crate::events::{EventLog, EventSink};
 use crate::extensions::Extensions;
+use crate::idempotency::IdempotencyKey;
 
 use super::permission::{PermissionContext, PermissionHook};
+use super::resume::CallJournal;
 
 /// A handle that cancels a run. Clones share the same state.
 ///
@@ -129,7 +132,7 @@ impl Limits {
 }
 
 /// What one run has learnt about its tools.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct RunState {
     degraded: HashSet<String>,
     breaker: RunBreaker,
@@ -177,6 +180,22 @@ pub struct RunContext {
     classifier: OnceLock<Arc<Classifier>>,
     /// Permission denials in this run; outside the lock so a hook that allows takes none.
     denials: AtomicU32,
+    /// The run's stable id, when it has one: every call's idempotency key starts with it.
+    run_id: Option<Arc<str>>,
+    journal: Option<Arc<dyn CallJournal>>,
+}
+
+/// The per-run recovery state a durable run saves: the per-run breaker's counts and trip, the
+/// tools `degrade` dropped, permission denials.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RecoveryState {
+    degraded: Vec<String>,
+    failures: HashMap<String, u32>,
+    tripped: Option<(String, u32)>,
+    turn: u64,
+    counted: HashMap<String, u64>,
+    denied: HashMap<String, u32>,
+    denials: u32,
 }
 
 impl fmt::Debug for RunContext {
@@ -214,6 +233,8 @@ impl RunContext {
             extensions: Extensions::new(),
             classifier: OnceLock::new(),
             denials: AtomicU32::new(0),
+            run_id: None,
+            journal: None,
         }
     }
 
@@ -290,9 +311,33 @@ impl RunContext {
         }
     }
 
+    /// Names the run: each call's [`IdempotencyKey`] is this id and the call's id, so a tool
+    /// asking for a `Ctx<IdempotencyKey>` finds one (without a run id it finds none).
+    #[must_use]
+    pub fn with_run_id(mut self, run_id: impl Into<Arc<str>>) -> Self {
+        self.run_id = Some(run_id.into());
+        self
+    }
+
+    /// The run's id, if it was given one.
+    pub fn run_id(&self) -> Option<&str> {
+        self.run_id.as_deref()
+    }
+
     /// The values the run was given.
     pub fn extensions(&self) -> &Extensions {
         &self.extensions
+    }
+
+    /// The values one call sees: the run's, and the call's idempotency key when the run has an
+    /// id.
+    pub(crate) fn call_extensions(&self, call_id: &str) -> Extensions {
+        match &self.run_id {
+            Some(run_id) => self
+                .extensions
+                .for_call(IdempotencyKey::new(Arc::clone(run_id), call_id)),
+            None => self.extensions.clone(),
+        }
     }
 
     /// Tags the run's events and sends them live.
@@ -416,6 +461,52 @@ impl RunContext {
     pub(crate) fn record_denial(&self, tool: &str) -> u32 {
         *self.lock().denied.entry(tool.to_owned()).or_insert(0) += 1;
         self.denials.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// What the run has learnt so far, to be saved with its checkpoint.
+    pub(crate) fn recovery(&self) -> RecoveryState {
+        let state = self.lock();
+        RecoveryState {
+            degraded: state.degraded.iter().cloned().collect(),
+            failures: state.breaker.counts().clone(),
+            tripped: state.tripped.clone(),
+            turn: state.turn,
+            counted: state.counted.clone(),
+            denied: state.denied.clone(),
+            denials: self.denials.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Takes up what a run learnt before it was interrupted: dropped tools, the per-run
+    /// breaker's counts and trip, permission denials.
+    pub(crate) fn restore(&self, saved: RecoveryState) {
+        let troubled = !saved.degraded.is_empty()
+            || !saved.failures.is_empty()
+            || saved.tripped.is_some()
+            || saved.denials > 0;
+        let mut state = self.lock();
+        state.degraded = saved.degraded.into_iter().collect();
+        state.breaker.restore(saved.failures);
+        state.tripped = saved.tripped;
+        state.turn = saved.turn;
+        state.counted = saved.counted;
+        state.denied = saved.denied;
+        drop(state);
+        self.denials.store(saved.denials, Ordering::SeqCst);
+        if troubled {
+            self.troubled.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Where a durable run saves its calls' progress, if this run is one.
+    #[must_use]
+    pub(crate) fn with_journal(mut self, journal: Arc<dyn CallJournal>) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
+    pub(crate) fn journal(&self) -> Option<&dyn CallJournal> {
+        self.journal.as_deref()
     }
 
     fn troubled(&self) -> bool {

@@ -10,16 +10,19 @@
 
 use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
+use std::time::Duration;
 
 use futures_util::FutureExt;
 
 use super::attempt::{Missed, ToolPanic, attempt};
 use super::context::RunContext;
 use super::outcome::{Failure, Handled, TerminationReason};
+use super::resume::{CallProgress, RetryPlace};
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
 use crate::error::{Severity, ToolError};
 use crate::events::Event;
+use crate::extensions::Extensions;
 use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
 use crate::policy::{Action, FixAction, Ladder, PolicyKey, ResolvedPolicy, RetryAction};
 use crate::registry::Registry;
@@ -51,6 +54,12 @@ pub(super) struct Walk<'a> {
     failure: Failure,
     walked: Vec<PolicyKey>,
     repair_steps: u32,
+    /// The run's values and this call's idempotency key, as every attempt sees them.
+    extensions: Extensions,
+    /// The rung being tried: its key and place in that key's ladder.
+    rung: (PolicyKey, usize),
+    /// Where a resumed call goes on: a retry rung, the retries it had drawn, the first delay.
+    start: Option<(PolicyKey, usize, u32, Duration)>,
 }
 
 impl<'a> Walk<'a> {
@@ -60,6 +69,7 @@ impl<'a> Walk<'a> {
         (tool, policy): (&'a ToolDef, &'a ResolvedPolicy),
         call: &'a ToolCall,
         failure: Failure,
+        extensions: Extensions,
     ) -> Self {
         Walk {
             registry,
@@ -71,7 +81,29 @@ impl<'a> Walk<'a> {
             failure,
             walked: Vec::with_capacity(2),
             repair_steps: 0,
+            extensions,
+            rung: (PolicyKey::Execution, 0),
+            start: None,
         }
+    }
+
+    /// A walk for a call of a resumed run: the repairs it already spent stay spent, and the
+    /// arguments a fixer wrote are the ones sent.
+    pub(super) fn resumed(mut self, progress: &CallProgress) -> Self {
+        self.repair_steps = progress.repair_steps;
+        if let Some(arguments) = &progress.arguments {
+            self.raw = Cow::Owned(arguments.clone());
+        }
+        self
+    }
+
+    /// Starts on the retry rung `place` names, its drawn retries spent, the next attempt made
+    /// after `delay`; a ladder that no longer has a retry rung there is walked from its top.
+    pub(super) fn at_retry(mut self, place: &RetryPlace, delay: Duration) -> Self {
+        if let Some(key) = place.key() {
+            self.start = Some((key, place.rung, place.retries, delay));
+        }
+        self
     }
 
     /// Walks the ladders until the call succeeds, is shown to the model, or stops the run.
@@ -79,7 +111,20 @@ impl<'a> Walk<'a> {
         'ladders: loop {
             let (key, ladder) = self.entry();
             self.walked.push(key);
-            for action in ladder.actions() {
+            let from = match self.start {
+                Some((start_key, rung, _, _))
+                    if start_key == key
+                        && matches!(ladder.actions().get(rung), Some(Action::Retry(_))) =>
+                {
+                    rung
+                }
+                _ => {
+                    self.start = None;
+                    0
+                }
+            };
+            for (index, action) in ladder.actions().iter().enumerate().skip(from) {
+                self.rung = (key, index);
                 match self.rung(action).await {
                     Next::Done(handled) => return handled,
                     Next::Stop(reason) => return Handled::stop(reason, self.failure),
@@ -121,37 +166,102 @@ impl<'a> Walk<'a> {
     /// `retry(n)`: call again while the failure is retryable, the schedule allows and the
     /// retry budget (if the run has one) pays for it; a server's `Retry-After` replaces the
     /// computed delay.
+    ///
+    /// In a durable run the call's place is saved before each sleep and again before the
+    /// attempt after it, so a crash in either is told apart on resume.
     async fn retry(&mut self, retry: &RetryAction) -> Next {
         let mut retrier = Retrier::new(retry.schedule().delays());
+        let mut retries = 0;
+        let mut resumed_delay = None;
+        if let Some((_, _, drawn, delay)) = self.start.take() {
+            retrier.skip(drawn);
+            retries = drawn;
+            resumed_delay = Some(delay);
+        }
         loop {
-            let class = &self.failure.class;
-            let delay = match retrier.after_failure(class.is_retryable(), class.retry_after) {
-                Step::Wait(delay) => delay,
-                Step::Stop(_) => return Next::Down,
+            let delay = match resumed_delay.take() {
+                Some(delay) => delay,
+                None => {
+                    let class = &self.failure.class;
+                    let delay = match retrier.after_failure(class.is_retryable(), class.retry_after)
+                    {
+                        Step::Wait(delay) => delay,
+                        Step::Stop(_) => return Next::Down,
+                    };
+                    if !spend_retry(self.ctx, self.tool).await {
+                        return Next::Down;
+                    }
+                    self.ctx.events().emit(Event::ToolRetry {
+                        tool: self.tool.name().to_owned(),
+                        attempt: self.failure.attempts,
+                        kind: class.kind,
+                        delay,
+                    });
+                    retries += 1;
+                    self.failure.attempts += 1;
+                    delay
+                }
             };
-            if !spend_retry(self.ctx, self.tool).await {
-                return Next::Down;
+            if !self.save_retry(retries, Some(delay)).await {
+                return Next::Done(Handled::Cancelled);
             }
-            self.ctx.events().emit(Event::ToolRetry {
-                tool: self.tool.name().to_owned(),
-                attempt: self.failure.attempts,
-                kind: class.kind,
-                delay,
-            });
             sleep(delay).await;
-            match attempt(self.ctx, self.tool, &self.raw).await {
+            if !self.save_retry(retries, None).await {
+                return Next::Done(Handled::Cancelled);
+            }
+            match attempt(self.ctx, self.tool, &self.raw, &self.extensions).await {
                 Ok(output) => return Next::Done(Handled::Ok(output)),
                 Err(Missed::Tripped { failures }) => {
                     return self.tripped(self.tool.name(), failures);
                 }
                 Err(Missed::Failed(error)) => {
-                    let attempts = self.failure.attempts + 1;
+                    let attempts = self.failure.attempts;
                     if let Next::Switch = self.after_failure(error, attempts) {
                         return Next::Switch;
                     }
                 }
             }
         }
+    }
+
+    /// The retry rung being walked, having drawn `retries`.
+    fn retry_place(&self, retries: u32) -> RetryPlace {
+        let limit = self.ctx.limits().max_message_chars;
+        RetryPlace {
+            key: self.rung.0.as_str().to_owned(),
+            rung: self.rung.1,
+            retries,
+            kind: self.failure.class.kind,
+            message: scrub(&self.failure.message(), limit),
+        }
+    }
+
+    /// Saves the call's place on this retry rung, when the run is durable: asleep for
+    /// `backoff`, or about to call.
+    async fn save_retry(&self, retries: u32, backoff: Option<Duration>) -> bool {
+        if self.ctx.journal().is_none() {
+            return true;
+        }
+        self.save(Some(self.retry_place(retries)), backoff).await
+    }
+
+    /// Saves how far the call got, when the run is durable; false when the save failed and
+    /// the call must stop here.
+    async fn save(&self, retry: Option<RetryPlace>, backoff: Option<Duration>) -> bool {
+        let Some(journal) = self.ctx.journal() else {
+            return true;
+        };
+        let progress = CallProgress {
+            attempts: self.failure.attempts,
+            repair_steps: self.repair_steps,
+            arguments: match &self.raw {
+                Cow::Owned(raw) => Some(raw.clone()),
+                Cow::Borrowed(_) => None,
+            },
+            retry,
+            backoff_ms: backoff.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        };
+        journal.progress(&self.call.id, progress).await
     }
 
     /// `fix(agent = ..)`: ask the fixer for new arguments (and call again) or for a result.
@@ -212,20 +322,24 @@ impl<'a> Walk<'a> {
             kind: self.failure.class.kind,
             key,
             attempt,
-            context: self.ctx.extensions().clone(),
+            context: self.extensions.clone(),
         }
     }
 
     /// Calls the tool again with the arguments a fixer wrote.
     async fn rerun_fixed(&mut self, fixer: &FixerDef, attempt_no: u32, new_raw: String) -> Next {
         self.raw = Cow::Owned(new_raw);
-        match attempt(self.ctx, self.tool, &self.raw).await {
+        self.failure.attempts += 1;
+        if !self.save(None, None).await {
+            return Next::Done(Handled::Cancelled);
+        }
+        match attempt(self.ctx, self.tool, &self.raw, &self.extensions).await {
             Ok(output) => {
                 self.fixed(fixer, attempt_no);
                 Next::Done(Handled::Ok(output))
             }
             Err(Missed::Failed(error)) => {
-                let attempts = self.failure.attempts + 1;
+                let attempts = self.failure.attempts;
                 self.after_failure(error, attempts)
             }
             Err(Missed::Tripped { failures }) => self.tripped(self.tool.name(), failures),
@@ -254,12 +368,15 @@ impl<'a> Walk<'a> {
             tool: self.tool.name().to_owned(),
             to: fallback.name().to_owned(),
         });
-        match attempt(self.ctx, fallback, &self.raw).await {
+        self.failure.attempts += 1;
+        if !self.save(None, None).await {
+            return Next::Done(Handled::Cancelled);
+        }
+        match attempt(self.ctx, fallback, &self.raw, &self.extensions).await {
             Ok(output) => Next::Done(Handled::Ok(output)),
             Err(Missed::Tripped { failures }) => self.tripped(fallback.name(), failures),
             Err(Missed::Failed(error)) => {
-                self.failure =
-                    Failure::new(error, self.failure.attempts + 1, self.ctx.classifier());
+                self.failure = Failure::new(error, self.failure.attempts, self.ctx.classifier());
                 self.failure.blamed = Some(fallback.name().to_owned());
                 if self.failure.class.kind == ErrorKind::Auth {
                     return Next::Stop(TerminationReason::Auth);

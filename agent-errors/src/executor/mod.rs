@@ -21,6 +21,7 @@ mod context;
 mod ladder;
 mod outcome;
 mod permission;
+mod resume;
 
 use std::borrow::Cow;
 use std::future::poll_fn;
@@ -34,7 +35,10 @@ pub use context::{Cancellation, DEFAULT_MAX_PERMISSION_DENIALS, Limits, RunConte
 pub use outcome::{CallOutcome, Terminated, TerminationReason};
 pub use permission::{Permission, PermissionContext, PermissionDenied, PermissionHook};
 
+pub(crate) use context::RecoveryState;
 pub(crate) use outcome::CANCELLED;
+pub use resume::CallInterrupted;
+pub(crate) use resume::{CallJournal, CallProgress};
 
 use tokio_util::sync::CancellationToken;
 
@@ -52,23 +56,44 @@ use outcome::{Failure, Handled};
 /// Runs one tool call through its resolved policy, inside its span: see [`Registry::execute`].
 pub(crate) async fn execute(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> CallOutcome {
     let meters = registry.meters(&call.name);
-    crate::observe::tool_call(call, meters, execute_call(registry, ctx, call)).await
+    let handled = handle(registry, ctx, call);
+    crate::observe::tool_call(call, meters, execute_call(registry, ctx, call, handled)).await
 }
 
-async fn execute_call(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> CallOutcome {
+/// Goes on with a call of a resumed durable run, from how far it got (see [`resume`]).
+pub(crate) async fn execute_resumed(
+    registry: &Registry,
+    ctx: &RunContext,
+    call: &ToolCall,
+    progress: CallProgress,
+) -> CallOutcome {
+    let meters = registry.meters(&call.name);
+    let handled = resume::handle_resumed(registry, ctx, call, progress);
+    crate::observe::tool_call(call, meters, execute_call(registry, ctx, call, handled)).await
+}
+
+async fn execute_call(
+    registry: &Registry,
+    ctx: &RunContext,
+    call: &ToolCall,
+    handled: impl Future<Output = Handled>,
+) -> CallOutcome {
     ctx.adopt_classifier(registry.classifier());
     let halt = ctx.halt_token();
     if halt.is_cancelled() {
         return CallOutcome::cancelled(call);
     }
-    let Some(handled) = until_halted(halt, handle(registry, ctx, call)).await else {
+    let Some(handled) = until_halted(halt, handled).await else {
         return CallOutcome::cancelled(call);
     };
+    if matches!(handled, Handled::Cancelled) {
+        return CallOutcome::cancelled(call);
+    }
     let ok = matches!(handled, Handled::Ok(_));
     let kind = match &handled {
         Handled::Error(surfaced) => surfaced.kind,
         Handled::Stop(stop) => stop.1.class.kind,
-        Handled::Ok(_) | Handled::Tripped { .. } => ErrorKind::Unknown,
+        Handled::Ok(_) | Handled::Tripped { .. } | Handled::Cancelled => ErrorKind::Unknown,
     };
     let outcome = handled.into_outcome(ctx, call);
     if outcome.stop().is_some() {
@@ -122,6 +147,20 @@ where
     Fut: Future<Output = T>,
 {
     ctx.begin_turn();
+    answer_all(ctx, calls, answer, ends_run).await
+}
+
+/// Answers the calls of a turn already begun: [`execute_turn`] without counting a new turn, for
+/// a durable run that saves the turn first (and a resumed one that goes on with it).
+pub(crate) async fn answer_all<'a, T, Fut>(
+    ctx: &'a RunContext,
+    calls: &'a [ToolCall],
+    answer: impl Fn(&'a ToolCall) -> Fut,
+    ends_run: impl Fn(&T) -> bool,
+) -> Vec<T>
+where
+    Fut: Future<Output = T>,
+{
     let ends_run = &ends_run;
     join_all(calls.iter().map(|call| {
         let answered = answer(call);
@@ -150,7 +189,8 @@ async fn handle(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> Handl
     if let Some(budget) = ctx.retry_budget() {
         budget.record_call(tool.breaker_key());
     }
-    match attempt::attempt(ctx, tool, &call.arguments).await {
+    let extensions = ctx.call_extensions(&call.id);
+    match attempt::attempt(ctx, tool, &call.arguments, &extensions).await {
         Ok(output) => Handled::Ok(output),
         Err(Missed::Tripped { failures }) => Handled::Tripped {
             tool: tool.name().to_owned(),
@@ -164,6 +204,7 @@ async fn handle(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> Handl
                 entry,
                 call,
                 Failure::new(error, 1, ctx.classifier()),
+                extensions,
             );
             Box::pin(walk.run()).await
         }

@@ -213,6 +213,9 @@ pub(crate) enum Handled {
     Stop(Box<(TerminationReason, Failure)>),
     /// The per-run breaker of `tool` tripped while this call was being handled.
     Tripped { tool: String, failures: u32 },
+    /// The call stopped before running its tool because the run is halting (a durable run
+    /// could not save its progress): "operation cancelled".
+    Cancelled,
 }
 
 impl Handled {
@@ -291,6 +294,7 @@ impl Handled {
                 CallOutcome::Stop(Box::new(terminated))
             }
             Handled::Tripped { tool, failures } => tripped(tool, ErrorKind::Unknown, failures),
+            Handled::Cancelled => CallOutcome::cancelled(call),
         }
     }
 }

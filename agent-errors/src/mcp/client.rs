@@ -50,6 +50,7 @@ pub struct McpServer {
     crate_defaults: Option<Policy>,
     timeout: Option<Duration>,
     breaker: Option<String>,
+    idempotent: Option<bool>,
     restarts: RetrySchedule,
 }
 
@@ -86,6 +87,7 @@ impl McpServer {
             crate_defaults: None,
             timeout: None,
             breaker: None,
+            idempotent: None,
             restarts: default_restarts(),
         }
     }
@@ -168,6 +170,17 @@ impl McpServer {
         self
     }
 
+    /// Whether this server's tools may run twice for one call (see
+    /// [`ToolDef::idempotent`]), whatever the server says. Without it each tool follows its
+    /// own annotations: `idempotentHint: true`, or `readOnlyHint: true` (a tool that changes nothing can run
+    /// again); a tool with neither is not idempotent. Annotations are the server's claims, so
+    /// set this for a server you do not trust to make them.
+    #[must_use]
+    pub fn with_idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = Some(idempotent);
+        self
+    }
+
     /// How a server that exited is restarted: at most `schedule.max_attempts()` restarts in a
     /// row without a call answered in between, the n-th after `schedule.delay(n)`. Past that,
     /// calls fail at once ([`McpError::GaveUp`], transient, so breakers count them). The default
@@ -194,6 +207,9 @@ impl McpServer {
     }
 
     fn tool_def(&self, connection: &Arc<Connection>, tool: Tool) -> ToolDef {
+        let idempotent = self
+            .idempotent
+            .unwrap_or_else(|| annotated_idempotent(&tool));
         let description = tool
             .description
             .map(|d| d.into_owned())
@@ -211,7 +227,8 @@ impl McpServer {
             handler,
         )
         .with_policy(self.policy.clone())
-        .with_crate_defaults(self.crate_defaults.clone());
+        .with_crate_defaults(self.crate_defaults.clone())
+        .idempotent(idempotent);
         let def = match &self.breaker {
             Some(key) => def.with_breaker_key(key.clone()),
             None => def,
@@ -221,6 +238,14 @@ impl McpServer {
             None => def,
         }
     }
+}
+
+/// Whether the server says a second call of `tool` does no more than the first: its
+/// `idempotentHint`, or `readOnlyHint` (a tool that changes nothing can run again).
+fn annotated_idempotent(tool: &Tool) -> bool {
+    tool.annotations.as_ref().is_some_and(|annotations| {
+        annotations.idempotent_hint == Some(true) || annotations.read_only_hint == Some(true)
+    })
 }
 
 fn default_restarts() -> RetrySchedule {
@@ -284,5 +309,32 @@ impl ToolHandler for RemoteTool {
         let connection = Arc::clone(&self.connection);
         let name = self.name.clone();
         Ok(Box::pin(async move { connection.call(&name, args).await }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::ToolAnnotations;
+
+    use super::*;
+
+    fn tool(annotations: Option<ToolAnnotations>) -> Tool {
+        let tool = Tool::new("t", "A tool.", JsonObject::new());
+        match annotations {
+            Some(annotations) => tool.annotate(annotations),
+            None => tool,
+        }
+    }
+
+    #[test]
+    fn a_tool_is_idempotent_when_its_server_says_so_or_says_it_changes_nothing() {
+        assert!(!annotated_idempotent(&tool(None)));
+        assert!(!annotated_idempotent(&tool(Some(ToolAnnotations::new()))));
+        let idempotent = ToolAnnotations::new().idempotent(true);
+        assert!(annotated_idempotent(&tool(Some(idempotent))));
+        let read_only = ToolAnnotations::new().read_only(true);
+        assert!(annotated_idempotent(&tool(Some(read_only))));
+        let neither = ToolAnnotations::new().read_only(false).idempotent(false);
+        assert!(!annotated_idempotent(&tool(Some(neither))));
     }
 }

@@ -122,5 +122,7 @@ pub(crate) fn stop_reason(error: &RunError) -> &'static str {
         RunError::Refused { .. } => "refused",
         RunError::DeadlineExceeded { .. } => "deadline_exceeded",
         RunError::CallbackPanicked { .. } => "callback_panicked",
+        RunError::Checkpoint(_) => "checkpoint",
+        RunError::Resume(_) => "resume",
     }
 }

@@ -95,6 +95,16 @@ impl<D: Iterator<Item = Duration>> Retrier<D> {
         decide(retryable, computed, server_delay, self.deadline)
     }
 
+    /// Passes over the first `retries` delays: retries a resumed loop already made.
+    pub(crate) fn skip(&mut self, retries: u32) {
+        for _ in 0..retries {
+            if self.delays.next().is_none() {
+                break;
+            }
+            self.failures = self.failures.saturating_add(1);
+        }
+    }
+
     /// How many calls have failed.
     pub(crate) fn failures(&self) -> u32 {
         self.failures

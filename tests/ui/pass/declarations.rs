@@ -31,7 +31,7 @@ pub async fn search(query: String, limit: Option<u32>) -> Result<Vec<String>, Ca
 }
 
 /// Returns cached results.
-#[tool]
+#[tool(idempotent, on_error(outcome_unknown = [fix(agent = "json_fixer"), escalate]))]
 fn cached(query: String, limit: Option<u32>) -> Vec<String> {
     let _ = limit;
     vec![query]
