@@ -228,7 +228,7 @@ impl JsonSchema for ArgsRoot {
 
 /// Parses a tool's arguments.
 pub fn parse_args<A: DeserializeOwned>(raw: &str) -> Result<A, ToolError> {
-    crate::tool::parse_args(raw)
+    crate::arguments::parse_args(raw)
 }
 
 /// The started call. Its bound, spanned on the tool's name, is what a future that is not `Send`

@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 mod agent;
+mod arguments;
 mod breaker;
 mod budget;
 mod chat;
