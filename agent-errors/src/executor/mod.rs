@@ -231,12 +231,13 @@ fn refusal(ctx: &RunContext, tool: &ToolDef, call: &ToolCall) -> Option<Handled>
                 "the permission hook panicked ({}); the tool did not run",
                 panic.message
             );
-            return Some(Handled::Error(SurfacedError::bounded(
-                tool.name(),
-                ErrorKind::Bug,
-                &message,
-                limit,
-            )));
+            return Some(Handled::Error(
+                SurfacedError::bounded(tool.name(), ErrorKind::Bug, &message, limit)
+                    .with_suggestion(
+                        "The permission check crashed, so the tool did not run. Do not call it \
+                         again the same way; tell the user.",
+                    ),
+            ));
         }
     };
     let Permission::Deny(reason) = verdict else {
