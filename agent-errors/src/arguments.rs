@@ -61,9 +61,9 @@ pub(crate) fn parse_args<A: DeserializeOwned>(raw: &str) -> Result<A, ToolError>
 /// Refuses argument text in which some object gives a key twice, at any depth, naming the key
 /// and the object it is in.
 ///
-/// Text that is not JSON at all passes: the tool's own parser reports it in its words. The
-/// check takes time linear in the text, and nesting deeper than serde_json's limit (128) is
-/// left to that parser too, so hostile input cannot overflow the stack.
+/// Text that stops being JSON before any key repeats passes: the tool's own parser reports it
+/// in its words. The check takes time linear in the text, and nesting deeper than serde_json's
+/// limit (128) ends it the same way, so hostile input cannot overflow the stack.
 pub(crate) fn reject_duplicate_keys(raw: &str) -> Result<(), ToolError> {
     let mut reader = serde_json::Deserializer::from_str(raw);
     let duplicate = Cell::new(None);
