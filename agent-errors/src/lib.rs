@@ -37,6 +37,10 @@ mod tool;
 #[doc(hidden)]
 pub mod __private;
 
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzz;
+
 pub use agent_errors_macros::{
     crate_defaults, defaults, fixer, fixers, policy, tool, tools, toolset,
 };
