@@ -212,32 +212,39 @@ impl<'de> Visitor<'de> for UniqueKeys<'_> {
     }
 }
 
-/// Keys seen in one object: a short list for the common few, a hash set past that, so each key
-/// costs the same whatever the object's size.
+/// Keys seen in one object: the common few in place (no allocation), a hash set past that, so
+/// each key costs the same whatever the object's size.
 enum KeySet<'de> {
-    Few(Vec<Cow<'de, str>>),
+    Few {
+        keys: [Cow<'de, str>; KeySet::FEW],
+        len: usize,
+    },
     Many(HashSet<Cow<'de, str>>),
 }
 
 impl Default for KeySet<'_> {
     fn default() -> Self {
-        KeySet::Few(Vec::new())
+        KeySet::Few {
+            keys: std::array::from_fn(|_| Cow::Borrowed("")),
+            len: 0,
+        }
     }
 }
 
 impl<'de> KeySet<'de> {
-    const FEW: usize = 16;
+    const FEW: usize = 8;
 
     /// False when `key` was there already.
     fn insert(&mut self, key: Cow<'de, str>) -> bool {
         match self {
-            KeySet::Few(keys) if keys.contains(&key) => false,
-            KeySet::Few(keys) if keys.len() < Self::FEW => {
-                keys.push(key);
+            KeySet::Few { keys, len } if keys[..*len].contains(&key) => false,
+            KeySet::Few { keys, len } if *len < Self::FEW => {
+                keys[*len] = key;
+                *len += 1;
                 true
             }
-            KeySet::Few(keys) => {
-                let mut many: HashSet<_> = keys.drain(..).collect();
+            KeySet::Few { keys, .. } => {
+                let mut many: HashSet<_> = keys.iter_mut().map(std::mem::take).collect();
                 many.insert(key);
                 *self = KeySet::Many(many);
                 true
@@ -436,12 +443,20 @@ mod tests {
         assert!(reject_duplicate_keys(&distinct).is_ok());
         let repeated = format!("{{{}, \"k4321\": 0}}", keys.join(", "));
         assert!(duplicate(&repeated).1.starts_with("duplicate key `k4321`"));
-        // The duplicate among the first few, before the switch to a set.
+        // The duplicate among the first few, before the switch to a set, and on either side
+        // of the switch.
         assert!(
             duplicate(r#"{"a":1,"b":2,"a":3}"#)
                 .1
                 .starts_with("duplicate key `a`")
         );
+        for count in [KeySet::FEW, KeySet::FEW + 1, KeySet::FEW + 2] {
+            let object = format!("{{{}, \"k0\": 0}}", keys[..count].join(", "));
+            assert!(
+                duplicate(&object).1.starts_with("duplicate key `k0`"),
+                "{count}"
+            );
+        }
     }
 
     /// Nesting far past serde_json's limit ends the walk with that limit's error instead of
