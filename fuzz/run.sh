@@ -3,7 +3,8 @@
 # cargo-fuzz (`rustup toolchain install nightly`, `cargo install cargo-fuzz`). The same
 # properties run on stable as proptests in the test suite.
 #
-#   fuzz/run.sh                  every target in fuzz/fuzz_targets/, 60 s each
+#   fuzz/run.sh                  every target in fuzz/fuzz_targets/, 60 s each: sanitize,
+#                                redact, retry_after, sse, arguments
 #   fuzz/run.sh sanitize         one target
 #   FUZZ_SECONDS=600 fuzz/run.sh longer runs
 #   FUZZ_JOBS=2 fuzz/run.sh      parallel workers per target

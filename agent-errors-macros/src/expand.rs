@@ -259,8 +259,13 @@ impl ToolParts {
             call = quote!(#call.await);
         }
         let body = call_body(p, func, call);
-        // Spanned on the fn's name: a future that is not `Send` is reported there.
-        let start = quote_spanned!(ident.span()=> #p::call(async move { #body }));
+        // Spanned on the fn's name: a future (or a blocking closure) that is not `Send` is
+        // reported there.
+        let start = if args.blocking.is_some() {
+            quote_spanned!(ident.span()=> #p::call_blocking(move || { #body }))
+        } else {
+            quote_spanned!(ident.span()=> #p::call(async move { #body }))
+        };
         let prelude = quote! {
             let #args_var: __AgentErrorsArgs = #p::parse_args(#raw)?;
             #(#contexts)*

@@ -112,7 +112,7 @@ pub(crate) fn tool_name(args: &ToolArgs, func: &ToolFn) -> String {
     }
 }
 
-/// Checks a `#[tool]`: its name, its description and its policy.
+/// Checks a `#[tool]`: its name, its description, `blocking` and its policy.
 pub(crate) fn tool(args: &ToolArgs, func: &ToolFn, cx: &Ctxt) {
     let name = tool_name(args, func);
     if !is_valid_tool_name(&name) {
@@ -138,6 +138,13 @@ pub(crate) fn tool(args: &ToolArgs, func: &ToolFn, cx: &Ctxt) {
             "a tool needs a description: add a doc comment or `description = \"...\"`",
         ),
         None => {}
+    }
+    if let (Some(blocking), true) = (&args.blocking, func.is_async) {
+        cx.error_spanned_by(
+            blocking,
+            "`blocking` runs a sync `fn` on tokio's blocking pool: an `async fn` must not block \
+             its thread, so remove `blocking`, or make the function a plain `fn`",
+        );
     }
     if let Some(on_error) = &args.on_error {
         let context = ToolContext {

@@ -231,7 +231,7 @@ impl JsonSchema for ArgsRoot {
 
 /// Parses a tool's arguments.
 pub fn parse_args<A: DeserializeOwned>(raw: &str) -> Result<A, ToolError> {
-    crate::tool::parse_args(raw)
+    crate::arguments::parse_args(raw)
 }
 
 /// The started call. Its bound, spanned on the tool's name, is what a future that is not `Send`
@@ -241,6 +241,27 @@ where
     F: Future<Output = Result<ToolOutput, BoxError>> + Send + 'static,
 {
     Ok(Box::pin(future))
+}
+
+/// The started call of a `#[tool(blocking)]` fn: `body` runs on tokio's blocking pool, so a
+/// body that blocks its thread holds up no other task and the tool's timeout can fire. A call
+/// that times out (or whose run ends) stops being waited for, but its thread cannot be stopped:
+/// it runs on in the background until the body returns. A panic in `body` reaches the executor
+/// as the tool's panic.
+pub fn call_blocking<F>(body: F) -> CallResult
+where
+    F: FnOnce() -> Result<ToolOutput, BoxError> + Send + 'static,
+{
+    call(async move {
+        match tokio::task::spawn_blocking(body).await {
+            Ok(result) => result,
+            Err(failed) => match failed.try_into_panic() {
+                Ok(payload) => std::panic::resume_unwind(payload),
+                // Only a runtime shutting down cancels a blocking task before it starts.
+                Err(cancelled) => Err(Box::new(cancelled) as BoxError),
+            },
+        }
+    })
 }
 
 /// The `ToolDef` of a `#[tool]` method of a `#[toolset]` block, called on `this`.

@@ -123,14 +123,19 @@ pub enum ToolError {
         #[source]
         error: serde_json::Error,
     },
-    /// The arguments are JSON but do not fit the tool's parameter types.
+    /// The arguments are JSON but do not fit the tool's parameter types, or give an object's
+    /// key twice.
     // `target` is a Rust type path: kept for callers, never shown to the model.
-    #[error("arguments do not fit the tool's parameters: {error}")]
+    #[error("arguments do not fit the tool's parameters: {}", AtPath { path, error })]
     Deserialization {
         /// The arguments exactly as the model sent them.
         raw: String,
         /// The Rust type they were read into.
         target: &'static str,
+        /// Where in the arguments the problem is: the parameter (`count`), or a path into it
+        /// (`items[2].id`); empty when it is the argument object itself (a missing or unknown
+        /// field). For a key given twice, the object that holds it.
+        path: String,
         /// What serde said.
         #[source]
         error: serde_json::Error,
@@ -156,6 +161,22 @@ pub enum ToolError {
     },
 }
 
+/// serde's message, after the path it is about when there is one: "`count`: invalid type: ...".
+struct AtPath<'a> {
+    path: &'a str,
+    error: &'a serde_json::Error,
+}
+
+impl fmt::Display for AtPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}", self.error)
+        } else {
+            write!(f, "`{}`: {}", self.path, self.error)
+        }
+    }
+}
+
 impl ToolError {
     /// The model's arguments `raw` did not parse: `InvalidArgs` when they are not JSON,
     /// `Deserialization` when they are JSON of the wrong shape. For handlers written by hand.
@@ -165,6 +186,7 @@ impl ToolError {
             ToolError::Deserialization {
                 raw,
                 target: "the tool's arguments",
+                path: String::new(),
                 error,
             }
         } else {

@@ -4,6 +4,7 @@
 mod agent;
 #[cfg(feature = "anthropic")]
 pub mod anthropic;
+mod arguments;
 mod breaker;
 mod budget;
 mod chat;
@@ -38,6 +39,10 @@ mod tool;
 
 #[doc(hidden)]
 pub mod __private;
+
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzz;
 
 pub use agent_errors_macros::{
     crate_defaults, defaults, fixer, fixers, policy, tool, tools, toolset,

@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::arguments::parse_args;
 use crate::chat::{BoxFuture, ToolSpec};
 use crate::error::{BoxError, ToolError};
 use crate::policy::Policy;
@@ -42,36 +43,6 @@ pub trait ToolHandler: Send + Sync + 'static {
         let _ = extensions;
         self.call(raw_args)
     }
-}
-
-/// Parses argument text into `A`, telling invalid JSON apart from JSON of the wrong shape.
-///
-/// Empty or blank text reads as `{}`: models often send that for tools without parameters.
-pub(crate) fn parse_args<A: DeserializeOwned>(raw: &str) -> Result<A, ToolError> {
-    let text = if raw.trim().is_empty() { "{}" } else { raw };
-    let to_tool_error = |error: serde_json::Error| {
-        if error.is_data() {
-            ToolError::Deserialization {
-                raw: raw.to_owned(),
-                target: std::any::type_name::<A>(),
-                error,
-            }
-        } else {
-            ToolError::InvalidArgs {
-                raw: raw.to_owned(),
-                error,
-            }
-        }
-    };
-    // Arguments are an object. serde would also fill a struct from an array, by position,
-    // which the schema offered to the model does not allow.
-    if !text.trim_start().starts_with('{') {
-        if let Err(error) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
-        {
-            return Err(to_tool_error(error));
-        }
-    }
-    serde_json::from_str(text).map_err(to_tool_error)
 }
 
 /// Serializes a tool's output for the model: strings as they are, anything else as JSON.

@@ -133,3 +133,48 @@ async fn a_run_deadline_ends_a_run_that_would_go_on() {
     assert_eq!(model.calls(), 1);
     assert_eq!(transcript_violations(&outcome.transcript), []);
 }
+
+/// A panic is a bug in the tool: the model is not told to correct its arguments, as it is for
+/// arguments that did not fit.
+#[tokio::test(start_paused = true)]
+async fn a_tool_that_panics_gets_the_suggestion_for_a_crash_not_for_bad_arguments() {
+    use agent_errors::testing::FaultyTool;
+
+    let crashing = FaultyTool::new(echo_tool("echo")).panic_times(1, "index out of bounds");
+    let model = ScriptedModel::new()
+        .tool_call("echo", r#"{"text": "hi"}"#)
+        .tool_call("echo", r#"{"text": 7}"#)
+        .text("done");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .tool(crashing.tool())
+        .build()
+        .unwrap();
+    assert_eq!(agent.run("go").await.unwrap(), "done");
+    let request = model.last_request().unwrap();
+    let shown: Vec<serde_json::Value> = request
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            agent_errors::Message::Tool(result) => serde_json::from_str(&result.content).ok(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    let (panicked, bad_args) = (&shown[0], &shown[1]);
+    assert_eq!(panicked["kind"], "bug");
+    assert!(
+        panicked["message"]
+            .as_str()
+            .unwrap()
+            .contains("index out of bounds")
+    );
+    let suggestion = panicked["suggestion"].as_str().unwrap();
+    assert!(suggestion.contains("crashed"), "{suggestion}");
+    assert!(!suggestion.contains("schema"), "{suggestion}");
+    assert_eq!(bad_args["kind"], "validation");
+    assert!(
+        bad_args["suggestion"].as_str().unwrap().contains("schema"),
+        "{bad_args}"
+    );
+}

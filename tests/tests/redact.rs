@@ -607,3 +607,254 @@ async fn secrets_in_a_tool_failure_reach_no_output_of_a_run() {
         assert!(!seen.contains(password), "{status_kind}: {seen}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Planted secrets through a whole run: wherever a tool's failure carries them (its message, a
+// header, a URL, a panic, a cause deep in its chain), and whatever its policy decides, no output
+// of the run shows them.
+
+mod through_a_run {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use agent_errors::testing::ScriptedModel;
+    use agent_errors::{
+        Action, Agent, BoxError, HttpError, Policy, PolicyKey, RunOptions, ToolDef,
+    };
+    use proptest::prelude::*;
+    use reqwest::ResponseBuilderExt;
+    use tracing_subscriber::fmt::MakeWriter;
+    use tracing_subscriber::fmt::format::FmtSpan;
+
+    use super::{Planted, credential, filler, leaks, planted, windows};
+
+    /// How the failing tool carries its secret.
+    #[derive(Debug, Clone)]
+    enum Leak {
+        /// In an `HttpError`'s message.
+        Message { status: u16, text: String },
+        /// In a sensitive header of an `HttpError`.
+        Header {
+            status: u16,
+            name: &'static str,
+            value: String,
+        },
+        /// In a panic's message.
+        Panic(String),
+        /// In the message of a cause below a generic error.
+        Chain { status: u16, text: String },
+        /// In the URL of a `reqwest::Error` for an error status.
+        Url { status: u16, url: String },
+    }
+
+    /// A generic failure whose cause says more.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the upstream call failed")]
+    struct Upstream {
+        #[source]
+        source: BoxError,
+    }
+
+    fn fail(leak: &Leak) -> BoxError {
+        match leak.clone() {
+            Leak::Message { status, text } => Box::new(HttpError::new(status, text)),
+            Leak::Header {
+                status,
+                name,
+                value,
+            } => Box::new(HttpError::new(status, "request refused").with_header(name, value)),
+            Leak::Panic(text) => panic!("{text}"),
+            Leak::Chain { status, text } => Box::new(Upstream {
+                source: Box::new(Upstream {
+                    source: Box::new(HttpError::new(status, text)),
+                }),
+            }),
+            Leak::Url { status, url } => {
+                let url = reqwest::Url::parse(&url).expect("a URL the strategy built");
+                let response = axum::http::Response::builder()
+                    .status(status)
+                    .url(url)
+                    .body("")
+                    .expect("a valid response");
+                let error = reqwest::Response::from(response)
+                    .error_for_status()
+                    .expect_err("an error status");
+                Box::new(error)
+            }
+        }
+    }
+
+    fn status() -> impl Strategy<Value = u16> {
+        prop::sample::select(vec![400, 401, 403, 404, 422, 429, 500, 503])
+    }
+
+    /// Text around one planted secret: (the text, its secrets).
+    fn surrounded() -> impl Strategy<Value = (String, Vec<String>)> {
+        (filler(), planted(), filler()).prop_map(|(before, Planted { secret, text }, after)| {
+            (format!("{before} {text} {after}"), vec![secret])
+        })
+    }
+
+    /// A URL with a password and a key-like query parameter.
+    fn url_with_secrets() -> impl Strategy<Value = (String, Vec<String>)> {
+        let names = prop::sample::select(vec!["api_key", "token", "access_token", "sig", "key"]);
+        (credential(8..=24), names, credential(8..=32)).prop_map(|(password, name, value)| {
+            (
+                format!("https://svc:{password}@api.example.com/v1/items?page=2&{name}={value}"),
+                vec![password, value],
+            )
+        })
+    }
+
+    fn leak() -> impl Strategy<Value = (Leak, Vec<String>)> {
+        let headers = prop::sample::select(vec![
+            "authorization",
+            "Authorization",
+            "x-api-key",
+            "Proxy-Authorization",
+            "cookie",
+        ]);
+        prop_oneof![
+            (status(), surrounded())
+                .prop_map(|(status, (text, secrets))| (Leak::Message { status, text }, secrets)),
+            (status(), headers, credential(12..=40)).prop_map(|(status, name, value)| {
+                let secrets = vec![value.clone()];
+                let value = format!("Bearer {value}");
+                (
+                    Leak::Header {
+                        status,
+                        name,
+                        value,
+                    },
+                    secrets,
+                )
+            }),
+            surrounded().prop_map(|(text, secrets)| (Leak::Panic(text), secrets)),
+            (status(), surrounded())
+                .prop_map(|(status, (text, secrets))| (Leak::Chain { status, text }, secrets)),
+            (status(), url_with_secrets())
+                .prop_map(|(status, (url, secrets))| (Leak::Url { status, url }, secrets)),
+        ]
+    }
+
+    /// What the tool's own policy says, if anything.
+    fn policy() -> impl Strategy<Value = Option<Policy>> {
+        prop_oneof![
+            Just(None),
+            Just(Some(Policy::new().on(PolicyKey::Execution, Action::Throw))),
+            Just(Some(
+                Policy::new().on(PolicyKey::Execution, Action::Escalate)
+            )),
+            Just(Some(Policy::new().on(
+                PolicyKey::Execution,
+                agent_errors::Ladder::new([
+                    Action::retry(2).expect("a non-zero count"),
+                    Action::Escalate
+                ]),
+            ))),
+        ]
+    }
+
+    /// Everything the tracing subscriber wrote.
+    #[derive(Clone, Default)]
+    struct Written(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Written {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> MakeWriter<'a> for Written {
+        type Writer = Written;
+
+        fn make_writer(&'a self) -> Written {
+            self.clone()
+        }
+    }
+
+    /// Runs an agent whose one tool fails with `leak` under `policy`, and returns every output
+    /// of the run as text: the model's requests, the report, the transcript, the run's error,
+    /// the live events and the tracing output.
+    fn run_outputs(leak: Leak, policy: Option<Policy>) -> String {
+        let written = Written::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(written.clone())
+            .with_max_level(tracing::Level::TRACE)
+            .with_span_events(FmtSpan::FULL)
+            .with_ansi(false)
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+
+        let tool = ToolDef::new("fetch", "Fetches.", move |_: serde_json::Value| {
+            let leak = leak.clone();
+            async move { Err::<String, BoxError>(fail(&leak)) }
+        });
+        let tool = match policy {
+            Some(policy) => tool.with_policy(policy),
+            None => tool,
+        };
+        let model = ScriptedModel::new()
+            .tool_call("fetch", r#"{"id": 7}"#)
+            .text("done");
+        let agent = Agent::builder("a")
+            .model(model.clone())
+            .tool(tool)
+            .build()
+            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (options, mut live) = RunOptions::new().events(1024);
+            let outcome = agent.run_with("go", options).await;
+            let mut seen = format!(
+                "{:?}\n{:?}\n{:?}",
+                model.requests(),
+                outcome.report,
+                outcome.transcript
+            );
+            if let Err(error) = &outcome.result {
+                seen.push_str(&format!("\n{error}\n{error:?}"));
+            }
+            while let Some(event) = live.recv().await {
+                seen.push_str(&format!("\n{event:?}"));
+            }
+            seen.push('\n');
+            seen.push_str(&String::from_utf8_lossy(&written.0.lock().unwrap()));
+            seen
+        })
+    }
+
+    proptest! {
+        // Each case is a whole run: few cases keep this to seconds in a debug build.
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        #[test]
+        fn no_planted_secret_reaches_any_output_of_a_run(
+            (leak, secrets) in leak(),
+            policy in policy(),
+        ) {
+            let seen = run_outputs(leak.clone(), policy);
+            prop_assert!(seen.contains("execute_tool"), "tracing is captured: {seen}");
+            // The failure's text reached the outputs, its secrets replaced (a header's value is
+            // never shown at all).
+            if !matches!(leak, Leak::Header { .. }) {
+                prop_assert!(seen.contains("[REDACTED]"), "{leak:?} left no trace in:\n{seen}");
+            }
+            for secret in &secrets {
+                prop_assert!(
+                    !leaks(&windows(secret), &seen),
+                    "{secret:?} of {leak:?} in:\n{seen}"
+                );
+            }
+        }
+    }
+}

@@ -70,6 +70,7 @@ pub(super) enum ToolArg {
     Description(Named<LitStr>),
     Optional(Ident),
     Idempotent(Ident),
+    Blocking(Ident),
     Timeout(Named<DurationLit>),
     Breaker(Named<LitStr>),
     OnError(Ident, PolicyNode),
@@ -85,6 +86,7 @@ impl Parse for ToolArg {
                 "description",
                 "optional",
                 "idempotent",
+                "blocking",
                 "timeout",
                 "breaker",
                 "on_error",
@@ -95,7 +97,7 @@ impl Parse for ToolArg {
         Ok(match name {
             "name" => ToolArg::Name(Named::parse_after(ident, input)?),
             "description" => ToolArg::Description(Named::parse_after(ident, input)?),
-            "optional" => ToolArg::Optional(ident),
+            "optional" => ToolArg::Optional(flag(ident, input)?),
             "idempotent" => {
                 if input.peek(Token![=]) {
                     return Err(syn::Error::new(
@@ -106,6 +108,7 @@ impl Parse for ToolArg {
                 }
                 ToolArg::Idempotent(ident)
             }
+            "blocking" => ToolArg::Blocking(flag(ident, input)?),
             "timeout" => ToolArg::Timeout(Named::parse_after(ident, input)?),
             "breaker" => {
                 let key: Named<LitStr> = Named::parse_after(ident, input)?;
@@ -126,12 +129,25 @@ impl Parse for ToolArg {
     }
 }
 
+/// A flag such as `optional`: its presence says it all, so a value after it is an error.
+fn flag(ident: Ident, input: ParseStream<'_>) -> syn::Result<Ident> {
+    if input.peek(Token![=]) {
+        return Err(syn::Error::new(
+            input.span(),
+            format_args!("`{ident}` takes no value: write `#[tool({ident})]`, or leave it out"),
+        ));
+    }
+    Ok(ident)
+}
+
 /// Everything inside `#[tool(...)]`.
 pub(crate) struct ToolArgs {
     pub(crate) name: Option<LitStr>,
     pub(crate) description: Option<LitStr>,
     pub(crate) optional: bool,
     pub(crate) idempotent: bool,
+    /// `blocking`, kept for its span: the body runs on tokio's blocking pool.
+    pub(crate) blocking: Option<Ident>,
     pub(crate) timeout: Option<DurationLit>,
     pub(crate) breaker: Option<LitStr>,
     pub(crate) on_error: Option<PolicyNode>,
@@ -145,6 +161,7 @@ impl ToolArgs {
         let mut description = SetOnce::new("argument");
         let mut optional = SetOnce::new("argument");
         let mut idempotent = SetOnce::new("argument");
+        let mut blocking = SetOnce::new("argument");
         let mut timeout = SetOnce::new("argument");
         let mut breaker = SetOnce::new("argument");
         let mut on_error = SetOnce::new("argument");
@@ -155,6 +172,7 @@ impl ToolArgs {
                 ToolArg::Description(arg) => arg.set_in(&mut description, cx),
                 ToolArg::Optional(ident) => optional.set(cx, &ident, "optional", ()),
                 ToolArg::Idempotent(ident) => idempotent.set(cx, &ident, "idempotent", ()),
+                ToolArg::Blocking(ident) => blocking.set(cx, &ident, "blocking", ident.clone()),
                 ToolArg::Timeout(arg) => arg.set_in(&mut timeout, cx),
                 ToolArg::Breaker(arg) => arg.set_in(&mut breaker, cx),
                 ToolArg::OnError(ident, policy) => on_error.set(cx, &ident, "on_error", policy),
@@ -166,6 +184,7 @@ impl ToolArgs {
             description: description.get(),
             optional: optional.get().is_some(),
             idempotent: idempotent.get().is_some(),
+            blocking: blocking.get(),
             timeout: timeout.get(),
             breaker: breaker.get(),
             on_error: on_error.get(),

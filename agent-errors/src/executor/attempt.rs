@@ -1,5 +1,5 @@
-//! One attempt at a tool: parse the arguments, ask the breakers, run the tool under its timeout,
-//! and turn a panic into a failure. Every call, retry, repair and fallback goes through
+//! One attempt at a tool: refuse arguments that give a key twice, parse them, ask the breakers,
+//! run the tool under its timeout, and turn a panic into a failure. Every call, retry, repair and fallback goes through
 //! [`attempt`].
 
 use std::any::Any;
@@ -110,6 +110,8 @@ pub(crate) async fn attempt(
     if let Some(failures) = ctx.breaker_tripped(tool.name()) {
         return Err(Missed::Tripped { failures });
     }
+    // One reading for every reader: the permission hook was not asked about these either.
+    crate::arguments::reject_duplicate_keys(raw).map_err(Missed::Failed)?;
     let panicked =
         |payload| ToolError::execution(parse_value(raw), ToolPanic::from_payload(payload));
     let future = match std::panic::catch_unwind(AssertUnwindSafe(|| {

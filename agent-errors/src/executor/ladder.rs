@@ -20,7 +20,7 @@ use super::outcome::{Failure, Handled, TerminationReason};
 use super::resume::{CallProgress, RetryPlace};
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
-use crate::error::{Severity, ToolError};
+use crate::error::ToolError;
 use crate::events::Event;
 use crate::extensions::Extensions;
 use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
@@ -388,16 +388,8 @@ impl<'a> Walk<'a> {
 
     /// `escalate`: show the failure to the model.
     fn escalate(&mut self) -> Next {
-        let message = self.failure.message();
-        let kind = self.failure.class.kind;
         let tool = self.tool.name();
-        Next::Done(Handled::escalate(
-            self.ctx,
-            tool,
-            kind,
-            &message,
-            Severity::High,
-        ))
+        Next::Done(Handled::escalate_failure(self.ctx, tool, &self.failure))
     }
 
     /// `throw`: end the run. An auth failure says so; anything else carries its message.

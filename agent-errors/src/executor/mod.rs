@@ -6,8 +6,8 @@
 //!    `degrade` dropped), and [`permission`]: the hook asked before a tool runs.
 //! 2. this module's [`execute`]: find the tool, refuse what must not run, make the first
 //!    [`attempt`](attempt::attempt), and report the outcome on the per-run breaker.
-//! 3. [`attempt`]: parse the arguments, ask the service breaker, run the tool under its
-//!    timeout, catch a panic.
+//! 3. [`attempt`]: refuse arguments that give a key twice, parse them, ask the service
+//!    breaker, run the tool under its timeout, catch a panic.
 //! 4. [`ladder`]: a failed call walks its policy's rungs (retry, fix, fallback, escalate,
 //!    throw, degrade) until it is answered.
 //! 5. [`outcome`]: the decision becomes a [`CallOutcome`]: a result for the model, or a stop of
@@ -239,7 +239,8 @@ fn unknown_tool(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> Handl
 }
 
 /// Why `tool` must not run for `call` in this run, if it must not: dropped by `degrade`,
-/// stopped by the per-run breaker, or denied by the permission hook.
+/// stopped by the per-run breaker, or denied by the permission hook. Arguments that give a key
+/// twice are not shown to the hook: the attempt that follows refuses them.
 fn refusal(ctx: &RunContext, tool: &ToolDef, call: &ToolCall) -> Option<Handled> {
     let limit = ctx.limits().max_message_chars;
     if ctx.is_degraded(tool.name()) {
@@ -254,6 +255,11 @@ fn refusal(ctx: &RunContext, tool: &ToolDef, call: &ToolCall) -> Option<Handled>
         return Some(Handled::Tripped { tool, failures });
     }
     let hook = ctx.permission()?;
+    // Arguments that give a key twice read differently to different parsers: the hook is not
+    // asked about them, and the attempt refuses them before the tool runs.
+    if crate::arguments::reject_duplicate_keys(&call.arguments).is_err() {
+        return None;
+    }
     let asked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         hook.check_in(call, &ctx.permission_context(tool.name()))
     }));
@@ -266,12 +272,13 @@ fn refusal(ctx: &RunContext, tool: &ToolDef, call: &ToolCall) -> Option<Handled>
                 "the permission hook panicked ({}); the tool did not run",
                 panic.message
             );
-            return Some(Handled::Error(SurfacedError::bounded(
-                tool.name(),
-                ErrorKind::Bug,
-                &message,
-                limit,
-            )));
+            return Some(Handled::Error(
+                SurfacedError::bounded(tool.name(), ErrorKind::Bug, &message, limit)
+                    .with_suggestion(
+                        "The permission check crashed, so the tool did not run. Do not call it \
+                         again the same way; tell the user.",
+                    ),
+            ));
         }
     };
     let Permission::Deny(reason) = verdict else {

@@ -186,7 +186,20 @@ impl Failure {
     pub(crate) fn message(&self) -> String {
         chain_text(self.error.cause())
     }
+
+    /// What the model should do when its kind's suggestion would mislead: a panic is a `Bug`
+    /// like a refused argument, but no change of arguments fixes the tool.
+    pub(crate) fn suggestion(&self) -> Option<&'static str> {
+        self.error
+            .cause()
+            .is::<super::ToolPanic>()
+            .then_some(PANIC_SUGGESTION)
+    }
 }
+
+/// The suggestion for a tool that panicked.
+pub(crate) const PANIC_SUGGESTION: &str = "The tool crashed: a bug in the tool, not in the \
+     arguments. Do not call it again the same way; use another tool or approach, or tell the user.";
 
 /// An error's words and those of its causes, each said once.
 fn chain_text(error: &(dyn std::error::Error + 'static)) -> String {
@@ -241,6 +254,18 @@ impl Handled {
         Handled::Error(surfaced)
     }
 
+    /// The failure shown to the model, with the suggestion that fits it.
+    pub(crate) fn escalate_failure(ctx: &RunContext, tool: &str, failure: &Failure) -> Handled {
+        let message = failure.message();
+        let handled = Handled::escalate(ctx, tool, failure.class.kind, &message, Severity::High);
+        match (handled, failure.suggestion()) {
+            (Handled::Error(surfaced), Some(suggestion)) => {
+                Handled::Error(surfaced.with_suggestion(suggestion))
+            }
+            (handled, _) => handled,
+        }
+    }
+
     /// The ladder ran out without a terminal rung: auth, an open circuit and retryable kinds
     /// end the run; everything else is shown to the model.
     pub(crate) fn default_fate(ctx: &RunContext, tool: &str, failure: Failure) -> Handled {
@@ -261,8 +286,7 @@ impl Handled {
             let attempts = failure.attempts;
             return Handled::stop(TerminationReason::RetriesExhausted { attempts }, failure);
         }
-        let message = failure.message();
-        Handled::escalate(ctx, tool, kind, &message, Severity::High)
+        Handled::escalate_failure(ctx, tool, &failure)
     }
 
     /// Reports the decision (events) and turns it into the call's outcome.

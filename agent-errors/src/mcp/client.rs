@@ -11,10 +11,11 @@ use rmcp::model::{JsonObject, Tool};
 
 use super::connection::{CommandSpec, Connection, Endpoint};
 use super::error::McpError;
+use crate::arguments::parse_args;
 use crate::error::ToolError;
 use crate::policy::Policy;
 use crate::retry::RetrySchedule;
-use crate::tool::{ToolDef, ToolFuture, ToolHandler, parse_args};
+use crate::tool::{ToolDef, ToolFuture, ToolHandler};
 
 /// An MCP server to connect to, and how its tools are registered.
 ///

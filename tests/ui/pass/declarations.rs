@@ -37,6 +37,12 @@ fn cached(query: String, limit: Option<u32>) -> Vec<String> {
     vec![query]
 }
 
+/// Reads a file with the standard library, which blocks its thread.
+#[tool(blocking, timeout = "5s", on_error(timeout = escalate))]
+fn read_file(path: String) -> std::io::Result<String> {
+    std::fs::read_to_string(path)
+}
+
 /// Repairs quotes.
 #[fixer]
 pub fn json_fixer(request: FixRequest) -> Result<Fix, FixerError> {

@@ -28,6 +28,13 @@ impl Pool {
         order.item
     }
 
+    /// Waits on a synchronous client, with the run's user.
+    #[tool(blocking)]
+    fn audit(&self, id: u64, user: Ctx<User>) -> String {
+        std::thread::yield_now();
+        format!("{id} audited for {}", user.0)
+    }
+
     /// No state needed.
     #[tool(name = "ping")]
     fn ping_tool() -> &'static str {
@@ -42,6 +49,6 @@ impl Pool {
 
 fn main() {
     let pool = Arc::new(Pool);
-    assert_eq!(Arc::clone(&pool).tools().len(), 3);
+    assert_eq!(Arc::clone(&pool).tools().len(), 4);
     assert_eq!(pool.fixers().len(), 1);
 }
