@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use agent_errors::checkpoint::{
     Checkpoint, CheckpointError, CheckpointStore, MemoryCheckpoints, PostgresCheckpoints,
-    PostgresStoreError,
+    PostgresStoreError, SqliteCheckpoints,
 };
 use support::checkpoints::conformance;
 use support::postgres::{PostgresOptions, PostgresServer};
@@ -58,6 +58,16 @@ fn store_error(error: CheckpointError) -> PostgresStoreError {
 async fn memory_checkpoints_conform() {
     let store: Arc<dyn CheckpointStore> = Arc::new(MemoryCheckpoints::new());
     conformance(async || Arc::clone(&store)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_checkpoints_conform() {
+    // Every handle opens the same file, as the processes of one machine would.
+    let dir = std::env::temp_dir().join(format!("agent-errors-conform-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let path = dir.join("runs.db");
+    conformance(async || Arc::new(SqliteCheckpoints::open(&path).expect("opens")) as _).await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,11 @@
 //! Durable runs across real processes: `durable_child` runs an agent until it is inside a tool
 //! call (or inside a retry's backoff), the test kills it with SIGKILL, and a fresh process
-//! resumes the run from the store. The store is a parameter, so another store is one more arm.
+//! resumes the run from the store: a SQLite file, and a real PostgreSQL server started on a free
+//! loopback port for the test.
+
+#[path = "support/postgres.rs"]
+#[allow(dead_code)] // the tests' helper: only its start and connection string are used here
+mod postgres_server;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -13,6 +18,8 @@ use tokio::process::{Child, Command};
 /// Where the child processes keep their checkpoints.
 enum StoreUnderTest {
     Sqlite(PathBuf),
+    /// A connection string to a server the test started.
+    Postgres(String),
 }
 
 impl StoreUnderTest {
@@ -20,6 +27,7 @@ impl StoreUnderTest {
     fn arg(&self) -> String {
         match self {
             StoreUnderTest::Sqlite(path) => format!("sqlite:{}", path.display()),
+            StoreUnderTest::Postgres(config) => format!("postgres:{config}"),
         }
     }
 }
@@ -186,5 +194,21 @@ async fn sqlite_a_run_killed_in_the_middle_of_a_tool_call_resumes_in_a_new_proce
 async fn sqlite_a_run_killed_in_the_middle_of_a_backoff_resumes_in_a_new_process() {
     let scratch = Scratch::new("sqlite-backoff");
     let store = StoreUnderTest::Sqlite(scratch.0.join("runs.db"));
+    killed_in_the_middle_of_a_backoff(store, &scratch.0).await;
+}
+
+#[tokio::test]
+async fn postgres_a_run_killed_in_the_middle_of_a_tool_call_resumes_in_a_new_process() {
+    let scratch = Scratch::new("postgres-call");
+    let server = postgres_server::PostgresServer::start();
+    let store = StoreUnderTest::Postgres(server.connection_string());
+    killed_in_the_middle_of_a_tool_call(store, &scratch.0).await;
+}
+
+#[tokio::test]
+async fn postgres_a_run_killed_in_the_middle_of_a_backoff_resumes_in_a_new_process() {
+    let scratch = Scratch::new("postgres-backoff");
+    let server = postgres_server::PostgresServer::start();
+    let store = StoreUnderTest::Postgres(server.connection_string());
     killed_in_the_middle_of_a_backoff(store, &scratch.0).await;
 }

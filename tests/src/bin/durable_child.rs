@@ -19,7 +19,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use agent_errors::checkpoint::{Checkpoint, CheckpointError, CheckpointStore, SqliteCheckpoints};
+use agent_errors::checkpoint::{
+    Checkpoint, CheckpointError, CheckpointStore, PostgresCheckpoints, SqliteCheckpoints,
+};
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{
     Action, Agent, BoxError, Extensions, HttpError, IdempotencyKey, Policy, PolicyKey, RetryAction,
@@ -114,10 +116,16 @@ impl<S: CheckpointStore> CheckpointStore for Announcing<S> {
     }
 }
 
-fn store(spec: &str) -> Result<Arc<dyn CheckpointStore>, Box<dyn std::error::Error>> {
+async fn store(spec: &str) -> Result<Arc<dyn CheckpointStore>, Box<dyn std::error::Error>> {
     match spec.split_once(':') {
         Some(("sqlite", path)) => Ok(Arc::new(Announcing(SqliteCheckpoints::open(path)?))),
-        _ => Err(format!("unknown store {spec:?}: expected sqlite:<path>").into()),
+        Some(("postgres", config)) => Ok(Arc::new(Announcing(
+            PostgresCheckpoints::connect(config).await?,
+        ))),
+        _ => Err(format!(
+            "unknown store {spec:?}: expected sqlite:<path> or postgres:<connection string>"
+        )
+        .into()),
     }
 }
 
@@ -169,7 +177,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tool(dir, "flaky", flaky_then, &Arc::new(AtomicUsize::new(0)))
                 .with_policy(Policy::new().on(PolicyKey::Execution, retry)),
         )
-        .shared_checkpoints(store(store_spec)?)
+        .shared_checkpoints(store(store_spec).await?)
         .build()?;
     let outcome = if starting {
         agent
