@@ -62,7 +62,9 @@ impl<O: AgentOutput> Agent<O> {
         options: RunOptions,
     ) -> RunOutcome<O> {
         let inner = &self.inner;
-        let run = inner.run(history, options);
+        // Boxed: the loop's future holds a whole turn (its calls, their ladders, the journal) and
+        // is several kilobytes; the caller's future then stays small wherever it is moved.
+        let run = Box::pin(inner.run(history, options));
         observe::run(&inner.name, &*inner.model, &inner.meters, run).await
     }
 
@@ -81,7 +83,7 @@ impl<O: AgentOutput> Agent<O> {
     /// [`ResumeError::Finished`] with how it ended, and the saved transcript.
     pub async fn resume(&self, run_id: impl Into<String>, options: RunOptions) -> RunOutcome<O> {
         let inner = &self.inner;
-        let run = inner.resume(run_id.into(), options);
+        let run = Box::pin(inner.resume(run_id.into(), options));
         observe::run(&inner.name, &*inner.model, &inner.meters, run).await
     }
 }
@@ -449,7 +451,9 @@ impl<O: AgentOutput> AgentInner<O> {
             calls,
             |call| {
                 let saved = resumed.iter().find(|p| p.call.id == call.id);
-                self.answer_durably(ctx, call, journal, saved)
+                // Boxed: a call's future is large (the whole recovery ladder), and the join
+                // would otherwise copy it as it collects and polls the turn's calls.
+                Box::pin(self.answer_durably(ctx, call, journal, saved))
             },
             |a: &Answered| a.stop.is_some(),
         )
