@@ -170,7 +170,7 @@ fn with_spec(def: ToolDef, spec: &'static ToolSpec, crate_defaults: Option<Polic
 ///
 /// Only `A`'s own `JsonSchema` functions depend on `A`; schemars' root-schema code is generic,
 /// and instantiating it for every tool is a large share of what a tool costs to compile. So
-/// it runs once, for [`ArgsRoot`], which forwards to `A`'s functions.
+/// it runs once, for `ArgsRoot`, which forwards to `A`'s functions.
 pub fn schema<A: JsonSchema>() -> serde_json::Value {
     ArgsRoot::schema(ArgsFns {
         name: A::schema_name,

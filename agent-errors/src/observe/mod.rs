@@ -1,8 +1,8 @@
 //! What a run looks like from outside: `tracing` spans after OpenTelemetry's GenAI semantic
-//! conventions ([`spans`]), counters and histograms through the `metrics` facade
-//! ([`metrics`]), and a bounded live stream of events ([`live`]).
+//! conventions (`observe/spans.rs`), counters and histograms through the `metrics` facade
+//! (`observe/metrics.rs`), and a bounded live stream of events ([`EventStream`]).
 //!
-//! Each recovery event goes through [`on_event`] once, where it is emitted: it becomes a
+//! Each recovery event goes through one function (`on_event`) once, where it is emitted: it becomes a
 //! `tracing` event inside the span it happened in, a counter, and, on the run's log, a live
 //! stream item.
 
