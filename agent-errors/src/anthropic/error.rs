@@ -96,20 +96,16 @@ impl AnthropicError {
     /// [`InvalidResponse`](AnthropicError::InvalidResponse), anything else (cut short, not JSON)
     /// [`BrokenResponse`](AnthropicError::BrokenResponse).
     pub(crate) fn unparsable(body: &[u8], error: serde_json::Error) -> Self {
-        let body = crate::provider::lossy_prefix(body, crate::provider::MAX_ERROR_BODY_BYTES);
-        let body = crate::redact::redact(&body).into_owned();
-        match error.classify() {
-            serde_json::error::Category::Data => AnthropicError::InvalidResponse {
+        let body = crate::provider::excerpt(body);
+        match crate::provider::broke_off(&error) {
+            None => AnthropicError::InvalidResponse {
                 body,
                 source: error,
             },
-            _ => AnthropicError::BrokenResponse {
+            Some(source) => AnthropicError::BrokenResponse {
                 body,
                 reason: error.to_string(),
-                source: io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the answer is not whole JSON",
-                ),
+                source,
             },
         }
     }

@@ -52,7 +52,7 @@ pub enum OpenAiError {
     /// the server would answer the same way again.
     #[error("the server's answer is not a chat completion")]
     InvalidResponse {
-        /// The body, cut to 64 KiB.
+        /// The body, cut to 64 KiB and redacted. Untrusted text.
         body: String,
         /// Why it did not parse.
         #[source]
@@ -64,7 +64,7 @@ pub enum OpenAiError {
     /// (its source is an `io::Error` of kind `UnexpectedEof`).
     #[error("the server's answer broke off or is not JSON ({reason})")]
     BrokenResponse {
-        /// The body, cut to 64 KiB. Untrusted text.
+        /// The body, cut to 64 KiB and redacted. Untrusted text.
         body: String,
         /// What the JSON parser said.
         reason: String,
@@ -120,18 +120,16 @@ impl OpenAiError {
     /// [`InvalidResponse`](OpenAiError::InvalidResponse), anything else (cut short, not JSON)
     /// [`BrokenResponse`](OpenAiError::BrokenResponse).
     pub(crate) fn unparsable(body: &[u8], error: serde_json::Error) -> Self {
-        match error.classify() {
-            serde_json::error::Category::Data => OpenAiError::InvalidResponse {
-                body: crate::provider::lossy_prefix(body, crate::provider::MAX_ERROR_BODY_BYTES),
+        let body = crate::provider::excerpt(body);
+        match crate::provider::broke_off(&error) {
+            None => OpenAiError::InvalidResponse {
+                body,
                 source: error,
             },
-            _ => OpenAiError::BrokenResponse {
-                body: crate::provider::lossy_prefix(body, crate::provider::MAX_ERROR_BODY_BYTES),
+            Some(source) => OpenAiError::BrokenResponse {
+                body,
                 reason: error.to_string(),
-                source: io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the answer is not whole JSON",
-                ),
+                source,
             },
         }
     }

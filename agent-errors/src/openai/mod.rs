@@ -217,7 +217,7 @@ impl OpenAiModel {
         completion
             .into_response()
             .ok_or_else(|| OpenAiError::NoChoices {
-                body: provider::lossy_prefix(&body.bytes, provider::MAX_ERROR_BODY_BYTES),
+                body: provider::excerpt(&body.bytes),
             })
     }
 

@@ -36,3 +36,23 @@ pub(crate) async fn read_capped(
     }
     Ok(CappedBody { bytes, cut: false })
 }
+
+/// What an error keeps of a success body it could not read: the first 64 KiB, redacted (a body
+/// that echoes a key back must not put it in a log).
+pub(crate) fn excerpt(body: &[u8]) -> String {
+    let body = super::lossy_prefix(body, super::MAX_ERROR_BODY_BYTES);
+    crate::redact::redact(&body).into_owned()
+}
+
+/// Why a success body that did not parse is broken rather than of the wrong shape: it broke off
+/// or is not JSON at all (`Some`, an `UnexpectedEof` error that `classify` calls transient), or
+/// it is valid JSON the provider does not understand (`None`: asking again will not help).
+pub(crate) fn broke_off(error: &serde_json::Error) -> Option<std::io::Error> {
+    match error.classify() {
+        serde_json::error::Category::Data => None,
+        _ => Some(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the answer is not whole JSON",
+        )),
+    }
+}

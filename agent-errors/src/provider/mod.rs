@@ -7,7 +7,7 @@ mod body;
 mod settings;
 mod status;
 
-pub(crate) use body::{DEFAULT_MAX_RESPONSE_BYTES, read_capped};
+pub(crate) use body::{DEFAULT_MAX_RESPONSE_BYTES, broke_off, excerpt, read_capped};
 pub(crate) use settings::{Settings, SettingsError};
 pub use status::StatusError;
 pub(crate) use status::{MAX_ERROR_BODY_BYTES, lossy_prefix, shown_message};
