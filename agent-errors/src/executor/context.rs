@@ -16,6 +16,7 @@ use crate::classify::Classifier;
 use crate::events::{EventLog, EventSink};
 use crate::extensions::Extensions;
 use crate::idempotency::IdempotencyKey;
+use crate::retry::RetryAllowance;
 
 use super::permission::{PermissionContext, PermissionHook};
 use super::resume::CallJournal;
@@ -78,7 +79,13 @@ pub struct Limits {
     pub default_tool_timeout: Option<std::time::Duration>,
     /// The bound on a whole agent run, model calls and tools included (none by default).
     pub run_deadline: Option<std::time::Duration>,
+    /// Retries one run may make in all, at every layer: tool retries, model-call retries and
+    /// the provider's own (32 by default). A durable run keeps what it spent across a restart.
+    pub max_retries: u32,
 }
+
+/// The default of [`Limits::max_retries`].
+pub(crate) const DEFAULT_MAX_RETRIES: u32 = 32;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -88,6 +95,7 @@ impl Default for Limits {
             max_permission_denials: DEFAULT_MAX_PERMISSION_DENIALS,
             default_tool_timeout: None,
             run_deadline: None,
+            max_retries: DEFAULT_MAX_RETRIES,
         }
     }
 }
@@ -120,6 +128,13 @@ impl Limits {
     #[must_use]
     pub fn with_run_deadline(mut self, deadline: std::time::Duration) -> Self {
         self.run_deadline = Some(deadline);
+        self
+    }
+
+    /// Sets how many retries one run may make in all, at every layer (0: none).
+    #[must_use]
+    pub fn with_max_retries(mut self, retries: u32) -> Self {
+        self.max_retries = retries;
         self
     }
 
@@ -183,6 +198,8 @@ pub struct RunContext {
     /// The run's stable id, when it has one: every call's idempotency key starts with it.
     run_id: Option<Arc<str>>,
     journal: Option<Arc<dyn CallJournal>>,
+    /// The run's retries, spent by every layer that calls something again.
+    retries: Arc<RetryAllowance>,
 }
 
 /// The per-run recovery state a durable run saves: the per-run breaker's counts and trip, the
@@ -196,6 +213,9 @@ pub(crate) struct RecoveryState {
     counted: HashMap<String, u64>,
     denied: HashMap<String, u32>,
     denials: u32,
+    /// Retries the run had spent, at every layer.
+    #[serde(default)]
+    retries_spent: u32,
 }
 
 impl fmt::Debug for RunContext {
@@ -235,6 +255,7 @@ impl RunContext {
             denials: AtomicU32::new(0),
             run_id: None,
             journal: None,
+            retries: Arc::new(RetryAllowance::new(DEFAULT_MAX_RETRIES)),
         }
     }
 
@@ -278,6 +299,7 @@ impl RunContext {
     /// Sets the limits.
     #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.retries = Arc::new(RetryAllowance::new(limits.max_retries));
         self.limits = limits;
         self
     }
@@ -474,6 +496,7 @@ impl RunContext {
             counted: state.counted.clone(),
             denied: state.denied.clone(),
             denials: self.denials.load(Ordering::SeqCst),
+            retries_spent: self.retries.spent(),
         }
     }
 
@@ -493,6 +516,7 @@ impl RunContext {
         state.denied = saved.denied;
         drop(state);
         self.denials.store(saved.denials, Ordering::SeqCst);
+        self.retries.restore(saved.retries_spent);
         if troubled {
             self.troubled.store(true, Ordering::SeqCst);
         }
@@ -503,6 +527,11 @@ impl RunContext {
     pub(crate) fn with_journal(mut self, journal: Arc<dyn CallJournal>) -> Self {
         self.journal = Some(journal);
         self
+    }
+
+    /// The run's retry allowance: every retry of the run, at any layer, spends from it.
+    pub(crate) fn retries(&self) -> &Arc<RetryAllowance> {
+        &self.retries
     }
 
     pub(crate) fn journal(&self) -> Option<&dyn CallJournal> {

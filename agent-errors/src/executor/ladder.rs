@@ -442,12 +442,15 @@ async fn ask(fixer: &FixerDef, request: FixRequest) -> Result<Result<Fix, FixerE
     answer.map_err(ToolPanic::from_payload)
 }
 
-/// Pays for one retry of `tool` from the run's budget, if it has one; a refusal is an event.
+/// Pays for one retry of `tool` from the run's own allowance and, when the run shares one, the
+/// fleet's retry budget; a refusal is an event.
 async fn spend_retry(ctx: &RunContext, tool: &ToolDef) -> bool {
-    let Some(budget) = ctx.retry_budget() else {
-        return true;
-    };
-    if budget.try_spend_retry(tool.breaker_key()).await {
+    let paid = ctx.retries().try_spend()
+        && match ctx.retry_budget() {
+            None => true,
+            Some(budget) => budget.try_spend_retry(tool.breaker_key()).await,
+        };
+    if paid {
         return true;
     }
     ctx.events().emit(Event::RetryBudgetExhausted {

@@ -37,6 +37,7 @@
 //! a [`&RetrySchedule`](RetrySchedule) or any iterator of delays; with the `backoff` feature,
 //! `FromBackoff` adapts a `backoff::backoff::Backoff`.
 
+mod allowance;
 mod engine;
 #[cfg(feature = "backoff")]
 mod from_backoff;
@@ -44,6 +45,7 @@ mod from_backoff;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+pub(crate) use allowance::RetryAllowance;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use engine::Sleep;
 pub(crate) use engine::{Retrier, Step, decide, sleep};
