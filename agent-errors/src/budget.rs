@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::error::BoxFuture;
+
 /// The sliding window is this many buckets: old calls leave it a tenth of a window at a time.
 pub(crate) const BUCKETS: usize = 10;
 
@@ -51,15 +53,14 @@ pub enum BudgetError {
 pub struct RetryBudget {
     pub(crate) limits: BudgetLimits,
     pub(crate) local: LocalBudget,
-    #[cfg(feature = "redis")]
-    pub(crate) shared: Option<crate::redis::SharedBudget>,
+    /// The fleet's window, when the budget is shared (see `RetryBudget::shared_on`).
+    pub(crate) shared: Option<Box<dyn SharedWindow>>,
 }
 
 impl fmt::Debug for RetryBudget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("RetryBudget");
         d.field("limits", &self.limits);
-        #[cfg(feature = "redis")]
         d.field("shared", &self.shared.is_some());
         d.finish_non_exhaustive()
     }
@@ -111,7 +112,6 @@ impl RetryBudget {
         Ok(RetryBudget {
             limits,
             local: LocalBudget::new(limits),
-            #[cfg(feature = "redis")]
             shared: None,
         })
     }
@@ -122,18 +122,6 @@ impl RetryBudget {
     pub fn with_min_retries(mut self, min_retries: u32) -> Self {
         self.limits.min_retries = min_retries;
         self.local = LocalBudget::new(self.limits);
-        self
-    }
-
-    /// Spends from one window shared by every process on `store` (same Redis, same prefix)
-    /// instead of this process's own. Calls are sent in batches every
-    /// [`cache_ttl`](crate::RedisStoreBuilder::cache_ttl), so the fleet's window may miss the
-    /// last moment's calls (it errs towards fewer retries); each retry is one round trip, and
-    /// when Redis cannot answer the budget decides from this process's window.
-    #[cfg(feature = "redis")]
-    #[must_use]
-    pub fn shared_on(mut self, store: &crate::redis::RedisStore) -> Self {
-        self.shared = Some(crate::redis::SharedBudget::new(store, self.limits));
         self
     }
 
@@ -156,7 +144,6 @@ impl RetryBudget {
     /// sends its counts in batches.
     pub fn record_call(&self, key: &str) {
         self.local.record_call(key);
-        #[cfg(feature = "redis")]
         if let Some(shared) = &self.shared {
             shared.record_call(key);
         }
@@ -166,7 +153,6 @@ impl RetryBudget {
     /// and the retry must not be made. A shared budget asks its store (bounded by the store's
     /// command timeout) and decides locally when the store cannot answer.
     pub async fn try_spend_retry(&self, key: &str) -> bool {
-        #[cfg(feature = "redis")]
         if let Some(shared) = &self.shared {
             // The local window is charged too, so it is current if the store goes away.
             let local = self.local.try_spend(key);
@@ -174,6 +160,17 @@ impl RetryBudget {
         }
         self.local.try_spend(key)
     }
+}
+
+/// A window many processes spend from together (Redis, with the `redis` feature): the budget
+/// reaches its store through this, as a service breaker reaches its [`BreakerStore`](crate::BreakerStore).
+pub(crate) trait SharedWindow: Send + Sync + 'static {
+    /// Counts a call of `key`; never waits (a store may send counts in batches).
+    fn record_call(&self, key: &str);
+
+    /// Takes a retry of `key` from the shared window under `limits`; `None` when the store
+    /// could not answer, and the budget decides from this process's window instead.
+    fn try_spend<'a>(&'a self, key: &'a str, limits: BudgetLimits) -> BoxFuture<'a, Option<bool>>;
 }
 
 /// One key's calls and retries, a tenth of the window per bucket.

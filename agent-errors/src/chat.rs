@@ -1,5 +1,7 @@
 //! The conversation a model sees and answers: messages, tool calls and their results, the
-//! tools on offer, and the [`ChatModel`] trait that answers a [`ChatRequest`].
+//! tools on offer, what is asked ([`ChatRequest`]) and what is answered ([`ChatResponse`]).
+//! The [`ChatModel`](crate::ChatModel) trait that answers a request lives one floor up, in
+//! `model`, beside streaming.
 //!
 //! These types are shared by the executor (which answers [`ToolCall`]s with [`ToolResult`]s) and
 //! the model layer; neither depends on the other through them.
@@ -10,12 +12,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::BoxError;
 use crate::events::EventSink;
-use crate::stream::{ChatStream, response_events, stream_of};
-
-/// A boxed, sendable future: what [`ChatModel::chat`] returns.
-pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+use crate::usage::Usage;
 
 /// A tool call the model asked for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -374,37 +372,6 @@ pub enum FinishReason {
     Other(String),
 }
 
-/// Tokens a model call used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-pub struct Usage {
-    /// Tokens read: the prompt, the conversation and the tool definitions.
-    pub input_tokens: u64,
-    /// Tokens written: the answer.
-    pub output_tokens: u64,
-}
-
-impl Usage {
-    /// Usage of this many input and output tokens.
-    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
-        Usage {
-            input_tokens,
-            output_tokens,
-        }
-    }
-
-    /// Input and output together.
-    pub fn total(&self) -> u64 {
-        self.input_tokens.saturating_add(self.output_tokens)
-    }
-}
-
-impl std::ops::AddAssign for Usage {
-    fn add_assign(&mut self, other: Usage) {
-        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
-        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
-    }
-}
-
 /// What the model answered.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -460,127 +427,4 @@ impl ChatResponse {
 pub struct Truncated {
     /// What the model wrote before it was cut off (tool-call arguments likely incomplete).
     pub partial: ChatResponse,
-}
-
-/// A chat model: anything that answers a [`ChatRequest`].
-///
-/// The providers (`openai`) and the testing kit's scripted model implement it; so can you, for
-/// a provider this crate does not ship or a model in-process:
-///
-/// ```
-/// use agent_errors::{Agent, BoxError, BoxFuture, ChatModel, ChatRequest, ChatResponse, Message};
-///
-/// /// Answers every question by repeating the user's last words.
-/// struct Echo;
-///
-/// impl ChatModel for Echo {
-///     fn chat<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
-///         Box::pin(async move {
-///             let last_user_text = request.messages.iter().rev().find_map(|m| match m {
-///                 Message::User { content } => Some(content.clone()),
-///                 _ => None,
-///             });
-///             // An error here goes to `on_llm_error`, unchanged and downcastable.
-///             let text = last_user_text.ok_or("no user message")?;
-///             Ok(ChatResponse::text(text))
-///         })
-///     }
-///
-///     fn name(&self) -> &str {
-///         "echo"
-///     }
-/// }
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let agent = Agent::builder("parrot").model(Echo).build()?;
-/// assert_eq!(agent.run("hello").await?, "hello");
-/// # Ok(())
-/// # }
-/// ```
-///
-/// Errors are returned as they are, boxed: the agent hands the very same error to
-/// `on_llm_error` and, on `Rethrow`, back to the caller, so it can be downcast.
-pub trait ChatModel: Send + Sync + 'static {
-    /// Answers one request.
-    fn chat<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<ChatResponse, BoxError>>;
-
-    /// Answers one request as a stream of events. Models that cannot stream keep this default:
-    /// one call to [`chat`](ChatModel::chat), replayed as events.
-    ///
-    /// An error from the returned future is a call that failed before any output; errors inside
-    /// the stream come after output began (see [`crate::stream`]).
-    fn chat_stream<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<ChatStream<'a>, BoxError>> {
-        Box::pin(async move {
-            let response = self.chat(request).await?;
-            Ok(stream_of(
-                response_events(response).into_iter().map(Ok).collect(),
-            ))
-        })
-    }
-
-    /// A name for logs and events.
-    fn name(&self) -> &str {
-        "model"
-    }
-
-    /// The provider, as OpenTelemetry's `gen_ai.provider.name` spells it (`openai`,
-    /// `anthropic`, ...), when known: it goes on the `chat` spans.
-    fn provider_name(&self) -> Option<&str> {
-        None
-    }
-}
-
-impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
-    fn chat<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
-        (**self).chat(request)
-    }
-
-    fn chat_stream<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<ChatStream<'a>, BoxError>> {
-        (**self).chat_stream(request)
-    }
-
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-
-    fn provider_name(&self) -> Option<&str> {
-        (**self).provider_name()
-    }
-}
-
-impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
-    fn chat<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
-        (**self).chat(request)
-    }
-
-    fn chat_stream<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<ChatStream<'a>, BoxError>> {
-        (**self).chat_stream(request)
-    }
-
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-
-    fn provider_name(&self) -> Option<&str> {
-        (**self).provider_name()
-    }
 }

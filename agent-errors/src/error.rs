@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 /// A boxed error that can cross threads: the currency for errors of unknown type.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// A boxed, sendable future: what [`ChatModel::chat`](crate::ChatModel::chat) returns.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
 /// How serious an escalation is. Parsed case-insensitively; defaults to [`Severity::High`].
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use crate::classify::ErrorKind;
 use crate::error::Severity;
-use crate::observe::{self, Observer};
+use label::{ERROR_TYPE, MODEL, TOOL};
+use metrics::counter;
 
 /// Something the recovery layer did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,7 +194,18 @@ impl Event {
 #[derive(Debug, Default)]
 pub struct EventLog {
     events: Mutex<Vec<Event>>,
-    observer: Option<Observer>,
+    observer: Option<Box<dyn LiveFeed>>,
+}
+
+/// Where an agent run's events go live as they happen, and whose model labels the model-call
+/// counters. The observers implement it, one floor up.
+pub(crate) trait LiveFeed: Send + Sync + fmt::Debug {
+    /// The model's name, for the model-call counters.
+    fn model(&self) -> &str;
+    /// Sends `event` to the live streams.
+    fn publish(&self, event: &Event);
+    /// Ends the live streams: nothing more will happen in the run.
+    fn close(&self);
 }
 
 impl EventLog {
@@ -203,10 +215,10 @@ impl EventLog {
     }
 
     /// The log of an agent run: events are tagged with the run and sent live.
-    pub(crate) fn observed(observer: Observer) -> Self {
+    pub(crate) fn observed(observer: impl LiveFeed + 'static) -> Self {
         EventLog {
             events: Mutex::default(),
-            observer: Some(observer),
+            observer: Some(Box::new(observer)),
         }
     }
 
@@ -225,8 +237,8 @@ impl EventLog {
 
     /// Traces and counts an event, once whatever the number of logs it is recorded on.
     fn observe(&self, event: &Event) {
-        let model = self.observer.as_ref().map_or("", Observer::model);
-        observe::on_event(event, model);
+        let model = self.observer.as_ref().map_or("", |o| o.model());
+        on_event(event, model);
     }
 
     /// Records an event without tracing it (the caller traced it once already).
@@ -267,7 +279,7 @@ pub struct RunReport {
     pub tool_calls: u32,
     /// Tokens used by every model call that reported usage, retries and cut-off answers
     /// included.
-    pub usage: crate::chat::Usage,
+    pub usage: crate::usage::Usage,
 }
 
 impl RunReport {
@@ -325,7 +337,7 @@ impl fmt::Debug for EventSink {
 pub(crate) fn emit_to(event: Event, logs: [Option<&Arc<EventLog>>; 2]) {
     match logs.iter().flatten().next() {
         Some(log) => log.observe(&event),
-        None => observe::on_event(&event, ""),
+        None => on_event(&event, ""),
     }
     let mut recorded: Option<&Arc<EventLog>> = None;
     for log in logs.into_iter().flatten() {
@@ -334,5 +346,77 @@ pub(crate) fn emit_to(event: Event, logs: [Option<&Arc<EventLog>>; 2]) {
         }
         log.record(event.clone());
         recorded = Some(log);
+    }
+}
+
+/// Traces and counts one event; a tool failure also marks the current span as failed.
+fn on_event(event: &Event, model: &str) {
+    event.trace();
+    count(event, model);
+    if let Event::ToolFailed { kind, .. } | Event::Terminated { kind, .. } = event {
+        mark_failed(&tracing::Span::current(), kind.as_str());
+    }
+}
+
+/// Marks `span` as failed with this `error.type`. A span without the field, such as a user's
+/// own, ignores it.
+pub(crate) fn mark_failed(span: &tracing::Span, kind: &str) {
+    span.record("error.type", kind);
+    span.record("otel.status_code", "ERROR");
+}
+
+/// Label keys of the metrics, as the GenAI conventions spell them where they name one.
+pub(crate) mod label {
+    pub(crate) const TOOL: &str = "gen_ai.tool.name";
+    pub(crate) const MODEL: &str = "gen_ai.request.model";
+    pub(crate) const ERROR_TYPE: &str = "error.type";
+}
+
+/// Counts what recovery did. `model` labels the model-call events, which do not name one.
+fn count(event: &Event, model: &str) {
+    let tool = || event.tool().unwrap_or_default().to_owned();
+    match event {
+        Event::ToolRetry { kind, .. } => {
+            counter!("agent_errors.tool.retries", TOOL => tool(), ERROR_TYPE => kind.as_str())
+                .increment(1);
+        }
+        Event::ToolFailed { kind, .. } => {
+            counter!("agent_errors.tool.failures", TOOL => tool(), ERROR_TYPE => kind.as_str())
+                .increment(1);
+        }
+        Event::ToolFixed { fixer, .. } => {
+            counter!("agent_errors.tool.fixes", TOOL => tool(), "fixer" => fixer.clone())
+                .increment(1);
+        }
+        Event::Escalated { severity, .. } => {
+            let severity = severity.as_str();
+            counter!("agent_errors.tool.escalations", TOOL => tool(), "severity" => severity)
+                .increment(1);
+        }
+        Event::FellBack { to, .. } => {
+            counter!("agent_errors.tool.fallbacks", TOOL => tool(), "to" => to.clone())
+                .increment(1);
+        }
+        Event::Degraded { .. } => {
+            counter!("agent_errors.tool.degrades", TOOL => tool()).increment(1);
+        }
+        Event::RetryBudgetExhausted { .. } => {
+            counter!("agent_errors.tool.retries_refused", TOOL => tool()).increment(1);
+        }
+        Event::BreakerTripped { .. } => {
+            counter!("agent_errors.breaker.trips", TOOL => tool()).increment(1);
+        }
+        Event::Terminated { kind, .. } => {
+            counter!("agent_errors.tool.terminations", TOOL => tool(), ERROR_TYPE => kind.as_str())
+                .increment(1);
+        }
+        Event::LlmRetry { .. } => {
+            counter!("agent_errors.model.retries", MODEL => model.to_owned()).increment(1);
+        }
+        Event::LlmFallback { to, .. } => {
+            let to = to.clone();
+            counter!("agent_errors.model.fallbacks", MODEL => model.to_owned(), "to" => to)
+                .increment(1);
+        }
     }
 }

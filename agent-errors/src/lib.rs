@@ -20,6 +20,7 @@ mod idempotency;
 pub mod llm;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+mod model;
 pub mod observe;
 #[cfg(feature = "openai")]
 pub mod openai;
@@ -36,6 +37,7 @@ pub mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tool;
+mod usage;
 
 #[doc(hidden)]
 pub mod __private;
@@ -56,11 +58,11 @@ pub use agent::{
 pub use breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore, ServiceBreaker};
 pub use budget::{BudgetError, RetryBudget};
 pub use chat::{
-    BoxFuture, CallSource, ChatModel, ChatRequest, ChatResponse, FinishReason, Message,
-    RequestOptions, ResponseFormat, ToolCall, ToolChoice, ToolResult, ToolSpec, Truncated, Usage,
+    CallSource, ChatRequest, ChatResponse, FinishReason, Message, RequestOptions, ResponseFormat,
+    ToolCall, ToolChoice, ToolResult, ToolSpec, Truncated,
 };
 pub use classify::{Classification, ErrorKind, HttpError, classify};
-pub use error::{BoxError, InvalidArguments, Severity, ToolError};
+pub use error::{BoxError, BoxFuture, InvalidArguments, Severity, ToolError};
 pub use events::{Event, EventLog, EventSink, RunReport};
 pub use executor::{
     CallInterrupted, CallOutcome, Cancellation, CircuitOpen, DEFAULT_MAX_PERMISSION_DENIALS,
@@ -72,6 +74,7 @@ pub use extensions::{Ctx, Extensions, MissingContext};
 pub use fix::{Fix, FixRequest, Fixer, FixerDef, FixerError};
 pub use idempotency::IdempotencyKey;
 pub use llm::LlmErrorDecision;
+pub use model::ChatModel;
 pub use observe::{EventStream, RunEvent, RunId};
 pub use policy::{
     Action, FixAction, Ladder, Policy, PolicyKey, PolicyLayer, RetryAction, Shadowed,
@@ -82,6 +85,7 @@ pub use registry::{ConfigError, ConfigProblem, Registry, RegistryBuilder};
 pub use retry::{RetrySchedule, ZeroAttempts};
 pub use stream::{ChatStream, StreamEvent};
 pub use tool::{ToolDef, ToolFuture, ToolHandler};
+pub use usage::Usage;
 
 /// The names most programs need: `use agent_errors::prelude::*;`.
 pub mod prelude {

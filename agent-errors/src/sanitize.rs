@@ -32,7 +32,7 @@
 //! # The bound
 //!
 //! The result has at most `max_chars` characters (Unicode scalar values, as `str::chars`
-//! counts them), [`TRUNCATION_MARKER`] included: a longer text is cut on a character boundary to
+//! counts them), [`TRUNCATION_MARKER`](crate::redact::TRUNCATION_MARKER) included: a longer text is cut on a character boundary to
 //! `max_chars - 1` characters, trailing space removed, and the marker appended. `max_chars == 0`
 //! gives the empty string. [`DEFAULT_MAX_CHARS`] is 300.
 //!
@@ -51,6 +51,7 @@ use serde::Serialize;
 
 use crate::classify::ErrorKind;
 use crate::error::Severity;
+use crate::redact::TRUNCATION_MARKER;
 
 /// The bound on a suggestion, in characters.
 pub const MAX_SUGGESTION_CHARS: usize = 2000;
@@ -58,11 +59,20 @@ pub const MAX_SUGGESTION_CHARS: usize = 2000;
 /// The default bound on an error message shown to a model, in characters.
 pub const DEFAULT_MAX_CHARS: usize = 300;
 
+/// The bound on a message a provider's server wrote, as an error shows it: enough to act on,
+/// too little to flood a log.
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+const MAX_SERVER_MESSAGE_CHARS: usize = 1000;
+
+/// A server's message as an error may show it: scrubbed (escape sequences and control
+/// characters removed, secrets redacted) and cut to 1000 characters.
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+pub(crate) fn server_message(text: &str) -> String {
+    scrub(text, MAX_SERVER_MESSAGE_CHARS)
+}
+
 /// The bound on a tool name shown in a [`SurfacedError`].
 pub const MAX_TOOL_NAME_CHARS: usize = 128;
-
-/// Appended to a message that was cut. One character, counted within the bound.
-pub const TRUNCATION_MARKER: char = '…';
 
 /// Cleans untrusted error text for a model: escape sequences, backtraces, control characters
 /// and whitespace runs removed, cut to at most `max_chars` characters including the marker.

@@ -13,7 +13,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::arguments::parse_args;
-use crate::chat::{BoxFuture, ToolSpec};
+use crate::chat::ToolSpec;
+use crate::error::BoxFuture;
 use crate::error::{BoxError, ToolError};
 use crate::policy::Policy;
 

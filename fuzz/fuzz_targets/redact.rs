@@ -7,7 +7,7 @@
 #![no_main]
 
 use agent_errors::redact::{MAX_SCANNED_BYTES, REDACTED, Redactor, redact};
-use agent_errors::sanitize::TRUNCATION_MARKER;
+use agent_errors::redact::TRUNCATION_MARKER;
 use libfuzzer_sys::fuzz_target;
 
 /// Every redacted span is at least one byte replaced by `REDACTED`; a cut text gets the marker.

@@ -1,9 +1,10 @@
 //! Redaction: no secret reaches a model, an event or a log, at any cut.
 
+use agent_errors::redact::TRUNCATION_MARKER;
 use agent_errors::redact::{
     self, MAX_SCANNED_BYTES, MIN_SECRET_CHARS, REDACTED, RedactError, Redactor, redact,
 };
-use agent_errors::sanitize::{TRUNCATION_MARKER, scrub};
+use agent_errors::sanitize::scrub;
 use proptest::prelude::*;
 
 fn assert_redacts(text: &str, expected: &str) {

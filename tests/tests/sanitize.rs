@@ -1,8 +1,7 @@
 //! The sanitizer: what a model may see of untrusted error text.
 
-use agent_errors::sanitize::{
-    DEFAULT_MAX_CHARS, SurfacedError, TRUNCATION_MARKER, sanitize, scrub, suggestion,
-};
+use agent_errors::redact::TRUNCATION_MARKER;
+use agent_errors::sanitize::{DEFAULT_MAX_CHARS, SurfacedError, sanitize, scrub, suggestion};
 use agent_errors::{ErrorKind, Severity};
 use proptest::prelude::*;
 

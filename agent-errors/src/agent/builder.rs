@@ -10,10 +10,11 @@ use super::llm_error::{IntoLlmDecision, LlmErrorHandler, ModelError, erase_handl
 use super::{Agent, AgentInner, AgentOutput, DEFAULT_MAX_TURNS};
 use crate::breaker::{DEFAULT_THRESHOLD, ServiceBreaker};
 use crate::budget::RetryBudget;
-use crate::chat::{CallSource, ChatModel, RequestOptions};
+use crate::chat::{CallSource, RequestOptions};
 use crate::checkpoint::CheckpointStore;
 use crate::executor::{Limits, PermissionHook};
 use crate::fix::FixerDef;
+use crate::model::ChatModel;
 use crate::observe::{AgentMeters, DEFAULT_EVENT_CAPACITY, Feed};
 use crate::policy::Policy;
 use crate::registry::{ConfigError, ConfigProblem, Registry, RegistryBuilder};

@@ -7,13 +7,15 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::RunError;
-use crate::chat::{BoxFuture, Message, ToolCall, ToolResult, Usage};
+use crate::chat::{Message, ToolCall, ToolResult};
 use crate::checkpoint::{Checkpoint, CheckpointError, CheckpointStore};
 use crate::classify::ErrorKind;
+use crate::error::BoxFuture;
 use crate::error::Severity;
 use crate::executor::{
     CallJournal, CallProgress, RecoveryState, RunContext, Terminated, TerminationReason,
 };
+use crate::usage::Usage;
 
 /// The version of the saved state this build writes and reads.
 const STATE_VERSION: u32 = 1;
@@ -421,7 +423,7 @@ pub(super) fn finished<O>(result: &Result<O, RunError>, transcript: &[Message]) 
             },
         },
         Err(error) => FinishedRun::Failed {
-            reason: crate::observe::stop_reason(error).to_owned(),
+            reason: error.stop_reason().to_owned(),
             message: crate::redact::redact(&error.to_string()).into_owned(),
         },
     }

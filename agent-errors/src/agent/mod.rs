@@ -24,6 +24,7 @@ mod conversation;
 mod durable;
 mod fixer;
 mod llm_error;
+mod observed;
 mod output;
 mod run;
 mod stream;
@@ -44,13 +45,14 @@ pub use stream::RunDelta;
 
 use crate::breaker::ServiceBreaker;
 use crate::budget::RetryBudget;
-use crate::chat::{CallSource, ChatModel, FinishReason, Message, RequestOptions, ToolSpec};
+use crate::chat::{CallSource, FinishReason, Message, RequestOptions, ToolSpec};
 use crate::checkpoint::{CheckpointError, CheckpointStore};
 use crate::error::{BoxError, Severity};
 use crate::events::RunReport;
 use crate::executor::{Cancellation, Limits, PermissionHook, Terminated};
 use crate::explain::Explanation;
 use crate::extensions::Extensions;
+use crate::model::ChatModel;
 use crate::observe::{AgentMeters, EventStream, Feed};
 use crate::registry::Registry;
 

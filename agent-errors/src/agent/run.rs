@@ -11,7 +11,7 @@ use super::durable::{self, Journal, PendingCall, ResumeError, SavedCounts, Saved
 use super::stream::{self, DeltaSender};
 use super::turn;
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
-use crate::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolResult, ToolSpec, Usage};
+use crate::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolResult, ToolSpec};
 use crate::classify::{ErrorKind, server_delay};
 use crate::events::{Event, RunReport};
 use crate::executor::{
@@ -22,6 +22,7 @@ use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER};
 use crate::observe::{self, Observer};
 use crate::retry::{RetrySchedule, Step, decide, sleep};
 use crate::sanitize::SurfacedError;
+use crate::usage::Usage;
 
 impl<O: AgentOutput> Agent<O> {
     /// Runs the agent on `input` and returns its output.

@@ -4,8 +4,9 @@
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
-use crate::chat::{ChatModel, ChatRequest, ChatResponse};
+use crate::chat::{ChatRequest, ChatResponse};
 use crate::error::BoxError;
+use crate::model::ChatModel;
 use crate::stream::{StreamAccumulator, StreamEvent};
 
 /// What a streaming run hands its caller (see `RunOptions::stream_to`).

@@ -2,8 +2,9 @@
 //! call, a refusal ends the run, and every answer's usage counts.
 
 use super::RunError;
-use crate::chat::{ChatResponse, FinishReason, Truncated, Usage};
+use crate::chat::{ChatResponse, FinishReason, Truncated};
 use crate::error::BoxError;
+use crate::usage::Usage;
 
 /// Counts the answer's usage, and turns an answer cut off at its token budget into the call's
 /// error, so `on_llm_error` decides about it and it is never taken for a finished answer.

@@ -90,8 +90,8 @@ use std::time::Duration;
 pub use builder::AnthropicBuilder;
 pub use error::{AnthropicConfigError, AnthropicError, StatusError};
 
-use crate::chat::BoxFuture as ChatFuture;
 use crate::error::BoxError;
+use crate::error::BoxFuture as ChatFuture;
 use crate::llm::{ChatModel, ChatRequest, ChatResponse};
 use crate::provider::{self, Transport};
 use crate::stream::ChatStream;

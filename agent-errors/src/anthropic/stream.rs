@@ -234,8 +234,9 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::{FinishReason, Usage};
+    use crate::chat::FinishReason;
     use crate::stream::guard::Decoder as _;
+    use crate::usage::Usage;
 
     fn feed(decoder: &mut Decoder, name: &str, data: Value) -> Result<Vec<StreamEvent>, BoxError> {
         decoder.decode(SseEvent {

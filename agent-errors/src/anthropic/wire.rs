@@ -5,8 +5,9 @@ use serde_json::{Map, Value};
 
 use crate::chat::{
     ChatRequest, ChatResponse, FinishReason, Message, RequestOptions, ResponseFormat, ToolCall,
-    ToolChoice, ToolSpec, Usage,
+    ToolChoice, ToolSpec,
 };
+use crate::usage::Usage;
 
 /// The key under which tool-call arguments that are not a JSON object are sent back.
 pub(crate) const RAW_ARGUMENTS_KEY: &str = "raw_arguments";

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::chat::BoxFuture;
+use crate::error::BoxFuture;
 
 /// A service breaker's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::{Checkpoint, CheckpointError, CheckpointStore, follows};
-use crate::chat::BoxFuture;
+use crate::error::BoxFuture;
 
 /// A [`CheckpointStore`] in memory.
 ///

@@ -27,8 +27,8 @@ pub use sqlite::SqliteCheckpoints;
 
 use std::fmt;
 
-use crate::chat::BoxFuture;
 use crate::error::BoxError;
+use crate::error::BoxFuture;
 
 /// One saved state of a run.
 #[derive(Clone, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{Checkpoint, CheckpointError, CheckpointStore, follows};
-use crate::chat::BoxFuture;
+use crate::error::BoxFuture;
 
 /// How long a save waits for another process holding the file's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);

@@ -18,6 +18,7 @@
 
 mod attempt;
 mod context;
+mod entry;
 mod ladder;
 mod outcome;
 mod permission;

@@ -10,6 +10,7 @@ use crate::classify::Classifier;
 use crate::classify::{Classification, ErrorKind, chain};
 use crate::error::{Severity, ToolError};
 use crate::events::Event;
+use crate::observe::{CallEnd, ToolCallEnd};
 use crate::sanitize::{SurfacedError, scrub};
 use crate::tool::ToolOutput;
 
@@ -157,6 +158,18 @@ impl CallOutcome {
     /// "operation cancelled", the answer of a call the run stopped waiting for.
     pub(crate) fn cancelled(call: &ToolCall) -> Self {
         CallOutcome::Result(ToolResult::error(call, CANCELLED))
+    }
+}
+
+impl ToolCallEnd for CallOutcome {
+    fn end(&self) -> CallEnd {
+        match self {
+            CallOutcome::Result(result) if result.is_error => CallEnd::Error,
+            CallOutcome::Result(_) => CallEnd::Ok,
+            CallOutcome::Stop(stop) => CallEnd::Stop {
+                error_type: stop.kind.as_str(),
+            },
+        }
     }
 }
 

@@ -4,8 +4,9 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-// The model wrappers below speak the chat types; they live in `chat`.
-pub(crate) use crate::chat::{CallSource, ChatModel, ChatRequest, ChatResponse};
+// The model wrappers below speak the chat types; they live in `chat` and `model`.
+pub(crate) use crate::chat::{CallSource, ChatRequest, ChatResponse};
+pub(crate) use crate::model::ChatModel;
 use crate::retry::ZeroAttempts;
 
 mod fallback;

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
-use crate::chat::ChatModel;
-use crate::events::Event;
+use crate::events::{Event, LiveFeed};
+use crate::model::ChatModel;
 
 /// How many events an agent's live stream holds for a consumer that falls behind.
 pub const DEFAULT_EVENT_CAPACITY: usize = 1024;
@@ -133,6 +133,23 @@ impl fmt::Debug for Observer {
     }
 }
 
+impl LiveFeed for Observer {
+    fn model(&self) -> &str {
+        self.model.name()
+    }
+
+    fn publish(&self, event: &Event) {
+        for feed in self.lock().iter().flatten() {
+            feed.send(self.run, event);
+        }
+    }
+
+    /// The run is over: its streams end once their consumers have read what is left.
+    fn close(&self) {
+        *self.lock() = [None, None];
+    }
+}
+
 impl Observer {
     pub(crate) fn new(model: Arc<dyn ChatModel>, agent: Feed, run: Option<Feed>) -> Self {
         Observer {
@@ -143,21 +160,6 @@ impl Observer {
     }
 
     /// The model the run's model-call events are about, for metric labels.
-    pub(crate) fn model(&self) -> &str {
-        self.model.name()
-    }
-
-    pub(crate) fn publish(&self, event: &Event) {
-        for feed in self.lock().iter().flatten() {
-            feed.send(self.run, event);
-        }
-    }
-
-    /// The run is over: its streams end once their consumers have read what is left.
-    pub(crate) fn close(&self) {
-        *self.lock() = [None, None];
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, [Option<Feed>; 2]> {
         // Sending cannot panic, so the feeds are never left half-written.
         self.feeds.lock().unwrap_or_else(|p| p.into_inner())

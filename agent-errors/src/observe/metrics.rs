@@ -1,16 +1,16 @@
 //! Counters and histograms through the `metrics` facade: the user installs the exporter, and
 //! with none installed every call here is a no-op.
 //!
-//! The recovery counters are derived from [`Event`]s in [`on_event`], called where every event
-//! is emitted, so the numbers cannot drift from the report. The names are listed once, in the
-//! README's metrics table.
+//! These are the meters of calls, turns and runs; the recovery counters are derived from each
+//! event where it is emitted (`events::count`), so the numbers cannot drift from the report.
+//! The names are listed once, in the README's metrics table.
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use metrics::{Key, Label, Level, Metadata, counter, histogram, with_recorder};
 
-use crate::events::Event;
+use crate::events::label::{ERROR_TYPE, MODEL, TOOL};
 
 static METADATA: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
 
@@ -81,60 +81,8 @@ fn time(key: &Key, took: Duration) {
 }
 
 /// Label keys, as the GenAI conventions spell them where they name one.
-const TOOL: &str = "gen_ai.tool.name";
-const MODEL: &str = "gen_ai.request.model";
 const AGENT: &str = "gen_ai.agent.name";
 const OPERATION: &str = "gen_ai.operation.name";
-const ERROR_TYPE: &str = "error.type";
-
-/// Counts what recovery did. `model` labels the model-call events, which do not name one.
-pub(crate) fn on_event(event: &Event, model: &str) {
-    let tool = || event.tool().unwrap_or_default().to_owned();
-    match event {
-        Event::ToolRetry { kind, .. } => {
-            counter!("agent_errors.tool.retries", TOOL => tool(), ERROR_TYPE => kind.as_str())
-                .increment(1);
-        }
-        Event::ToolFailed { kind, .. } => {
-            counter!("agent_errors.tool.failures", TOOL => tool(), ERROR_TYPE => kind.as_str())
-                .increment(1);
-        }
-        Event::ToolFixed { fixer, .. } => {
-            counter!("agent_errors.tool.fixes", TOOL => tool(), "fixer" => fixer.clone())
-                .increment(1);
-        }
-        Event::Escalated { severity, .. } => {
-            let severity = severity.as_str();
-            counter!("agent_errors.tool.escalations", TOOL => tool(), "severity" => severity)
-                .increment(1);
-        }
-        Event::FellBack { to, .. } => {
-            counter!("agent_errors.tool.fallbacks", TOOL => tool(), "to" => to.clone())
-                .increment(1);
-        }
-        Event::Degraded { .. } => {
-            counter!("agent_errors.tool.degrades", TOOL => tool()).increment(1);
-        }
-        Event::RetryBudgetExhausted { .. } => {
-            counter!("agent_errors.tool.retries_refused", TOOL => tool()).increment(1);
-        }
-        Event::BreakerTripped { .. } => {
-            counter!("agent_errors.breaker.trips", TOOL => tool()).increment(1);
-        }
-        Event::Terminated { kind, .. } => {
-            counter!("agent_errors.tool.terminations", TOOL => tool(), ERROR_TYPE => kind.as_str())
-                .increment(1);
-        }
-        Event::LlmRetry { .. } => {
-            counter!("agent_errors.model.retries", MODEL => model.to_owned()).increment(1);
-        }
-        Event::LlmFallback { to, .. } => {
-            let to = to.clone();
-            counter!("agent_errors.model.fallbacks", MODEL => model.to_owned(), "to" => to)
-                .increment(1);
-        }
-    }
-}
 
 /// How a tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,8 +91,11 @@ pub(crate) enum CallEnd {
     Ok,
     /// An error result for the model.
     Error,
-    /// The run ends.
-    Stop,
+    /// The run ends, for a failure of this `error.type`.
+    Stop {
+        /// The failure's kind.
+        error_type: &'static str,
+    },
 }
 
 /// One tool call ended.
@@ -152,7 +103,7 @@ pub(crate) fn tool_call(meters: &ToolMeters, end: CallEnd, took: Duration) {
     count(match end {
         CallEnd::Ok => &meters.ok,
         CallEnd::Error => &meters.error,
-        CallEnd::Stop => &meters.stop,
+        CallEnd::Stop { .. } => &meters.stop,
     });
     time(&meters.duration, took);
 }

@@ -2,9 +2,9 @@
 //! conventions (`observe/spans.rs`), counters and histograms through the `metrics` facade
 //! (`observe/metrics.rs`), and a bounded live stream of events ([`EventStream`]).
 //!
-//! Each recovery event goes through one function (`on_event`) once, where it is emitted: it becomes a
-//! `tracing` event inside the span it happened in, a counter, and, on the run's log, a live
-//! stream item.
+//! Each recovery event is traced and counted once, where it is emitted (in `events`, below
+//! this module), and reaches the live streams through the [`LiveFeed`](crate::events) this
+//! module's `Observer` implements.
 
 mod live;
 pub(crate) mod metrics;
@@ -12,35 +12,41 @@ pub(crate) mod spans;
 
 pub use live::{DEFAULT_EVENT_CAPACITY, EventStream, Missed, RunEvent, RunId};
 pub(crate) use live::{Feed, Observer};
-pub(crate) use metrics::{AgentMeters, ToolMeters};
+pub(crate) use metrics::{AgentMeters, CallEnd, ToolMeters};
 
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::agent::{RunError, RunOutcome};
-use crate::chat::{ChatModel, ChatResponse, ToolCall};
-use crate::classify::classify;
-use crate::events::Event;
-use crate::executor::CallOutcome;
-use metrics::CallEnd;
+use crate::chat::{ChatResponse, ToolCall};
+use crate::model::ChatModel;
 
-/// Traces and counts one event; a tool failure also marks the current span as failed.
-pub(crate) fn on_event(event: &Event, model: &str) {
-    event.trace();
-    metrics::on_event(event, model);
-    if let Event::ToolFailed { kind, .. } | Event::Terminated { kind, .. } = event {
-        spans::record_error(None, kind.as_str());
-    }
+/// How a tool call ended, as its span and meters record it: told by the executor's outcome, so
+/// observing needs nothing of the executor.
+pub(crate) trait ToolCallEnd {
+    /// How the call ended.
+    fn end(&self) -> CallEnd;
+}
+
+/// How a model turn failed, as its span's `error.type` names it.
+pub(crate) trait TurnFailure {
+    /// The `error.type`: the kind of a model error, or why the run stops.
+    fn error_type(&self) -> &'static str;
+}
+
+/// How a run ended, as its span and the `agent_errors.run.stops` metric record it.
+pub(crate) trait RunEnd {
+    /// Why the run ended without an output, when it did: `terminated`, `turn_cap`, ...
+    fn stop_reason(&self) -> Option<&'static str>;
 }
 
 /// Runs one tool call inside its `execute_tool` span and counts it on the tool's `meters` (a
 /// name the model made up has none and is counted as `_OTHER`, so model text cannot grow the
 /// number of metric series).
-pub(crate) async fn tool_call(
+pub(crate) async fn tool_call<T: ToolCallEnd>(
     call: &ToolCall,
     meters: Option<&ToolMeters>,
-    work: impl Future<Output = CallOutcome>,
-) -> CallOutcome {
+    work: impl Future<Output = T>,
+) -> T {
     let span = spans::execute_tool(call);
     let started = Instant::now();
     // No subscriber: skip the instrumentation wrapper on the hot path.
@@ -49,14 +55,10 @@ pub(crate) async fn tool_call(
     } else {
         work.instrument(span.clone()).await
     };
-    let end = match &outcome {
-        CallOutcome::Result(result) if result.is_error => CallEnd::Error,
-        CallOutcome::Result(_) => CallEnd::Ok,
-        CallOutcome::Stop(stop) => {
-            spans::record_error(Some(&span), stop.kind.as_str());
-            CallEnd::Stop
-        }
-    };
+    let end = outcome.end();
+    if let CallEnd::Stop { error_type } = end {
+        spans::record_error(Some(&span), error_type);
+    }
     let meters = meters.unwrap_or_else(|| ToolMeters::other());
     metrics::tool_call(meters, end, started.elapsed());
     outcome
@@ -64,12 +66,12 @@ pub(crate) async fn tool_call(
 
 /// Runs one model turn inside its `chat` span, records what the response says about itself,
 /// and times it. `response` finds the model's response in the turn's output, if it has one.
-pub(crate) async fn model_turn<T>(
+pub(crate) async fn model_turn<T, E: TurnFailure>(
     model: &dyn ChatModel,
     meters: &AgentMeters,
-    turn: impl Future<Output = Result<T, RunError>>,
+    turn: impl Future<Output = Result<T, E>>,
     response: impl Fn(&T) -> Option<&ChatResponse>,
-) -> Result<T, RunError> {
+) -> Result<T, E> {
     let span = spans::chat(model);
     let started = Instant::now();
     let result = turn.instrument(span.clone()).await;
@@ -80,8 +82,7 @@ pub(crate) async fn model_turn<T>(
             }
             None
         }
-        Err(RunError::Model(error)) => Some(classify(error.as_ref()).kind.as_str()),
-        Err(other) => Some(stop_reason(other)),
+        Err(error) => Some(error.error_type()),
     };
     if let Some(kind) = error {
         spans::record_error(Some(&span), kind);
@@ -91,38 +92,19 @@ pub(crate) async fn model_turn<T>(
 }
 
 /// Runs one agent run inside its `invoke_agent` span, times it and counts why it stopped.
-pub(crate) async fn run<O>(
+pub(crate) async fn run<R: RunEnd>(
     agent: &str,
     model: &dyn ChatModel,
     meters: &AgentMeters,
-    run: impl Future<Output = RunOutcome<O>>,
-) -> RunOutcome<O> {
+    run: impl Future<Output = R>,
+) -> R {
     let span = spans::invoke_agent(agent, model);
     let started = Instant::now();
     let outcome = run.instrument(span.clone()).await;
-    let stop = outcome.result.as_ref().err().map(stop_reason);
+    let stop = outcome.stop_reason();
     if let Some(reason) = stop {
         spans::record_error(Some(&span), reason);
     }
     metrics::run_ended(meters, agent, stop, started.elapsed());
     outcome
-}
-
-/// Why a run ended without an output, as a label: `terminated`, `turn_cap`, ...
-pub(crate) fn stop_reason(error: &RunError) -> &'static str {
-    match error {
-        RunError::Terminated(_) => "terminated",
-        RunError::BreakerTripped { .. } => "breaker_tripped",
-        RunError::TurnCap { .. } => "turn_cap",
-        RunError::Cancelled => "cancelled",
-        RunError::Model(_) => "model",
-        RunError::Escalated { .. } => "escalated",
-        RunError::InvalidOutput { .. } => "invalid_output",
-        RunError::EmptyResponse => "empty_response",
-        RunError::Refused { .. } => "refused",
-        RunError::DeadlineExceeded { .. } => "deadline_exceeded",
-        RunError::CallbackPanicked { .. } => "callback_panicked",
-        RunError::Checkpoint(_) => "checkpoint",
-        RunError::Resume(_) => "resume",
-    }
 }

@@ -10,7 +10,8 @@ use std::fmt;
 use tracing::Span;
 use tracing::field::Empty;
 
-use crate::chat::{ChatModel, ChatResponse, ToolCall};
+use crate::chat::{ChatResponse, ToolCall};
+use crate::model::ChatModel;
 use crate::sanitize::MAX_TOOL_NAME_CHARS;
 
 /// `"{operation} {target}"`, formatted only when a subscriber records it.
@@ -95,13 +96,9 @@ fn record_provider(span: &Span, model: &dyn ChatModel) {
 /// Marks `span` (or, with `None`, the current span) as failed with this `error.type`. A span
 /// without the field, such as a user's own, ignores it.
 pub(crate) fn record_error(span: Option<&Span>, kind: &str) {
-    let record = |span: &Span| {
-        span.record("error.type", kind);
-        span.record("otel.status_code", "ERROR");
-    };
     match span {
-        Some(span) => record(span),
-        None => record(&Span::current()),
+        Some(span) => crate::events::mark_failed(span, kind),
+        None => crate::events::mark_failed(&Span::current(), kind),
     }
 }
 

@@ -74,8 +74,8 @@ pub use builder::OpenAiBuilder;
 pub use error::{OpenAiConfigError, OpenAiError, StatusError};
 pub use wire::MaxTokensField;
 
-use crate::chat::BoxFuture as ChatFuture;
 use crate::error::BoxError;
+use crate::error::BoxFuture as ChatFuture;
 use crate::llm::{ChatModel, ChatRequest, ChatResponse};
 use crate::provider::{self, Transport};
 use crate::stream::ChatStream;

@@ -3,10 +3,11 @@
 use serde::Deserialize;
 
 use super::wire::{WireUsage, finish_reason};
-use crate::chat::{FinishReason, Usage};
+use crate::chat::FinishReason;
 use crate::error::BoxError;
 use crate::stream::guard::{self, SseEvent};
 use crate::stream::{StreamError, StreamEvent};
+use crate::usage::Usage;
 
 #[derive(Deserialize)]
 struct Chunk {

@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 use super::TOOL_ERROR_PREFIX;
 use crate::chat::{
     ChatRequest, ChatResponse, FinishReason, Message, RequestOptions, ResponseFormat, ToolCall,
-    ToolChoice, ToolSpec, Usage,
+    ToolChoice, ToolSpec,
 };
+use crate::usage::Usage;
 
 /// Which request field carries the reply budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -10,7 +10,7 @@ mod status;
 pub(crate) use body::{DEFAULT_MAX_RESPONSE_BYTES, broke_off, excerpt, read_capped};
 pub(crate) use settings::{Settings, SettingsError};
 pub use status::StatusError;
-pub(crate) use status::{MAX_ERROR_BODY_BYTES, lossy_prefix, shown_message};
+pub(crate) use status::{MAX_ERROR_BODY_BYTES, lossy_prefix};
 
 use std::error::Error;
 use std::fmt;

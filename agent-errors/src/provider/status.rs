@@ -2,10 +2,10 @@
 //! error code, read from the error body shapes the providers share.
 
 use crate::classify::HttpError;
+use crate::sanitize::server_message;
 
 /// The longest provider message kept in the [`HttpError`]; the full body stays on
 /// [`StatusError::body`].
-const MAX_MESSAGE_CHARS: usize = 1000;
 /// The most of an error body kept at all.
 pub(crate) const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
@@ -51,7 +51,7 @@ impl StatusError {
             .as_ref()
             .and_then(|d| d.message.clone())
             .unwrap_or_else(|| body.clone());
-        let mut http = HttpError::new(status, shown_message(&message));
+        let mut http = HttpError::new(status, server_message(&message));
         for (name, value) in headers {
             if let Ok(value) = value.to_str() {
                 http = http.with_header(name.as_str(), value);
@@ -134,11 +134,4 @@ impl ProviderError {
 pub(crate) fn lossy_prefix(bytes: &[u8], max: usize) -> String {
     let cut = &bytes[..bytes.len().min(max)];
     String::from_utf8_lossy(cut).into_owned()
-}
-
-/// A provider's message as an error may show it: scrubbed (escape sequences and control
-/// characters removed, secrets redacted) and cut to 1000 characters, enough to act on, too
-/// little to flood a log. The raw body stays on [`StatusError::body`].
-pub(crate) fn shown_message(text: &str) -> String {
-    crate::sanitize::scrub(text, MAX_MESSAGE_CHARS)
 }

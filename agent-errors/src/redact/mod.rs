@@ -70,7 +70,7 @@
 //! Every rule runs in time linear in the text (the `regex` crate has no backtracking), and at
 //! most [`MAX_SCANNED_BYTES`] of a text are read. A longer text is cut there, together with
 //! the word the cut falls in (and any beginning of a registered secret it ends with), and
-//! [`crate::sanitize::TRUNCATION_MARKER`] is appended: what is past the cut
+//! [`TRUNCATION_MARKER`] is appended: what is past the cut
 //! is dropped, not passed through unread. Every redacted span is replaced by the 10 bytes of
 //! [`REDACTED`], so the output is at most 10 times as long as the part read, plus the marker.
 
@@ -80,11 +80,13 @@ use std::sync::{PoisonError, RwLock};
 
 use regex::Regex;
 
-use crate::sanitize::TRUNCATION_MARKER;
-
 mod builtin;
 
 use builtin::BUILTIN;
+
+/// Appended to a text that was cut (here, and by [`sanitize`](crate::sanitize) for what a model
+/// sees). One character, counted within the bound.
+pub const TRUNCATION_MARKER: char = '…';
 
 /// What a secret is replaced with.
 pub const REDACTED: &str = "[REDACTED]";

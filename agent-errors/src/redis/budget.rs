@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::time::MissedTickBehavior;
 
 use super::{Inner, RedisStore, millis, scripts};
-use crate::budget::{BUCKETS, BudgetLimits};
+use crate::budget::RetryBudget;
+use crate::budget::{BUCKETS, BudgetLimits, SharedWindow};
+use crate::error::BoxFuture;
 
 /// The Redis half of a [`RetryBudget`](crate::RetryBudget).
 pub(crate) struct SharedBudget {
@@ -43,7 +45,7 @@ impl SharedBudget {
         budget
     }
 
-    pub(crate) fn record_call(&self, key: &str) {
+    fn record(&self, key: &str) {
         let mut pending = lock(&self.pending);
         match pending.get_mut(key) {
             Some(n) => *n += 1,
@@ -55,13 +57,36 @@ impl SharedBudget {
 
     /// Takes a retry from the fleet's window under `limits` (the budget's, which may have
     /// changed since); `None` when Redis could not answer.
-    pub(crate) async fn try_spend(&self, key: &str, limits: BudgetLimits) -> Option<bool> {
+    async fn spend(&self, key: &str, limits: BudgetLimits) -> Option<bool> {
         if !self.inner.is_up() {
             return None;
         }
         let calls = lock(&self.pending).remove(key).unwrap_or(0);
         let reply = send(&self.inner, limits, key, calls, true).await?;
         Some(reply.first() == Some(&1))
+    }
+}
+
+impl SharedWindow for SharedBudget {
+    fn record_call(&self, key: &str) {
+        self.record(key);
+    }
+
+    fn try_spend<'a>(&'a self, key: &'a str, limits: BudgetLimits) -> BoxFuture<'a, Option<bool>> {
+        Box::pin(self.spend(key, limits))
+    }
+}
+
+impl RetryBudget {
+    /// Spends from one window shared by every process on `store` (same Redis, same prefix)
+    /// instead of this process's own. Calls are sent in batches every
+    /// [`cache_ttl`](crate::RedisStoreBuilder::cache_ttl), so the fleet's window may miss the
+    /// last moment's calls (it errs towards fewer retries); each retry is one round trip, and
+    /// when Redis cannot answer the budget decides from this process's window.
+    #[must_use]
+    pub fn shared_on(mut self, store: &RedisStore) -> Self {
+        self.shared = Some(Box::new(SharedBudget::new(store, self.limits)));
+        self
     }
 }
 

@@ -28,8 +28,6 @@ use crate::breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore};
 use cache::{Cached, View, ViewCache};
 use worker::Job;
 
-pub(crate) use budget::SharedBudget;
-
 /// The Redis store could not be set up, or could not answer.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -1,15 +1,14 @@
 //! The registry: the tools and fixers an agent has, the agent-level policies, and the start-up
 //! validation that refuses a configuration that would fail at 3am. Calls are run against it
-//! with [`Registry::execute`] (the executor lives in `executor/`).
+//! with [`Registry::execute`] (the executor, one floor up in `executor/`, adds that method).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use std::sync::Arc;
 
-use crate::chat::{ToolCall, ToolSpec};
+use crate::chat::ToolSpec;
 use crate::classify::Classifier;
-use crate::executor::{self, CallOutcome, RunContext};
 use crate::explain::Explanation;
 use crate::fix::FixerDef;
 use crate::observe::ToolMeters;
@@ -276,22 +275,6 @@ impl Registry {
     /// The tool of that name.
     pub fn tool(&self, name: &str) -> Option<&ToolDef> {
         self.index.get(name).map(|&i| &self.tools[i])
-    }
-
-    /// Runs one tool call through its resolved policy. Whatever happens, the call gets exactly
-    /// one outcome: a result for the model, or a stop of the run. Cancelling `ctx`'s
-    /// [`Cancellation`](crate::Cancellation) answers "operation cancelled".
-    pub async fn execute(&self, ctx: &RunContext, call: &ToolCall) -> CallOutcome {
-        executor::execute(self, ctx, call).await
-    }
-
-    /// Runs the tool calls of one model turn concurrently and returns their outcomes in the
-    /// order of `calls`. Parallel failures of one tool in a turn count once for the per-run
-    /// breaker (three lookups that miss together are one stumble), and a call that stops the
-    /// run makes the calls still running answer "operation cancelled".
-    pub async fn execute_turn(&self, ctx: &RunContext, calls: &[ToolCall]) -> Vec<CallOutcome> {
-        let answer = |call| self.execute(ctx, call);
-        executor::execute_turn(ctx, calls, answer, |o: &CallOutcome| o.stop().is_some()).await
     }
 
     /// The metric keys of the tool of that name.

@@ -3,8 +3,9 @@
 use std::collections::HashMap;
 
 use super::{StreamEvent, StreamInterrupted};
-use crate::chat::{ChatResponse, FinishReason, ToolCall, Usage};
+use crate::chat::{ChatResponse, FinishReason, ToolCall};
 use crate::error::BoxError;
+use crate::usage::Usage;
 
 /// Collects a stream's events into the final [`ChatResponse`]: text deltas concatenated, each
 /// tool call's argument fragments appended in order, the last usage and finish reason kept.

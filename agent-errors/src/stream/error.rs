@@ -3,9 +3,10 @@
 use std::io;
 use std::time::Duration;
 
-use crate::chat::{ToolCall, Usage};
+use crate::chat::ToolCall;
 use crate::classify::HttpError;
 use crate::error::BoxError;
+use crate::usage::Usage;
 
 /// A stream-level failure, as a provider reports it. Each variant's `source()` is what the
 /// status table reads: a timeout is an `io::Error` of kind `TimedOut`, an error event is an

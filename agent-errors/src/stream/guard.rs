@@ -269,7 +269,7 @@ pub(crate) fn error_event(error: &serde_json::Value) -> StreamError {
         .unwrap_or_else(|| crate::classify::status_of_error_type(&error_type));
     StreamError::ErrorEvent {
         error_type: crate::sanitize::scrub(&error_type, MAX_ERROR_TYPE_CHARS),
-        http: crate::classify::HttpError::new(status, crate::provider::shown_message(message)),
+        http: crate::classify::HttpError::new(status, crate::sanitize::server_message(message)),
     }
 }
 

@@ -19,8 +19,9 @@ use futures_util::Stream;
 pub use accumulate::StreamAccumulator;
 pub use error::{StreamError, StreamInterrupted};
 
-use crate::chat::{ChatResponse, FinishReason, Usage};
+use crate::chat::{ChatResponse, FinishReason};
 use crate::error::BoxError;
+use crate::usage::Usage;
 
 /// A streamed answer: events until the model is done, or an error. Ends after the first error.
 pub type ChatStream<'a> = Pin<Box<dyn Stream<Item = Result<StreamEvent, BoxError>> + Send + 'a>>;

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use crate::chat::{ChatModel, ChatRequest, ChatResponse, ToolCall};
+use crate::chat::{ChatRequest, ChatResponse, ToolCall};
 use crate::error::BoxError;
+use crate::model::ChatModel;
 
 type Responder = Box<dyn FnOnce(&ChatRequest) -> Result<ChatResponse, BoxError> + Send>;
 type ErrorFactory = Box<dyn Fn() -> BoxError + Send + Sync>;

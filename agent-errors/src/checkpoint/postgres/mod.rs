@@ -14,7 +14,7 @@ use tokio::time::{Instant, timeout_at};
 use tokio_postgres::{Client, Config, NoTls};
 
 use super::{Checkpoint, CheckpointError, CheckpointStore};
-use crate::chat::BoxFuture;
+use crate::error::BoxFuture;
 use crate::redact::Redactor;
 use session::{Session, Table};
 

@@ -1,0 +1,42 @@
+//! How a run and its model turns look to the observers (spans and metrics): the labels they
+//! record, told from the run's own types so that observing needs nothing of the agent.
+
+use super::{RunError, RunOutcome};
+use crate::classify::classify;
+use crate::observe::{RunEnd, TurnFailure};
+
+impl RunError {
+    /// Why a run ended without an output, as a label: `terminated`, `turn_cap`, ...
+    pub(crate) fn stop_reason(&self) -> &'static str {
+        match self {
+            RunError::Terminated(_) => "terminated",
+            RunError::BreakerTripped { .. } => "breaker_tripped",
+            RunError::TurnCap { .. } => "turn_cap",
+            RunError::Cancelled => "cancelled",
+            RunError::Model(_) => "model",
+            RunError::Escalated { .. } => "escalated",
+            RunError::InvalidOutput { .. } => "invalid_output",
+            RunError::EmptyResponse => "empty_response",
+            RunError::Refused { .. } => "refused",
+            RunError::DeadlineExceeded { .. } => "deadline_exceeded",
+            RunError::CallbackPanicked { .. } => "callback_panicked",
+            RunError::Checkpoint(_) => "checkpoint",
+            RunError::Resume(_) => "resume",
+        }
+    }
+}
+
+impl TurnFailure for RunError {
+    fn error_type(&self) -> &'static str {
+        match self {
+            RunError::Model(error) => classify(error.as_ref()).kind.as_str(),
+            other => other.stop_reason(),
+        }
+    }
+}
+
+impl<O> RunEnd for RunOutcome<O> {
+    fn stop_reason(&self) -> Option<&'static str> {
+        self.result.as_ref().err().map(RunError::stop_reason)
+    }
+}
