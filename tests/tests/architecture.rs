@@ -1,0 +1,314 @@
+//! The layer order written in ARCHITECTURE.md holds in the code: every `crate::` path in the
+//! runtime crate points to a module on its own floor or below, and the imports within a floor
+//! form no cycle.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The floors, ground first: each a set of top-level module names.
+type Floors = Vec<BTreeSet<String>>;
+
+/// Which module imports which: top-level module names.
+type Imports = BTreeMap<String, BTreeSet<String>>;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Reads the numbered lines of the `## Floors` section: every backquoted name on line `n` is a
+/// module of floor `n`.
+fn floors_of(markdown: &str) -> Floors {
+    let section = markdown
+        .split("\n## ")
+        .find(|s| s.starts_with("Floors"))
+        .expect("ARCHITECTURE.md has a `## Floors` section");
+    section
+        .lines()
+        .filter(|line| {
+            line.split_once(". ")
+                .is_some_and(|(n, _)| n.parse::<u32>().is_ok())
+        })
+        .map(|line| {
+            line.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect()
+        })
+        .collect()
+}
+
+/// The code of a file as the compiler sees it outside tests: comments removed, and the test
+/// module at its end cut off.
+fn code_of(source: &str) -> String {
+    let mut lines = Vec::new();
+    let mut rest = source.lines().peekable();
+    while let Some(line) = rest.next() {
+        if line.trim() == "#[cfg(test)]"
+            && rest
+                .peek()
+                .is_some_and(|next| next.trim_start().starts_with("mod "))
+        {
+            break;
+        }
+        lines.push(line.split("//").next().unwrap_or(""));
+    }
+    lines.join("\n")
+}
+
+/// The first segment of every path that starts with `crate::`, groups included:
+/// `crate::{a::X, b}` names `a` and `b`.
+fn crate_paths(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let before = rest[..at].chars().next_back();
+        rest = &rest[at + "crate::".len()..];
+        // `$crate::` and `my_crate::` are other crates' paths.
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            found.extend(group_heads(group));
+        } else {
+            found.push(ident(rest).to_owned());
+        }
+    }
+    found
+}
+
+/// The first segment of each item of a `{...}` group, up to its closing brace.
+fn group_heads(group: &str) -> Vec<String> {
+    let mut heads = Vec::new();
+    let mut depth = 0;
+    let mut item_start = true;
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => item_start = true,
+            c if item_start && !c.is_whitespace() => {
+                heads.push(ident(&group[i..]).to_owned());
+                item_start = false;
+            }
+            _ => {}
+        }
+    }
+    heads
+}
+
+fn ident(text: &str) -> &str {
+    let end = text
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(text.len());
+    &text[..end]
+}
+
+/// What each name the crate root re-exports (`pub use module::{A, B}`) stands for: the module
+/// it comes from, so that `crate::A` counts as an import of that module.
+fn root_exports(lib: &str) -> BTreeMap<String, String> {
+    let mut exports = BTreeMap::new();
+    for statement in code_of(lib).split(';') {
+        let Some(path) = statement.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let module = ident(path).to_owned();
+        let names = match path.split_once('{') {
+            Some((_, group)) => group.trim_end_matches('}').to_owned(),
+            None => path.rsplit("::").next().unwrap_or("").to_owned(),
+        };
+        for name in names.split(',') {
+            let name = name.trim();
+            if !name.is_empty() {
+                exports.insert(name.to_owned(), module.clone());
+            }
+        }
+    }
+    exports
+}
+
+/// The module each file of `src` belongs to (its first path component) and what it imports.
+fn imports_of(src: &Path) -> (BTreeSet<String>, Imports) {
+    let lib = fs::read_to_string(src.join("lib.rs")).expect("lib.rs");
+    let exports = root_exports(&lib);
+    let mut modules = BTreeSet::new();
+    let mut imports = Imports::new();
+    for file in rust_files(src) {
+        let relative = file.strip_prefix(src).expect("under src");
+        let first = relative.components().next().expect("a path");
+        let module = first
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_owned();
+        if module == "lib" {
+            continue;
+        }
+        modules.insert(module.clone());
+        let code = code_of(&fs::read_to_string(&file).expect("a source file"));
+        for head in crate_paths(&code) {
+            let target = exports.get(&head).cloned().unwrap_or(head);
+            if target != module {
+                imports.entry(module.clone()).or_default().insert(target);
+            }
+        }
+    }
+    (modules, imports)
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).expect("a readable directory") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// Everything wrong with `imports` against `floors`, one sentence each.
+fn violations(floors: &Floors, modules: &BTreeSet<String>, imports: &Imports) -> Vec<String> {
+    let floor_of: BTreeMap<&str, usize> = floors
+        .iter()
+        .enumerate()
+        .flat_map(|(i, floor)| floor.iter().map(move |m| (m.as_str(), i + 1)))
+        .collect();
+    let mut problems = Vec::new();
+    for module in modules {
+        if !floor_of.contains_key(module.as_str()) {
+            problems.push(format!("module `{module}` has no floor in ARCHITECTURE.md"));
+        }
+    }
+    for named in floor_of.keys() {
+        if !modules.contains(*named) {
+            problems.push(format!(
+                "ARCHITECTURE.md names `{named}`, which is not a module"
+            ));
+        }
+    }
+    for (from, targets) in imports {
+        let Some(&from_floor) = floor_of.get(from.as_str()) else {
+            continue;
+        };
+        for to in targets {
+            // A name that is neither a module nor a root re-export (a macro, say) is not an
+            // import of a module.
+            let Some(&to_floor) = floor_of.get(to.as_str()) else {
+                continue;
+            };
+            if to_floor > from_floor {
+                problems.push(format!(
+                    "`{from}` (floor {from_floor}) imports `{to}` (floor {to_floor}), which is above it"
+                ));
+            }
+        }
+    }
+    problems.extend(cycles_within_floors(&floor_of, imports));
+    problems
+}
+
+/// A cycle among the imports between modules of one floor, if there is one, as a sentence.
+fn cycles_within_floors(floor_of: &BTreeMap<&str, usize>, imports: &Imports) -> Vec<String> {
+    let same_floor = |from: &str| -> Vec<&str> {
+        imports
+            .get(from)
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .filter(|&to| to != from && floor_of.get(to) == floor_of.get(from))
+            .collect()
+    };
+    let mut problems = Vec::new();
+    for &start in floor_of.keys() {
+        // Depth-first from `start`, looking for a way back to it.
+        let mut stack = vec![(start, vec![start])];
+        let mut seen = BTreeSet::new();
+        while let Some((at, path)) = stack.pop() {
+            for next in same_floor(at) {
+                if next == start {
+                    let cycle = [path.clone(), vec![start]].concat().join(" -> ");
+                    problems.push(format!(
+                        "imports within floor {} form a cycle: {cycle}",
+                        floor_of[start]
+                    ));
+                    return problems;
+                }
+                if seen.insert(next) {
+                    stack.push((next, [path.clone(), vec![next]].concat()));
+                }
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_import_of_the_runtime_crate_points_down_the_floors_of_architecture_md() {
+    let root = workspace();
+    let markdown = fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let floors = floors_of(&markdown);
+    assert!(floors.len() >= 3, "ARCHITECTURE.md lists its floors");
+    let (modules, imports) = imports_of(&root.join("agent-errors/src"));
+    assert!(
+        imports.get("agent").is_some_and(|i| i.contains("executor")),
+        "the scan finds the imports it checks"
+    );
+    let problems = violations(&floors, &modules, &imports);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|n| (*n).to_owned()).collect()
+}
+
+#[test]
+fn an_import_that_points_up_is_reported_with_both_floors() {
+    let floors = vec![set(&["error"]), set(&["chat"])];
+    let code =
+        "use crate::chat::{ToolCall, Message};\nfn f() -> crate::error::BoxError { todo!() }";
+    let mut imports = Imports::new();
+    imports.insert(
+        "error".into(),
+        crate_paths(&code_of(code)).into_iter().collect(),
+    );
+    let problems = violations(&floors, &set(&["error", "chat"]), &imports);
+    assert_eq!(
+        problems,
+        ["`error` (floor 1) imports `chat` (floor 2), which is above it"]
+    );
+}
+
+#[test]
+fn a_cycle_within_a_floor_and_a_module_without_a_floor_are_reported() {
+    let floors = vec![set(&["a", "b"])];
+    let mut imports = Imports::new();
+    imports.insert("a".into(), set(&["b"]));
+    imports.insert("b".into(), set(&["a"]));
+    let problems = violations(&floors, &set(&["a", "b", "c"]), &imports);
+    assert!(problems.contains(&"module `c` has no floor in ARCHITECTURE.md".to_owned()));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("form a cycle: a -> b -> a")),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn paths_in_comments_tests_and_other_crates_are_not_imports() {
+    let code = "// use crate::agent::Agent;\nuse $crate::x; use my_crate::y;\nuse crate::{retry::{Step, decide}, error};\n#[cfg(test)]\nmod tests { use crate::agent::Agent; }";
+    assert_eq!(crate_paths(&code_of(code)), ["retry", "error"]);
+}
+
+#[test]
+fn a_root_re_export_counts_as_an_import_of_its_module() {
+    let lib = "pub use chat::{ChatRequest, Message};\npub use model::ChatModel;\nmod chat;";
+    let exports = root_exports(lib);
+    assert_eq!(exports["Message"], "chat");
+    assert_eq!(exports["ChatModel"], "model");
+}
