@@ -1,4 +1,53 @@
-#![doc = include_str!("../../README.md")]
+//! A recovery layer for the tool calls of LLM agents.
+//!
+//! You say per tool, per kind of failure, what should happen (`retry(3)`, repair the arguments
+//! with a fixer, fall back to another tool, drop the tool, show the model, end the run), and the
+//! agent loop does it: every failure is classified by what it *is* (error types, HTTP status
+//! codes) before what it *says*, only what can succeed on retry is retried, arguments are
+//! repaired by fixers that are plain functions, the model sees only errors it can act on (short,
+//! sanitized, secrets redacted), runs that cannot continue end before the model burns another
+//! turn, and `on_llm_error` decides what happens when the model call itself fails.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use agent_errors::prelude::*;
+//! use agent_errors::testing::ScriptedModel;
+//!
+//! /// Count the top-level keys of a JSON object.
+//! #[tool(on_error(invalid_args = fix(agent = "json_fixer"), execution = [retry(2), escalate]))]
+//! async fn count_keys(json: String) -> Result<usize, serde_json::Error> {
+//!     let object: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&json)?;
+//!     Ok(object.len())
+//! }
+//!
+//! /// Repairs trailing commas in the model's arguments.
+//! #[fixer]
+//! fn json_fixer(req: FixRequest) -> Result<Fix, FixerError> {
+//!     Ok(Fix::args(req.raw_args.replace(",}", "}")))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Offline stand-in for a model: a call with broken arguments, then an answer.
+//! let model = ScriptedModel::new()
+//!     .tool_call("count_keys", r#"{"json": "{\"name\": \"world\", \"age\": 30}",}"#)
+//!     .text("2");
+//! let agent = Agent::builder("json-analyst")
+//!     .model(model)
+//!     .tools(tools![count_keys])
+//!     .fixers(fixers![json_fixer])
+//!     .build()?;
+//! assert_eq!(agent.run("How many keys? {name: world, age: 30,}").await?, "2");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Where to start: [`tool`](macro@tool) and [`policy!`] for policies, [`Agent`] for the loop,
+//! [`Registry::execute`] to run calls inside an agent loop of your own, [`classify`] for how a
+//! failure is read, [`checkpoint`] for durable runs, [`llm`] for model-call recovery. The
+//! repository's README walks through every part; its `ARCHITECTURE.md` shows how the modules
+//! stack.
 #![warn(missing_docs)]
 
 mod agent;
