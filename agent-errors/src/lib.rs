@@ -49,6 +49,9 @@
 //! repository's README walks through every part; its `ARCHITECTURE.md` shows how the modules
 //! stack.
 #![warn(missing_docs)]
+// docs.rs builds with `--cfg docsrs` on nightly: every feature-gated item gets a badge naming
+// the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod agent;
 #[cfg(feature = "anthropic")]
