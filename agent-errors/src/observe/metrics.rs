@@ -200,3 +200,13 @@ pub(crate) fn run_ended(
     }
     time(&meters.run, took);
 }
+
+/// A service breaker's circuit changed state: `store` is `local` or `shared`, `to` the state it
+/// went to. Changes are rare, so the key is built here rather than kept.
+pub(crate) fn breaker_changed(key: &str, store: &'static str, to: &'static str) {
+    counter!(
+        "agent_errors.service_breaker.transitions",
+        "breaker" => key.to_owned(), "store" => store, "to" => to
+    )
+    .increment(1);
+}

@@ -24,7 +24,8 @@ use redis::{FromRedisValue, ScriptInvocation};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore};
+use crate::breaker::{Admission, Admit, BreakerState, BreakerStore, Change, MemoryStore, Scope};
+use crate::chat::BoxFuture;
 use cache::{Cached, View, ViewCache};
 use worker::Job;
 
@@ -46,6 +47,13 @@ pub enum RedisStoreError {
     /// Redis answered something the scripts never return.
     #[error("unexpected reply from Redis")]
     Reply,
+}
+
+impl RedisStoreError {
+    /// The connection broke (rather than Redis refusing or being slow): a new one may work.
+    fn is_broken_connection(&self) -> bool {
+        matches!(self, RedisStoreError::Redis(e) if e.is_unrecoverable_error() || e.is_connection_dropped())
+    }
 }
 
 /// Where a [`RedisStore`]'s decisions come from now.
@@ -246,13 +254,12 @@ impl RedisStore {
         self.inner.health.subscribe()
     }
 
-    /// The state of `key`'s circuit as Redis has it now, read past the cache (one round trip).
+    /// The state of `key`'s circuit as Redis has it now, read past the cache (one round trip),
+    /// or why Redis could not say. [`BreakerStore::current_state`] is the same read that
+    /// answers from this process's own state when Redis is away.
     pub async fn shared_state(&self, key: &str) -> Result<BreakerState, RedisStoreError> {
-        let mut script = scripts::VIEW_SCRIPT.key(self.inner.breaker_key(key));
-        let reply: Vec<i64> = self.inner.invoke(&mut script).await?;
-        let now = Instant::now();
-        let (view, _) = View::from_reply(&reply, now).ok_or(RedisStoreError::Reply)?;
-        Ok(view.state(now))
+        let view = self.inner.read_view(key).await?;
+        Ok(view.state(Instant::now()))
     }
 }
 
@@ -260,7 +267,7 @@ impl BreakerStore for RedisStore {
     fn admit<'a>(&'a self, key: &'a str) -> Admit<'a> {
         let inner = &self.inner;
         if !inner.is_up() {
-            return Admit::Ready(inner.local.admit_now(key));
+            return Admit::Ready(inner.decide_locally(key));
         }
         match inner.cache.decide(key, Instant::now()) {
             Cached::Decided(admission) => Admit::Ready(admission),
@@ -273,7 +280,14 @@ impl BreakerStore for RedisStore {
         // A success needs telling only when there may be failures to clear: the happy path
         // sends nothing.
         let tell = !ok || inner.local.has_failures(key) || inner.cache.success_matters(key);
-        inner.local.record(key, ok);
+        let change = inner.local.record_outcome(key, ok);
+        if !inner.is_up() {
+            // This process's breaker decides while Redis is away: its changes are the ones
+            // that happen.
+            if let Some(change) = change {
+                change.count(key, Scope::Local);
+            }
+        }
         let probe = inner.cache.take_probe(key);
         if inner.is_up() && (tell || probe) {
             inner.send(Job::Report {
@@ -294,13 +308,41 @@ impl BreakerStore for RedisStore {
         }
     }
 
+    /// The state this process last read from Redis, without a round trip: at most
+    /// [`cache_ttl`](RedisStoreBuilder::cache_ttl) old when it is fresh. An older one is
+    /// answered as it stands while a fresh read is fetched in the background, so a caller
+    /// polling `state` sees a change within `cache_ttl` and one round trip;
+    /// [`current_state`](BreakerStore::current_state) reads Redis now. While Redis is away,
+    /// the state this process decides by.
     fn state(&self, key: &str) -> BreakerState {
         let inner = &self.inner;
-        if inner.is_up() {
-            inner.cache.state(key, Instant::now())
-        } else {
-            inner.local.state(key)
+        if !inner.is_up() {
+            return inner.local_state(key);
         }
+        let (state, refresh) = inner.cache.read(key, Instant::now());
+        if refresh
+            && !inner.send(Job::Refresh {
+                key: key.to_owned(),
+            })
+        {
+            inner.cache.refreshed(key, None, Instant::now());
+        }
+        state
+    }
+
+    /// The state Redis has now (one round trip, kept as this process's view); while Redis is
+    /// away, or when it does not answer within the command timeout, the state this process
+    /// decides by.
+    fn current_state<'a>(&'a self, key: &'a str) -> BoxFuture<'a, BreakerState> {
+        let inner = &self.inner;
+        Box::pin(async move {
+            if inner.is_up() {
+                if let Ok(view) = inner.read_view(key).await {
+                    return view.state(Instant::now());
+                }
+            }
+            inner.local_state(key)
+        })
     }
 }
 
@@ -313,31 +355,83 @@ impl Inner {
         format!("{}:breaker:{key}", self.settings.prefix)
     }
 
-    fn send(&self, job: Job) {
-        if self.jobs.try_send(job).is_err() {
+    /// Hands a job to the background task; false when the queue is full and it was dropped.
+    fn send(&self, job: Job) -> bool {
+        let sent = self.jobs.try_send(job).is_ok();
+        if !sent {
             tracing::debug!(
                 event = "breaker_store_queue_full",
                 "an outcome report was dropped"
             );
         }
+        sent
     }
 
-    /// Runs a script under the command timeout; a failure marks Redis as away.
+    /// Runs a script under the command timeout; a failure marks Redis as away. A connection
+    /// that broke (the server restarted while this process was idle, say) is replaced by the
+    /// connection manager, and the script runs once more on the new one before Redis counts as
+    /// away: one restart must not make this process decide alone.
     async fn invoke<T: FromRedisValue>(
         &self,
         script: &mut ScriptInvocation<'_>,
     ) -> Result<T, RedisStoreError> {
-        let mut conn = self.conn.clone();
-        let limit = self.settings.command_timeout;
-        let result = match tokio::time::timeout(limit, script.invoke_async(&mut conn)).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(RedisStoreError::Redis(error)),
-            Err(_) => Err(RedisStoreError::TimedOut(limit)),
-        };
+        let mut result = self.invoke_once(script).await;
+        if result
+            .as_ref()
+            .is_err_and(RedisStoreError::is_broken_connection)
+        {
+            result = self.invoke_once(script).await;
+        }
         if let Err(error) = &result {
             self.went_away(error);
         }
         result
+    }
+
+    async fn invoke_once<T: FromRedisValue>(
+        &self,
+        script: &ScriptInvocation<'_>,
+    ) -> Result<T, RedisStoreError> {
+        let mut conn = self.conn.clone();
+        let limit = self.settings.command_timeout;
+        match tokio::time::timeout(limit, script.invoke_async(&mut conn)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(RedisStoreError::Redis(error)),
+            Err(_) => Err(RedisStoreError::TimedOut(limit)),
+        }
+    }
+
+    /// Reads `key`'s breaker from Redis and keeps it as this process's view.
+    async fn read_view(&self, key: &str) -> Result<View, RedisStoreError> {
+        let mut script = scripts::VIEW_SCRIPT.key(self.breaker_key(key));
+        let reply: Vec<i64> = self.invoke(&mut script).await?;
+        let now = Instant::now();
+        let (view, _) = View::from_reply(&reply, now).ok_or(RedisStoreError::Reply)?;
+        self.cache.store(key, view, now);
+        Ok(view)
+    }
+
+    /// Decides from this process's own breaker, for when Redis cannot be asked: never lets
+    /// through a call the shared state it last read refused (an open circuit stays open here
+    /// until the end of the cooldown Redis gave it).
+    fn decide_locally(&self, key: &str) -> Admission {
+        if self.cache.refuses(key, Instant::now()) {
+            return Admission::Rejected;
+        }
+        let admission = self.local.admit_now(key);
+        if admission == Admission::Probe {
+            Change::HalfOpened.count(key, Scope::Local);
+        }
+        admission
+    }
+
+    /// The state [`Inner::decide_locally`] decides by.
+    fn local_state(&self, key: &str) -> BreakerState {
+        if self.cache.refuses(key, Instant::now()) {
+            BreakerState::Open
+        } else {
+            self.local.state(key)
+        }
     }
 
     /// Asks Redis to call `key`: refreshes the view and, if the probe is free, takes it.
@@ -361,8 +455,11 @@ impl Inner {
         unmark.armed = false;
         self.cache.asked(key, answer, now);
         match answer {
-            None => self.local.admit_now(key),
-            Some((_, true)) => Admission::Probe,
+            None => self.decide_locally(key),
+            Some((_, true)) => {
+                Change::HalfOpened.count(key, Scope::Shared);
+                Admission::Probe
+            }
             Some((View::Closed { .. }, _)) => Admission::Allowed,
             Some(_) => Admission::Rejected,
         }
