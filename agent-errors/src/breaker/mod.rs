@@ -12,6 +12,7 @@ use std::time::Duration;
 
 pub use memory::MemoryStore;
 pub use store::{Admission, Admit, BreakerState, BreakerStore};
+#[cfg(feature = "redis")]
 pub(crate) use store::{Change, Scope};
 
 /// The default number of consecutive failures that trips a run's breaker.
