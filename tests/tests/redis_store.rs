@@ -376,3 +376,25 @@ async fn the_fleet_counts_each_change_of_a_shared_circuit_once_in_the_process_th
         .collect();
     assert_eq!(counted, expected);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alone_after_redis_left_a_shared_open_circuit_ends_in_one_probe_not_a_flood() {
+    let mut server = RedisServer::start();
+    let (a, b) = (store(&server, "alone").await, store(&server, "alone").await);
+    open_shared(&b, "api").await;
+    tokio::time::sleep(CACHE_TTL).await;
+    assert_eq!(a.admit("api").await, Admission::Rejected);
+
+    server.kill();
+    tokio::time::sleep(CACHE_TTL).await;
+    assert_eq!(a.admit("api").await, Admission::Rejected);
+    assert_eq!(a.health(), StoreHealth::Local);
+    // Past the cooldown Redis gave the circuit, the fleet would let one probe through: so
+    // does this process, alone.
+    tokio::time::sleep(COOLDOWN).await;
+    assert_eq!(a.state("api"), BreakerState::HalfOpen);
+    assert_eq!(a.admit("api").await, Admission::Probe);
+    assert_eq!(a.admit("api").await, Admission::Rejected);
+    a.record("api", true);
+    assert_eq!(a.admit("api").await, Admission::Allowed);
+}

@@ -106,6 +106,24 @@ impl MemoryStore {
         None
     }
 
+    /// Takes up a circuit a shared store had open until `until` (with this process holding its
+    /// probe when `probing`): it stays open here until then, then lets one probe through. A
+    /// circuit open here for longer keeps its own time.
+    #[cfg(feature = "redis")]
+    pub(crate) fn adopt_open(&self, key: &str, until: Instant, probing: bool) {
+        let opened_at = until.checked_sub(self.cooldown).unwrap_or(until);
+        let mut circuits = self.lock();
+        let c = circuits.entry(key.to_owned()).or_insert(Circuit {
+            failures: 0,
+            opened_at: None,
+            probing: false,
+        });
+        if c.opened_at.is_none_or(|at| at < opened_at) {
+            c.opened_at = Some(opened_at);
+        }
+        c.probing |= probing;
+    }
+
     /// Whether anything has failed for `key` since its last success.
     #[cfg(feature = "redis")]
     pub(crate) fn has_failures(&self, key: &str) -> bool {

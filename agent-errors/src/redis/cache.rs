@@ -185,13 +185,25 @@ impl ViewCache {
         entry.fetched = now;
     }
 
-    /// Whether the last view read says the circuit refuses calls now: what this process
-    /// still honours while Redis is away.
-    pub(crate) fn refuses(&self, key: &str, now: Instant) -> bool {
-        self.lock().get(key).is_some_and(|e| match e.view {
-            View::Open { until } | View::ProbeOut { until } => now < until,
-            View::Closed { .. } | View::ProbeFree => false,
-        })
+    /// Every circuit last read open or half-open, as `(key, open until, this process holds the
+    /// probe)`, leaving out those Redis has let expire by now (`idle_ttl` after their end).
+    pub(crate) fn open_circuits(
+        &self,
+        now: Instant,
+        idle_ttl: Duration,
+    ) -> Vec<(String, Instant, bool)> {
+        let entries = self.lock();
+        entries
+            .iter()
+            .filter_map(|(key, e)| {
+                let until = match e.view {
+                    View::Open { until } | View::ProbeOut { until } => until,
+                    View::ProbeFree => e.fetched,
+                    View::Closed { .. } => return None,
+                };
+                (now < until + idle_ttl).then(|| (key.clone(), until, e.probing))
+            })
+            .collect()
     }
 
     /// Forgets everything: after an outage of the store the views are stale.

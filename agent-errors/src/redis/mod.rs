@@ -301,27 +301,16 @@ impl Inner {
         Ok(view)
     }
 
-    /// Decides from this process's own breaker, for when Redis cannot be asked: never lets
-    /// through a call the shared state it last read refused (an open circuit stays open here
-    /// until the end of the cooldown Redis gave it).
+    /// Decides from this process's own breaker, for when Redis cannot be asked. It took up
+    /// the shared circuits it last read open when Redis went away ([`Inner::went_away`]), so it
+    /// never lets through a call the shared state refused.
     fn decide_locally(&self, key: &str) -> Admission {
-        if self.cache.refuses(key, Instant::now()) {
-            return Admission::Rejected;
-        }
-        let admission = self.local.admit_now(key);
-        if admission == Admission::Probe {
-            Change::HalfOpened.count(key, Scope::Local);
-        }
-        admission
+        self.local.admit_now(key)
     }
 
     /// The state [`Inner::decide_locally`] decides by.
     fn local_state(&self, key: &str) -> BreakerState {
-        if self.cache.refuses(key, Instant::now()) {
-            BreakerState::Open
-        } else {
-            self.local.state(key)
-        }
+        self.local.state(key)
     }
 
     /// Asks Redis to call `key`: refreshes the view and, if the probe is free, takes it.
@@ -355,7 +344,17 @@ impl Inner {
         }
     }
 
+    /// Redis failed: decisions are this process's from now on. Its breakers first take up
+    /// every circuit the shared state had open (or half-open) when last read, so a call the
+    /// fleet refused is not let through because this process alone saw no failure: each stays
+    /// open until the end of the cooldown Redis gave it, then lets one probe through.
     fn went_away(&self, error: &RedisStoreError) {
+        for (key, until, probing) in self
+            .cache
+            .open_circuits(Instant::now(), self.settings.idle_ttl)
+        {
+            self.local.adopt_open(&key, until, probing);
+        }
         if self.up.swap(false, Ordering::AcqRel) {
             tracing::warn!(event = "breaker_store_down", %error, "deciding locally until Redis answers");
             self.health.send_replace(StoreHealth::Local);
