@@ -59,7 +59,9 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// How long to wait for any Redis command before deciding locally (default 50 ms).
+    /// How long to wait for any Redis command before deciding locally (default 50 ms). A
+    /// command whose connection broke is sent once more on a fresh connection, so a decision
+    /// waits at most twice this.
     #[must_use]
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = timeout;

@@ -5,8 +5,9 @@
 //! gets the half-open probe. The happy path does not wait for Redis: each process decides from
 //! a view cached for [`RedisStoreBuilder::cache_ttl`] and reports outcomes through a bounded
 //! channel to a background task. When Redis is unreachable or slow, every decision falls back
-//! to this process's own breakers (kept current all along) within one command timeout, and
-//! goes back to the shared state once Redis answers again.
+//! to this process's own breakers (kept current all along, and taking up the circuits the
+//! shared state last had open) within one command timeout, or two when the connection broke
+//! and a fresh one is tried first, and goes back to the shared state once Redis answers again.
 
 mod budget;
 mod builder;
