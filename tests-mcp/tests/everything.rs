@@ -148,3 +148,40 @@ async fn shutdown_leaves_no_process_behind() {
     );
     assert_eq!(client.pid(), None);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_the_tools_chosen_are_offered_and_a_denied_one_is_an_unknown_tool() {
+    let client = everything()
+        .allow_tools(["echo", "get-*"])
+        .deny_tools(["get-env"])
+        .filter_tools(|tool| tool.name != "get-tiny-image")
+        .connect()
+        .await
+        .expect("server-everything starts");
+    let names: Vec<String> = client.tools().iter().map(|t| t.name().to_owned()).collect();
+    assert!(names.iter().any(|n| n == "echo"), "{names:?}");
+    assert!(names.iter().any(|n| n == "get-sum"), "{names:?}");
+    for hidden in [
+        "get-env",
+        "get-tiny-image",
+        "trigger-long-running-operation",
+    ] {
+        assert!(
+            !names.iter().any(|n| n == hidden),
+            "`{hidden}` offered: {names:?}"
+        );
+    }
+    assert!(names.iter().all(|n| n == "echo" || n.starts_with("get-")));
+
+    let registry = Registry::builder()
+        .tools(client.tools())
+        .build()
+        .expect("valid");
+    let refused = call(&registry, "get-env", "{}").await;
+    assert!(refused.is_error);
+    assert_eq!(kind_of(&refused.content), "not_found");
+    assert!(!refused.content.contains("PATH"), "{}", refused.content);
+    let echo = call(&registry, "echo", r#"{"message": "hi"}"#).await;
+    assert_eq!(echo.content, "Echo: hi");
+    client.shutdown().await;
+}

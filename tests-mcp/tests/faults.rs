@@ -7,7 +7,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_errors::mcp::McpClient;
+use agent_errors::mcp::{IDEMPOTENCY_KEY_META, McpClient};
 use agent_errors::{
     BreakerState, CallOutcome, Cancellation, ConfigProblem, Event, Fix, FixRequest, FixerDef,
     Registry, RetrySchedule, RunContext, ServiceBreaker, ToolCall, policy,
@@ -293,4 +293,31 @@ async fn dropping_every_handle_kills_the_process() {
         wait_gone(pid).await,
         "the fault server ({pid}) outlived its handles"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_carries_its_idempotency_key_in_meta_and_the_same_call_the_same_key() {
+    let client = faults().connect().await.expect("starts");
+    let registry = registry_of(&client).await;
+    let meta_of = |content: &str| -> serde_json::Value {
+        serde_json::from_str(content).expect("the server answers its `_meta` as JSON")
+    };
+
+    let run = RunContext::new().with_run_id("run-7");
+    let first = call_in(&registry, &run, "meta", "{}").await;
+    let meta = meta_of(&first.content);
+    assert_eq!(meta[IDEMPOTENCY_KEY_META], "run-7:call_1", "{meta}");
+    // The same call again (a retry, a resumed run) carries the same key.
+    let again = call_in(&registry, &run, "meta", "{}").await;
+    let again = meta_of(&again.content);
+    assert_eq!(again[IDEMPOTENCY_KEY_META], "run-7:call_1", "{again}");
+
+    // A run without an id gives its calls no key, and none is made up.
+    let anonymous = call(&registry, "meta", "{}").await;
+    assert!(
+        meta_of(&anonymous.content)
+            .get(IDEMPOTENCY_KEY_META)
+            .is_none()
+    );
+    client.shutdown().await;
 }

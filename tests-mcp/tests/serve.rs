@@ -4,10 +4,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use agent_errors::mcp::rmcp::model::CallToolRequestParams;
+use agent_errors::mcp::rmcp::model::{CallToolRequestParams, RequestParamsMeta};
 use agent_errors::mcp::rmcp::{ServiceError, ServiceExt};
-use agent_errors::mcp::{McpServer, McpService};
-use agent_errors::{HttpError, Registry, TerminationReason, ToolDef, policy};
+use agent_errors::mcp::{IDEMPOTENCY_KEY_META, McpServer, McpService};
+use agent_errors::{
+    Extensions, HttpError, IdempotencyKey, Registry, TerminationReason, ToolDef, ToolError,
+    ToolFuture, ToolHandler, policy,
+};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct Name {
@@ -132,4 +135,56 @@ async fn our_client_reaches_our_server_over_streamable_http() {
     client.shutdown().await;
     stop.cancel();
     served.await.expect("server task");
+}
+
+/// Answers the idempotency key its call was given, or `none`.
+struct KeyTool;
+
+impl ToolHandler for KeyTool {
+    fn call(&self, raw_args: &str) -> Result<ToolFuture, ToolError> {
+        self.call_with(raw_args, &Extensions::new())
+    }
+
+    fn call_with(&self, _: &str, extensions: &Extensions) -> Result<ToolFuture, ToolError> {
+        let key = extensions.get::<IdempotencyKey>().map(ToString::to_string);
+        Ok(Box::pin(async move {
+            Ok(key.unwrap_or_else(|| "none".to_owned()))
+        }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_served_tool_gets_the_idempotency_key_the_client_sent() {
+    let key_tool = ToolDef::from_handler("key", "Says its key.", serde_json::json!({}), KeyTool);
+    let registry = Registry::builder().tool(key_tool).build().expect("valid");
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let server = tokio::spawn(McpService::new(registry).serve(server_io));
+    let client = ().serve(client_io).await.expect("handshake");
+    let _server = server.await.expect("task").expect("served");
+    let key_sent = async |key: serde_json::Value| {
+        let mut request = CallToolRequestParams::new("key");
+        request
+            .meta_or_default()
+            .insert(IDEMPOTENCY_KEY_META.to_owned(), key);
+        let answer = client.peer().call_tool(request).await.expect("answered");
+        text_of(&answer)
+    };
+
+    assert_eq!(key_sent("run-7:call_1".into()).await, "run-7:call_1");
+    // What is not a key is ignored: the call runs without one.
+    for not_a_key in [
+        serde_json::json!("no-colon"),
+        serde_json::json!(":call"),
+        serde_json::json!("run\u{1b}[2J:call"),
+        serde_json::json!(format!("{}:call", "r".repeat(300))),
+        serde_json::json!(7),
+    ] {
+        assert_eq!(key_sent(not_a_key.clone()).await, "none", "{not_a_key}");
+    }
+    let plain = client
+        .peer()
+        .call_tool(CallToolRequestParams::new("key"))
+        .await
+        .expect("answered");
+    assert_eq!(text_of(&plain), "none");
 }

@@ -4,4 +4,5 @@
 /// docs stand alone, so it packages without files from outside it.
 #[doc = include_str!("../../README.md")]
 #[doc(hidden)]
+#[derive(Debug)]
 pub struct ReadmeExamples;

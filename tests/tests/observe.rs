@@ -1,13 +1,15 @@
 //! What a run looks like from outside: its span tree, its metrics, and its live event stream.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_errors::observe::Missed;
 use agent_errors::testing::{FaultyTool, ScriptedModel, echo_tool};
 use agent_errors::{
-    Action, Agent, Event, Fix, FixerDef, HttpError, LlmErrorDecision, Policy, PolicyKey, RunOptions,
+    Action, Admission, Agent, BreakerStore, Event, Fix, FixerDef, HttpError, LlmErrorDecision,
+    MemoryStore, Policy, PolicyKey, RunOptions,
 };
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tracing::span::{Attributes, Id, Record};
@@ -376,4 +378,49 @@ async fn a_consumer_that_falls_behind_misses_the_oldest_events_and_is_told() {
         .collect();
     assert_eq!(rest, outcome.report.events[2..]);
     assert_eq!(slow.recv().await, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_breaker_opening_half_opening_and_closing_is_counted_per_key() {
+    let _serial = serial().await;
+    let recorder = DebuggingRecorder::new();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    let store = MemoryStore::new(NonZeroU32::new(2).unwrap(), secs(30));
+
+    store.record("weather-api", false);
+    store.record("weather-api", false);
+    // A call let through before it opened fails late: the circuit stays open, no new change.
+    store.record("weather-api", false);
+    tokio::time::advance(secs(30)).await;
+    assert_eq!(store.admit("weather-api").await, Admission::Probe);
+    store.record("weather-api", false);
+    tokio::time::advance(secs(30)).await;
+    assert_eq!(store.admit("weather-api").await, Admission::Probe);
+    store.record("weather-api", true);
+    // Successes on a closed circuit change nothing.
+    store.record("weather-api", true);
+    store.record("geocode", true);
+
+    let metrics = metrics_of(&recorder);
+    let transitions = |to: &str| {
+        let key = format!(
+            "agent_errors.service_breaker.transitions{{breaker=weather-api,store=local,to={to}}}"
+        );
+        match metrics.get(&key) {
+            Some(DebugValue::Counter(n)) => *n,
+            other => panic!("{key}: {other:?} in {:#?}", metrics.keys()),
+        }
+    };
+    assert_eq!(transitions("open"), 2);
+    assert_eq!(transitions("half_open"), 2);
+    assert_eq!(transitions("closed"), 1);
+    assert_eq!(
+        metrics
+            .keys()
+            .filter(|k| k.starts_with("agent_errors.service_breaker"))
+            .count(),
+        3,
+        "{:#?}",
+        metrics.keys()
+    );
 }

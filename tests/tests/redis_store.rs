@@ -3,10 +3,14 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use agent_errors::{Admission, BreakerState, BreakerStore, RedisStore, RetryBudget, StoreHealth};
+use agent_errors::{
+    Admission, BreakerState, BreakerStore, RedisStore, RetryBudget, ServiceBreaker, StoreHealth,
+};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use support::{RedisServer, eventually};
 
 const COOLDOWN: Duration = Duration::from_millis(300);
@@ -219,4 +223,178 @@ async fn a_call_cancelled_while_asking_redis_does_not_freeze_the_view() {
     // The cancelled ask did not leave `a` deciding from its old view for good.
     tokio::time::sleep(CACHE_TTL).await;
     assert_eq!(a.admit("api").await, Admission::Rejected);
+}
+
+/// A store whose circuits stay open for a minute: long enough that no assertion races the
+/// cooldown on a loaded machine.
+async fn slow_cooldown_store(server: &RedisServer, prefix: &str) -> RedisStore {
+    RedisStore::builder(server.url())
+        .prefix(prefix)
+        .threshold(NonZeroU32::new(3).expect("3 is not zero"))
+        .cooldown(Duration::from_secs(60))
+        .cache_ttl(CACHE_TTL)
+        .command_timeout(Duration::from_millis(200))
+        .reconnect_every(Duration::from_secs(60))
+        .connect()
+        .await
+        .expect("valid settings")
+}
+
+/// Opens `key`'s shared circuit from `store`, and waits until Redis has it open.
+async fn open_shared(store: &RedisStore, key: &str) {
+    for _ in 0..3 {
+        store.record(key, false);
+    }
+    shared_state_is(store, key, BreakerState::Open).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_process_does_not_call_through_a_shared_circuit_opened_while_redis_restarted() {
+    let mut server = RedisServer::start();
+    let idle = slow_cooldown_store(&server, "restart").await;
+    assert_eq!(idle.admit("api").await, Admission::Allowed);
+
+    // Redis restarts (stopped by PID, started on the same port) while this process is idle;
+    // the fleet then opens the circuit on the new server.
+    server.restart();
+    let other = slow_cooldown_store(&server, "restart").await;
+    open_shared(&other, "api").await;
+
+    // The idle process's connection died with the old server: its next call must find the
+    // open circuit through a fresh connection, not fall back to its own closed breaker.
+    tokio::time::sleep(CACHE_TTL).await;
+    assert_eq!(idle.admit("api").await, Admission::Rejected);
+    assert_eq!(idle.health(), StoreHealth::Shared);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_redis_is_away_a_call_the_last_shared_state_refused_is_still_refused() {
+    let mut server = RedisServer::start();
+    let (a, b) = (
+        slow_cooldown_store(&server, "away").await,
+        slow_cooldown_store(&server, "away").await,
+    );
+    // `a` never failed itself: only the shared state knows the circuit is open.
+    open_shared(&b, "api").await;
+    tokio::time::sleep(CACHE_TTL).await;
+    assert_eq!(a.admit("api").await, Admission::Rejected);
+
+    server.kill();
+    tokio::time::sleep(CACHE_TTL).await;
+    assert_eq!(a.admit("api").await, Admission::Rejected);
+    assert_eq!(a.health(), StoreHealth::Local);
+    assert_eq!(a.admit("api").await, Admission::Rejected);
+    assert_eq!(a.state("api"), BreakerState::Open);
+    // A key the shared state never refused goes by this process's own breaker.
+    assert_eq!(a.admit("other").await, Admission::Allowed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_read_sees_a_circuit_another_process_opened_at_once() {
+    let server = RedisServer::start();
+    let (a, b) = (
+        slow_cooldown_store(&server, "read").await,
+        slow_cooldown_store(&server, "read").await,
+    );
+    assert_eq!(a.admit("api").await, Admission::Allowed);
+    let breaker = ServiceBreaker::with_store(a.clone());
+    assert_eq!(breaker.current_state("api").await, BreakerState::Closed);
+
+    open_shared(&b, "api").await;
+    assert_eq!(a.current_state("api").await, BreakerState::Open);
+    assert_eq!(breaker.current_state("api").await, BreakerState::Open);
+    // The read is kept: the cached state, what `state` answers without a round trip, is
+    // the fresh one.
+    assert_eq!(a.state("api"), BreakerState::Open);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cached_state_of_a_key_nobody_calls_is_read_again_after_the_cache_ttl() {
+    let server = RedisServer::start();
+    let (a, b) = (
+        slow_cooldown_store(&server, "cached").await,
+        slow_cooldown_store(&server, "cached").await,
+    );
+    assert_eq!(a.admit("api").await, Admission::Allowed);
+    open_shared(&b, "api").await;
+    // No call of `api` in `a`: polling its cached state alone catches up within the cache
+    // ttl and one round trip.
+    eventually(
+        Duration::from_secs(5),
+        "`a` sees the circuit open",
+        async || a.state("api") == BreakerState::Open,
+    )
+    .await;
+}
+
+/// The value of each `agent_errors.service_breaker.transitions` counter, by its labels.
+fn transitions(recorder: &DebuggingRecorder) -> BTreeMap<String, u64> {
+    recorder
+        .snapshotter()
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == "agent_errors.service_breaker.transitions")
+        .map(|(key, _, _, value)| {
+            let labels: Vec<String> = key
+                .key()
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            let DebugValue::Counter(n) = value else {
+                panic!("a counter")
+            };
+            (labels.join(","), n)
+        })
+        .collect()
+}
+
+// One thread, so the background task counts on the recorder this test installs.
+#[tokio::test(flavor = "current_thread")]
+async fn the_fleet_counts_each_change_of_a_shared_circuit_once_in_the_process_that_made_it() {
+    let recorder = DebuggingRecorder::new();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    let server = RedisServer::start();
+    let (a, b) = (
+        store(&server, "metered").await,
+        store(&server, "metered").await,
+    );
+    a.record("api", false);
+    b.record("api", false);
+    a.record("api", false);
+    shared_state_is(&a, "api", BreakerState::Open).await;
+    tokio::time::sleep(COOLDOWN + CACHE_TTL).await;
+    assert_eq!(b.admit("api").await, Admission::Probe);
+    assert_eq!(a.admit("api").await, Admission::Rejected);
+    b.record("api", true);
+    shared_state_is(&a, "api", BreakerState::Closed).await;
+
+    let counted = transitions(&recorder);
+    let expected: BTreeMap<String, u64> = ["open", "half_open", "closed"]
+        .into_iter()
+        .map(|to| (format!("breaker=api,store=shared,to={to}"), 1))
+        .collect();
+    assert_eq!(counted, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alone_after_redis_left_a_shared_open_circuit_ends_in_one_probe_not_a_flood() {
+    let mut server = RedisServer::start();
+    let (a, b) = (store(&server, "alone").await, store(&server, "alone").await);
+    open_shared(&b, "api").await;
+    tokio::time::sleep(CACHE_TTL).await;
+    assert_eq!(a.admit("api").await, Admission::Rejected);
+
+    server.kill();
+    tokio::time::sleep(CACHE_TTL).await;
+    assert_eq!(a.admit("api").await, Admission::Rejected);
+    assert_eq!(a.health(), StoreHealth::Local);
+    // Past the cooldown Redis gave the circuit, the fleet would let one probe through: so
+    // does this process, alone.
+    tokio::time::sleep(COOLDOWN).await;
+    assert_eq!(a.state("api"), BreakerState::HalfOpen);
+    assert_eq!(a.admit("api").await, Admission::Probe);
+    assert_eq!(a.admit("api").await, Admission::Rejected);
+    a.record("api", true);
+    assert_eq!(a.admit("api").await, Admission::Allowed);
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::store::{Admission, Admit, BreakerState, BreakerStore};
+use super::store::{Admission, Admit, BreakerState, BreakerStore, Change, Scope};
 
 #[derive(Debug, Clone)]
 struct Circuit {
@@ -71,10 +71,57 @@ impl MemoryStore {
             None => Admission::Allowed,
             Some(at) if at.elapsed() >= self.cooldown && !c.probing => {
                 c.probing = true;
+                drop(circuits);
+                Change::HalfOpened.count(key, Scope::Local);
                 Admission::Probe
             }
             Some(_) => Admission::Rejected,
         }
+    }
+
+    /// Records an outcome; returns the change of state it made, if any.
+    pub(crate) fn record_outcome(&self, key: &str, ok: bool) -> Option<Change> {
+        let mut circuits = self.lock();
+        if ok {
+            // Skipping the removal when nothing is tracked keeps the happy path to one lookup.
+            if circuits.is_empty() {
+                return None;
+            }
+            let removed = circuits.remove(key)?;
+            return removed.opened_at.map(|_| Change::Closed);
+        }
+        let c = circuits.entry(key.to_owned()).or_insert(Circuit {
+            failures: 0,
+            opened_at: None,
+            probing: false,
+        });
+        c.failures += 1;
+        if c.probing || c.failures >= self.threshold {
+            // Failures of calls let through before it opened keep it open, but change nothing.
+            let opens = c.probing || c.opened_at.is_none();
+            c.opened_at = Some(Instant::now());
+            c.probing = false;
+            return opens.then_some(Change::Opened);
+        }
+        None
+    }
+
+    /// Takes up a circuit a shared store had open until `until` (with this process holding its
+    /// probe when `probing`): it stays open here until then, then lets one probe through. A
+    /// circuit open here for longer keeps its own time.
+    #[cfg(feature = "redis")]
+    pub(crate) fn adopt_open(&self, key: &str, until: Instant, probing: bool) {
+        let opened_at = until.checked_sub(self.cooldown).unwrap_or(until);
+        let mut circuits = self.lock();
+        let c = circuits.entry(key.to_owned()).or_insert(Circuit {
+            failures: 0,
+            opened_at: None,
+            probing: false,
+        });
+        if c.opened_at.is_none_or(|at| at < opened_at) {
+            c.opened_at = Some(opened_at);
+        }
+        c.probing |= probing;
     }
 
     /// Whether anything has failed for `key` since its last success.
@@ -91,23 +138,8 @@ impl BreakerStore for MemoryStore {
     }
 
     fn record(&self, key: &str, ok: bool) {
-        let mut circuits = self.lock();
-        if ok {
-            // Skipping the removal when nothing is tracked keeps the happy path to one lookup.
-            if !circuits.is_empty() {
-                circuits.remove(key);
-            }
-            return;
-        }
-        let c = circuits.entry(key.to_owned()).or_insert(Circuit {
-            failures: 0,
-            opened_at: None,
-            probing: false,
-        });
-        c.failures += 1;
-        if c.probing || c.failures >= self.threshold {
-            c.opened_at = Some(Instant::now());
-            c.probing = false;
+        if let Some(change) = self.record_outcome(key, ok) {
+            change.count(key, Scope::Local);
         }
     }
 

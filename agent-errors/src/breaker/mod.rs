@@ -12,6 +12,8 @@ use std::time::Duration;
 
 pub use memory::MemoryStore;
 pub use store::{Admission, Admit, BreakerState, BreakerStore};
+#[cfg(feature = "redis")]
+pub(crate) use store::{Change, Scope};
 
 /// The default number of consecutive failures that trips a run's breaker.
 pub(crate) const DEFAULT_THRESHOLD: u32 = 3;
@@ -162,8 +164,28 @@ impl ServiceBreaker {
         self.store().release_probe(key);
     }
 
-    /// The state of the circuit of `key` (a breaker key, by default a tool's name) now.
+    /// The state of the circuit of `key` (a breaker key, by default a tool's name) now, as
+    /// the store knows it without waiting (see [`BreakerStore::state`]).
     pub fn state(&self, key: &str) -> BreakerState {
         self.store().state(key)
+    }
+
+    /// The state of the circuit of `key`, read afresh from the store: for a shared store,
+    /// what the fleet's state is now rather than what this process last read.
+    ///
+    /// ```
+    /// use agent_errors::{BreakerState, ServiceBreaker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let breaker = ServiceBreaker::default();
+    /// assert_eq!(breaker.current_state("weather").await, BreakerState::Closed);
+    /// # }
+    /// ```
+    pub async fn current_state(&self, key: &str) -> BreakerState {
+        match &self.store {
+            Store::Memory(memory) => memory.state(key),
+            Store::Shared(shared) => shared.current_state(key).await,
+        }
     }
 }

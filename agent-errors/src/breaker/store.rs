@@ -82,6 +82,54 @@ pub trait BreakerStore: Send + Sync + fmt::Debug + 'static {
     /// cancelled), so another call may probe.
     fn release_probe(&self, key: &str);
 
-    /// The state of `key`'s circuit, as this store knows it now.
+    /// The state of `key`'s circuit, as this store knows it now without waiting: a shared
+    /// store may answer from what it last read (it documents how old that can be).
     fn state(&self, key: &str) -> BreakerState;
+
+    /// The state of `key`'s circuit, read afresh: a shared store asks the state it shares (and
+    /// must bound that wait itself). By default, [`state`](BreakerStore::state).
+    fn current_state<'a>(&'a self, key: &'a str) -> BoxFuture<'a, BreakerState> {
+        Box::pin(std::future::ready(self.state(key)))
+    }
+}
+
+/// A change of a service breaker's state, counted as the metric
+/// `agent_errors.service_breaker.transitions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// Failures reached the threshold, or the half-open probe failed.
+    Opened,
+    /// The cooldown ended and a probe was let through.
+    HalfOpened,
+    /// A call succeeded on an open or half-open circuit.
+    Closed,
+}
+
+/// Whose state changed: this process's own breaker, or the one a fleet shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    Local,
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    Shared,
+}
+
+impl Change {
+    /// Counts this change of `key`'s circuit (the `agent_errors.service_breaker.transitions`
+    /// counter). Changes are rare, so the metric's key is built here rather than kept.
+    pub(crate) fn count(self, key: &str, scope: Scope) {
+        let to = match self {
+            Change::Opened => "open",
+            Change::HalfOpened => "half_open",
+            Change::Closed => "closed",
+        };
+        let store = match scope {
+            Scope::Local => "local",
+            Scope::Shared => "shared",
+        };
+        metrics::counter!(
+            "agent_errors.service_breaker.transitions",
+            "breaker" => key.to_owned(), "store" => store, "to" => to
+        )
+        .increment(1);
+    }
 }

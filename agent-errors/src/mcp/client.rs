@@ -11,8 +11,11 @@ use rmcp::model::{JsonObject, Tool};
 
 use super::connection::{CommandSpec, Connection, Endpoint};
 use super::error::McpError;
+use super::filter::ToolFilter;
 use crate::arguments::parse_args;
 use crate::error::ToolError;
+use crate::extensions::Extensions;
+use crate::idempotency::IdempotencyKey;
 use crate::policy::Policy;
 use crate::retry::RetrySchedule;
 use crate::tool::{ToolDef, ToolFuture, ToolHandler};
@@ -53,6 +56,7 @@ pub struct McpServer {
     breaker: Option<String>,
     idempotent: Option<bool>,
     restarts: RetrySchedule,
+    filter: ToolFilter,
 }
 
 impl McpServer {
@@ -90,6 +94,7 @@ impl McpServer {
             breaker: None,
             idempotent: None,
             restarts: default_restarts(),
+            filter: ToolFilter::default(),
         }
     }
 
@@ -192,6 +197,55 @@ impl McpServer {
         self
     }
 
+    /// Offers only the tools named here (by the server's own name, before any
+    /// [prefix](McpServer::with_prefix)); a name ending in `*` stands for every name that starts
+    /// with what precedes it. Every tool of the server is offered unless a filter says
+    /// otherwise, and the filters add up: a tool is offered when it is on every allow list, on
+    /// no deny list and passes every predicate.
+    ///
+    /// A tool that is not offered is not registered: the model never sees it, and a call of it
+    /// by name is an unknown tool (`not_found`), never sent to the server.
+    ///
+    /// ```no_run
+    /// use agent_errors::mcp::McpServer;
+    ///
+    /// # async fn demo() -> Result<(), agent_errors::mcp::McpError> {
+    /// let everything = McpServer::stdio("everything", "node")
+    ///     .args(["server-everything/dist/index.js", "stdio"])
+    ///     .allow_tools(["echo", "get-*"]) // `echo`, and every tool whose name starts `get-`
+    ///     .deny_tools(["get-env"]) // but never the one that prints the server's environment
+    ///     .filter_tools(|tool| {
+    ///         // nothing the server itself calls destructive
+    ///         tool.annotations
+    ///             .as_ref()
+    ///             .is_none_or(|a| a.destructive_hint != Some(true))
+    ///     })
+    ///     .connect()
+    ///     .await?;
+    /// # drop(everything); Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn allow_tools(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.filter.allow(names);
+        self
+    }
+
+    /// Never offers the tools named here (names or `prefix*`, as in
+    /// [`allow_tools`](McpServer::allow_tools)).
+    #[must_use]
+    pub fn deny_tools(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.filter.deny(names);
+        self
+    }
+
+    /// Offers only the tools `keep` accepts: it sees each tool as the server listed it (name,
+    /// description, schema, annotations), so it can judge by more than the name.
+    #[must_use]
+    pub fn filter_tools(mut self, keep: impl Fn(&Tool) -> bool + Send + Sync + 'static) -> Self {
+        self.filter.predicate(keep);
+        self
+    }
+
     /// Starts (or reaches) the server, completes the MCP handshake and lists its tools.
     pub async fn connect(self) -> Result<McpClient, McpError> {
         let (connection, listed) = Connection::open(
@@ -202,6 +256,7 @@ impl McpServer {
         .await?;
         let tools = listed
             .into_iter()
+            .filter(|tool| self.filter.keeps(tool))
             .map(|tool| self.tool_def(&connection, tool))
             .collect();
         Ok(McpClient { connection, tools })
@@ -306,10 +361,19 @@ impl fmt::Debug for RemoteTool {
 
 impl ToolHandler for RemoteTool {
     fn call(&self, raw_args: &str) -> Result<ToolFuture, ToolError> {
+        self.call_with(raw_args, &Extensions::new())
+    }
+
+    /// Sends the call's [`IdempotencyKey`], when it has one, in the request's `_meta` under
+    /// [`IDEMPOTENCY_KEY_META`](super::IDEMPOTENCY_KEY_META).
+    fn call_with(&self, raw_args: &str, extensions: &Extensions) -> Result<ToolFuture, ToolError> {
         let args = parse_args::<JsonObject>(raw_args)?;
         let connection = Arc::clone(&self.connection);
         let name = self.name.clone();
-        Ok(Box::pin(async move { connection.call(&name, args).await }))
+        let key = extensions.get::<IdempotencyKey>().map(ToString::to_string);
+        Ok(Box::pin(
+            async move { connection.call(&name, args, key).await },
+        ))
     }
 }
 

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, RequestParamsMeta, Tool};
 use rmcp::service::{Peer, RoleClient, RunningService};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ServiceError, ServiceExt};
@@ -16,6 +16,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::IDEMPOTENCY_KEY_META;
 use super::error::McpError;
 use crate::error::BoxError;
 use crate::retry::RetrySchedule;
@@ -114,11 +115,21 @@ impl Connection {
         Some(self.pid.load(Ordering::SeqCst)).filter(|&pid| pid != 0)
     }
 
-    /// Calls `tool`: restarts the server first if it exited. Dropping the future tells the
-    /// server with MCP's cancellation notification (rmcp sends it when a request is abandoned).
-    pub(crate) async fn call(&self, tool: &str, args: JsonObject) -> Result<String, BoxError> {
+    /// Calls `tool`, with the call's idempotency key in `_meta` when it has one: restarts the
+    /// server first if it exited. Dropping the future tells the server with MCP's cancellation
+    /// notification (rmcp sends it when a request is abandoned).
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        args: JsonObject,
+        key: Option<String>,
+    ) -> Result<String, BoxError> {
         let (peer, life) = self.peer().await?;
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        if let Some(key) = key {
+            let meta = params.meta_or_default();
+            meta.insert(IDEMPOTENCY_KEY_META.to_owned(), key.into());
+        }
         let answer = tokio::select! {
             biased;
             () = self.shutdown.cancelled() => return Err(McpError::shutdown(&self.server).into()),

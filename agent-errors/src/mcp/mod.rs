@@ -32,6 +32,13 @@
 //!
 //! What the model sees of a failure is sanitized like any tool error.
 //!
+//! # Which tools, and what they are told
+//!
+//! [`McpServer::allow_tools`], [`deny_tools`](McpServer::deny_tools) and
+//! [`filter_tools`](McpServer::filter_tools) choose which of a server's tools are offered;
+//! the others are never registered. Every call carries its idempotency key in `_meta` under
+//! [`IDEMPOTENCY_KEY_META`].
+//!
 //! # Lifecycle
 //!
 //! A stdio server that exits is restarted on the next call, after a backoff
@@ -50,7 +57,16 @@
 mod client;
 mod connection;
 mod error;
+mod filter;
 mod serve;
+
+/// The `_meta` key under which each `tools/call` carries the call's
+/// [`IdempotencyKey`](crate::IdempotencyKey) (`run_id:call_id`, the same for every retry and
+/// repair of one call and after a durable run resumes), so a server that deduplicates can do
+/// the work once. A call without a key (a [`RunContext`](crate::RunContext) with no run id)
+/// sends no `_meta`. [`McpService`] reads it back: a served tool asking for a
+/// `Ctx<IdempotencyKey>` gets the client's key.
+pub const IDEMPOTENCY_KEY_META: &str = "agent-errors/idempotency-key";
 
 pub use client::{McpClient, McpServer};
 pub use error::McpError;

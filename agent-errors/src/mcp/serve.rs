@@ -12,6 +12,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 
+use super::IDEMPOTENCY_KEY_META;
 use crate::breaker::ServiceBreaker;
 use crate::chat::ToolCall;
 use crate::executor::{CallOutcome, Limits, RunContext};
@@ -24,7 +25,9 @@ use crate::registry::Registry;
 /// the one outcome. A call that stops the recovery ladder (an auth failure, retries used up,
 /// `throw`) answers `isError: true` with a fixed message saying the call cannot succeed;
 /// errors shown to a model are sanitized as always. Each call is its own run: the per-run
-/// breaker does not span calls, the service breaker does.
+/// breaker does not span calls, the service breaker does. A call whose `_meta` carries an
+/// idempotency key under [`IDEMPOTENCY_KEY_META`] (as this crate's client sends) gives the tool
+/// that key as its [`IdempotencyKey`](crate::IdempotencyKey).
 ///
 /// ```no_run
 /// use agent_errors::Registry;
@@ -137,13 +140,26 @@ impl McpService {
         StreamableHttpService::new(move || Ok(self.clone()), Default::default(), config)
     }
 
-    async fn call(&self, request: CallToolRequestParams, id: String) -> CallToolResult {
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        id: String,
+        key: Option<(&str, &str)>,
+    ) -> CallToolResult {
         let arguments = request.arguments.map(serde_json::Value::Object);
         let arguments = arguments.map_or_else(|| "{}".to_owned(), |a| a.to_string());
-        let call = ToolCall::new(id, request.name.to_string(), arguments);
-        let ctx = RunContext::new()
+        let mut ctx = RunContext::new()
             .with_service_breaker(Arc::clone(&self.inner.breaker))
             .with_limits(self.inner.limits);
+        // The client's key names the call: the tool sees the key the client sent.
+        let id = match key {
+            Some((run_id, call_id)) => {
+                ctx = ctx.with_run_id(run_id);
+                call_id.to_owned()
+            }
+            None => id,
+        };
+        let call = ToolCall::new(id, request.name.to_string(), arguments);
         match self.inner.registry.execute(&ctx, &call).await {
             CallOutcome::Result(result) if result.is_error => {
                 CallToolResult::error(vec![ContentBlock::text(result.content)])
@@ -189,8 +205,23 @@ impl ServerHandler for McpService {
             () = context.ct.cancelled() => {
                 CallToolResult::error(vec![ContentBlock::text(crate::executor::CANCELLED)])
             }
-            answer = self.call(request, context.id.to_string()) => answer,
+            answer = self.call(request, context.id.to_string(), idempotency_key(&context)) => answer,
         };
         Ok(answer.into())
     }
+}
+
+/// The longest idempotency key taken from a client: a key is an id, not a document.
+const MAX_KEY_LEN: usize = 256;
+
+/// The client's idempotency key for this call, as `(run_id, call_id)`: a `run_id:call_id`
+/// string under [`IDEMPOTENCY_KEY_META`], short and free of control characters. Anything else
+/// is ignored: the call then has no key.
+fn idempotency_key(context: &RequestContext<RoleServer>) -> Option<(&str, &str)> {
+    let key = context.meta.get(IDEMPOTENCY_KEY_META)?.as_str()?;
+    if key.len() > MAX_KEY_LEN || key.chars().any(char::is_control) {
+        return None;
+    }
+    key.rsplit_once(':')
+        .filter(|(run, call)| !run.is_empty() && !call.is_empty())
 }

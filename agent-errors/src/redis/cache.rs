@@ -54,6 +54,8 @@ struct Entry {
     asking: bool,
     /// This process holds the half-open probe.
     probing: bool,
+    /// A read for [`ViewCache::read`] is on its way: one at a time per key.
+    refreshing: bool,
 }
 
 /// The answer from the cache alone, or the need to ask.
@@ -145,10 +147,63 @@ impl ViewCache {
             .is_some_and(|e| std::mem::take(&mut e.probing))
     }
 
-    pub(crate) fn state(&self, key: &str, now: Instant) -> BreakerState {
-        self.lock()
-            .get(key)
-            .map_or(BreakerState::Closed, |e| e.view.state(now))
+    /// The state as last read, and whether a fresh read should be fetched now: the view is
+    /// older than the ttl and nobody is reading it already (the caller must then call
+    /// [`ViewCache::refreshed`]).
+    pub(crate) fn read(&self, key: &str, now: Instant) -> (BreakerState, bool) {
+        let mut entries = self.lock();
+        let entry = match entries.get_mut(key) {
+            Some(entry) => entry,
+            None => entries
+                .entry(key.to_owned())
+                .or_insert_with(|| Entry::unknown(now, self.ttl)),
+        };
+        let stale = now.duration_since(entry.fetched) >= self.ttl;
+        let refresh = stale && !entry.refreshing && !entry.asking;
+        entry.refreshing |= refresh;
+        (entry.view.state(now), refresh)
+    }
+
+    /// Stores a fresh read (or only clears the reading mark when there is none).
+    pub(crate) fn refreshed(&self, key: &str, view: Option<View>, now: Instant) {
+        if let Some(entry) = self.lock().get_mut(key) {
+            entry.refreshing = false;
+            if let Some(view) = view {
+                entry.view = view;
+                entry.fetched = now;
+            }
+        }
+    }
+
+    /// Stores a view read at `now`, for a key this process may not have asked about yet.
+    pub(crate) fn store(&self, key: &str, view: View, now: Instant) {
+        let mut entries = self.lock();
+        let entry = entries
+            .entry(key.to_owned())
+            .or_insert_with(|| Entry::unknown(now, self.ttl));
+        entry.view = view;
+        entry.fetched = now;
+    }
+
+    /// Every circuit last read open or half-open, as `(key, open until, this process holds the
+    /// probe)`, leaving out those Redis has let expire by now (`idle_ttl` after their end).
+    pub(crate) fn open_circuits(
+        &self,
+        now: Instant,
+        idle_ttl: Duration,
+    ) -> Vec<(String, Instant, bool)> {
+        let entries = self.lock();
+        entries
+            .iter()
+            .filter_map(|(key, e)| {
+                let until = match e.view {
+                    View::Open { until } | View::ProbeOut { until } => until,
+                    View::ProbeFree => e.fetched,
+                    View::Closed { .. } => return None,
+                };
+                (now < until + idle_ttl).then(|| (key.clone(), until, e.probing))
+            })
+            .collect()
     }
 
     /// Forgets everything: after an outage of the store the views are stale.
@@ -164,6 +219,19 @@ impl Entry {
             fetched: now,
             asking: true,
             probing: false,
+            refreshing: false,
+        }
+    }
+
+    /// A key never read: closed, as the store says of a key it has nothing about, and already
+    /// stale, so the first decision asks.
+    fn unknown(now: Instant, ttl: Duration) -> Self {
+        Entry {
+            view: View::Closed { fails: 0 },
+            fetched: now.checked_sub(ttl).unwrap_or(now),
+            asking: false,
+            probing: false,
+            refreshing: false,
         }
     }
 }
@@ -206,7 +274,7 @@ mod tests {
             cache.decide("api", now),
             Cached::Decided(Admission::Rejected)
         );
-        assert_eq!(cache.state("api", now), BreakerState::Open);
+        assert_eq!(cache.read("api", now).0, BreakerState::Open);
         tokio::time::advance(Duration::from_secs(1)).await;
         assert_eq!(cache.decide("api", Instant::now()), Cached::Ask);
         assert_eq!(

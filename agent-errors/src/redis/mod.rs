@@ -5,16 +5,19 @@
 //! gets the half-open probe. The happy path does not wait for Redis: each process decides from
 //! a view cached for [`RedisStoreBuilder::cache_ttl`] and reports outcomes through a bounded
 //! channel to a background task. When Redis is unreachable or slow, every decision falls back
-//! to this process's own breakers (kept current all along) within one command timeout, and
-//! goes back to the shared state once Redis answers again.
+//! to this process's own breakers (kept current all along, and taking up the circuits the
+//! shared state last had open) within one command timeout, or two when the connection broke
+//! and a fresh one is tried first, and goes back to the shared state once Redis answers again.
 
 mod budget;
+mod builder;
 mod cache;
 mod scripts;
 mod worker;
 
 use std::fmt;
 use std::num::NonZeroU32;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -24,9 +27,11 @@ use redis::{FromRedisValue, ScriptInvocation};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore};
+use crate::breaker::{Admission, Admit, BreakerState, BreakerStore, Change, MemoryStore, Scope};
 use cache::{Cached, View, ViewCache};
 use worker::Job;
+
+pub use builder::RedisStoreBuilder;
 
 /// The Redis store could not be set up, or could not answer.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +51,13 @@ pub enum RedisStoreError {
     Reply,
 }
 
+impl RedisStoreError {
+    /// The connection broke (rather than Redis refusing or being slow): a new one may work.
+    fn is_broken_connection(&self) -> bool {
+        matches!(self, RedisStoreError::Redis(e) if e.is_unrecoverable_error() || e.is_connection_dropped())
+    }
+}
+
 /// Where a [`RedisStore`]'s decisions come from now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreHealth {
@@ -53,122 +65,6 @@ pub enum StoreHealth {
     Shared,
     /// From this process alone: Redis is unreachable or too slow.
     Local,
-}
-
-/// Settings of a [`RedisStore`]; every duration has a default that suits a fleet of agents.
-#[derive(Debug, Clone)]
-pub struct RedisStoreBuilder {
-    url: String,
-    prefix: String,
-    threshold: NonZeroU32,
-    cooldown: Duration,
-    cache_ttl: Duration,
-    command_timeout: Duration,
-    probe_lease: Duration,
-    idle_ttl: Duration,
-    reconnect_every: Duration,
-    queue: usize,
-}
-
-impl RedisStoreBuilder {
-    /// Keys are named `<prefix>:breaker:<key>` and `<prefix>:budget:<key>` (default
-    /// `agent-errors`): agents that should share state use the same prefix.
-    #[must_use]
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// Failures across the fleet, without a success between them, that open a circuit
-    /// (default 5).
-    #[must_use]
-    pub fn threshold(mut self, threshold: NonZeroU32) -> Self {
-        self.threshold = threshold;
-        self
-    }
-
-    /// How long a circuit stays open before one probe is let through (default 30 s).
-    #[must_use]
-    pub fn cooldown(mut self, cooldown: Duration) -> Self {
-        self.cooldown = cooldown;
-        self
-    }
-
-    /// How long a process decides from the state it last read before reading it again
-    /// (default 250 ms): the bound on how stale a decision can be.
-    #[must_use]
-    pub fn cache_ttl(mut self, ttl: Duration) -> Self {
-        self.cache_ttl = ttl;
-        self
-    }
-
-    /// How long to wait for any Redis command before deciding locally (default 50 ms).
-    #[must_use]
-    pub fn command_timeout(mut self, timeout: Duration) -> Self {
-        self.command_timeout = timeout;
-        self
-    }
-
-    /// How long the half-open probe is leased to the process that took it (default 30 s): if
-    /// that process dies mid-probe, another may probe after this.
-    #[must_use]
-    pub fn probe_lease(mut self, lease: Duration) -> Self {
-        self.probe_lease = lease;
-        self
-    }
-
-    /// How long a failure count outlives the last failure (default 60 s), and an open circuit
-    /// its cooldown: the state of an upstream nobody calls expires.
-    #[must_use]
-    pub fn idle_ttl(mut self, ttl: Duration) -> Self {
-        self.idle_ttl = ttl;
-        self
-    }
-
-    /// How often to try Redis again after it went away (default 1 s).
-    #[must_use]
-    pub fn reconnect_every(mut self, every: Duration) -> Self {
-        self.reconnect_every = every;
-        self
-    }
-
-    /// Outcome reports waiting for the background task (default 1024); past that a report is
-    /// dropped (this process still counts it locally).
-    #[must_use]
-    pub fn queue(mut self, reports: usize) -> Self {
-        self.queue = reports.max(1);
-        self
-    }
-
-    /// Starts the store. Fails only on bad settings: when Redis is down the store starts on
-    /// local state and switches to the shared state once Redis answers. Must be called inside
-    /// a Tokio runtime, which runs the store's background task.
-    pub async fn connect(self) -> Result<RedisStore, RedisStoreError> {
-        let client = redis::Client::open(self.url.as_str()).map_err(RedisStoreError::Config)?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.command_timeout.max(Duration::from_millis(200))))
-            .set_response_timeout(Some(self.command_timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(self.reconnect_every);
-        let conn = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(RedisStoreError::Config)?;
-        let (jobs, queue) = mpsc::channel(self.queue);
-        let (health, _) = watch::channel(StoreHealth::Shared);
-        let inner = Arc::new(Inner {
-            local: MemoryStore::new(self.threshold, self.cooldown),
-            cache: ViewCache::new(self.cache_ttl),
-            token: format!("{}-{:016x}", std::process::id(), fastrand::u64(..)),
-            up: AtomicBool::new(true),
-            conn,
-            jobs,
-            health,
-            settings: self,
-        });
-        tokio::spawn(worker::run(Arc::downgrade(&inner), queue));
-        // One round trip now, so a store started while Redis is down says so at once.
-        inner.ping().await;
-        Ok(RedisStore { inner })
-    }
 }
 
 /// A [`BreakerStore`] shared by every process that uses the same Redis and prefix; with
@@ -244,13 +140,12 @@ impl RedisStore {
         self.inner.health.subscribe()
     }
 
-    /// The state of `key`'s circuit as Redis has it now, read past the cache (one round trip).
+    /// The state of `key`'s circuit as Redis has it now, read past the cache (one round trip),
+    /// or why Redis could not say. [`BreakerStore::current_state`] is the same read that
+    /// answers from this process's own state when Redis is away.
     pub async fn shared_state(&self, key: &str) -> Result<BreakerState, RedisStoreError> {
-        let mut script = scripts::VIEW_SCRIPT.key(self.inner.breaker_key(key));
-        let reply: Vec<i64> = self.inner.invoke(&mut script).await?;
-        let now = Instant::now();
-        let (view, _) = View::from_reply(&reply, now).ok_or(RedisStoreError::Reply)?;
-        Ok(view.state(now))
+        let view = self.inner.read_view(key).await?;
+        Ok(view.state(Instant::now()))
     }
 }
 
@@ -258,7 +153,7 @@ impl BreakerStore for RedisStore {
     fn admit<'a>(&'a self, key: &'a str) -> Admit<'a> {
         let inner = &self.inner;
         if !inner.is_up() {
-            return Admit::Ready(inner.local.admit_now(key));
+            return Admit::Ready(inner.decide_locally(key));
         }
         match inner.cache.decide(key, Instant::now()) {
             Cached::Decided(admission) => Admit::Ready(admission),
@@ -271,7 +166,14 @@ impl BreakerStore for RedisStore {
         // A success needs telling only when there may be failures to clear: the happy path
         // sends nothing.
         let tell = !ok || inner.local.has_failures(key) || inner.cache.success_matters(key);
-        inner.local.record(key, ok);
+        let change = inner.local.record_outcome(key, ok);
+        if !inner.is_up() {
+            // This process's breaker decides while Redis is away: its changes are the ones
+            // that happen.
+            if let Some(change) = change {
+                change.count(key, Scope::Local);
+            }
+        }
         let probe = inner.cache.take_probe(key);
         if inner.is_up() && (tell || probe) {
             inner.send(Job::Report {
@@ -292,13 +194,45 @@ impl BreakerStore for RedisStore {
         }
     }
 
+    /// The state this process last read from Redis, without a round trip: at most
+    /// [`cache_ttl`](RedisStoreBuilder::cache_ttl) old when it is fresh. An older one is
+    /// answered as it stands while a fresh read is fetched in the background, so a caller
+    /// polling `state` sees a change within `cache_ttl` and one round trip;
+    /// [`current_state`](BreakerStore::current_state) reads Redis now. While Redis is away,
+    /// the state this process decides by.
     fn state(&self, key: &str) -> BreakerState {
         let inner = &self.inner;
-        if inner.is_up() {
-            inner.cache.state(key, Instant::now())
-        } else {
-            inner.local.state(key)
+        if !inner.is_up() {
+            return inner.local_state(key);
         }
+        let (state, refresh) = inner.cache.read(key, Instant::now());
+        if refresh
+            && !inner.send(Job::Refresh {
+                key: key.to_owned(),
+            })
+        {
+            inner.cache.refreshed(key, None, Instant::now());
+        }
+        state
+    }
+
+    /// The state Redis has now (one round trip, kept as this process's view); while Redis is
+    /// away, or when it does not answer within the command timeout, the state this process
+    /// decides by.
+    // The boxed future spelled out: naming the crate's alias would import the model layer.
+    fn current_state<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> Pin<Box<dyn Future<Output = BreakerState> + Send + 'a>> {
+        let inner = &self.inner;
+        Box::pin(async move {
+            if inner.is_up() {
+                if let Ok(view) = inner.read_view(key).await {
+                    return view.state(Instant::now());
+                }
+            }
+            inner.local_state(key)
+        })
     }
 }
 
@@ -311,31 +245,72 @@ impl Inner {
         format!("{}:breaker:{key}", self.settings.prefix)
     }
 
-    fn send(&self, job: Job) {
-        if self.jobs.try_send(job).is_err() {
+    /// Hands a job to the background task; false when the queue is full and it was dropped.
+    fn send(&self, job: Job) -> bool {
+        let sent = self.jobs.try_send(job).is_ok();
+        if !sent {
             tracing::debug!(
                 event = "breaker_store_queue_full",
                 "an outcome report was dropped"
             );
         }
+        sent
     }
 
-    /// Runs a script under the command timeout; a failure marks Redis as away.
+    /// Runs a script under the command timeout; a failure marks Redis as away. A connection
+    /// that broke (the server restarted while this process was idle, say) is replaced by the
+    /// connection manager, and the script runs once more on the new one before Redis counts as
+    /// away: one restart must not make this process decide alone.
     async fn invoke<T: FromRedisValue>(
         &self,
         script: &mut ScriptInvocation<'_>,
     ) -> Result<T, RedisStoreError> {
-        let mut conn = self.conn.clone();
-        let limit = self.settings.command_timeout;
-        let result = match tokio::time::timeout(limit, script.invoke_async(&mut conn)).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(RedisStoreError::Redis(error)),
-            Err(_) => Err(RedisStoreError::TimedOut(limit)),
-        };
+        let mut result = self.invoke_once(script).await;
+        if result
+            .as_ref()
+            .is_err_and(RedisStoreError::is_broken_connection)
+        {
+            result = self.invoke_once(script).await;
+        }
         if let Err(error) = &result {
             self.went_away(error);
         }
         result
+    }
+
+    async fn invoke_once<T: FromRedisValue>(
+        &self,
+        script: &ScriptInvocation<'_>,
+    ) -> Result<T, RedisStoreError> {
+        let mut conn = self.conn.clone();
+        let limit = self.settings.command_timeout;
+        match tokio::time::timeout(limit, script.invoke_async(&mut conn)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(RedisStoreError::Redis(error)),
+            Err(_) => Err(RedisStoreError::TimedOut(limit)),
+        }
+    }
+
+    /// Reads `key`'s breaker from Redis and keeps it as this process's view.
+    async fn read_view(&self, key: &str) -> Result<View, RedisStoreError> {
+        let mut script = scripts::VIEW_SCRIPT.key(self.breaker_key(key));
+        let reply: Vec<i64> = self.invoke(&mut script).await?;
+        let now = Instant::now();
+        let (view, _) = View::from_reply(&reply, now).ok_or(RedisStoreError::Reply)?;
+        self.cache.store(key, view, now);
+        Ok(view)
+    }
+
+    /// Decides from this process's own breaker, for when Redis cannot be asked. It took up
+    /// the shared circuits it last read open when Redis went away ([`Inner::went_away`]), so it
+    /// never lets through a call the shared state refused.
+    fn decide_locally(&self, key: &str) -> Admission {
+        self.local.admit_now(key)
+    }
+
+    /// The state [`Inner::decide_locally`] decides by.
+    fn local_state(&self, key: &str) -> BreakerState {
+        self.local.state(key)
     }
 
     /// Asks Redis to call `key`: refreshes the view and, if the probe is free, takes it.
@@ -359,14 +334,27 @@ impl Inner {
         unmark.armed = false;
         self.cache.asked(key, answer, now);
         match answer {
-            None => self.local.admit_now(key),
-            Some((_, true)) => Admission::Probe,
+            None => self.decide_locally(key),
+            Some((_, true)) => {
+                Change::HalfOpened.count(key, Scope::Shared);
+                Admission::Probe
+            }
             Some((View::Closed { .. }, _)) => Admission::Allowed,
             Some(_) => Admission::Rejected,
         }
     }
 
+    /// Redis failed: decisions are this process's from now on. Its breakers first take up
+    /// every circuit the shared state had open (or half-open) when last read, so a call the
+    /// fleet refused is not let through because this process alone saw no failure: each stays
+    /// open until the end of the cooldown Redis gave it, then lets one probe through.
     fn went_away(&self, error: &RedisStoreError) {
+        for (key, until, probing) in self
+            .cache
+            .open_circuits(Instant::now(), self.settings.idle_ttl)
+        {
+            self.local.adopt_open(&key, until, probing);
+        }
         if self.up.swap(false, Ordering::AcqRel) {
             tracing::warn!(event = "breaker_store_down", %error, "deciding locally until Redis answers");
             self.health.send_replace(StoreHealth::Local);

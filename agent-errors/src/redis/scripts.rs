@@ -51,25 +51,32 @@ return {4, v[2], lease}
 /// Records an outcome (`ARGV`: ok 0/1, probe 0/1, owner, threshold, cooldown ms, idle ttl ms).
 /// A success closes the circuit, as in memory. A failure counts; reaching the threshold, or
 /// failing the probe, opens it for the cooldown. A closed circuit's count expires after the
-/// idle ttl; an open one's after the cooldown and the idle ttl.
+/// idle ttl; an open one's after the cooldown and the idle ttl. The view comes with a fourth
+/// value: 1 when this report opened the circuit (it was not open, or it was half-open), 2 when
+/// it closed one, 0 otherwise.
 const REPORT: &str = r"
 local now = now_ms()
 local key = KEYS[1]
+local open_until = tonumber(redis.call('HGET', key, 'open_until'))
 if ARGV[1] == '1' then
   redis.call('DEL', key)
-  return {0, 0, 0}
+  if open_until then return {0, 0, 0, 2} end
+  return {0, 0, 0, 0}
 end
 local probe = ARGV[2] == '1' and redis.call('HGET', key, 'probe_owner') == ARGV[3]
 local fails = redis.call('HINCRBY', key, 'fails', 1)
 local cooldown = tonumber(ARGV[5])
+local change = 0
 if probe or fails >= tonumber(ARGV[4]) then
+  if probe or not open_until or now >= open_until then change = 1 end
   redis.call('HSET', key, 'open_until', now + cooldown)
   redis.call('HDEL', key, 'probe_until', 'probe_owner')
   redis.call('PEXPIRE', key, cooldown + tonumber(ARGV[6]))
-elseif not redis.call('HGET', key, 'open_until') then
+elseif not open_until then
   redis.call('PEXPIRE', key, tonumber(ARGV[6]))
 end
-return view(key, now)
+local v = view(key, now)
+return {v[1], v[2], v[3], change}
 ";
 
 /// Gives back a probe that will never report (`ARGV`: owner).

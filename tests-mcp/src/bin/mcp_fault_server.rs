@@ -11,6 +11,7 @@
 //! | `fail {text}` | answers `isError: true` with `text` |
 //! | `hang` | never answers; counts the calls and the cancellations it receives |
 //! | `hangs` | answers `"<hang calls started> <hang calls cancelled>"` |
+//! | `meta` | answers the request's `_meta`, as JSON |
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -85,6 +86,7 @@ impl ServerHandler for FaultServer {
             tool("fail", json!({ "text": string })),
             tool("hang", json!({})),
             tool("hangs", json!({})),
+            tool("meta", json!({})),
         ]))
     }
 
@@ -118,6 +120,7 @@ impl ServerHandler for FaultServer {
             },
             "fail" => error_text(string_arg(&args, "text")),
             "hang" => self.hang(context).await,
+            "meta" => text(Value::Object(context.meta.0.0.clone()).to_string()),
             "hangs" => text(format!(
                 "{} {}",
                 self.hangs.load(Ordering::SeqCst),
