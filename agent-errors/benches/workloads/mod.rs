@@ -1,0 +1,152 @@
+//! The hot-path workloads whose instructions are counted, shared by the two harnesses that
+//! count them: `benches/instructions.rs` (run by `scripts/callgrind.sh`, N calls minus 0) and
+//! `benches/instruction_limits.rs` (gungraun, run by `scripts/check-instructions.sh` in CI).
+//! One definition, so the figures CI holds to are the figures BENCHMARKS.md reports.
+
+// Each bench uses the part it counts: CI's check leaves the handler alone.
+#![allow(dead_code)]
+
+use std::hint::black_box;
+
+use agent_errors::prelude::*;
+use agent_errors::{ChatRequest, ChatResponse, Message, Registry, RunContext, ToolCall};
+use serde::{Deserialize, Serialize};
+
+/// What one counted call does.
+#[derive(Clone, Copy, Debug)]
+pub enum Workload {
+    /// Parse the arguments, call the tool's fn, serialize its result: the floor.
+    DirectJson,
+    /// The same through the `#[tool]`'s handler (one boxed future).
+    Handler,
+    /// `Registry::execute` with a fresh-per-run `RunContext`, reused across calls.
+    Executor,
+    /// A whole scripted agent run: one tool call, then a final answer.
+    AgentRun,
+}
+
+impl Workload {
+    /// The name `scripts/callgrind.sh` passes on the command line.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "direct_json" => Self::DirectJson,
+            "handler" => Self::Handler,
+            "executor" => Self::Executor,
+            "agent_run" => Self::AgentRun,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct Forecast {
+    city: String,
+    highs: Vec<f64>,
+}
+
+fn compute(city: String, days: u32) -> Forecast {
+    let highs = (0..days).map(|d| 18.0 + f64::from(d) * 0.5).collect();
+    Forecast { city, highs }
+}
+
+/// Daily highs for a city.
+#[tool]
+async fn forecast(city: String, days: u32) -> Result<Forecast, std::io::Error> {
+    Ok(compute(city, days))
+}
+
+#[derive(Deserialize)]
+struct ForecastArgs {
+    city: String,
+    days: u32,
+}
+
+const ARGS: &str = r#"{"city":"Paris","days":5}"#;
+
+async fn direct_json(raw: &str) -> Result<String, BoxError> {
+    let args: ForecastArgs = serde_json::from_str(raw)?;
+    let out = forecast(args.city, args.days).await?;
+    Ok(serde_json::to_string(&out)?)
+}
+
+/// Turn 1 calls `forecast`; turn 2 answers with what it returned.
+struct TwoTurns;
+
+impl ChatModel for TwoTurns {
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> agent_errors::BoxFuture<'a, Result<ChatResponse, BoxError>> {
+        let reply = match request.messages.last() {
+            Some(Message::Tool(result)) => ChatResponse::text(result.content.clone()),
+            _ => ChatResponse::tool_calls(vec![ToolCall::new("call_1", "forecast", ARGS)]),
+        };
+        Box::pin(async move { Ok(reply) })
+    }
+}
+
+/// Everything a workload needs, built before counting starts.
+pub struct Bench {
+    rt: tokio::runtime::Runtime,
+    registry: Registry,
+    agent: Agent,
+    ctx: RunContext,
+    call: ToolCall,
+}
+
+impl Bench {
+    pub fn new() -> Self {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a current-thread runtime");
+        let registry = Registry::builder()
+            .tools(tools![forecast])
+            .build()
+            .expect("one tool");
+        let agent = Agent::builder("bench")
+            .model(TwoTurns)
+            .tools(tools![forecast])
+            .build()
+            .expect("a valid agent");
+        Self {
+            rt,
+            registry,
+            agent,
+            ctx: RunContext::new(),
+            call: ToolCall::new("call-1", "forecast", ARGS),
+        }
+    }
+
+    /// Does `n` calls of `workload` inside one `block_on`, so that a count for `n` minus a
+    /// count for 0 is `n` calls and nothing else.
+    pub fn run(&self, workload: Workload, n: u64) {
+        let tool = &self.registry.tools()[0];
+        self.rt.block_on(async {
+            match workload {
+                Workload::DirectJson => {
+                    for _ in 0..n {
+                        drop(black_box(direct_json(black_box(ARGS)).await));
+                    }
+                }
+                Workload::Handler => {
+                    for _ in 0..n {
+                        let running = tool.handler().call(black_box(ARGS));
+                        drop(black_box(running.expect("valid arguments").await));
+                    }
+                }
+                Workload::Executor => {
+                    for _ in 0..n {
+                        let result = self.registry.execute(&self.ctx, black_box(&self.call));
+                        drop(black_box(result.await));
+                    }
+                }
+                Workload::AgentRun => {
+                    for _ in 0..n {
+                        drop(black_box(self.agent.run(black_box("go")).await));
+                    }
+                }
+            }
+        });
+    }
+}
