@@ -20,7 +20,7 @@ pub(crate) const SERVER: &str = "Anthropic messages server";
 pub enum AnthropicError {
     /// The server answered with an error status. Its [`StatusError::code`] is the error's
     /// `type` (`overloaded_error`, `rate_limit_error`, `invalid_request_error`, ...).
-    #[error(transparent)]
+    #[error("{0}")]
     Status(#[from] StatusError),
     /// The request took longer than the configured timeout. Never retried by the provider: the
     /// timeout is the whole budget.
@@ -87,7 +87,7 @@ pub enum AnthropicError {
     /// A streamed answer failed before its first event (retried), or after it (inside the
     /// stream). An `error` event is a [`StreamError::ErrorEvent`] with the status its type
     /// stands for (`overloaded_error` is a 529).
-    #[error(transparent)]
+    #[error("{0}")]
     Stream(#[from] StreamError),
 }
 

@@ -19,7 +19,7 @@ pub(crate) const SERVER: &str = "chat completions server";
 #[non_exhaustive]
 pub enum OpenAiError {
     /// The server answered with an error status.
-    #[error(transparent)]
+    #[error("{0}")]
     Status(#[from] StatusError),
     /// The request took longer than the configured timeout. Never retried by the provider: the
     /// timeout is the whole budget.
@@ -94,7 +94,7 @@ pub enum OpenAiError {
     },
     /// A streamed answer failed before its first event (retried), or after it (inside the
     /// stream).
-    #[error(transparent)]
+    #[error("{0}")]
     Stream(#[from] StreamError),
     /// A chat completion without any choice in it.
     #[error("the chat completion has no choices")]
