@@ -32,7 +32,8 @@ pub enum AnthropicError {
         #[source]
         source: reqwest::Error,
     },
-    /// The server could not be reached, the connection broke before a whole answer came, or the
+    /// The server could not be reached, the connection broke before a whole answer came (a
+    /// streamed answer's body failing is [`StreamError::EndedEarly`] instead), or the
     /// answer's body could not be decoded. Retried by the provider.
     #[error("could not get an answer from the Anthropic messages server")]
     Connection {

@@ -31,7 +31,8 @@ pub enum OpenAiError {
         #[source]
         source: reqwest::Error,
     },
-    /// The server could not be reached, the connection broke before a whole answer came, or the
+    /// The server could not be reached, the connection broke before a whole answer came (a
+    /// streamed answer's body failing is [`StreamError::EndedEarly`] instead), or the
     /// answer's body could not be decoded. [`classify`](crate::classify()) calls the last a
     /// `ServerError` (the server's fault, not the request's) and the others `Transient`; the
     /// provider retries all of them.
