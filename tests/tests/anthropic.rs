@@ -843,6 +843,20 @@ async fn drain(mut stream: ChatStream<'_>) -> (Vec<StreamEvent>, Option<BoxError
     (events, None)
 }
 
+/// The cause of a stream that ended before its final event; fails on any other error.
+fn end_cause(error: &Option<BoxError>) -> &(dyn std::error::Error + 'static) {
+    match stream_error(error) {
+        StreamError::EndedEarly { source } => &**source,
+        other => panic!("expected the stream to end early, got {other:?}"),
+    }
+}
+
+fn eof(cause: &(dyn std::error::Error + 'static)) -> bool {
+    cause
+        .downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::UnexpectedEof)
+}
+
 fn stream_error(error: &Option<BoxError>) -> &StreamError {
     error
         .as_ref()
@@ -963,7 +977,11 @@ async fn a_drop_after_some_events_is_an_error_inside_the_stream() {
     .await;
     let (events, error) = drain(stream_model(&server).stream(&ask()).await.unwrap()).await;
     assert_eq!(events.len(), 2);
-    assert!(matches!(stream_error(&error), StreamError::EndedEarly));
+    assert!(eof(end_cause(&error)), "{error:?}");
+    assert_eq!(
+        classify(&**error.as_ref().unwrap()).kind,
+        ErrorKind::Transient
+    );
     assert_eq!(
         server.requests(),
         1,
@@ -983,7 +1001,119 @@ async fn a_stream_truncated_mid_event_is_not_complete() {
     ])])
     .await;
     let (_, error) = drain(stream_model(&server).stream(&ask()).await.unwrap()).await;
-    assert!(matches!(stream_error(&error), StreamError::EndedEarly));
+    assert!(eof(end_cause(&error)), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_read_error_after_output_began_ends_the_stream_early_with_the_transport_error() {
+    let server = Loopback::start([Reply::Stream(vec![
+        start(5),
+        text_block(0),
+        text_delta(0, "Hel"),
+        Part::Pause(MS(100)),
+        Part::Reset,
+    ])])
+    .await;
+    let (events, error) = drain(stream_model(&server).stream(&ask()).await.unwrap()).await;
+    assert_eq!(events, [StreamEvent::TextDelta("Hel".into())]);
+    let cause = end_cause(&error);
+    assert!(cause.is::<reqwest::Error>(), "{cause:?}");
+    assert!(classify(&**error.as_ref().unwrap()).is_retryable());
+    assert_eq!(
+        server.requests(),
+        1,
+        "output began: the provider does not retry"
+    );
+}
+
+#[tokio::test]
+async fn a_read_error_before_any_content_is_retried_and_then_a_stream_error() {
+    let reset = || Reply::Stream(vec![start(5), ping(), Part::Pause(MS(100)), Part::Reset]);
+    let server = Loopback::start([reset(), reset()]).await;
+    let error = stream_model(&server).stream(&ask()).await.err().unwrap();
+    assert_eq!(server.requests(), 2);
+    let AnthropicError::Stream(StreamError::EndedEarly { source }) = &error else {
+        panic!("expected the stream to end early, got {error:?}");
+    };
+    assert!(source.is::<reqwest::Error>(), "{source:?}");
+}
+
+/// A server that sends a delta every 100 ms, well inside the 300 ms idle limit, for 1.5 s.
+fn drip() -> Reply {
+    let mut parts = vec![start(5), text_block(0)];
+    for _ in 0..15 {
+        parts.extend([text_delta(0, "."), Part::Pause(MS(100))]);
+    }
+    parts.extend([block_stop(0), message_delta("end_turn", 15), message_stop()]);
+    Reply::Stream(parts)
+}
+
+fn drip_model(server: &Loopback, deadline: Option<Duration>) -> AnthropicModel {
+    builder(server, &Sleeps::default())
+        .first_event_timeout(MS(300))
+        .stream_idle_timeout(MS(300))
+        .stream_deadline(deadline)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_stream_that_drips_inside_the_idle_limit_ends_at_its_deadline() {
+    let server = Loopback::start([drip()]).await;
+    let model = drip_model(&server, Some(MS(600)));
+    let (_, error) = drain(model.stream(&ask()).await.unwrap()).await;
+    let cause = end_cause(&error);
+    assert!(
+        matches!(cause.downcast_ref(), Some(StreamError::DeadlineExceeded { deadline, .. }) if *deadline == MS(600)),
+        "{cause:?}"
+    );
+    assert_eq!(
+        classify(&**error.as_ref().unwrap()).kind,
+        ErrorKind::Timeout
+    );
+
+    let server = Loopback::start([drip()]).await;
+    let (events, error) = drain(drip_model(&server, None).stream(&ask()).await.unwrap()).await;
+    assert!(error.is_none(), "no deadline, asked for: {error:?}");
+    assert_eq!(
+        events.last(),
+        Some(&StreamEvent::Finish(FinishReason::Stop))
+    );
+}
+
+/// The provider's error keeps the errors it wraps in its `source()` chain, so a caller looking
+/// for a stream or status error by type finds it, and classification reads what is below.
+#[tokio::test]
+async fn the_stream_and_status_errors_a_provider_error_wraps_are_in_its_chain() {
+    use agent_errors::anthropic::StatusError;
+    use std::error::Error as _;
+
+    let server = Loopback::start([
+        Reply::Stream(vec![Part::Hang]),
+        Reply::Stream(vec![Part::Hang]),
+    ])
+    .await;
+    let failed = stream_model(&server).stream(&ask()).await.err().unwrap();
+    assert!(failed.source().is_some_and(|s| s.is::<StreamError>()));
+    assert!(matches!(
+        find_in_chain::<StreamError>(&failed),
+        Some(StreamError::FirstEventTimeout { .. })
+    ));
+    assert_eq!(classify(&failed).kind, ErrorKind::Timeout);
+
+    let server = Loopback::start([error(400, "invalid_request_error", "bad request")]).await;
+    let model = builder(&server, &Sleeps::default()).build().unwrap();
+    let refused = model.complete(&ask()).await.unwrap_err();
+    assert!(refused.source().is_some_and(|s| s.is::<StatusError>()));
+    assert_eq!(
+        find_in_chain::<StatusError>(&refused).map(StatusError::status),
+        Some(400)
+    );
+    assert_eq!(
+        find_in_chain::<HttpError>(&refused).map(HttpError::status),
+        Some(400)
+    );
+    assert_eq!(classify(&refused).kind, ErrorKind::Validation);
 }
 
 #[tokio::test]
@@ -1027,10 +1157,10 @@ async fn events_after_message_stop_are_not_read() {
     );
 }
 
-/// A server that never stops sending text: the stream fails once it has sent more than any
-/// real answer (64 MiB), instead of growing the caller's answer until memory runs out.
+/// A server that never stops sending text: the stream ends once it has sent more than any real
+/// answer (64 MiB), instead of growing the caller's answer until memory runs out.
 #[tokio::test]
-async fn an_endless_stream_is_cut_at_its_cap() {
+async fn an_endless_stream_ends_early_at_its_cap() {
     const CAP: usize = 64 * 1024 * 1024;
     let chunk = "x".repeat(200 * 1024);
     let mut parts = vec![start(5), text_block(0)];
@@ -1038,10 +1168,11 @@ async fn an_endless_stream_is_cut_at_its_cap() {
     parts.push(message_stop());
     let server = Loopback::start([Reply::Stream(parts)]).await;
     let (events, error) = drain(stream_model(&server).stream(&ask()).await.unwrap()).await;
-    assert!(matches!(
-        stream_error(&error),
-        StreamError::Malformed { reason, .. } if reason.contains("longer than")
-    ));
+    let cause = end_cause(&error);
+    assert!(
+        matches!(cause.downcast_ref(), Some(StreamError::TooLarge { limit, .. }) if *limit == CAP),
+        "{cause:?}"
+    );
     let text: usize = events
         .iter()
         .map(|e| match e {
@@ -1062,7 +1193,11 @@ async fn a_stall_after_output_began_is_a_timeout() {
     ])])
     .await;
     let (_, error) = drain(stream_model(&server).stream(&ask()).await.unwrap()).await;
-    assert!(matches!(stream_error(&error), StreamError::Stalled { .. }));
+    let cause = end_cause(&error);
+    assert!(
+        matches!(cause.downcast_ref(), Some(StreamError::Stalled { .. })),
+        "{cause:?}"
+    );
     assert_eq!(
         classify(&**error.as_ref().unwrap()).kind,
         ErrorKind::Timeout
@@ -1077,7 +1212,11 @@ async fn pings_alone_do_not_keep_a_stalled_stream_alive() {
     }
     let server = Loopback::start([Reply::Stream(parts)]).await;
     let (_, error) = drain(stream_model(&server).stream(&ask()).await.unwrap()).await;
-    assert!(matches!(stream_error(&error), StreamError::Stalled { .. }));
+    let cause = end_cause(&error);
+    assert!(
+        matches!(cause.downcast_ref(), Some(StreamError::Stalled { .. })),
+        "{cause:?}"
+    );
 }
 
 #[tokio::test]

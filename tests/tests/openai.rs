@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use agent_errors::classify::{find_in_chain, is_overload_error};
 use agent_errors::openai::{
-    OpenAiBuilder, OpenAiConfigError, OpenAiError, OpenAiModel, TOOL_ERROR_PREFIX,
+    OpenAiBuilder, OpenAiConfigError, OpenAiError, OpenAiModel, StatusError, TOOL_ERROR_PREFIX,
 };
 use agent_errors::retry::RetrySchedule;
 use agent_errors::{BoxError, ErrorKind, HttpError, classify};
@@ -436,9 +436,12 @@ async fn after_three_attempts_the_last_error_comes_back_unchanged() {
     assert_eq!(status.code(), Some("server_error"));
     assert!(status.body().contains("third"));
 
-    let http = std::error::Error::source(openai)
-        .and_then(|s| s.downcast_ref::<HttpError>())
-        .expect("an HttpError as source() for the classifier");
+    assert!(
+        std::error::Error::source(openai).is_some_and(|s| s.is::<StatusError>()),
+        "the status error is the provider error's source()"
+    );
+    let http =
+        find_in_chain::<HttpError>(openai).expect("an HttpError below it for the classifier");
     assert_eq!(http.status(), 500);
     assert_eq!(http.message(), "third");
     assert_eq!(http.header("x-request-id"), Some("req-3"));

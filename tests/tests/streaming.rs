@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_errors::classify::{find_in_chain, is_overload_error};
-use agent_errors::openai::{OpenAiError, OpenAiModel};
+use agent_errors::openai::{OpenAiBuilder, OpenAiError, OpenAiModel};
 use agent_errors::retry::RetrySchedule;
 use agent_errors::stream::{StreamError, StreamInterrupted, stream_of};
 use agent_errors::testing::Reply;
@@ -56,6 +56,17 @@ impl SseServer {
     }
 
     fn model(&self) -> OpenAiModel {
+        self.builder().build().unwrap()
+    }
+
+    /// For a test that sends megabytes: time limits a loaded machine cannot hit.
+    fn patient(&self) -> OpenAiModel {
+        let limit = Duration::from_secs(60);
+        let builder = self.builder().first_event_timeout(limit);
+        builder.stream_idle_timeout(limit).build().unwrap()
+    }
+
+    fn builder(&self) -> OpenAiBuilder {
         OpenAiModel::builder()
             .base_url(format!("{}/v1", self.0.url))
             .model("m")
@@ -68,8 +79,6 @@ impl SseServer {
                     .with_initial(MS(1))
                     .with_jitter(0.0),
             )
-            .build()
-            .unwrap()
     }
 
     fn requests(&self) -> usize {
@@ -190,16 +199,30 @@ async fn slow_first_events_that_outlast_the_retries_are_a_timeout() {
     assert_eq!(classify(&error).kind, ErrorKind::Timeout);
 }
 
+/// The cause of a stream that ended before its final event; fails on any other error.
+fn end_cause(error: &Option<BoxError>) -> &(dyn std::error::Error + 'static) {
+    match error.as_ref().and_then(|e| e.downcast_ref::<StreamError>()) {
+        Some(StreamError::EndedEarly { source }) => &**source,
+        _ => panic!("expected the stream to end early, got {error:?}"),
+    }
+}
+
+fn eof(cause: &(dyn std::error::Error + 'static)) -> bool {
+    cause
+        .downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::UnexpectedEof)
+}
+
 #[tokio::test]
 async fn a_drop_after_output_began_is_an_error_inside_the_stream() {
     let server = SseServer::start(vec![vec![text_chunk("Hel"), text_chunk("lo")]]).await;
     let (events, error) = drain(server.model().stream(&ask()).await.unwrap()).await;
     assert_eq!(events.len(), 2);
-    let error = error.unwrap();
-    assert!(matches!(
-        error.downcast_ref::<StreamError>(),
-        Some(StreamError::EndedEarly)
-    ));
+    assert!(eof(end_cause(&error)), "{error:?}");
+    assert_eq!(
+        classify(&**error.as_ref().unwrap()).kind,
+        ErrorKind::Transient
+    );
     assert_eq!(
         server.requests(),
         1,
@@ -215,10 +238,61 @@ async fn a_stream_truncated_mid_event_is_not_complete() {
     ]])
     .await;
     let (_, error) = drain(server.model().stream(&ask()).await.unwrap()).await;
-    assert!(matches!(
-        error.unwrap().downcast_ref::<StreamError>(),
-        Some(StreamError::EndedEarly)
-    ));
+    assert!(eof(end_cause(&error)), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_read_error_after_output_began_ends_the_stream_early_with_the_transport_error() {
+    let server = SseServer::start(vec![vec![
+        text_chunk("Hel"),
+        Part::Pause(MS(100)),
+        Part::Reset,
+    ]])
+    .await;
+    let (events, error) = drain(server.model().stream(&ask()).await.unwrap()).await;
+    assert_eq!(events, [StreamEvent::TextDelta("Hel".into())]);
+    let cause = end_cause(&error);
+    assert!(cause.is::<reqwest::Error>(), "{cause:?}");
+    assert!(classify(&**error.as_ref().unwrap()).is_retryable());
+    assert_eq!(
+        server.requests(),
+        1,
+        "output began: the provider does not retry"
+    );
+}
+
+#[tokio::test]
+async fn a_read_error_before_output_is_retried_and_then_a_stream_error() {
+    let reset = vec![
+        Part::Raw(": hi\n\n".into()),
+        Part::Pause(MS(100)),
+        Part::Reset,
+    ];
+    let server = SseServer::start(vec![reset.clone(), reset]).await;
+    let error = server.model().stream(&ask()).await.err().unwrap();
+    assert_eq!(server.requests(), 2);
+    let OpenAiError::Stream(StreamError::EndedEarly { source }) = &error else {
+        panic!("expected the stream to end early, got {error:?}");
+    };
+    assert!(source.is::<reqwest::Error>(), "{source:?}");
+}
+
+/// A server that never stops sending text: the stream ends once it has sent more than any real
+/// answer (64 MiB), instead of growing the caller's answer until memory runs out.
+#[tokio::test]
+async fn an_endless_stream_ends_early_at_its_cap() {
+    const CAP: usize = 64 * 1024 * 1024;
+    let chunk = text_chunk(&"x".repeat(200 * 1024));
+    let mut script = vec![chunk.clone(); CAP / (200 * 1024) + 8];
+    script.push(done());
+    let server = SseServer::start(vec![script]).await;
+    let (events, error) = drain(server.patient().stream(&ask()).await.unwrap()).await;
+    let cause = end_cause(&error);
+    assert!(
+        matches!(cause.downcast_ref(), Some(StreamError::TooLarge { limit, .. }) if *limit == CAP),
+        "{cause:?}"
+    );
+    assert!(events.len() > 100, "{} events read", events.len());
 }
 
 #[tokio::test]
@@ -239,12 +313,50 @@ async fn a_malformed_chunk_is_its_own_error() {
 async fn a_stall_after_output_began_is_a_timeout() {
     let server = SseServer::start(vec![vec![text_chunk("Hel"), Part::Hang]]).await;
     let (_, error) = drain(server.model().stream(&ask()).await.unwrap()).await;
-    let error = error.unwrap();
-    assert!(matches!(
-        error.downcast_ref::<StreamError>(),
-        Some(StreamError::Stalled { .. })
-    ));
-    assert_eq!(classify(&*error).kind, ErrorKind::Timeout);
+    let cause = end_cause(&error);
+    assert!(
+        matches!(cause.downcast_ref(), Some(StreamError::Stalled { .. })),
+        "{cause:?}"
+    );
+    assert_eq!(
+        classify(&**error.as_ref().unwrap()).kind,
+        ErrorKind::Timeout
+    );
+}
+
+/// A server that sends a delta every 100 ms, well inside the 300 ms idle limit, for 1.5 s.
+fn drip() -> Vec<Part> {
+    let mut script = Vec::new();
+    for _ in 0..15 {
+        script.extend([text_chunk("."), Part::Pause(MS(100))]);
+    }
+    script.extend([finish("stop"), done()]);
+    script
+}
+
+#[tokio::test]
+async fn a_stream_that_drips_inside_the_idle_limit_ends_at_its_deadline() {
+    let server = SseServer::start(vec![drip()]).await;
+    let model = server.builder().stream_deadline(MS(600)).build().unwrap();
+    let (_, error) = drain(model.stream(&ask()).await.unwrap()).await;
+    let cause = end_cause(&error);
+    assert!(
+        matches!(cause.downcast_ref(), Some(StreamError::DeadlineExceeded { deadline, .. }) if *deadline == MS(600)),
+        "{cause:?}"
+    );
+    assert_eq!(
+        classify(&**error.as_ref().unwrap()).kind,
+        ErrorKind::Timeout
+    );
+
+    let server = SseServer::start(vec![drip()]).await;
+    let model = server.builder().stream_deadline(None).build().unwrap();
+    let (events, error) = drain(model.stream(&ask()).await.unwrap()).await;
+    assert!(error.is_none(), "no deadline, asked for: {error:?}");
+    assert_eq!(
+        events.last(),
+        Some(&StreamEvent::Finish(FinishReason::Stop))
+    );
 }
 
 #[tokio::test]
@@ -334,7 +446,9 @@ async fn a_broken_tool_call_stream_never_runs_the_tool_and_rethrows_interrupted(
             index: 0,
             arguments: "{\"path\":".into(),
         }),
-        Err(Box::new(StreamError::EndedEarly) as BoxError),
+        Err(Box::new(StreamError::EndedEarly {
+            source: "the connection closed".into(),
+        }) as BoxError),
     ]])));
     let agent = Agent::builder("a").model(model).build().unwrap();
     let (tx, _rx) = tokio::sync::mpsc::channel(64);
@@ -403,4 +517,100 @@ async fn a_refusal_is_its_own_outcome() {
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
+}
+
+/// A hostile server streams 100k tool calls, their indices out of order and with gaps, and
+/// repeats the finish reason: every call keeps its own id and arguments, in the order the calls
+/// started, and each is finished once.
+#[tokio::test]
+async fn a_hundred_thousand_tool_calls_out_of_order_and_with_gaps_decode_whole() {
+    const CALLS: usize = 100_000;
+    // 7919 is prime and 100,000 is 2^5 * 5^5, so `k * 7919 % CALLS` visits every k once.
+    let index = |k: usize| 3 * (k * 7919 % CALLS);
+    let chunk = |call: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]})
+        )
+    };
+    let mut body = String::new();
+    for k in 0..CALLS {
+        let i = index(k);
+        body.push_str(&chunk(json!({"index": i, "id": format!("call_{i}"),
+            "function": {"name": "lookup", "arguments": ""}})));
+        body.push_str(&chunk(
+            json!({"index": i, "function": {"arguments": format!("{{\"n\":{i}}}")}}),
+        ));
+    }
+    let server = SseServer::start(vec![vec![
+        Part::Raw(body),
+        finish("tool_calls"),
+        finish("tool_calls"),
+        done(),
+    ]])
+    .await;
+    let (events, error) = drain(server.patient().stream(&ask()).await.unwrap()).await;
+    assert!(error.is_none(), "{error:?}");
+    let mut finished: Vec<usize> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolCallFinished { index } => Some(*index),
+            _ => None,
+        })
+        .collect();
+    finished.sort_unstable();
+    let mut every: Vec<usize> = (0..CALLS).map(index).collect();
+    every.sort_unstable();
+    assert_eq!(finished, every, "each call is finished once");
+    let mut answer = agent_errors::stream::StreamAccumulator::new();
+    events.iter().for_each(|e| answer.push(e));
+    let calls = answer.into_response().tool_calls;
+    assert_eq!(calls.len(), CALLS);
+    for (k, call) in calls.iter().enumerate() {
+        let i = index(k);
+        assert_eq!(
+            (call.id.as_str(), call.arguments.as_str()),
+            (
+                format!("call_{i}").as_str(),
+                format!("{{\"n\":{i}}}").as_str()
+            )
+        );
+    }
+}
+
+/// The provider's error keeps the errors it wraps in its `source()` chain, so a caller looking
+/// for a stream or status error by type finds it, and classification reads what is below.
+#[tokio::test]
+async fn the_stream_and_status_errors_a_provider_error_wraps_are_in_its_chain() {
+    use agent_errors::HttpError;
+    use agent_errors::openai::StatusError;
+    use std::error::Error as _;
+
+    let server = SseServer::start(vec![vec![Part::Hang], vec![Part::Hang]]).await;
+    let error = server.model().stream(&ask()).await.err().unwrap();
+    assert!(error.source().is_some_and(|s| s.is::<StreamError>()));
+    assert!(matches!(
+        find_in_chain::<StreamError>(&error),
+        Some(StreamError::FirstEventTimeout { .. })
+    ));
+    assert_eq!(classify(&error).kind, ErrorKind::Timeout);
+
+    let refusal = json!({"error": {"message": "bad request", "type": "invalid_request_error"}});
+    let server = Loopback::start([LoopReply::json(400, refusal)]).await;
+    let model = OpenAiModel::builder()
+        .base_url(format!("{}/v1", server.url))
+        .model("m")
+        .build()
+        .unwrap();
+    let error = model.complete(&ask()).await.unwrap_err();
+    assert!(error.source().is_some_and(|s| s.is::<StatusError>()));
+    assert_eq!(
+        find_in_chain::<StatusError>(&error).map(StatusError::status),
+        Some(400)
+    );
+    assert_eq!(
+        find_in_chain::<HttpError>(&error).map(HttpError::status),
+        Some(400)
+    );
+    assert_eq!(classify(&error).kind, ErrorKind::Validation);
 }

@@ -200,11 +200,34 @@ impl AnthropicBuilder {
     }
 
     /// How long a streamed answer may go without content between events (default 30 s); `ping`
-    /// events do not count. A stall after output began is a
+    /// events do not count. A stall after output began ends the stream with a
+    /// [`StreamError::EndedEarly`](crate::stream::StreamError::EndedEarly) whose source is a
     /// [`StreamError::Stalled`](crate::stream::StreamError::Stalled).
     #[must_use]
     pub fn stream_idle_timeout(mut self, idle: Duration) -> Self {
         self.settings.limits.idle = idle;
+        self
+    }
+
+    /// How long a whole streamed answer may take, counted from its response headers (default
+    /// 30 minutes); `None` turns the limit off. An answer still streaming at the deadline ends
+    /// with a [`StreamError::EndedEarly`](crate::stream::StreamError::EndedEarly) whose source
+    /// is a [`StreamError::DeadlineExceeded`](crate::stream::StreamError::DeadlineExceeded),
+    /// however steadily its content comes: the idle limit alone does not bound a server that
+    /// sends a delta just before it runs out.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let model = agent_errors::anthropic::AnthropicModel::builder()
+    ///     .model("m")
+    ///     .stream_deadline(Duration::from_secs(300)) // `None`: no deadline
+    ///     .build()?;
+    /// # Ok::<(), agent_errors::anthropic::AnthropicConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn stream_deadline(mut self, deadline: impl Into<Option<Duration>>) -> Self {
+        self.settings.limits.deadline = deadline.into();
         self
     }
 

@@ -20,7 +20,7 @@ pub(crate) const SERVER: &str = "Anthropic messages server";
 pub enum AnthropicError {
     /// The server answered with an error status. Its [`StatusError::code`] is the error's
     /// `type` (`overloaded_error`, `rate_limit_error`, `invalid_request_error`, ...).
-    #[error(transparent)]
+    #[error("{0}")]
     Status(#[from] StatusError),
     /// The request took longer than the configured timeout. Never retried by the provider: the
     /// timeout is the whole budget.
@@ -32,7 +32,8 @@ pub enum AnthropicError {
         #[source]
         source: reqwest::Error,
     },
-    /// The server could not be reached, the connection broke before a whole answer came, or the
+    /// The server could not be reached, the connection broke before a whole answer came (a
+    /// streamed answer's body failing is [`StreamError::EndedEarly`] instead), or the
     /// answer's body could not be decoded. Retried by the provider.
     #[error("could not get an answer from the Anthropic messages server")]
     Connection {
@@ -87,7 +88,7 @@ pub enum AnthropicError {
     /// A streamed answer failed before its first event (retried), or after it (inside the
     /// stream). An `error` event is a [`StreamError::ErrorEvent`] with the status its type
     /// stands for (`overloaded_error` is a 529).
-    #[error(transparent)]
+    #[error("{0}")]
     Stream(#[from] StreamError),
 }
 

@@ -214,11 +214,7 @@ impl AnthropicModel {
         if !response.status().is_success() {
             return Err(self.status_error(response).await);
         }
-        let events = guard::decode_body(response, stream::Decoder::default(), |source| {
-            Box::new(AnthropicError::Connection {
-                source: source.without_url(),
-            })
-        });
+        let events = guard::decode_body(response, stream::Decoder::default());
         guard::open(events, self.transport.limits)
             .await
             .map_err(AnthropicError::from_stream)

@@ -19,7 +19,7 @@ pub(crate) const SERVER: &str = "chat completions server";
 #[non_exhaustive]
 pub enum OpenAiError {
     /// The server answered with an error status.
-    #[error(transparent)]
+    #[error("{0}")]
     Status(#[from] StatusError),
     /// The request took longer than the configured timeout. Never retried by the provider: the
     /// timeout is the whole budget.
@@ -31,7 +31,8 @@ pub enum OpenAiError {
         #[source]
         source: reqwest::Error,
     },
-    /// The server could not be reached, the connection broke before a whole answer came, or the
+    /// The server could not be reached, the connection broke before a whole answer came (a
+    /// streamed answer's body failing is [`StreamError::EndedEarly`] instead), or the
     /// answer's body could not be decoded. [`classify`](crate::classify()) calls the last a
     /// `ServerError` (the server's fault, not the request's) and the others `Transient`; the
     /// provider retries all of them.
@@ -94,7 +95,7 @@ pub enum OpenAiError {
     },
     /// A streamed answer failed before its first event (retried), or after it (inside the
     /// stream).
-    #[error(transparent)]
+    #[error("{0}")]
     Stream(#[from] StreamError),
     /// A chat completion without any choice in it.
     #[error("the chat completion has no choices")]

@@ -185,11 +185,7 @@ impl OpenAiModel {
         if !status.is_success() {
             return Err(self.status_error(response).await);
         }
-        let events = guard::decode_body(response, stream::Decoder::default(), |source| {
-            Box::new(OpenAiError::Connection {
-                source: source.without_url(),
-            })
-        });
+        let events = guard::decode_body(response, stream::Decoder::default());
         guard::open(events, self.transport.limits)
             .await
             .map_err(OpenAiError::from_stream)

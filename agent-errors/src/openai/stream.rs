@@ -1,5 +1,7 @@
 //! The chat-completions stream: `data: {chunk}` events ending with `data: [DONE]`.
 
+use std::collections::HashSet;
+
 use serde::Deserialize;
 
 use super::wire::{WireUsage, finish_reason};
@@ -59,7 +61,11 @@ struct FunctionDelta {
 /// Reads chunks into events; a tool call is finished when the answer finishes.
 #[derive(Default)]
 pub(crate) struct Decoder {
-    started: Vec<usize>,
+    /// Every call index seen, to tell a call's first chunk from the rest in O(1): a hostile
+    /// stream may start hundreds of thousands of calls.
+    seen: HashSet<usize>,
+    /// The calls started and not yet finished, in the order they started.
+    open: Vec<usize>,
     refused: bool,
     done: bool,
 }
@@ -80,10 +86,12 @@ impl guard::Decoder for Decoder {
         for choice in chunk.choices.into_iter().take(1) {
             self.read_delta(choice.delta, &mut events);
             if let Some(reason) = choice.finish_reason {
+                // Each call is finished once: a server that repeats the finish reason on every
+                // chunk must not cost a pass over every call per chunk.
                 events.extend(
-                    self.started
-                        .iter()
-                        .map(|&index| StreamEvent::ToolCallFinished { index }),
+                    self.open
+                        .drain(..)
+                        .map(|index| StreamEvent::ToolCallFinished { index }),
                 );
                 let reason = if self.refused {
                     FinishReason::Refusal
@@ -120,8 +128,8 @@ impl Decoder {
                 .function
                 .map(|f| (f.name, f.arguments))
                 .unwrap_or_default();
-            if !self.started.contains(&index) {
-                self.started.push(index);
+            if self.seen.insert(index) {
+                self.open.push(index);
                 events.push(StreamEvent::ToolCallStarted {
                     index,
                     id: call.id.unwrap_or_default(),

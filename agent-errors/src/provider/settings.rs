@@ -15,6 +15,11 @@ use crate::llm::retryability::RetryRules;
 use crate::retry::{RetrySchedule, Sleep};
 use crate::stream::guard::Limits;
 
+/// How long a whole streamed answer may take by default, counted from its headers: about what
+/// the longest answers take (128k output tokens at 70 tokens a second), while a server that
+/// drips an event just inside the idle limit cannot hold the call for ever.
+pub(crate) const DEFAULT_STREAM_DEADLINE: Duration = Duration::from_secs(30 * 60);
+
 /// The settings both providers' builders share.
 pub(crate) struct Settings {
     pub(crate) timeout: Duration,
@@ -59,6 +64,7 @@ impl Settings {
             limits: Limits {
                 first_event: DEFAULT_FIRST_EVENT_TIMEOUT,
                 idle: DEFAULT_STREAM_IDLE_TIMEOUT,
+                deadline: Some(DEFAULT_STREAM_DEADLINE),
             },
             headers: Vec::new(),
         }

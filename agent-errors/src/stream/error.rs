@@ -23,7 +23,8 @@ pub enum StreamError {
         #[source]
         source: io::Error,
     },
-    /// The stream went silent for longer than the idle limit.
+    /// The stream went silent for longer than the idle limit. Found as the `source()` of
+    /// [`EndedEarly`](StreamError::EndedEarly).
     #[error("the stream stalled: no event for {idle:?}")]
     Stalled {
         /// The idle limit.
@@ -42,9 +43,62 @@ pub enum StreamError {
         /// The event's data, cut to 1 KiB and redacted. Untrusted text.
         data: String,
     },
-    /// The connection closed before the model's answer was complete (no end marker).
+    /// The stream ended before its final event (OpenAI's `[DONE]`, Anthropic's
+    /// `message_stop`), so the answer is incomplete. Its `source()` says why:
+    ///
+    /// - an `io::Error` of kind `UnexpectedEof`: the connection closed;
+    /// - a `reqwest::Error`: reading the body failed (a reset, a broken chunk);
+    /// - [`StreamError::Stalled`]: no event within the idle limit;
+    /// - [`StreamError::DeadlineExceeded`]: the whole answer took longer than its deadline;
+    /// - [`StreamError::TooLarge`]: the answer passed the size cap of a stream.
+    ///
+    /// [`classify`](crate::classify()) reads the cause: a closed or reset connection is
+    /// `Transient`, a stall or a deadline a `Timeout`, an oversized answer `Validation`.
+    ///
+    /// ```
+    /// use agent_errors::classify::find_in_chain;
+    /// use agent_errors::stream::StreamError;
+    ///
+    /// fn why(error: &(dyn std::error::Error + 'static)) -> &'static str {
+    ///     match find_in_chain::<StreamError>(error) {
+    ///         Some(StreamError::EndedEarly { source }) => match source.downcast_ref() {
+    ///             Some(StreamError::Stalled { .. }) => "went silent",
+    ///             Some(StreamError::DeadlineExceeded { .. }) => "took too long",
+    ///             Some(StreamError::TooLarge { .. }) => "too long an answer",
+    ///             _ => "the connection closed or broke",
+    ///         },
+    ///         Some(_) => "another stream failure",
+    ///         None => "not a stream failure",
+    ///     }
+    /// }
+    /// # let _ = why;
+    /// ```
     #[error("the stream ended before the answer was complete")]
-    EndedEarly,
+    EndedEarly {
+        /// Why it ended.
+        #[source]
+        source: BoxError,
+    },
+    /// The whole answer took longer than the stream's deadline, however steadily its events
+    /// came. Found as the `source()` of [`EndedEarly`](StreamError::EndedEarly).
+    #[error("the answer took longer than its deadline of {deadline:?}")]
+    DeadlineExceeded {
+        /// The deadline.
+        deadline: Duration,
+        /// An `io::Error` of kind `TimedOut`.
+        #[source]
+        source: io::Error,
+    },
+    /// The answer passed the size cap of a stream (64 MiB). Found as the `source()` of
+    /// [`EndedEarly`](StreamError::EndedEarly).
+    #[error("the stream passed its size cap of {limit} bytes")]
+    TooLarge {
+        /// The cap, in bytes.
+        limit: usize,
+        /// An `io::Error` of kind `InvalidData`.
+        #[source]
+        source: io::Error,
+    },
     /// The provider sent an error event inside a stream that began with HTTP 200.
     #[error("the provider reported `{error_type}` inside the stream")]
     ErrorEvent {
@@ -70,11 +124,43 @@ impl StreamError {
         }
     }
 
-    pub(crate) fn stalled(idle: Duration) -> Self {
-        StreamError::Stalled {
+    /// The stream ended before its final event, for this reason.
+    pub(crate) fn ended_early(cause: impl Into<BoxError>) -> Self {
+        StreamError::EndedEarly {
+            source: cause.into(),
+        }
+    }
+
+    /// The connection closed before the final event.
+    pub(crate) fn closed() -> Self {
+        StreamError::ended_early(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the connection closed before the answer's final event",
+        ))
+    }
+
+    /// Ended by the idle limit.
+    pub(crate) fn ended_stalled(idle: Duration) -> Self {
+        StreamError::ended_early(StreamError::Stalled {
             idle,
             source: io::Error::new(io::ErrorKind::TimedOut, "stream idle timeout"),
-        }
+        })
+    }
+
+    /// Ended by the whole answer's deadline.
+    pub(crate) fn ended_by_deadline(deadline: Duration) -> Self {
+        StreamError::ended_early(StreamError::DeadlineExceeded {
+            deadline,
+            source: io::Error::new(io::ErrorKind::TimedOut, "stream deadline passed"),
+        })
+    }
+
+    /// Ended by the size cap of a stream.
+    pub(crate) fn ended_too_large(limit: usize) -> Self {
+        StreamError::ended_early(StreamError::TooLarge {
+            limit,
+            source: io::Error::new(io::ErrorKind::InvalidData, "stream over its size cap"),
+        })
     }
 
     pub(crate) fn malformed(reason: impl AsRef<str>, data: &str) -> Self {

@@ -126,23 +126,18 @@ pub(crate) trait Decoder: Send + 'static {
     fn is_done(&self) -> bool;
 }
 
-/// The stream of a 200 answer's body: chunks through the parser and the decoder. The body
-/// closing before the decoder saw the end marker is [`StreamError::EndedEarly`]; a body longer
-/// than [`MAX_STREAM_BYTES`] is [`StreamError::Malformed`].
-pub(crate) fn decode_body<D, F>(
+/// The stream of a 200 answer's body: chunks through the parser and the decoder. Every way
+/// the body can stop before the decoder saw the end marker is [`StreamError::EndedEarly`], its
+/// cause as its source: the body closing (an `UnexpectedEof`), a read failing (reqwest's
+/// error), the body passing [`MAX_STREAM_BYTES`] ([`StreamError::TooLarge`]).
+pub(crate) fn decode_body<D: Decoder>(
     response: reqwest::Response,
     decoder: D,
-    read_error: F,
-) -> ChatStream<'static>
-where
-    D: Decoder,
-    F: Fn(reqwest::Error) -> BoxError + Send + 'static,
-{
-    struct State<D, F> {
+) -> ChatStream<'static> {
+    struct State<D> {
         response: reqwest::Response,
         parser: SseParser,
         decoder: D,
-        read_error: F,
         pending: std::collections::VecDeque<StreamEvent>,
         /// An error found after events still pending: it comes after them.
         error: Option<BoxError>,
@@ -154,7 +149,6 @@ where
         response,
         parser: SseParser::default(),
         decoder,
-        read_error,
         pending: Default::default(),
         error: None,
         over: false,
@@ -165,7 +159,7 @@ where
             if let Some(event) = s.pending.pop_front() {
                 return Some((Ok(event), s));
             }
-            let failed = |mut s: State<D, F>, error: BoxError| {
+            let failed = |mut s: State<D>, error: BoxError| {
                 s.over = true;
                 Some((Err(error), s))
             };
@@ -177,16 +171,17 @@ where
             }
             let chunk = match s.response.chunk().await {
                 Ok(Some(chunk)) => chunk,
-                Ok(None) => return failed(s, Box::new(StreamError::EndedEarly)),
+                Ok(None) => return failed(s, Box::new(StreamError::closed())),
                 Err(error) => {
-                    let error = (s.read_error)(error);
-                    return failed(s, error);
+                    // reqwest writes the request URL into its error, credentials included.
+                    let error = StreamError::ended_early(error.without_url());
+                    return failed(s, Box::new(error));
                 }
             };
             s.read = s.read.saturating_add(chunk.len());
             if s.read > MAX_STREAM_BYTES {
-                let reason = format!("a stream longer than {MAX_STREAM_BYTES} bytes");
-                return failed(s, Box::new(StreamError::malformed(reason, "")));
+                let error = StreamError::ended_too_large(MAX_STREAM_BYTES);
+                return failed(s, Box::new(error));
             }
             let events = match s.parser.push(&chunk) {
                 Ok(events) => events,
@@ -208,35 +203,50 @@ where
     }))
 }
 
-/// The idle and first-event limits of a stream.
+/// The time limits of a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Limits {
     pub(crate) first_event: Duration,
     pub(crate) idle: Duration,
+    /// How long the whole answer may take, counted from its headers; `None`: no limit.
+    pub(crate) deadline: Option<Duration>,
 }
 
 /// Waits for the stream's first event (within the first-event limit): a failure here is a
 /// failed call the provider may retry. On success, the stream from that event on, each next
-/// event within the idle limit.
+/// event within the idle limit and the whole answer within its deadline: a stream that drips
+/// an event just inside the idle limit still ends.
 pub(crate) async fn open(
     mut stream: ChatStream<'static>,
     limits: Limits,
 ) -> Result<ChatStream<'static>, BoxError> {
+    let deadline = limits
+        .deadline
+        .map(|limit| (limit, tokio::time::Instant::now() + limit));
     let first = match tokio::time::timeout(limits.first_event, stream.next()).await {
         Err(_) => {
             return Err(Box::new(StreamError::first_event_timeout(
                 limits.first_event,
             )));
         }
-        Ok(None) => return Err(Box::new(StreamError::EndedEarly)),
+        Ok(None) => return Err(Box::new(StreamError::closed())),
         Ok(Some(Err(error))) => return Err(error),
         Ok(Some(Ok(event))) => event,
     };
     let idle = limits.idle;
     let rest = futures_util::stream::unfold(Some(stream), move |stream| async move {
         let mut stream = stream?;
-        match tokio::time::timeout(idle, stream.next()).await {
-            Err(_) => Some((Err(Box::new(StreamError::stalled(idle)) as BoxError), None)),
+        let idle_ends = tokio::time::Instant::now() + idle;
+        let by_deadline = deadline.filter(|&(_, at)| at <= idle_ends);
+        let ends = by_deadline.map_or(idle_ends, |(_, at)| at);
+        match tokio::time::timeout_at(ends, stream.next()).await {
+            Err(_) => {
+                let ended = match by_deadline {
+                    Some((limit, _)) => StreamError::ended_by_deadline(limit),
+                    None => StreamError::ended_stalled(idle),
+                };
+                Some((Err(Box::new(ended) as BoxError), None))
+            }
             Ok(None) => None,
             Ok(Some(Err(error))) => Some((Err(error), None)),
             Ok(Some(Ok(event))) => Some((Ok(event), Some(stream))),
@@ -276,6 +286,41 @@ pub(crate) fn error_event(error: &serde_json::Value) -> StreamError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stream that sends a delta every 20 s, inside the default 30 s idle limit, for ever.
+    fn endless_drip() -> ChatStream<'static> {
+        Box::pin(futures_util::stream::unfold((), |()| async {
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            Some((Ok(StreamEvent::TextDelta(".".into())), ()))
+        }))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_default_limits_end_a_stream_that_drips_inside_the_idle_limit() {
+        let limits = crate::provider::Settings::new(Duration::from_secs(1)).limits;
+        let mut stream = open(endless_drip(), limits).await.unwrap();
+        let mut events = 0;
+        let error = loop {
+            match stream.next().await {
+                Some(Ok(_)) => events += 1,
+                Some(Err(error)) => break error,
+                None => panic!("the stream ended without an error"),
+            }
+        };
+        assert!(events > 1, "the drip kept the idle limit from firing");
+        let Some(StreamError::EndedEarly { source }) = error.downcast_ref() else {
+            panic!("expected the stream to end early, got {error:?}");
+        };
+        assert!(
+            matches!(
+                source.downcast_ref(),
+                Some(StreamError::DeadlineExceeded { deadline, .. })
+                    if Some(*deadline) == limits.deadline
+            ),
+            "{source:?}"
+        );
+        assert!(stream.next().await.is_none(), "nothing after the error");
+    }
 
     #[test]
     fn events_split_anywhere_are_joined() {

@@ -20,6 +20,8 @@ pub enum Part {
     Pause(Duration),
     /// Stay open and silent until the client gives up.
     Hang,
+    /// Reset the connection (a RST, not a close): the client's next read fails.
+    Reset,
 }
 
 /// What the server does with one connection.
@@ -149,6 +151,10 @@ async fn serve(mut socket: TcpStream, reply: Option<Reply>, log: Arc<Mutex<Vec<S
                     }
                     Part::Pause(d) => tokio::time::sleep(d).await,
                     Part::Hang => tokio::time::sleep(Duration::from_secs(30)).await,
+                    Part::Reset => {
+                        let _ = socket.set_zero_linger();
+                        return;
+                    }
                 }
             }
         }
