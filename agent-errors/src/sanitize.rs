@@ -262,8 +262,8 @@ enum State {
 /// end the current one, and C0 controls inside a sequence are executed (kept) without ending
 /// it. One departure: an unterminated string sequence ends at a line break, so one stray OSC
 /// does not swallow the rest of a message.
-fn strip_escape_sequences(text: &str) -> String {
-    if !text.contains([ESC, C1_CSI, C1_DCS, C1_SOS, C1_OSC, C1_PM, C1_APC]) {
+pub(crate) fn strip_escape_sequences(text: &str) -> String {
+    if !has_escape_sequences(text) {
         return text.to_owned();
     }
     let mut out = String::with_capacity(text.len());
@@ -345,6 +345,11 @@ fn next_state(state: State, c: char, out: &mut String) -> State {
             _ => next_state(State::Escape, c, out),
         },
     }
+}
+
+/// Whether `text` may hold an escape sequence: an ESC or a C1 introducer.
+pub(crate) fn has_escape_sequences(text: &str) -> bool {
+    text.contains([ESC, C1_CSI, C1_DCS, C1_SOS, C1_OSC, C1_PM, C1_APC])
 }
 
 /// A step from outside any sequence.

@@ -24,6 +24,27 @@ fn bearer_and_basic_credentials() {
 }
 
 #[test]
+fn a_lower_case_bearer_token_outside_a_header() {
+    assert_redacts(
+        "retried with bearer abcdefghijklmnopqrstuvwx, got 401",
+        "retried with bearer [REDACTED], got 401",
+    );
+    assert_redacts(
+        "upstream rejected bearer 3f9a0c2e7b1d4f6a8e5c",
+        "upstream rejected bearer [REDACTED]",
+    );
+}
+
+#[test]
+fn a_credential_right_after_an_escape_sequence() {
+    assert_redacts(
+        "\x1b[31merror\x1b[0mBearer Q1abcdefghij rejected",
+        "errorBearer [REDACTED] rejected",
+    );
+    assert_redacts("\x1b[1mapi_key=zzz999\x1b[0m", "api_key=[REDACTED]");
+}
+
+#[test]
 fn authorization_and_other_sensitive_headers() {
     assert_redacts(
         "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9",
@@ -72,6 +93,32 @@ fn passwords_in_urls() {
         "https://:only-a-password@host/",
         "https://:[REDACTED]@host/",
     );
+}
+
+#[test]
+fn a_token_as_the_user_of_a_url() {
+    assert_redacts(
+        "clone https://ghx7Ab9cD3eF5gH7iJ9kL@github.com/acme/repo failed",
+        "clone https://[REDACTED]@github.com/acme/repo failed",
+    );
+    // A user name is not a token.
+    for text in [
+        "ssh://git@github.com/acme/repo.git",
+        "postgres://app@db.internal/prod",
+        "https://firstname.lastname@mail.example/",
+    ] {
+        assert_redacts(text, text);
+    }
+}
+
+#[test]
+fn a_url_password_ends_where_the_url_userinfo_does() {
+    for name in ["api-key", "authorization", "cookie", "apikey", "password"] {
+        assert_redacts(
+            &format!("GET https://{name}:abc123@host.example/x failed, retrying"),
+            &format!("GET https://{name}:[REDACTED]@host.example/x failed, retrying"),
+        );
+    }
 }
 
 #[test]
@@ -194,6 +241,16 @@ fn registered_secrets_are_removed_wherever_they_appear_verbatim() {
     );
     // Exact match only: a changed form is not this secret.
     assert_redacts("Zq7!registered value", "Zq7!registered value");
+    // Percent-encoded, as a URL or a form body carries it.
+    assert_redacts(
+        "GET /login?pw=Zq7%21registered-value&page=1 and Zq7%21registered-value",
+        "GET /login?pw=[REDACTED]&page=1 and [REDACTED]",
+    );
+    redact::register_secret("open sesame, 42!").unwrap();
+    assert_redacts(
+        "body: q=open+sesame%2C+42%21 path: /open%20sesame%2c%2042%21",
+        "body: q=[REDACTED] path: /[REDACTED]",
+    );
     // Registering twice is harmless.
     redact::register_secret("Zq7!registered-value").unwrap();
 }
@@ -333,6 +390,19 @@ fn url_password() -> impl Strategy<Value = Planted> {
         })
 }
 
+/// A token as the whole userinfo of a URL.
+fn url_user_token() -> impl Strategy<Value = Planted> {
+    (
+        "(https?|git|ssh)",
+        credential(16..=40),
+        "[a-z]{2,10}\\.(com|internal|example)",
+    )
+        .prop_map(|(scheme, token, host)| Planted {
+            text: format!("{scheme}://{token}@{host}/acme/repo"),
+            secret: token,
+        })
+}
+
 fn query_parameter() -> impl Strategy<Value = Planted> {
     let names = prop::sample::select(vec![
         "api_key",
@@ -393,18 +463,25 @@ fn header() -> impl Strategy<Value = Planted> {
 }
 
 fn bearer_token() -> impl Strategy<Value = Planted> {
-    (
+    let mixed = (
         prop::sample::select(vec!["Bearer", "bearer", "BEARER", "Basic"]),
         credential(8..=40),
         "[._~+/=-]{0,3}",
     )
-        .prop_map(|(scheme, token, tail)| {
-            let secret = format!("{token}{tail}");
-            Planted {
-                text: format!("{scheme} {secret}"),
-                secret,
-            }
-        })
+        .prop_map(|(scheme, token, tail)| (scheme, format!("{token}{tail}")));
+    // An opaque token of lower-case letters only.
+    let lower = (
+        prop::sample::select(vec!["Bearer", "bearer"]),
+        "[a-z]{16,40}",
+    )
+        .prop_map(|(scheme, token)| (scheme, token));
+    // Right after an escape sequence, which glues the scheme to the word before it once
+    // stripped.
+    let escaped = prop::sample::select(vec!["", "\x1b[0m", "error\x1b[0m", "\x1b]8;;\x07"]);
+    (prop_oneof![mixed, lower], escaped).prop_map(|((scheme, secret), escape)| Planted {
+        text: format!("{escape}{scheme} {secret}"),
+        secret,
+    })
 }
 
 fn key_value_in_a_panic() -> impl Strategy<Value = Planted> {
@@ -421,20 +498,29 @@ fn key_value_in_a_panic() -> impl Strategy<Value = Planted> {
 
 /// Exact values registered for the process: a shape no other test's text contains.
 fn registered_value() -> impl Strategy<Value = Planted> {
-    ("[A-Za-z0-9]{4,16}", "[#%!@^*]", "[0-9]{2,6}").prop_map(|(a, sym, d)| {
-        let secret = format!("R{a}{sym}{d}");
-        redact::register_secret(secret.clone()).unwrap();
-        Planted {
-            text: secret.clone(),
-            secret,
-        }
-    })
+    ("[A-Za-z0-9]{4,16}", "[#%!@^*]", "[0-9]{2,6}", any::<bool>()).prop_map(
+        |(a, sym, d, encoded)| {
+            let secret = format!("R{a}{sym}{d}");
+            redact::register_secret(secret.clone()).unwrap();
+            // As a URL carries it: the symbol percent-encoded.
+            let text = if encoded {
+                format!("R{a}%{:02X}{d}", u32::from(sym.chars().next().unwrap()))
+            } else {
+                secret
+            };
+            Planted {
+                secret: text.clone(),
+                text,
+            }
+        },
+    )
 }
 
 fn planted() -> impl Strategy<Value = Planted> {
     prop_oneof![
         key_shape(),
         url_password(),
+        url_user_token(),
         query_parameter(),
         header(),
         bearer_token(),
@@ -525,6 +611,23 @@ proptest! {
 }
 
 proptest! {
+    #[test]
+    fn a_url_password_takes_nothing_past_the_url(
+        name in prop::sample::select(vec!["api-key", "authorization", "cookie", "password", "token", "svc"]),
+        password in credential(6..=24),
+        after in "[a-z]{3,10}",
+        separator in separator(),
+    ) {
+        let url = format!("https://{name}:{password}@host.example/v1");
+        let text = format!("GET {url} failed{separator}{after}, then more");
+        let out = redact(&text);
+        prop_assert!(!out.contains(&password), "{out}");
+        let expected = format!(
+            "GET https://{name}:[REDACTED]@host.example/v1 failed{separator}{after}, then more"
+        );
+        prop_assert_eq!(out, expected);
+    }
+
     #[test]
     fn redaction_never_panics_and_stays_within_its_bound(text in any::<String>()) {
         let out = redact(&text);
