@@ -656,6 +656,85 @@ proptest! {
     }
 }
 
+/// An error as an application logs it with its causes (`anyhow`'s `{:#}`, `eyre`, tracing
+/// with sources): the Display and the Debug of every level its `source()` chain reaches.
+fn with_its_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    let mut level = Some(error);
+    while let Some(error) = level {
+        text.push_str(&format!("\n{error}\n{error:?}"));
+        level = error.source();
+    }
+    text
+}
+
+/// A run ended by a tool failure hands out a redacted copy of the failure's chain: an
+/// application that logs it with its causes prints no secret, a lookup by type still finds the
+/// HTTP status, and the original stays reachable on purpose.
+#[tokio::test(start_paused = true)]
+async fn a_terminated_runs_error_chain_is_redacted_and_still_typed() {
+    use agent_errors::classify::{chain, find_in_chain};
+    use agent_errors::redact::RedactedError;
+    use agent_errors::testing::{Fault, FaultyTool, ScriptedModel, echo_tool};
+    use agent_errors::{Agent, HttpError};
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("login to https://svc:hunter2hunter2@db.example/ failed")]
+    struct Login {
+        #[source]
+        source: HttpError,
+    }
+
+    let tool = FaultyTool::new(echo_tool("fetch")).then_always(Fault::error(|| Login {
+        source: HttpError::new(401, "token sk-live-7f3a9c2e4b1d8f6a0e5c3b9d expired")
+            .with_header("x-api-key", "sk-live-7f3a9c2e4b1d8f6a0e5c3b9d")
+            .with_header("retry-after", "7"),
+    }));
+    let model = ScriptedModel::new().tool_call("fetch", r#"{"text": "x"}"#);
+    let agent = Agent::builder("a")
+        .model(model)
+        .tool(tool.tool())
+        .build()
+        .unwrap();
+    let error = agent.run("go").await.unwrap_err();
+
+    let logged = with_its_causes(&error);
+    assert!(!logged.contains("hunter2hunter2"), "{logged}");
+    assert!(!logged.contains("7f3a9c2e4b1d"), "{logged}");
+    assert!(
+        logged.contains("https://svc:[REDACTED]@db.example/"),
+        "{logged}"
+    );
+
+    let http = find_in_chain::<HttpError>(&error).expect("a typed HttpError in the chain");
+    assert_eq!(http.status(), 401);
+    assert_eq!(http.header("retry-after"), Some("7"));
+    assert_eq!(http.header("x-api-key"), Some(REDACTED));
+    assert_eq!(http.message(), "token [REDACTED] expired");
+    let names: Vec<Option<&str>> = chain(&error)
+        .filter_map(|level| level.downcast_ref::<RedactedError>())
+        .map(RedactedError::type_name)
+        .collect();
+    assert_eq!(
+        names,
+        [Some("agent_errors::ToolError::Execution"), None],
+        "the tool's error, then its own"
+    );
+
+    // The original, for code that downcasts to its own type, only on purpose.
+    let original = error.terminated().unwrap().unredacted_error().unwrap();
+    let login = original
+        .cause()
+        .downcast_ref::<Login>()
+        .expect("the tool's own error");
+    assert!(
+        login
+            .source
+            .message()
+            .contains("sk-live-7f3a9c2e4b1d8f6a0e5c3b9d")
+    );
+}
+
 /// Through a whole run: a tool that fails with credentials in its message, a URL and a header.
 /// Neither the model, the events, the run's error (Display and Debug) nor the transcript shows
 /// them.
@@ -704,7 +783,7 @@ async fn secrets_in_a_tool_failure_reach_no_output_of_a_run() {
             model.requests()
         );
         if let Err(error) = &outcome.result {
-            seen.push_str(&format!("\n{error}\n{error:?}"));
+            seen.push_str(&with_its_causes(error));
         }
         assert!(!seen.contains(token), "{status_kind}: {seen}");
         assert!(!seen.contains(password), "{status_kind}: {seen}");
@@ -925,7 +1004,7 @@ mod through_a_run {
                 outcome.transcript
             );
             if let Err(error) = &outcome.result {
-                seen.push_str(&format!("\n{error}\n{error:?}"));
+                seen.push_str(&super::with_its_causes(error));
             }
             while let Some(event) = live.recv().await {
                 seen.push_str(&format!("\n{event:?}"));

@@ -70,6 +70,15 @@
 //! [`scrub`](crate::sanitize::scrub) before the search. Each registered secret costs up to
 //! five substring searches per redaction: register a handful, not thousands.
 //!
+//! # Errors that leave the library
+//!
+//! The library's own errors do not hand out a tool's error through `source()`: an
+//! application that logs an error with its causes would print whatever the tool's error said.
+//! [`Terminated`](crate::Terminated)'s chain is a redacted copy instead ([`RedactedError`]
+//! levels, and redacted [`HttpError`](crate::HttpError)s so a lookup by type still finds the
+//! status); the original is reachable through
+//! [`Terminated::unredacted_error`](crate::Terminated::unredacted_error).
+//!
 //! # Cost and bound
 //!
 //! Every rule runs in time linear in the text (the `regex` crate has no backtracking), and at
@@ -88,8 +97,10 @@ use regex::Regex;
 use crate::sanitize::{TRUNCATION_MARKER, has_escape_sequences, strip_escape_sequences};
 
 mod builtin;
+mod chain;
 
 use builtin::BUILTIN;
+pub use chain::RedactedError;
 
 /// What a secret is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
