@@ -124,5 +124,6 @@ pub(crate) fn stop_reason(error: &RunError) -> &'static str {
         RunError::CallbackPanicked { .. } => "callback_panicked",
         RunError::Checkpoint(_) => "checkpoint",
         RunError::Resume(_) => "resume",
+        RunError::InvalidHistory(_) => "invalid_history",
     }
 }
