@@ -187,9 +187,8 @@ use proc_macro::TokenStream;
 /// body that may block its thread (`std::thread::sleep`, a synchronous client, file or
 /// CPU-heavy work) must: the run's other tasks go on meanwhile, and `timeout` fires on time. A
 /// timed-out call is no longer waited for, but its thread cannot be stopped: it finishes in
-/// the background, and whatever the body does until then still happens. The hop to the pool
-/// costs a few microseconds per call; a tool that never blocks and wants none can be an
-/// `async fn`.
+/// the background, and whatever the body does until then still happens. Each call hops to the
+/// pool and back; a tool that never blocks and wants no hop can be an `async fn`.
 ///
 /// Two kinds of parameter are not fields of the arguments:
 ///
