@@ -260,8 +260,10 @@ impl ToolParts {
         }
         let body = call_body(p, func, call);
         // Spanned on the fn's name: a future (or a blocking closure) that is not `Send` is
-        // reported there.
-        let start = if args.blocking.is_some() {
+        // reported there. Every plain `fn` runs on the blocking pool, marked `blocking` or not:
+        // one that blocks its thread would otherwise hold the runtime's thread, and its
+        // `timeout` could never fire.
+        let start = if args.blocking.is_some() || !func.is_async {
             quote_spanned!(ident.span()=> #p::call_blocking(move || { #body }))
         } else {
             quote_spanned!(ident.span()=> #p::call(async move { #body }))

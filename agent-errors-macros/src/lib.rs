@@ -158,12 +158,9 @@ use proc_macro::TokenStream;
 ///   tool's interrupted call is answered by its `outcome_unknown` policy instead).
 /// * `timeout = "30s"`: a call still running after this fails with kind `timeout` (and is then
 ///   handled by the policy like any other failure), so a tool that hangs cannot hold a run open.
-/// * `blocking`: the body blocks its thread (`std::thread::sleep`, a synchronous client, file
-///   or CPU-heavy work), so each call runs it on tokio's blocking pool
-///   (`tokio::task::spawn_blocking`). The run's other tasks go on meanwhile, and `timeout`
-///   fires on time. A timed-out call is no longer waited for, but its thread cannot be stopped:
-///   it finishes in the background, and whatever the body does until then still happens. Only
-///   for a plain `fn`: an `async fn` must not block, and `blocking` on one is a compile error.
+/// * `blocking`: says that the body blocks its thread. Every plain `fn` is run that way,
+///   marked or not (see [the function](#the-function)), so it changes nothing there; an
+///   `async fn` must not block, and `blocking` on one is a compile error.
 /// * `breaker = "weather-api"`: the upstream the tool depends on. Tools naming the same key share
 ///   one service breaker, so two tools on one failing API open together; by default a tool's
 ///   breaker is keyed by its own name.
@@ -184,8 +181,14 @@ use proc_macro::TokenStream;
 /// The function returns `Result<T, E>` (any type whose last path segment is `Result`, such as
 /// `anyhow::Result<T>` or `io::Result<T>`), with `T: Serialize` and `E` convertible into a
 /// `BoxError` (any `std::error::Error + Send + Sync + 'static`, or `anyhow::Error`), or a plain
-/// `T: Serialize` that can't fail. An `async fn`'s future must be `Send`. A plain `fn` runs when
-/// the call is first polled, on the runtime's thread: keep it quick, or mark it `blocking`.
+/// `T: Serialize` that can't fail. An `async fn`'s future must be `Send`.
+///
+/// A plain `fn` always runs on tokio's blocking pool (`tokio::task::spawn_blocking`), as a
+/// body that may block its thread (`std::thread::sleep`, a synchronous client, file or
+/// CPU-heavy work) must: the run's other tasks go on meanwhile, and `timeout` fires on time. A
+/// timed-out call is no longer waited for, but its thread cannot be stopped: it finishes in
+/// the background, and whatever the body does until then still happens. Each call hops to the
+/// pool and back; a tool that never blocks and wants no hop can be an `async fn`.
 ///
 /// Two kinds of parameter are not fields of the arguments:
 ///

@@ -243,7 +243,7 @@ where
     Ok(Box::pin(future))
 }
 
-/// The started call of a `#[tool(blocking)]` fn: `body` runs on tokio's blocking pool, so a
+/// The started call of a plain `fn` tool: `body` runs on tokio's blocking pool, so a
 /// body that blocks its thread holds up no other task and the tool's timeout can fire. A call
 /// that times out (or whose run ends) stops being waited for, but its thread cannot be stopped:
 /// it runs on in the background until the body returns. A panic in `body` reaches the executor

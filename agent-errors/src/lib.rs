@@ -63,6 +63,7 @@ mod chat;
 pub mod checkpoint;
 pub mod classify;
 mod error;
+mod escapes;
 mod events;
 mod executor;
 mod explain;
@@ -103,9 +104,9 @@ pub use agent_errors_macros::{
 };
 
 pub use agent::{
-    Agent, AgentBuilder, AgentOutput, Conversation, ESCALATE, FinishedRun, IntoLlmDecision, Json,
-    ModelError, NotJsonArguments, ResumeError, RunDelta, RunError, RunOptions, RunOutcome,
-    THROW_EXCEPTION,
+    Agent, AgentBuilder, AgentOutput, Conversation, ESCALATE, FinishedRun, HistoryError,
+    IntoLlmDecision, Json, ModelError, NotJsonArguments, ResumeError, RunDelta, RunError,
+    RunOptions, RunOutcome, THROW_EXCEPTION,
 };
 pub use breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore, ServiceBreaker};
 pub use budget::{BudgetError, RetryBudget};

@@ -17,11 +17,15 @@
 //!    (`    at Foo.bar(Foo.java:10)`, `... 12 more`) and Go (`goroutine 1 [running]:`, `.go:12`
 //!    frames), keeping the lines that carry the error itself. A text made of nothing but such
 //!    lines is kept whole rather than shown as nothing;
-//! 3. removes control characters and invisible characters: zero-width characters and joiners,
+//! 3. removes control characters and invisible characters, decided by Unicode property, not
+//!    by a list: format characters (general category `Cf`: zero-width characters and joiners,
 //!    bidirectional marks, embeddings, overrides and isolates, the invisible operators, the
-//!    soft hyphen, the combining grapheme joiner, blank fillers (Hangul, Khmer), variation
-//!    selectors (U+FE00-FE0F, U+E0100-E01EF, and the Mongolian ones), which can smuggle bytes
-//!    after any visible character, and Unicode tag characters, which can spell hidden text;
+//!    soft hyphen, Unicode tag characters, which can spell hidden text, Egyptian hieroglyph
+//!    format controls), private-use characters (`Co`), unassigned code points (`Cn`), default
+//!    ignorable code points (variation selectors, which can smuggle bytes after any visible
+//!    character, the combining grapheme joiner, Hangul and Khmer fillers) and the braille
+//!    blank U+2800. The tables are the `regex` crate's (Unicode 16.0): a character a later
+//!    version assigns is removed as unassigned until they are updated;
 //! 4. collapses every run of whitespace, line breaks included, into one space and trims the ends;
 //! 5. bounds the length.
 //!
@@ -44,13 +48,15 @@
 //! assert_eq!(sanitize("abcdef", 4), "abc…");
 //! ```
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
-use regex::RegexSet;
+use regex::{Regex, RegexSet};
 use serde::Serialize;
 
 use crate::classify::ErrorKind;
 use crate::error::Severity;
+use crate::escapes::strip_escape_sequences;
 use crate::redact::TRUNCATION_MARKER;
 
 /// The bound on a suggestion, in characters.
@@ -85,6 +91,7 @@ pub fn sanitize(text: &str, max_chars: usize) -> String {
         return String::new();
     }
     let plain = strip_escape_sequences(text);
+    let plain = without_invisibles(&plain);
     let shaped = shape(&plain, max_chars, true);
     if shaped.is_empty() {
         // Nothing but stack frames: a model is better served by the frames than by nothing.
@@ -144,13 +151,13 @@ pub fn scrub(text: &str, max_chars: usize) -> String {
 /// `text` without escape sequences, invisible characters and control characters other than
 /// whitespace; line breaks and whitespace runs are kept.
 pub(crate) fn clean_characters(text: &str) -> String {
-    let mut plain = strip_escape_sequences(text);
-    plain.retain(|c| c.is_whitespace() || !(c.is_control() || is_invisible(c)));
+    let plain = strip_escape_sequences(text);
+    let mut plain = without_invisibles(&plain).into_owned();
+    plain.retain(|c| c.is_whitespace() || !c.is_control());
     plain
 }
 
-/// Lines with stack frames dropped (when `drop_frames`), control and invisible characters
-/// removed, whitespace runs collapsed, and the bound applied.
+/// Lines with stack frames dropped (when `drop_frames`), control characters removed, whitespace runs collapsed, and the bound applied.
 fn shape(plain: &str, max_chars: usize, drop_frames: bool) -> String {
     let mut out = String::with_capacity(plain.len().min(max_chars.saturating_mul(4)) + 4);
     let mut chars = 0usize;
@@ -179,7 +186,7 @@ fn shape(plain: &str, max_chars: usize, drop_frames: bool) -> String {
         for c in line.chars() {
             if c.is_whitespace() {
                 space_pending = true;
-            } else if c.is_control() || is_invisible(c) {
+            } else if c.is_control() {
                 continue;
             } else {
                 if space_pending && chars > 0 {
@@ -208,167 +215,34 @@ fn shape(plain: &str, max_chars: usize, drop_frames: bool) -> String {
     out
 }
 
-/// Characters that render as nothing yet can carry, join or reorder text: format characters,
-/// fillers that display as blanks without being whitespace, variation selectors (which can
-/// smuggle arbitrary bytes after a visible character) and tag characters.
-fn is_invisible(c: char) -> bool {
-    matches!(
-        c,
-        '\u{00AD}'                      // soft hyphen
-            | '\u{034F}'                // combining grapheme joiner
-            | '\u{061C}'                // Arabic letter mark
-            | '\u{115F}'..='\u{1160}'   // Hangul choseong and jungseong fillers
-            | '\u{17B4}'..='\u{17B5}'   // Khmer inherent vowels
-            | '\u{180B}'..='\u{180F}'   // Mongolian variation selectors and vowel separator
-            | '\u{200B}'..='\u{200F}'   // zero-width space, joiners, LRM, RLM
-            | '\u{202A}'..='\u{202E}'   // bidirectional embeddings and overrides
-            | '\u{2060}'..='\u{206F}'   // word joiner, invisible operators, isolates, deprecated format
-            | '\u{3164}'                // Hangul filler
-            | '\u{FE00}'..='\u{FE0F}'   // variation selectors
-            | '\u{FEFF}'                // zero-width no-break space, byte order mark
-            | '\u{FFA0}'                // halfwidth Hangul filler
-            | '\u{FFF9}'..='\u{FFFB}'   // interlinear annotation
-            | '\u{1BCA0}'..='\u{1BCA3}' // shorthand format controls
-            | '\u{1D173}'..='\u{1D17A}' // musical symbol format controls
-            | '\u{E0000}'..='\u{E007F}' // tag characters
-            | '\u{E0100}'..='\u{E01EF}' // variation selectors supplement
-    )
-}
-
-const ESC: char = '\u{1b}';
-const BEL: char = '\u{07}';
-const CAN: char = '\u{18}';
-const SUB: char = '\u{1a}';
-const DEL: char = '\u{7f}';
-const C1_DCS: char = '\u{90}';
-const C1_SOS: char = '\u{98}';
-const C1_CSI: char = '\u{9b}';
-const C1_ST: char = '\u{9c}';
-const C1_OSC: char = '\u{9d}';
-const C1_PM: char = '\u{9e}';
-const C1_APC: char = '\u{9f}';
-
-/// Where the escape-sequence parser is, after the VT500 state machine that terminals follow.
-#[derive(Clone, Copy)]
-enum State {
-    Ground,
-    Escape,
-    EscapeIntermediate,
-    Csi,
-    /// An operating system command: ends at BEL or ST.
-    Osc,
-    /// DCS, SOS, PM or APC: ends at ST.
-    Str,
-    /// ESC inside a string: `\` completes ST, anything else ends the string and starts a new
-    /// escape sequence.
-    StrEscape,
-}
-
-/// Removes ANSI/VT escape sequences. Text outside them is kept as is, control characters
-/// included (the caller drops those).
+/// Characters that render as nothing yet can carry, join or reorder text, decided by Unicode
+/// property rather than listed, so a character the next Unicode version adds to these
+/// categories is removed with no change here:
 ///
-/// As in a terminal, from any state ESC starts a new escape sequence, the 8-bit introducers
-/// (CSI, OSC, DCS, SOS, PM, APC) start their sequences, ST, CAN, SUB and any other C1 control
-/// end the current one, and C0 controls inside a sequence are executed (kept) without ending
-/// it. One departure: an unterminated string sequence ends at a line break, so one stray OSC
-/// does not swallow the rest of a message.
-fn strip_escape_sequences(text: &str) -> String {
-    if !text.contains([ESC, C1_CSI, C1_DCS, C1_SOS, C1_OSC, C1_PM, C1_APC]) {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut state = State::Ground;
-    for c in text.chars() {
-        state = next_state(state, c, &mut out);
-    }
-    out
-}
+/// - general category `Cf`, format: zero-width characters and joiners, bidirectional marks,
+///   embeddings, overrides and isolates, invisible operators, the soft hyphen, tag characters,
+///   interlinear annotation, Egyptian hieroglyph format controls;
+/// - `Co`, private use: no agreed glyph, so a font may draw anything or nothing;
+/// - `Cn`, unassigned (noncharacters included): nothing a reader can see today;
+/// - `Default_Ignorable_Code_Point`: what renderers draw as nothing, which adds the variation
+///   selectors (they can smuggle bytes after any visible character), the combining grapheme
+///   joiner, and the Hangul and Khmer fillers;
+/// - U+2800 braille pattern blank, a symbol that displays as a blank without being whitespace.
+///
+/// The tables are the `regex` crate's (Unicode 16.0 in regex-syntax 0.8): a character assigned
+/// by a later version counts as unassigned, and is removed, until they are updated.
+static INVISIBLE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"[\p{Cf}\p{Co}\p{Cn}\p{Default_Ignorable_Code_Point}\u{2800}]+")
+        .expect("a constant pattern, covered by the tests")
+});
 
-/// One step of the parser: the state after `c`, pushing `c` to `out` when it is text (or a C0
-/// control a terminal would execute).
-fn next_state(state: State, c: char, out: &mut String) -> State {
-    if let State::Ground = state {
-        return ground(c, out);
+/// `text` without [`INVISIBLE`] characters; borrowed when it has none. Linear: one pass of the
+/// regex engine, none at all for ASCII text.
+fn without_invisibles(text: &str) -> Cow<'_, str> {
+    if text.is_ascii() {
+        return Cow::Borrowed(text);
     }
-    // Transitions that apply in every other state.
-    match c {
-        ESC => {
-            return match state {
-                State::Osc | State::Str | State::StrEscape => State::StrEscape,
-                _ => State::Escape,
-            };
-        }
-        C1_CSI => return State::Csi,
-        C1_OSC => return State::Osc,
-        C1_DCS | C1_SOS | C1_PM | C1_APC => return State::Str,
-        CAN | SUB | C1_ST => return State::Ground,
-        '\u{80}'..='\u{9f}' => {
-            // Any other C1 control is executed and ends the sequence.
-            out.push(c);
-            return State::Ground;
-        }
-        _ => {}
-    }
-    match state {
-        State::Ground => ground(c, out),
-        State::Escape | State::EscapeIntermediate => match c {
-            '[' if matches!(state, State::Escape) => State::Csi,
-            ']' if matches!(state, State::Escape) => State::Osc,
-            'P' | 'X' | '^' | '_' if matches!(state, State::Escape) => State::Str,
-            ' '..='/' => State::EscapeIntermediate,
-            '0'..='~' => State::Ground,
-            DEL => state,
-            '\0'..='\u{1f}' => {
-                out.push(c);
-                state
-            }
-            // Not part of an escape sequence: the ESC is dropped, the character kept.
-            _ => {
-                out.push(c);
-                State::Ground
-            }
-        },
-        State::Csi => match c {
-            ' '..='?' => State::Csi,
-            '@'..='~' => State::Ground,
-            DEL => State::Csi,
-            '\0'..='\u{1f}' => {
-                out.push(c);
-                State::Csi
-            }
-            // Not a well-formed sequence: end it here and keep the character.
-            _ => {
-                out.push(c);
-                State::Ground
-            }
-        },
-        State::Osc | State::Str => match c {
-            BEL if matches!(state, State::Osc) => State::Ground,
-            '\n' => {
-                out.push(c);
-                State::Ground
-            }
-            _ => state,
-        },
-        State::StrEscape => match c {
-            '\\' => State::Ground,
-            _ => next_state(State::Escape, c, out),
-        },
-    }
-}
-
-/// A step from outside any sequence.
-fn ground(c: char, out: &mut String) -> State {
-    match c {
-        ESC => State::Escape,
-        C1_CSI => State::Csi,
-        C1_OSC => State::Osc,
-        C1_DCS | C1_SOS | C1_PM | C1_APC => State::Str,
-        _ => {
-            out.push(c);
-            State::Ground
-        }
-    }
+    INVISIBLE.replace_all(text, "")
 }
 
 /// Lines that start a Python traceback; the indented lines after them belong to it.

@@ -1,5 +1,6 @@
-//! `#[tool(blocking)]`: a body that blocks its thread runs on tokio's blocking pool, so the run's
-//! other work goes on, the tool's timeout fires, and the thread finishes in the background.
+//! A plain `fn` tool, marked `#[tool(blocking)]` or not, runs on tokio's blocking pool: a body
+//! that blocks its thread holds up none of the run's other work, the tool's timeout fires, and
+//! the thread finishes in the background.
 
 use std::sync::Mutex;
 use std::sync::mpsc;
@@ -26,6 +27,18 @@ fn wait_for_release(gate: Ctx<Gate>) -> &'static str {
     "released"
 }
 
+/// The same body, not marked `blocking`: a plain `fn` is run on the blocking pool all the same.
+#[tool(timeout = "2s", on_error(timeout = escalate))]
+fn wait_unmarked(gate: Ctx<Gate>) -> &'static str {
+    wait_for_release(gate)
+}
+
+/// Which thread the body ran on.
+#[tool]
+fn where_am_i() -> String {
+    format!("{:?}", std::thread::current().id())
+}
+
 /// Fails the way a bug does.
 #[tool(blocking)]
 fn explode(at: u32) -> u32 {
@@ -47,6 +60,38 @@ fn results(model: &ScriptedModel) -> Vec<(bool, String)> {
 
 #[tokio::test(start_paused = true)]
 async fn a_blocked_tool_times_out_while_the_run_goes_on_and_its_thread_finishes_later() {
+    blocked_tool_times_out("wait_for_release", tools![wait_for_release]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plain_fn_not_marked_blocking_times_out_all_the_same() {
+    blocked_tool_times_out("wait_unmarked", tools![wait_unmarked]).await;
+}
+
+#[tokio::test]
+async fn a_plain_fn_runs_off_the_runtimes_thread() {
+    let model = ScriptedModel::new()
+        .tool_call("where_am_i", "{}")
+        .text("done");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .tools(tools![where_am_i])
+        .build()
+        .unwrap();
+    assert_eq!(agent.run("go").await.unwrap(), "done");
+    let runtime_thread = format!("{:?}", std::thread::current().id());
+    let results = results(&model);
+    assert!(!results[0].0, "{results:?}");
+    assert!(results[0].1.contains("ThreadId("), "{results:?}");
+    assert!(
+        !results[0].1.contains(&runtime_thread),
+        "ran on the runtime's thread {runtime_thread}: {results:?}"
+    );
+}
+
+/// Runs `name` (a tool that blocks until released, with a 2 s timeout) next to an echo in one
+/// turn, on a single-threaded runtime.
+async fn blocked_tool_times_out(name: &str, blocking: Vec<ToolDef>) {
     let (started_tx, mut started) = unbounded_channel();
     let (finished_tx, mut finished) = unbounded_channel();
     let (release, release_rx) = mpsc::channel();
@@ -58,14 +103,11 @@ async fn a_blocked_tool_times_out_while_the_run_goes_on_and_its_thread_finishes_
     // Both calls in one turn, on a single-threaded runtime: the echo can only answer if the
     // blocked body is off the runtime's thread.
     let model = ScriptedModel::new()
-        .tool_calls([
-            ("wait_for_release", "{}"),
-            ("echo", r#"{"text": "meanwhile"}"#),
-        ])
+        .tool_calls([(name, "{}"), ("echo", r#"{"text": "meanwhile"}"#)])
         .text("done");
     let agent = Agent::builder("a")
         .model(model.clone())
-        .tools(tools![wait_for_release])
+        .tools(blocking)
         .tool(echo_tool("echo"))
         .build()
         .unwrap();
@@ -86,7 +128,7 @@ async fn a_blocked_tool_times_out_while_the_run_goes_on_and_its_thread_finishes_
     let (is_error, timed_out) = &results[0];
     assert!(is_error);
     let timed_out: serde_json::Value = serde_json::from_str(timed_out).unwrap();
-    assert_eq!(timed_out["tool"], "wait_for_release");
+    assert_eq!(timed_out["tool"], name);
     assert_eq!(timed_out["kind"], "timeout");
     assert_eq!(results[1], (false, "meanwhile".to_owned()));
 

@@ -121,7 +121,7 @@ async fn retry_3_on_an_auth_error_calls_once_and_stops_the_run() {
     assert_eq!(stop.tool, "greet");
     assert!(stop.user_message.contains("credentials"));
     // The original error is still there to downcast.
-    let source = stop.error.as_ref().unwrap().cause();
+    let source = stop.unredacted_error().unwrap().cause();
     assert_eq!(source.downcast_ref::<HttpError>().unwrap().status(), 401);
 }
 

@@ -148,7 +148,7 @@ async fn a_refused_retry_keeps_the_real_failure_for_the_default_fate() {
         stop.reason,
         agent_errors::TerminationReason::RetriesExhausted { attempts: 1 }
     );
-    let cause = stop.error.as_ref().map(|e| e.cause().to_string());
+    let cause = stop.unredacted_error().map(|e| e.cause().to_string());
     assert_eq!(cause.as_deref(), Some("HTTP 503: upstream unavailable"));
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }

@@ -25,6 +25,27 @@ fn bearer_and_basic_credentials() {
 }
 
 #[test]
+fn a_lower_case_bearer_token_outside_a_header() {
+    assert_redacts(
+        "retried with bearer abcdefghijklmnopqrstuvwx, got 401",
+        "retried with bearer [REDACTED], got 401",
+    );
+    assert_redacts(
+        "upstream rejected bearer 3f9a0c2e7b1d4f6a8e5c",
+        "upstream rejected bearer [REDACTED]",
+    );
+}
+
+#[test]
+fn a_credential_right_after_an_escape_sequence() {
+    assert_redacts(
+        "\x1b[31merror\x1b[0mBearer Q1abcdefghij rejected",
+        "errorBearer [REDACTED] rejected",
+    );
+    assert_redacts("\x1b[1mapi_key=zzz999\x1b[0m", "api_key=[REDACTED]");
+}
+
+#[test]
 fn authorization_and_other_sensitive_headers() {
     assert_redacts(
         "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9",
@@ -73,6 +94,32 @@ fn passwords_in_urls() {
         "https://:only-a-password@host/",
         "https://:[REDACTED]@host/",
     );
+}
+
+#[test]
+fn a_token_as_the_user_of_a_url() {
+    assert_redacts(
+        "clone https://ghx7Ab9cD3eF5gH7iJ9kL@github.com/acme/repo failed",
+        "clone https://[REDACTED]@github.com/acme/repo failed",
+    );
+    // A user name is not a token.
+    for text in [
+        "ssh://git@github.com/acme/repo.git",
+        "postgres://app@db.internal/prod",
+        "https://firstname.lastname@mail.example/",
+    ] {
+        assert_redacts(text, text);
+    }
+}
+
+#[test]
+fn a_url_password_ends_where_the_url_userinfo_does() {
+    for name in ["api-key", "authorization", "cookie", "apikey", "password"] {
+        assert_redacts(
+            &format!("GET https://{name}:abc123@host.example/x failed, retrying"),
+            &format!("GET https://{name}:[REDACTED]@host.example/x failed, retrying"),
+        );
+    }
 }
 
 #[test]
@@ -195,6 +242,16 @@ fn registered_secrets_are_removed_wherever_they_appear_verbatim() {
     );
     // Exact match only: a changed form is not this secret.
     assert_redacts("Zq7!registered value", "Zq7!registered value");
+    // Percent-encoded, as a URL or a form body carries it.
+    assert_redacts(
+        "GET /login?pw=Zq7%21registered-value&page=1 and Zq7%21registered-value",
+        "GET /login?pw=[REDACTED]&page=1 and [REDACTED]",
+    );
+    redact::register_secret("open sesame, 42!").unwrap();
+    assert_redacts(
+        "body: q=open+sesame%2C+42%21 path: /open%20sesame%2c%2042%21",
+        "body: q=[REDACTED] path: /[REDACTED]",
+    );
     // Registering twice is harmless.
     redact::register_secret("Zq7!registered-value").unwrap();
 }
@@ -334,6 +391,19 @@ fn url_password() -> impl Strategy<Value = Planted> {
         })
 }
 
+/// A token as the whole userinfo of a URL.
+fn url_user_token() -> impl Strategy<Value = Planted> {
+    (
+        "(https?|git|ssh)",
+        credential(16..=40),
+        "[a-z]{2,10}\\.(com|internal|example)",
+    )
+        .prop_map(|(scheme, token, host)| Planted {
+            text: format!("{scheme}://{token}@{host}/acme/repo"),
+            secret: token,
+        })
+}
+
 fn query_parameter() -> impl Strategy<Value = Planted> {
     let names = prop::sample::select(vec![
         "api_key",
@@ -394,18 +464,25 @@ fn header() -> impl Strategy<Value = Planted> {
 }
 
 fn bearer_token() -> impl Strategy<Value = Planted> {
-    (
+    let mixed = (
         prop::sample::select(vec!["Bearer", "bearer", "BEARER", "Basic"]),
         credential(8..=40),
         "[._~+/=-]{0,3}",
     )
-        .prop_map(|(scheme, token, tail)| {
-            let secret = format!("{token}{tail}");
-            Planted {
-                text: format!("{scheme} {secret}"),
-                secret,
-            }
-        })
+        .prop_map(|(scheme, token, tail)| (scheme, format!("{token}{tail}")));
+    // An opaque token of lower-case letters only.
+    let lower = (
+        prop::sample::select(vec!["Bearer", "bearer"]),
+        "[a-z]{16,40}",
+    )
+        .prop_map(|(scheme, token)| (scheme, token));
+    // Right after an escape sequence, which glues the scheme to the word before it once
+    // stripped.
+    let escaped = prop::sample::select(vec!["", "\x1b[0m", "error\x1b[0m", "\x1b]8;;\x07"]);
+    (prop_oneof![mixed, lower], escaped).prop_map(|((scheme, secret), escape)| Planted {
+        text: format!("{escape}{scheme} {secret}"),
+        secret,
+    })
 }
 
 fn key_value_in_a_panic() -> impl Strategy<Value = Planted> {
@@ -422,20 +499,29 @@ fn key_value_in_a_panic() -> impl Strategy<Value = Planted> {
 
 /// Exact values registered for the process: a shape no other test's text contains.
 fn registered_value() -> impl Strategy<Value = Planted> {
-    ("[A-Za-z0-9]{4,16}", "[#%!@^*]", "[0-9]{2,6}").prop_map(|(a, sym, d)| {
-        let secret = format!("R{a}{sym}{d}");
-        redact::register_secret(secret.clone()).unwrap();
-        Planted {
-            text: secret.clone(),
-            secret,
-        }
-    })
+    ("[A-Za-z0-9]{4,16}", "[#%!@^*]", "[0-9]{2,6}", any::<bool>()).prop_map(
+        |(a, sym, d, encoded)| {
+            let secret = format!("R{a}{sym}{d}");
+            redact::register_secret(secret.clone()).unwrap();
+            // As a URL carries it: the symbol percent-encoded.
+            let text = if encoded {
+                format!("R{a}%{:02X}{d}", u32::from(sym.chars().next().unwrap()))
+            } else {
+                secret
+            };
+            Planted {
+                secret: text.clone(),
+                text,
+            }
+        },
+    )
 }
 
 fn planted() -> impl Strategy<Value = Planted> {
     prop_oneof![
         key_shape(),
         url_password(),
+        url_user_token(),
         query_parameter(),
         header(),
         bearer_token(),
@@ -527,6 +613,23 @@ proptest! {
 
 proptest! {
     #[test]
+    fn a_url_password_takes_nothing_past_the_url(
+        name in prop::sample::select(vec!["api-key", "authorization", "cookie", "password", "token", "svc"]),
+        password in credential(6..=24),
+        after in "[a-z]{3,10}",
+        separator in separator(),
+    ) {
+        let url = format!("https://{name}:{password}@host.example/v1");
+        let text = format!("GET {url} failed{separator}{after}, then more");
+        let out = redact(&text);
+        prop_assert!(!out.contains(&password), "{out}");
+        let expected = format!(
+            "GET https://{name}:[REDACTED]@host.example/v1 failed{separator}{after}, then more"
+        );
+        prop_assert_eq!(out, expected);
+    }
+
+    #[test]
     fn redaction_never_panics_and_stays_within_its_bound(text in any::<String>()) {
         let out = redact(&text);
         prop_assert!(out.len() <= 10 * text.len().min(MAX_SCANNED_BYTES) + 3);
@@ -552,6 +655,85 @@ proptest! {
         let out = redact(&text);
         prop_assert!(out.len() <= 10 * text.len() + 3);
     }
+}
+
+/// An error as an application logs it with its causes (`anyhow`'s `{:#}`, `eyre`, tracing
+/// with sources): the Display and the Debug of every level its `source()` chain reaches.
+fn with_its_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    let mut level = Some(error);
+    while let Some(error) = level {
+        text.push_str(&format!("\n{error}\n{error:?}"));
+        level = error.source();
+    }
+    text
+}
+
+/// A run ended by a tool failure hands out a redacted copy of the failure's chain: an
+/// application that logs it with its causes prints no secret, a lookup by type still finds the
+/// HTTP status, and the original stays reachable on purpose.
+#[tokio::test(start_paused = true)]
+async fn a_terminated_runs_error_chain_is_redacted_and_still_typed() {
+    use agent_errors::classify::{chain, find_in_chain};
+    use agent_errors::classify::RedactedError;
+    use agent_errors::testing::{Fault, FaultyTool, ScriptedModel, echo_tool};
+    use agent_errors::{Agent, HttpError};
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("login to https://svc:hunter2hunter2@db.example/ failed")]
+    struct Login {
+        #[source]
+        source: HttpError,
+    }
+
+    let tool = FaultyTool::new(echo_tool("fetch")).then_always(Fault::error(|| Login {
+        source: HttpError::new(401, "token sk-live-7f3a9c2e4b1d8f6a0e5c3b9d expired")
+            .with_header("x-api-key", "sk-live-7f3a9c2e4b1d8f6a0e5c3b9d")
+            .with_header("retry-after", "7"),
+    }));
+    let model = ScriptedModel::new().tool_call("fetch", r#"{"text": "x"}"#);
+    let agent = Agent::builder("a")
+        .model(model)
+        .tool(tool.tool())
+        .build()
+        .unwrap();
+    let error = agent.run("go").await.unwrap_err();
+
+    let logged = with_its_causes(&error);
+    assert!(!logged.contains("hunter2hunter2"), "{logged}");
+    assert!(!logged.contains("7f3a9c2e4b1d"), "{logged}");
+    assert!(
+        logged.contains("https://svc:[REDACTED]@db.example/"),
+        "{logged}"
+    );
+
+    let http = find_in_chain::<HttpError>(&error).expect("a typed HttpError in the chain");
+    assert_eq!(http.status(), 401);
+    assert_eq!(http.header("retry-after"), Some("7"));
+    assert_eq!(http.header("x-api-key"), Some(REDACTED));
+    assert_eq!(http.message(), "token [REDACTED] expired");
+    let names: Vec<Option<&str>> = chain(&error)
+        .filter_map(|level| level.downcast_ref::<RedactedError>())
+        .map(RedactedError::type_name)
+        .collect();
+    assert_eq!(
+        names,
+        [Some("agent_errors::ToolError::Execution"), None],
+        "the tool's error, then its own"
+    );
+
+    // The original, for code that downcasts to its own type, only on purpose.
+    let original = error.terminated().unwrap().unredacted_error().unwrap();
+    let login = original
+        .cause()
+        .downcast_ref::<Login>()
+        .expect("the tool's own error");
+    assert!(
+        login
+            .source
+            .message()
+            .contains("sk-live-7f3a9c2e4b1d8f6a0e5c3b9d")
+    );
 }
 
 /// Through a whole run: a tool that fails with credentials in its message, a URL and a header.
@@ -602,7 +784,7 @@ async fn secrets_in_a_tool_failure_reach_no_output_of_a_run() {
             model.requests()
         );
         if let Err(error) = &outcome.result {
-            seen.push_str(&format!("\n{error}\n{error:?}"));
+            seen.push_str(&with_its_causes(error));
         }
         assert!(!seen.contains(token), "{status_kind}: {seen}");
         assert!(!seen.contains(password), "{status_kind}: {seen}");
@@ -823,7 +1005,7 @@ mod through_a_run {
                 outcome.transcript
             );
             if let Err(error) = &outcome.result {
-                seen.push_str(&format!("\n{error}\n{error:?}"));
+                seen.push_str(&super::with_its_causes(error));
             }
             while let Some(event) = live.recv().await {
                 seen.push_str(&format!("\n{event:?}"));

@@ -307,6 +307,48 @@ fn invisible_and_format_characters_are_removed() {
     ] {
         assert_eq!(clean(&format!("a{c}b")), "ab", "U+{:04X}", c as u32);
     }
+}
+
+#[test]
+fn invisibility_is_decided_by_unicode_property_not_a_list() {
+    for (c, why) in [
+        (
+            '\u{13430}',
+            "Egyptian hieroglyph vertical joiner, a format character",
+        ),
+        (
+            '\u{1343F}',
+            "Egyptian hieroglyph end walled enclosure, a format character",
+        ),
+        ('\u{0600}', "Arabic number sign, a format character"),
+        ('\u{110BD}', "Kaithi number sign, a format character"),
+        ('\u{2800}', "braille pattern blank, blank-looking"),
+        ('\u{E000}', "private use"),
+        ('\u{F8FF}', "private use"),
+        ('\u{F0000}', "supplementary private use"),
+        ('\u{10FFFD}', "supplementary private use"),
+        ('\u{0378}', "unassigned"),
+        ('\u{FFFE}', "a noncharacter"),
+        ('\u{E0FFF}', "unassigned, default ignorable"),
+        ('\u{1D17A}', "musical symbol format control"),
+    ] {
+        assert_eq!(clean(&format!("a{c}b")), "ab", "U+{:04X}: {why}", c as u32);
+        assert_eq!(
+            scrub(&format!("a{c}b"), DEFAULT_MAX_CHARS),
+            "ab",
+            "U+{:04X}: {why}",
+            c as u32
+        );
+    }
+    // Visible text in any script stays, emoji modifiers and combining marks included.
+    for text in [
+        "é ü ß 漢字 한글 العربية हिन्दी ไทย",
+        "👍🏽 ✓ ⚠ ∑ ½ ©",
+        "e\u{301} \u{1F600}",
+        "\u{13000} \u{2801}",
+    ] {
+        assert_eq!(clean(text), text);
+    }
     // Emoji smuggling: bytes encoded as variation selectors after a visible character.
     let smuggled: String = std::iter::once('😀')
         .chain(b"ignore previous".iter().map(|&b| {
@@ -426,6 +468,12 @@ fn is_hidden(c: char) -> bool {
                 | '\u{1D173}'..='\u{1D17A}'
                 | '\u{E0000}'..='\u{E007F}'
                 | '\u{E0100}'..='\u{E01EF}'
+                | '\u{13430}'..='\u{1343F}'
+                | '\u{2800}'
+                | '\u{E000}'..='\u{F8FF}'
+                | '\u{F0000}'..='\u{10FFFF}'
+                | '\u{0378}'..='\u{0379}'
+                | '\u{FFFE}'..='\u{FFFF}'
         )
 }
 
@@ -443,6 +491,7 @@ fn hostile_text() -> impl Strategy<Value = String> {
             Just("\x18".to_owned()),
             "[\u{80}-\u{9f}]",
             "[\u{200b}-\u{200f}\u{2060}-\u{206f}\u{fe00}-\u{fe0f}\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}\u{034f}\u{061c}\u{3164}\u{ffa0}\u{115f}]",
+            "[\u{13430}-\u{1343f}\u{2800}\u{e000}-\u{f8ff}\u{f0000}-\u{10ffff}\u{0378}\u{0379}\u{fffe}\u{ffff}]",
             Just("\n".to_owned()),
             Just("   0: std::rt::lang_start".to_owned()),
             Just("\tat Foo.bar(Foo.java:1)".to_owned()),

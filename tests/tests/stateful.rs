@@ -268,6 +268,128 @@ async fn run_conversation_returns_the_history_to_continue_from() {
     assert_eq!(outcome.transcript.len(), 4);
 }
 
+/// A history that breaks the one-result-per-call rule is refused before the model is called,
+/// with the message that breaks it; a provider would answer it with a 400 on every turn.
+#[tokio::test]
+async fn a_forged_or_damaged_history_is_refused_naming_the_message() {
+    use agent_errors::{HistoryError, RunError};
+
+    let call = ToolCall::new("call_1", "lookup", "{}");
+    let other = ToolCall::new("call_2", "lookup", "{}");
+    let asked = || Message::assistant(None, vec![call.clone(), other.clone()]);
+    let answer = |call: &ToolCall| Message::Tool(ToolResult::ok(call, "found"));
+    let cases = [
+        (
+            vec![Message::user("hi"), answer(&call), Message::user("again")],
+            HistoryError::ResultWithoutCall {
+                index: 1,
+                call_id: "call_1".into(),
+            },
+        ),
+        (
+            vec![
+                Message::user("hi"),
+                asked(),
+                answer(&call),
+                answer(&other),
+                answer(&call),
+            ],
+            HistoryError::DuplicateResult {
+                index: 4,
+                call_id: "call_1".into(),
+            },
+        ),
+        (
+            vec![
+                Message::user("hi"),
+                asked(),
+                answer(&other),
+                Message::user("again"),
+            ],
+            HistoryError::CallWithoutResult {
+                index: 1,
+                call_id: "call_1".into(),
+            },
+        ),
+        (
+            vec![Message::user("hi"), asked(), answer(&call)],
+            HistoryError::CallWithoutResult {
+                index: 1,
+                call_id: "call_2".into(),
+            },
+        ),
+        (
+            vec![
+                Message::user("hi"),
+                asked(),
+                answer(&call),
+                Message::user("meanwhile"),
+                answer(&other),
+            ],
+            HistoryError::CallWithoutResult {
+                index: 1,
+                call_id: "call_2".into(),
+            },
+        ),
+        (
+            vec![
+                Message::user("hi"),
+                Message::assistant(None, vec![call.clone(), call.clone()]),
+                answer(&call),
+            ],
+            HistoryError::DuplicateCallId {
+                index: 1,
+                call_id: "call_1".into(),
+            },
+        ),
+    ];
+    for (history, expected) in cases {
+        let model = ScriptedModel::new().text("answered");
+        let agent = Agent::builder("a").model(model.clone()).build().unwrap();
+        let outcome = agent
+            .run_conversation(history.clone(), RunOptions::new())
+            .await;
+        match outcome.result {
+            Err(RunError::InvalidHistory(error)) => assert_eq!(error, expected),
+            other => panic!("{expected:?}: {other:?}"),
+        }
+        assert!(
+            model.requests().is_empty(),
+            "{expected:?} reached the model"
+        );
+        assert_eq!(outcome.transcript, history);
+    }
+
+    // Through a conversation handed a damaged history: the turn is refused the same way.
+    let model = ScriptedModel::new().text("answered");
+    let agent = Agent::builder("a").model(model.clone()).build().unwrap();
+    let mut chat =
+        agent_errors::Conversation::from_history(agent, vec![Message::user("hi"), asked()]);
+    let error = chat.send("and?").await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            RunError::InvalidHistory(HistoryError::CallWithoutResult { index: 1, .. })
+        ),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("message 1"), "{error}");
+    assert!(model.requests().is_empty());
+
+    // A well-formed history with tool calls goes through.
+    let history = vec![
+        Message::user("hi"),
+        asked(),
+        answer(&other),
+        answer(&call),
+        Message::user("thanks"),
+    ];
+    let model = ScriptedModel::new().text("answered");
+    let agent = Agent::builder("a").model(model).build().unwrap();
+    let outcome = agent.run_conversation(history, RunOptions::new()).await;
+    assert_eq!(outcome.result.unwrap(), "answered");
+}
+
 #[test]
 fn a_hand_built_tool_takes_the_crate_defaults() {
     let tool = ToolDef::new("t", "A tool.", |_: serde_json::Value| async move {

@@ -1,10 +1,184 @@
 //! A conversation that continues: the history between user turns, each turn one run.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use super::{Agent, AgentOutput, RunError, RunOptions, RunOutcome};
 use crate::chat::Message;
 use crate::extensions::Extensions;
+use crate::sanitize::scrub;
+
+/// The bound on a call id quoted in a [`HistoryError`], in characters.
+const MAX_QUOTED_ID_CHARS: usize = 64;
+
+/// Why a history handed to a run was refused: it breaks the rule model APIs enforce, that
+/// every tool call of an assistant message is answered by exactly one tool message, right
+/// after it and before any other message. A provider answers such a transcript with a 400 on
+/// every later turn, so the run refuses it before the model is called
+/// ([`RunError::InvalidHistory`]), naming the message, instead of guessing a repair: which of
+/// two results to keep, or what a lost call was, is not the library's to decide.
+///
+/// `index` counts the messages of the history as handed in, from 0; `call_id` is quoted
+/// sanitized and bounded (it may come from a model).
+///
+/// ```
+/// use agent_errors::{HistoryError, Message, RunError, ToolCall, ToolResult};
+/// use agent_errors::Agent;
+/// use agent_errors::testing::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let agent = Agent::builder("a").model(ScriptedModel::new().text("hi")).build().unwrap();
+/// let call = ToolCall::new("call_1", "lookup", "{}");
+/// let history = vec![
+///     Message::user("find it"),
+///     Message::assistant(None, vec![call.clone()]),
+///     Message::Tool(ToolResult::ok(&call, "found")),
+///     Message::Tool(ToolResult::ok(&call, "found again")),
+///     Message::user("thanks"),
+/// ];
+/// let outcome = agent.run_conversation(history, Default::default()).await;
+/// match outcome.result {
+///     Err(RunError::InvalidHistory(HistoryError::DuplicateResult { index, .. })) => {
+///         assert_eq!(index, 3)
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HistoryError {
+    /// A tool message answers a call that the assistant message just before it did not make.
+    #[error(
+        "message {index}: a tool result for call `{call_id}`, which the assistant message \
+         before it did not make"
+    )]
+    ResultWithoutCall {
+        /// The tool message.
+        index: usize,
+        /// The id it answers.
+        call_id: String,
+    },
+    /// A second tool message answers the same call.
+    #[error("message {index}: a second tool result for call `{call_id}`")]
+    DuplicateResult {
+        /// The second tool message.
+        index: usize,
+        /// The id both answer.
+        call_id: String,
+    },
+    /// An assistant's call has no tool message answering it before the next other message (or
+    /// the end of the history).
+    #[error("message {index}: the call `{call_id}` has no tool result after it")]
+    CallWithoutResult {
+        /// The assistant message that made the call.
+        index: usize,
+        /// The unanswered call's id.
+        call_id: String,
+    },
+    /// One assistant message makes two calls with the same id, so no result can say which
+    /// it answers.
+    #[error("message {index}: two tool calls with the id `{call_id}`")]
+    DuplicateCallId {
+        /// The assistant message.
+        index: usize,
+        /// The id given twice.
+        call_id: String,
+    },
+}
+
+/// The calls of the last assistant message, and which have their result.
+struct OpenCalls<'a> {
+    index: usize,
+    /// Call id to its position in `answered`.
+    ids: HashMap<&'a str, usize>,
+    /// Per call, in call order: its id and whether a result answered it.
+    answered: Vec<(&'a str, bool)>,
+}
+
+impl<'a> OpenCalls<'a> {
+    fn of(index: usize, message: &'a Message) -> Result<Option<Self>, HistoryError> {
+        let Message::Assistant { tool_calls, .. } = message else {
+            return Ok(None);
+        };
+        if tool_calls.is_empty() {
+            return Ok(None);
+        }
+        let mut open = OpenCalls {
+            index,
+            ids: HashMap::with_capacity(tool_calls.len()),
+            answered: Vec::with_capacity(tool_calls.len()),
+        };
+        for call in tool_calls {
+            if open.ids.insert(&call.id, open.answered.len()).is_some() {
+                return Err(HistoryError::DuplicateCallId {
+                    index,
+                    call_id: quoted(&call.id),
+                });
+            }
+            open.answered.push((&call.id, false));
+        }
+        Ok(Some(open))
+    }
+
+    fn answer(&mut self, index: usize, call_id: &str) -> Result<(), HistoryError> {
+        let Some(&at) = self.ids.get(call_id) else {
+            return Err(HistoryError::ResultWithoutCall {
+                index,
+                call_id: quoted(call_id),
+            });
+        };
+        let answered = &mut self.answered[at].1;
+        if *answered {
+            return Err(HistoryError::DuplicateResult {
+                index,
+                call_id: quoted(call_id),
+            });
+        }
+        *answered = true;
+        Ok(())
+    }
+
+    fn close(self) -> Result<(), HistoryError> {
+        match self.answered.iter().find(|(_, answered)| !answered) {
+            Some((call_id, _)) => Err(HistoryError::CallWithoutResult {
+                index: self.index,
+                call_id: quoted(call_id),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+fn quoted(call_id: &str) -> String {
+    scrub(call_id, MAX_QUOTED_ID_CHARS)
+}
+
+/// Checks that every tool call in `history` is answered exactly once, right after the message
+/// that made it, and that every tool message answers such a call. Linear in the history.
+pub(super) fn check_history(history: &[Message]) -> Result<(), HistoryError> {
+    let mut open: Option<OpenCalls<'_>> = None;
+    for (index, message) in history.iter().enumerate() {
+        if let Message::Tool(result) = message {
+            match open.as_mut() {
+                Some(calls) => calls.answer(index, &result.call_id)?,
+                None => {
+                    return Err(HistoryError::ResultWithoutCall {
+                        index,
+                        call_id: quoted(&result.call_id),
+                    });
+                }
+            }
+            continue;
+        }
+        if let Some(calls) = open.take() {
+            calls.close()?;
+        }
+        open = OpenCalls::of(index, message)?;
+    }
+    open.map_or(Ok(()), OpenCalls::close)
+}
 
 /// `history` with the system prompt first, unless it already starts with a system message (a
 /// transcript handed back keeps the one it was given).
@@ -65,6 +239,10 @@ impl<O: AgentOutput> Agent<O> {
 
 impl<O: AgentOutput> Conversation<O> {
     /// Continues from `history` (a transcript saved earlier, say).
+    ///
+    /// The history is checked when a turn runs: one that breaks the one-result-per-call rule
+    /// (a tool result with no call, two results for one call, a call with no result) ends the
+    /// turn with [`RunError::InvalidHistory`] before the model is called; see [`HistoryError`].
     pub fn from_history(agent: Agent<O>, history: Vec<Message>) -> Self {
         Conversation {
             agent,

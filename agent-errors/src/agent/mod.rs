@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 pub use builder::AgentBuilder;
 pub use builtins::{ESCALATE, THROW_EXCEPTION};
-pub use conversation::Conversation;
+pub use conversation::{Conversation, HistoryError};
 pub use durable::{FinishedRun, ResumeError};
 pub use fixer::NotJsonArguments;
 pub use llm_error::{IntoLlmDecision, ModelError};
@@ -383,6 +383,11 @@ pub enum RunError {
     /// [`Agent::resume`] could not go on with the run.
     #[error(transparent)]
     Resume(ResumeError),
+    /// The history handed to [`Agent::run_conversation`] (or a [`Conversation`]) breaks the
+    /// one-result-per-call rule, so it was not sent to the model; the outcome's transcript is
+    /// the history as handed in.
+    #[error("the conversation history was refused: {0}")]
+    InvalidHistory(HistoryError),
     /// The model declined to answer (finish reason `Refusal`), or the provider withheld its
     /// answer (`ContentFilter`): not an empty response, and not something a retry of the same
     /// request is expected to change.

@@ -22,6 +22,7 @@ impl RunError {
             RunError::CallbackPanicked { .. } => "callback_panicked",
             RunError::Checkpoint(_) => "checkpoint",
             RunError::Resume(_) => "resume",
+            RunError::InvalidHistory(_) => "invalid_history",
         }
     }
 }

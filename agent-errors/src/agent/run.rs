@@ -213,6 +213,14 @@ impl<O: AgentOutput> AgentInner<O> {
 
     async fn run(&self, history: Vec<Message>, mut options: RunOptions) -> RunOutcome<O> {
         let run_id = options.run_id.take().unwrap_or_else(durable::new_run_id);
+        if let Err(error) = super::conversation::check_history(&history) {
+            return RunOutcome {
+                result: Err(RunError::InvalidHistory(error)),
+                report: RunReport::default(),
+                transcript: history,
+                run_id,
+            };
+        }
         let journal = self
             .checkpoints
             .as_ref()

@@ -41,21 +41,7 @@ const CREDENTIAL_HEADERS: [&str; 7] = [
 
 impl std::fmt::Debug for HttpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let headers: Vec<(&str, std::borrow::Cow<'_, str>)> = self
-            .headers
-            .iter()
-            .map(|(name, value)| {
-                let credential = CREDENTIAL_HEADERS
-                    .iter()
-                    .any(|h| name.eq_ignore_ascii_case(h));
-                let value = if credential {
-                    std::borrow::Cow::Borrowed(crate::redact::REDACTED)
-                } else {
-                    crate::redact::redact(value)
-                };
-                (name.as_str(), value)
-            })
-            .collect();
+        let headers: Vec<(&str, std::borrow::Cow<'_, str>)> = self.redacted_headers().collect();
         f.debug_struct("HttpError")
             .field("status", &self.status)
             .field("message", &crate::redact::redact(&self.message))
@@ -65,6 +51,34 @@ impl std::fmt::Debug for HttpError {
 }
 
 impl HttpError {
+    /// Each header with its value redacted, a credential header's replaced whole.
+    fn redacted_headers(&self) -> impl Iterator<Item = (&str, std::borrow::Cow<'_, str>)> {
+        self.headers.iter().map(|(name, value)| {
+            let credential = CREDENTIAL_HEADERS
+                .iter()
+                .any(|h| name.eq_ignore_ascii_case(h));
+            let value = if credential {
+                std::borrow::Cow::Borrowed(crate::redact::REDACTED)
+            } else {
+                crate::redact::redact(value)
+            };
+            (name.as_str(), value)
+        })
+    }
+
+    /// A copy whose message and headers are redacted as its `Debug` shows them: the status and
+    /// the retry headers are kept, so it classifies as the original does.
+    pub(crate) fn redacted(&self) -> HttpError {
+        HttpError {
+            status: self.status,
+            message: crate::redact::redact(&self.message).into_owned(),
+            headers: self
+                .redacted_headers()
+                .map(|(name, value)| (name.to_owned(), value.into_owned()))
+                .collect(),
+        }
+    }
+
     /// An error with this status code and message.
     pub fn new(status: u16, message: impl Into<String>) -> Self {
         HttpError {

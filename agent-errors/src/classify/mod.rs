@@ -96,6 +96,7 @@ mod http;
 #[cfg(feature = "reqwest")]
 mod http_response;
 mod patterns;
+mod redacted;
 mod rules;
 mod typed;
 
@@ -110,6 +111,7 @@ pub use body::{ContextOverflow, is_overload_error};
 pub use http::{HttpError, parse_retry_after};
 #[cfg(feature = "reqwest")]
 pub use http_response::MAX_ERROR_BODY_BYTES;
+pub use redacted::RedactedError;
 
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use body::status_of_error_type;

@@ -7,8 +7,9 @@ use super::attempt::classify_tool_error;
 use super::context::RunContext;
 use crate::chat::{ToolCall, ToolResult};
 use crate::classify::Classifier;
+use crate::classify::RedactedError;
 use crate::classify::{Classification, ErrorKind, chain};
-use crate::error::{Severity, ToolError};
+use crate::error::{BoxError, Severity, ToolError};
 use crate::events::Event;
 use crate::observe::{CallEnd, ToolCallEnd};
 use crate::sanitize::{SurfacedError, scrub};
@@ -77,8 +78,14 @@ impl TerminationReason {
 
 /// A tool failure that ends the run in code, before the model sees it.
 ///
-/// Its `Debug` shows the failure as redacted text, not as the error's own `Debug`: an upstream
-/// error's fields (headers, URLs) are where credentials hide.
+/// Nothing it shows is the tool's error as the tool wrote it, since an upstream error's text
+/// and fields (headers, URLs) are where credentials hide: its `Display` is the fixed user
+/// message, its `Debug` shows the failure as redacted text, and its `source()` chain is a
+/// redacted copy of the failure's ([`RedactedError`] levels, an [`HttpError`](crate::HttpError)
+/// level as a redacted `HttpError`), so an application that logs it with its causes (`anyhow`'s
+/// `{:#}`, `eyre`, tracing) prints no secret, and `find_in_chain::<HttpError>` still finds the
+/// status. The original error, to downcast to a type of your own, is
+/// [`unredacted_error`](Terminated::unredacted_error).
 #[derive(thiserror::Error)]
 #[error("{user_message}")]
 #[non_exhaustive]
@@ -91,9 +98,11 @@ pub struct Terminated {
     pub reason: TerminationReason,
     /// A fixed message for the user.
     pub user_message: &'static str,
-    /// The failure itself, when there was one.
+    /// The failure itself, when there was one: unredacted, so never `source()`.
+    error: Option<ToolError>,
+    /// The failure's chain, redacted: what `source()` hands out.
     #[source]
-    pub error: Option<ToolError>,
+    redacted: Option<BoxError>,
 }
 
 impl fmt::Debug for Terminated {
@@ -124,8 +133,16 @@ impl Terminated {
             kind,
             user_message: reason.user_message(),
             reason,
+            redacted: error.as_ref().map(|e| RedactedError::chain_of(e)),
             error,
         }
+    }
+
+    /// The failure that ended the run as the tool returned it, secrets and all, when there was
+    /// one: to downcast to an error type of your own (`error.cause().downcast_ref::<MyError>()`).
+    /// Do not log it; log the `Terminated` itself, whose `source()` chain is redacted.
+    pub fn unredacted_error(&self) -> Option<&ToolError> {
+        self.error.as_ref()
     }
 }
 

@@ -28,6 +28,9 @@ enum Take {
     /// The password of the URL userinfo the match ends with: from the `:` after the user to
     /// the final `@`.
     UrlPassword,
+    /// The user of a URL userinfo without a password (`https://TOKEN@host/`), when the check
+    /// accepts it: a token used as the user, not a name like `git`.
+    UrlUser(Accept),
 }
 
 /// A built-in rule: its regex, and what it replaces.
@@ -46,13 +49,27 @@ impl Builtin {
                 }
                 Take::Value(stop, accept) => {
                     let rest = &text[m.end()..];
-                    let len = rest.find(stop).unwrap_or(rest.len());
+                    let mut len = rest.find(stop).unwrap_or(rest.len());
+                    if in_url_authority(text, m.start()) {
+                        // `https://api-key:VALUE@host/`: the value is a URL's password, and ends
+                        // where the userinfo does, not at the next comma.
+                        len = rest[..len].find(userinfo_stop).unwrap_or(len);
+                    }
                     let value = rest[..len].trim_end_matches([' ', '\t']);
                     if !value.is_empty() && accept(value) {
                         (Some((m.end(), m.end() + value.len())), m.end() + len)
                     } else {
                         (None, m.end())
                     }
+                }
+                Take::UrlUser(accept) => {
+                    let matched = m.as_str();
+                    let user = matched.find("://").map_or(0, |at| at + 3);
+                    let name = &matched[user..matched.len() - 1];
+                    (
+                        accept(name).then_some((m.start() + user, m.end() - 1)),
+                        m.end(),
+                    )
                 }
                 Take::UrlPassword => {
                     let matched = m.as_str();
@@ -80,6 +97,26 @@ impl Builtin {
     }
 }
 
+/// How far back [`in_url_authority`] looks for a `://`: a userinfo longer than this is not
+/// recognised, and the look back costs a constant per match.
+const MAX_USERINFO_LOOKBACK: usize = 256;
+
+/// Whether `at` is in the userinfo of a URL: after a `://` with no whitespace, `/`, `?`, `#` or
+/// `@` between.
+fn in_url_authority(text: &str, at: usize) -> bool {
+    let from = at.saturating_sub(MAX_USERINFO_LOOKBACK);
+    let before = &text.as_bytes()[from..at];
+    let boundary = before
+        .iter()
+        .rposition(|&b| b.is_ascii_whitespace() || matches!(b, b'/' | b'?' | b'#' | b'@'));
+    boundary.is_some_and(|end| before[..=end].ends_with(b"://"))
+}
+
+/// A URL's userinfo ends at its `@`, or where the authority does.
+fn userinfo_stop(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '@' | '/' | '?' | '#')
+}
+
 fn any(_: &str) -> bool {
     true
 }
@@ -92,6 +129,26 @@ fn looks_like_credential(value: &str) -> bool {
             .char_indices()
             .any(|(at, c)| !c.is_ascii_alphabetic() || (at > 0 && c.is_ascii_uppercase()))
 }
+
+/// A bearer credential: [`looks_like_credential`], or a run of letters longer than the words
+/// that follow "bearer" in prose ("bearer token missing"), which a lowercase token can be.
+fn looks_like_bearer_credential(value: &str) -> bool {
+    looks_like_credential(value) || value.len() >= MIN_LETTER_TOKEN_CHARS
+}
+
+/// The shortest run of letters alone taken for a token after `bearer`.
+const MIN_LETTER_TOKEN_CHARS: usize = 16;
+
+/// A token used as a URL's user: long, with letters and digits, which user names like `git`,
+/// `app` or `firstname.lastname` are not.
+fn looks_like_user_token(user: &str) -> bool {
+    user.len() >= MIN_USER_TOKEN_CHARS
+        && user.bytes().any(|b| b.is_ascii_digit())
+        && user.bytes().any(|b| b.is_ascii_alphabetic())
+}
+
+/// The shortest URL user taken for a token.
+const MIN_USER_TOKEN_CHARS: usize = 16;
 
 /// A key after its prefix: at least one digit or capital.
 fn has_digit_or_capital(value: &str) -> bool {
@@ -140,7 +197,7 @@ const HEADERS: &str =
     r"proxy-authorization|authorization|x-api-key|api-key|x-auth-token|set-cookie|cookie";
 
 pub(super) static BUILTIN: LazyLock<Vec<Builtin>> = LazyLock::new(|| {
-    let rules: [(String, Take); 14] = [
+    let rules: [(String, Take); 16] = [
         // PEM private keys, to their END line or the end of the text.
         (
             r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|\z)".into(),
@@ -150,6 +207,11 @@ pub(super) static BUILTIN: LazyLock<Vec<Builtin>> = LazyLock::new(|| {
         (
             r"(?i)(?-u:\b)[a-z][a-z0-9+.-]{0,30}://[^\x00-\x20/?#@:]*:[^\x00-\x20/?#]+@".into(),
             Take::UrlPassword,
+        ),
+        // A token as a URL's user, with no password.
+        (
+            r"(?i)(?-u:\b)[a-z][a-z0-9+.-]{0,30}://[^\x00-\x20/?#@:]+@".into(),
+            Take::UrlUser(looks_like_user_token),
         ),
         // Header pairs, `name: value`, the scheme kept: `Authorization: Bearer [REDACTED]`.
         // (`api-key=...` is a parameter, below.)
@@ -164,8 +226,14 @@ pub(super) static BUILTIN: LazyLock<Vec<Builtin>> = LazyLock::new(|| {
             Take::Value(cookie_stop, any),
         ),
         // Bearer and basic credentials wherever they appear.
+        // No word boundary before the scheme: text glued to it (`errorBearer x`, where an
+        // escape sequence was between them) does not make the credential a word's tail.
         (
-            r"(?i)(?-u:\b)(?:bearer|basic)[ \t]+".into(),
+            r"(?i)bearer[ \t]+".into(),
+            Take::Value(credential_stop, looks_like_bearer_credential),
+        ),
+        (
+            r"(?i)basic[ \t]+".into(),
             Take::Value(credential_stop, looks_like_credential),
         ),
         // Parameters.

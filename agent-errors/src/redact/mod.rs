@@ -14,7 +14,8 @@
 //! | what | example | becomes |
 //! | --- | --- | --- |
 //! | bearer and basic credentials | `Bearer eyJhbGci...`, `Basic dXNlcjpwYXNz` | `Bearer [REDACTED]` |
-//! | a password in a URL | `https://me:hunter22@db.example/` | `https://me:[REDACTED]@db.example/` |
+//! | a password in a URL, to the userinfo's `@` | `https://me:hunter22@db.example/` | `https://me:[REDACTED]@db.example/` |
+//! | a token as a URL's user (16 characters or more, letters and digits) | `https://ghx7Ab9cD3eF5gH7iJ9@host/` | `https://[REDACTED]@host/` |
 //! | key-like parameters, with `=` | `?api_key=...`, `&sig=...`, `token=...`, `key=...` | `api_key=[REDACTED]` |
 //! | the unambiguous ones also with `:` | `password: ...`, `"client_secret": "..."` | `password: [REDACTED]` |
 //! | sensitive headers, as `name: value` | `Authorization:`, `Proxy-Authorization:`, `X-Api-Key:`, `Api-Key:`, `X-Auth-Token:`, `Cookie:`, `Set-Cookie:` | `X-Api-Key: [REDACTED]` |
@@ -30,7 +31,10 @@
 //!
 //! Key shapes need enough length to be keys (`sk-` and 20 more characters, with a digit or a
 //! capital among them; a bearer or basic credential of 8 characters with a digit, a symbol or
-//! an inner capital): `sk-abc` and "Basic authentication" stay as they are.
+//! an inner capital, or a bearer credential of 16 letters or more, lower-case ones included):
+//! `sk-abc`, "bearer token missing" and "Basic authentication" stay as they are. A name that
+//! is a URL's user (`https://api-key:VALUE@host/`) takes its value up to the userinfo's end,
+//! not the rest of the line.
 //!
 //! # Your own secrets and patterns
 //!
@@ -58,12 +62,22 @@
 //! `pin=(\d+)` keeps `pin=`; without groups the whole match is replaced.
 //!
 //! Registered secrets are matched **exactly**: a secret of at least [`MIN_SECRET_CHARS`]
-//! characters is removed wherever it appears verbatim, inside a word too, but not when it was
-//! changed on the way (split by a space or a line break, percent-encoded, in another case).
-//! Escape sequences and invisible characters inside it are removed by
-//! [`scrub`](crate::sanitize::scrub) before the search, so those do not hide it. Each
-//! registered secret costs one substring search per redaction: register a handful, not
-//! thousands.
+//! characters is removed wherever it appears verbatim or percent-encoded (as a URL or a form
+//! body carries it: `%XX` in either case, a space as `%20` or `+`), inside a word too, but not
+//! when it was otherwise changed on the way (split by a space or a line break, in another
+//! case). Escape sequences are removed before any rule runs (so `ESC[0mBearer x` is a bearer
+//! credential, and a sequence inside a secret does not hide it), and invisible characters by
+//! [`scrub`](crate::sanitize::scrub) before the search. Each registered secret costs up to
+//! five substring searches per redaction: register a handful, not thousands.
+//!
+//! # Errors that leave the library
+//!
+//! The library's own errors do not hand out a tool's error through `source()`: an
+//! application that logs an error with its causes would print whatever the tool's error said.
+//! [`Terminated`](crate::Terminated)'s chain is a redacted copy instead ([`RedactedError`](crate::classify::RedactedError)
+//! levels, and redacted [`HttpError`](crate::HttpError)s so a lookup by type still finds the
+//! status); the original is reachable through
+//! [`Terminated::unredacted_error`](crate::Terminated::unredacted_error).
 //!
 //! # Cost and bound
 //!
@@ -79,6 +93,8 @@ use std::fmt;
 use std::sync::{PoisonError, RwLock};
 
 use regex::Regex;
+
+use crate::escapes::{has_escape_sequences, strip_escape_sequences};
 
 mod builtin;
 
@@ -125,6 +141,8 @@ pub enum RedactError {
 pub struct Redactor {
     patterns: Vec<Regex>,
     secrets: Vec<Box<str>>,
+    /// Every form a secret is searched in: as given, and percent-encoded.
+    forms: Vec<Box<str>>,
 }
 
 impl fmt::Debug for Redactor {
@@ -142,6 +160,7 @@ impl Redactor {
         Redactor {
             patterns: Vec::new(),
             secrets: Vec::new(),
+            forms: Vec::new(),
         }
     }
 
@@ -170,7 +189,18 @@ impl Redactor {
     /// `text` with every secret replaced by [`REDACTED`]; borrowed when nothing was found and
     /// nothing cut.
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let (scanned, cut) = bounded(text, &self.secrets);
+        if has_escape_sequences(text) {
+            // A sequence can glue a name to the word before it (`ESC[0mBearer x`) or split a
+            // secret in two: the rules read the text as a terminal shows it.
+            let plain = strip_escape_sequences(text);
+            return Cow::Owned(self.redact_plain(&plain).into_owned());
+        }
+        self.redact_plain(text)
+    }
+
+    /// [`Redactor::redact`] of a text without escape sequences.
+    fn redact_plain<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let (scanned, cut) = bounded(text, &self.forms);
         let mut spans = Vec::new();
         for rule in BUILTIN.iter() {
             rule.spans(scanned, &mut spans);
@@ -178,7 +208,7 @@ impl Redactor {
         for pattern in &self.patterns {
             pattern_spans(pattern, scanned, &mut spans);
         }
-        for secret in &self.secrets {
+        for secret in &self.forms {
             spans.extend(
                 scanned
                     .match_indices(&**secret)
@@ -201,9 +231,16 @@ impl Redactor {
                 min_chars: MIN_SECRET_CHARS,
             });
         }
-        if !self.secrets.iter().any(|known| **known == *secret) {
-            self.secrets.push(secret.into_boxed_str());
+        if self.secrets.iter().any(|known| **known == *secret) {
+            return Ok(());
         }
+        for form in percent_encoded_forms(&secret) {
+            if !self.forms.iter().any(|known| **known == *form) {
+                self.forms.push(form.into_boxed_str());
+            }
+        }
+        self.forms.push(secret.clone().into_boxed_str());
+        self.secrets.push(secret.into_boxed_str());
         Ok(())
     }
 }
@@ -264,7 +301,38 @@ pub fn register_pattern(pattern: &str) -> Result<(), RedactError> {
 /// that redaction then drops.
 pub(crate) fn scan_bound(text: &str) -> (&str, bool) {
     let registered = REGISTERED.read().unwrap_or_else(PoisonError::into_inner);
-    bounded(text, &registered.secrets)
+    bounded(text, &registered.forms)
+}
+
+/// The forms `secret` takes in a URL or a form body, other than itself: every byte outside the
+/// unreserved set (`A-Z a-z 0-9 - . _ ~`) as `%XX`, with upper- and lower-case hex digits, and
+/// with a space as `+`.
+fn percent_encoded_forms(secret: &str) -> Vec<String> {
+    let encode = |hex: &[u8; 16], space_as_plus: bool| {
+        let mut out = String::with_capacity(secret.len() * 3);
+        for &b in secret.as_bytes() {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                out.push(char::from(b));
+            } else if b == b' ' && space_as_plus {
+                out.push('+');
+            } else {
+                out.push('%');
+                out.push(char::from(hex[usize::from(b >> 4)]));
+                out.push(char::from(hex[usize::from(b & 0xf)]));
+            }
+        }
+        out
+    };
+    let mut forms = Vec::new();
+    for hex in [b"0123456789ABCDEF", b"0123456789abcdef"] {
+        for space_as_plus in [false, true] {
+            let form = encode(hex, space_as_plus);
+            if form != secret && !forms.contains(&form) {
+                forms.push(form);
+            }
+        }
+    }
+    forms
 }
 
 fn compile(pattern: &str) -> Result<Regex, RedactError> {
@@ -359,7 +427,7 @@ mod tests {
 
     #[test]
     fn every_builtin_compiles() {
-        assert_eq!(BUILTIN.len(), 14);
+        assert_eq!(BUILTIN.len(), 16);
     }
 
     #[test]

@@ -37,6 +37,14 @@ fn cached(query: String, limit: Option<u32>) -> Vec<String> {
     vec![query]
 }
 
+/// Waits on a synchronous client with a timeout, unmarked: every plain `fn` runs on the
+/// blocking pool, so the timeout holds.
+#[tool(timeout = "2s")]
+pub fn wait_for_client(id: u64) -> u64 {
+    std::thread::yield_now();
+    id
+}
+
 /// Reads a file with the standard library, which blocks its thread.
 #[tool(blocking, timeout = "5s", on_error(timeout = escalate))]
 fn read_file(path: String) -> std::io::Result<String> {
