@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_errors::checkpoint::{CheckpointStore, MemoryCheckpoints};
+use agent_errors::checkpoint::{Checkpoint, CheckpointStore, MemoryCheckpoints};
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{
     Action, Agent, ErrorKind, Extensions, Fix, FixRequest, FixerDef, FixerError, HttpError,
@@ -532,4 +532,63 @@ async fn repairs_spent_before_a_crash_stay_spent() {
     assert_eq!(*calls.lock().unwrap(), 3);
     let results = tool_results(&outcome.transcript);
     assert!(results[0].is_error && results[0].content.contains("validation"));
+}
+
+/// A checkpoint saved by the previous state format (version 1), byte for byte as that build
+/// wrote it: turn 1 called `broken` (a 400, counted by the per-run breaker); turn 2 called
+/// `lookup` (answered) and `hang` (running when the process died).
+const CHECKPOINT_V1: &[u8] = include_bytes!("fixtures/checkpoint_v1.json");
+
+#[tokio::test]
+async fn a_checkpoint_saved_in_the_previous_format_is_resumed() {
+    let store = Arc::new(MemoryCheckpoints::new());
+    // A store holds what an older build saved: sequence 4 is where that run stopped.
+    for sequence in 0..=4 {
+        let state = if sequence == 4 { CHECKPOINT_V1 } else { b"{}" };
+        let checkpoint = Checkpoint {
+            run_id: "run-v1".into(),
+            sequence,
+            state: state.to_vec(),
+        };
+        store.save(&checkpoint).await.unwrap();
+    }
+    let (lookup, hang) = (
+        probe("lookup", Behaviour::Answer),
+        probe("hang", Behaviour::Answer),
+    );
+    // One more failure of `broken` trips the breaker only if the saved count was read.
+    let model = ScriptedModel::new().reply(agent_errors::testing::Reply::response(
+        agent_errors::ChatResponse::tool_calls(vec![agent_errors::ToolCall::new(
+            "call_4", "broken", "{}",
+        )]),
+    ));
+    let resumed = Agent::builder("durable")
+        .model(model)
+        .tools([
+            probe("broken", Behaviour::Fail(400)).def,
+            lookup.def,
+            hang.def.idempotent(true),
+        ])
+        .breaker_threshold(2)
+        .shared_checkpoints(store.clone() as Arc<dyn CheckpointStore>)
+        .build()
+        .unwrap();
+    let outcome = resumed.resume("run-v1", RunOptions::new()).await;
+
+    match outcome.result {
+        Err(RunError::BreakerTripped { tool, failures }) => {
+            assert_eq!((tool.as_str(), failures), ("broken", 2));
+        }
+        other => panic!("expected the breaker to trip, got {other:?}"),
+    }
+    assert!(
+        lookup.keys.lock().unwrap().is_empty(),
+        "an answered call ran again"
+    );
+    assert_eq!(hang.keys.lock().unwrap().clone(), ["run-v1:call_3"]);
+    assert_eq!(outcome.report.tool_calls, 4, "the saved counts carry over");
+    let results = tool_results(&outcome.transcript);
+    let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+    assert_eq!(ids, ["call_1", "call_2", "call_3", "call_4"]);
+    assert_each_call_answered_once(&outcome.transcript);
 }
