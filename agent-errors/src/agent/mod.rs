@@ -21,9 +21,11 @@
 mod builder;
 mod builtins;
 mod conversation;
+mod counts;
 mod durable;
 mod fixer;
 mod llm_error;
+mod model_call;
 mod output;
 mod run;
 mod stream;

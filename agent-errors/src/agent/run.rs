@@ -1,26 +1,23 @@
 //! The loop: ask the model, run the tool calls it makes (concurrently, answered in order), and
 //! repeat until it answers in text, a call ends the run, or the turn cap is reached.
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use futures_util::FutureExt;
-
 use super::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
+use super::counts::Counts;
 use super::durable::{self, Journal, PendingCall, ResumeError, SavedCounts, SavedRun};
-use super::stream::{self, DeltaSender};
+use super::model_call::Turn;
+use super::stream::DeltaSender;
 use super::turn;
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
-use crate::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolResult, ToolSpec, Usage};
-use crate::classify::{ErrorKind, server_delay};
+use crate::chat::{ChatRequest, Message, ToolCall, ToolResult, ToolSpec};
+use crate::classify::ErrorKind;
 use crate::events::{Event, RunReport};
 use crate::executor::{
     self, CANCELLED, CallJournal, CallOutcome, CallProgress, Cancellation, RecoveryState,
-    RunContext, Terminated, TerminationReason, ToolPanic,
+    RunContext, Terminated, TerminationReason,
 };
-use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER};
 use crate::observe::{self, Observer};
-use crate::retry::{RetrySchedule, Step, decide, sleep};
 use crate::sanitize::SurfacedError;
 
 impl<O: AgentOutput> Agent<O> {
@@ -95,49 +92,6 @@ struct Resumed {
     recovery: RecoveryState,
 }
 
-#[derive(Default)]
-struct Counts {
-    turns: u32,
-    model_calls: u32,
-    tool_calls: u32,
-    usage: Usage,
-    /// Where the run streams the model's answers, if anywhere.
-    deltas: Option<DeltaSender>,
-}
-
-impl Counts {
-    fn saved(&self) -> SavedCounts {
-        SavedCounts {
-            turns: self.turns,
-            model_calls: self.model_calls,
-            tool_calls: self.tool_calls,
-            usage: self.usage,
-        }
-    }
-
-    fn restore(&mut self, saved: SavedCounts) {
-        self.turns = saved.turns;
-        self.model_calls = saved.model_calls;
-        self.tool_calls = saved.tool_calls;
-        self.usage = saved.usage;
-    }
-}
-
-/// A model turn: a response to act on, or the output `on_llm_error` chose instead.
-enum Turn<O> {
-    Response(ChatResponse),
-    RespondWith(O),
-}
-
-impl<O> Turn<O> {
-    fn response(&self) -> Option<&ChatResponse> {
-        match self {
-            Turn::Response(response) => Some(response),
-            Turn::RespondWith(_) => None,
-        }
-    }
-}
-
 /// What the loop does with one tool call: the result the transcript records, and whether it ends
 /// the run.
 struct Answered {
@@ -155,14 +109,6 @@ fn batch_verdict(stops: Vec<RunError>) -> Option<RunError> {
         Some(i) => Some(stops.swap_remove(i)),
         None => stops.into_iter().next(),
     }
-}
-
-/// A panic in user code the loop called, as the run's error.
-fn callback_panicked(callback: &'static str, payload: Box<dyn std::any::Any + Send>) -> RunError {
-    let message = ToolPanic::from_payload(payload).message;
-    let message = crate::sanitize::scrub(&message, crate::sanitize::DEFAULT_MAX_CHARS);
-    tracing::error!(callback, %message, "user code panicked; the run ends");
-    RunError::CallbackPanicked { callback, message }
 }
 
 /// The run error a tool's stop becomes.
@@ -503,75 +449,6 @@ impl<O: AgentOutput> AgentInner<O> {
                 .await;
         }
         answered
-    }
-
-    /// One model turn with `on_llm_error` applied: retries stay inside the turn.
-    async fn call_model(
-        &self,
-        ctx: &RunContext,
-        request: &ChatRequest,
-        counts: &mut Counts,
-    ) -> Result<Turn<O>, RunError> {
-        let cancellation = ctx.cancellation();
-        let mut attempt = 1;
-        loop {
-            counts.model_calls += 1;
-            // The model is user code: a panic in `chat` (before or inside its future) ends the
-            // run with an error that says so instead of unwinding through `run`.
-            let asked =
-                AssertUnwindSafe(stream::ask(&*self.model, request, counts.deltas.as_ref()))
-                    .catch_unwind();
-            let result = tokio::select! {
-                biased;
-                () = cancellation.cancelled() => return Err(RunError::Cancelled),
-                result = asked => result.map_err(|p| callback_panicked("ChatModel::chat", p))?,
-            };
-            let result = result.and_then(|response| turn::judge(response, &mut counts.usage));
-            let error = match result {
-                Ok(response) => return Ok(Turn::Response(response)),
-                Err(error) => error,
-            };
-            let decision = match &self.llm_error {
-                Some(handler) => {
-                    std::panic::catch_unwind(AssertUnwindSafe(|| handler(error.as_ref(), attempt)))
-                        .map_err(|p| callback_panicked("on_llm_error", p))?
-                }
-                None => LlmErrorDecision::Rethrow,
-            };
-            match decision {
-                LlmErrorDecision::Rethrow => return Err(RunError::Model(error)),
-                LlmErrorDecision::RespondWith(output) => {
-                    let error = crate::redact::redact(&error.to_string()).into_owned();
-                    tracing::info!(attempt, %error, "on_llm_error responded in the model's place");
-                    return Ok(Turn::RespondWith(output));
-                }
-                LlmErrorDecision::Retry {
-                    max_attempts,
-                    initial_backoff,
-                } => {
-                    // The handler chose to retry: that is the retryability verdict. The handler may
-                    // answer differently each time, so its schedule is read afresh per failure.
-                    let schedule = RetrySchedule::new(max_attempts)
-                        .with_initial(initial_backoff)
-                        .with_jitter(0.0);
-                    let computed = schedule.delays().nth(attempt as usize - 1);
-                    let server = server_delay(error.as_ref(), MAX_RETRY_AFTER);
-                    let Step::Wait(delay) = decide(true, computed, server, None) else {
-                        return Err(RunError::Model(error));
-                    };
-                    ctx.events().emit(Event::LlmRetry { attempt, delay });
-                    if let Some(deltas) = &counts.deltas {
-                        deltas.turn_restarted(counts.turns, attempt).await;
-                    }
-                    tokio::select! {
-                        biased;
-                        () = cancellation.cancelled() => return Err(RunError::Cancelled),
-                        () = sleep(delay) => {}
-                    }
-                    attempt += 1;
-                }
-            }
-        }
     }
 
     /// Exactly one answer for one call.
