@@ -282,7 +282,7 @@ impl Registry {
     /// one outcome: a result for the model, or a stop of the run. Cancelling `ctx`'s
     /// [`Cancellation`](crate::Cancellation) answers "operation cancelled".
     pub async fn execute(&self, ctx: &RunContext, call: &ToolCall) -> CallOutcome {
-        executor::execute(self, ctx, call).await
+        executor::execute(self, ctx, call, executor::CallStart::Fresh).await
     }
 
     /// Runs the tool calls of one model turn concurrently and returns their outcomes in the
