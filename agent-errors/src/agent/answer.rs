@@ -44,15 +44,15 @@ fn stopped(terminated: Box<Terminated>) -> RunError {
 }
 
 impl<O: AgentOutput> AgentInner<O> {
-    /// Answers every call of a turn, in order, adds the turn (`asked`, unless the transcript
-    /// already ends with it) and the answers to the transcript, and says whether the run goes
-    /// on. `saved` holds what a resumed run saved about these calls.
+    /// Answers every call of a turn, in order, adds the turn (`asked`) and the answers to the
+    /// transcript, and says whether the run goes on. `saved` holds what a resumed run saved
+    /// about these calls.
     pub(super) async fn answer_turn(
         &self,
         ctx: &RunContext,
         request: &mut ChatRequest,
         recorder: &dyn Recorder,
-        asked: Option<Message>,
+        asked: Message,
         calls: &[ToolCall],
         saved: &[PendingCall],
     ) -> Result<(), RunError> {
@@ -68,7 +68,7 @@ impl<O: AgentOutput> AgentInner<O> {
             |a: &Answered| a.stop.is_some(),
         )
         .await;
-        request.messages.extend(asked);
+        request.messages.push(asked);
         let mut stops = Vec::new();
         for answer in answers {
             request.messages.push(Message::Tool(answer.result));

@@ -97,7 +97,9 @@ impl<O: AgentOutput> Agent<O> {
 /// had learnt, and the deadline it had left.
 struct Start {
     transcript: Vec<Message>,
-    pending: Vec<PendingCall>,
+    /// The turn whose calls are still to answer, and what was saved about each; like any turn,
+    /// it joins the transcript only with its answers.
+    pending: Option<(Message, Vec<PendingCall>)>,
     counts: SavedCounts,
     recovery: RecoveryState,
     deadline: Option<Duration>,
@@ -176,7 +178,7 @@ impl<O: AgentOutput> AgentInner<O> {
         };
         let start = Start {
             transcript,
-            pending: Vec::new(),
+            pending: None,
             counts: SavedCounts::default(),
             recovery: RecoveryState::default(),
             deadline: self.limits.run_deadline,
@@ -240,9 +242,16 @@ impl<O: AgentOutput> AgentInner<O> {
         }
         let next = checkpoint.sequence.saturating_add(1);
         let store = Arc::clone(store);
+        let mut transcript = saved.transcript.clone();
+        // The saved transcript ends with the turn being answered (checked above).
+        let pending = if saved.pending.is_empty() {
+            None
+        } else {
+            transcript.pop().map(|asked| (asked, saved.pending.clone()))
+        };
         let start = Start {
-            transcript: saved.transcript.clone(),
-            pending: saved.pending.clone(),
+            transcript,
+            pending,
             counts: saved.counts,
             recovery: saved.recovery.clone(),
             deadline: saved
@@ -345,10 +354,10 @@ impl<O: AgentOutput> AgentInner<O> {
         request: &mut ChatRequest,
         counts: &mut Counts,
         recorder: &dyn Recorder,
-        pending: Vec<PendingCall>,
+        pending: Option<(Message, Vec<PendingCall>)>,
     ) -> Result<O, RunError> {
         request.tools = self.offered_tools(ctx);
-        if !pending.is_empty() {
+        if let Some((asked, pending)) = pending {
             let calls: Vec<ToolCall> = pending.iter().map(|p| p.call.clone()).collect();
             if pending
                 .iter()
@@ -357,8 +366,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 // A saved answer ended the run: the calls it halted are not run again.
                 ctx.halt();
             }
-            // The transcript already ends with the turn.
-            self.answer_turn(ctx, request, recorder, None, &calls, &pending)
+            self.answer_turn(ctx, request, recorder, asked, &calls, &pending)
                 .await?;
         }
         while counts.turns < self.max_turns {
@@ -397,7 +405,7 @@ impl<O: AgentOutput> AgentInner<O> {
             if !recorded.await {
                 return Err(unsaved(recorder));
             }
-            self.answer_turn(ctx, request, recorder, Some(asked), &calls, &[])
+            self.answer_turn(ctx, request, recorder, asked, &calls, &[])
                 .await?;
         }
         Err(RunError::TurnCap {
