@@ -101,7 +101,8 @@ struct Start {
     /// it joins the transcript only with its answers.
     pending: Option<(Message, Vec<PendingCall>)>,
     counts: SavedCounts,
-    recovery: RecoveryState,
+    /// What the run had learnt; a new run has learnt nothing, and restores nothing.
+    recovery: Option<RecoveryState>,
     deadline: Option<Duration>,
 }
 
@@ -180,7 +181,7 @@ impl<O: AgentOutput> AgentInner<O> {
             transcript,
             pending: None,
             counts: SavedCounts::default(),
-            recovery: RecoveryState::default(),
+            recovery: None,
             deadline: self.limits.run_deadline,
         };
         self.go(run_id, recorders, start, options).await
@@ -253,7 +254,7 @@ impl<O: AgentOutput> AgentInner<O> {
             transcript,
             pending,
             counts: saved.counts,
-            recovery: saved.recovery.clone(),
+            recovery: Some(saved.recovery.clone()),
             deadline: saved
                 .deadline_left_ms
                 .map(Duration::from_millis)
@@ -278,7 +279,9 @@ impl<O: AgentOutput> AgentInner<O> {
     ) -> RunOutcome<O> {
         let deltas = options.deltas.take().map(DeltaSender::new);
         let ctx = self.context(options, &run_id, recorders.calls);
-        ctx.restore(start.recovery);
+        if let Some(recovery) = start.recovery {
+            ctx.restore(recovery);
+        }
         let recorder = &*recorders.run;
         let mut request = ChatRequest::new(start.transcript, Vec::new())
             .with_source(self.source.clone())

@@ -504,10 +504,6 @@ impl RunContext {
     /// Takes up what a run learnt before it was interrupted: dropped tools, the per-run
     /// breaker's counts and trip, permission denials.
     pub(crate) fn restore(&self, saved: RecoveryState) {
-        if saved == RecoveryState::default() {
-            // A new run: nothing learnt yet, nothing to take up.
-            return;
-        }
         let troubled = !saved.degraded.is_empty()
             || !saved.failures.is_empty()
             || saved.tripped.is_some()
