@@ -104,9 +104,9 @@ pub use agent_errors_macros::{
 };
 
 pub use agent::{
-    Agent, AgentBuilder, AgentOutput, Conversation, ESCALATE, FinishedRun, HistoryError,
-    IntoLlmDecision, Json, ModelError, NotJsonArguments, ResumeError, RunDelta, RunError,
-    RunOptions, RunOutcome, THROW_EXCEPTION,
+    Agent, AgentBuilder, AgentOutput, BrokenTranscript, Conversation, ESCALATE, FinishedRun,
+    HistoryError, IntoLlmDecision, Json, ModelError, NotJsonArguments, ResumeError, RunDelta,
+    RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
 };
 pub use breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore, ServiceBreaker};
 pub use budget::{BudgetError, RetryBudget};

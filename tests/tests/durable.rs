@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_errors::checkpoint::{CheckpointStore, MemoryCheckpoints};
+use agent_errors::checkpoint::{Checkpoint, CheckpointStore, MemoryCheckpoints};
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{
     Action, Agent, ErrorKind, Extensions, Fix, FixRequest, FixerDef, FixerError, HttpError,
@@ -436,6 +436,11 @@ async fn resuming_what_cannot_be_resumed_says_why() {
         Err(RunError::Resume(ResumeError::UnknownTool { tool, .. })) => assert_eq!(tool, "hang"),
         other => panic!("expected UnknownTool, got {other:?}"),
     }
+    // The transcript handed back still gives the call its one result.
+    assert_each_call_answered_once(&outcome.transcript);
+    let results = tool_results(&outcome.transcript);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].is_error && results[0].content.contains("not resumed"));
 
     let no_store = Agent::builder("plain")
         .model(ScriptedModel::new())
@@ -532,4 +537,361 @@ async fn repairs_spent_before_a_crash_stay_spent() {
     assert_eq!(*calls.lock().unwrap(), 3);
     let results = tool_results(&outcome.transcript);
     assert!(results[0].is_error && results[0].content.contains("validation"));
+}
+
+/// A checkpoint saved by the previous state format (version 1), byte for byte as that build
+/// wrote it: turn 1 called `broken` (a 400, counted by the per-run breaker); turn 2 called
+/// `lookup` (answered) and `hang` (running when the process died).
+const CHECKPOINT_V1: &[u8] = include_bytes!("fixtures/checkpoint_v1.json");
+
+#[tokio::test]
+async fn a_checkpoint_saved_in_the_previous_format_is_resumed() {
+    let store = Arc::new(MemoryCheckpoints::new());
+    // A store holds what an older build saved: sequence 4 is where that run stopped.
+    for sequence in 0..=4 {
+        let state = if sequence == 4 { CHECKPOINT_V1 } else { b"{}" };
+        let checkpoint = Checkpoint {
+            run_id: "run-v1".into(),
+            sequence,
+            state: state.to_vec(),
+        };
+        store.save(&checkpoint).await.unwrap();
+    }
+    let (lookup, hang) = (
+        probe("lookup", Behaviour::Answer),
+        probe("hang", Behaviour::Answer),
+    );
+    // One more failure of `broken` trips the breaker only if the saved count was read.
+    let model = ScriptedModel::new().reply(agent_errors::testing::Reply::response(
+        agent_errors::ChatResponse::tool_calls(vec![agent_errors::ToolCall::new(
+            "call_4", "broken", "{}",
+        )]),
+    ));
+    let resumed = Agent::builder("durable")
+        .model(model)
+        .tools([
+            probe("broken", Behaviour::Fail(400)).def,
+            lookup.def,
+            hang.def.idempotent(true),
+        ])
+        .breaker_threshold(2)
+        .shared_checkpoints(store.clone() as Arc<dyn CheckpointStore>)
+        .build()
+        .unwrap();
+    let outcome = resumed.resume("run-v1", RunOptions::new()).await;
+
+    match outcome.result {
+        Err(RunError::BreakerTripped { tool, failures }) => {
+            assert_eq!((tool.as_str(), failures), ("broken", 2));
+        }
+        other => panic!("expected the breaker to trip, got {other:?}"),
+    }
+    assert!(
+        lookup.keys.lock().unwrap().is_empty(),
+        "an answered call ran again"
+    );
+    assert_eq!(hang.keys.lock().unwrap().clone(), ["run-v1:call_3"]);
+    assert_eq!(outcome.report.tool_calls, 4, "the saved counts carry over");
+    let results = tool_results(&outcome.transcript);
+    let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+    assert_eq!(ids, ["call_1", "call_2", "call_3", "call_4"]);
+    assert_each_call_answered_once(&outcome.transcript);
+}
+
+/// A tool that counts its calls and, in the process about to be killed, hangs on arguments a
+/// fixer wrote; the model's arguments fail with a 400 that the fixer repairs.
+fn guarded(
+    hang_on_fixed: bool,
+    calls: Arc<Mutex<Vec<String>>>,
+    started: mpsc::UnboundedSender<()>,
+) -> ToolDef {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Args {
+        path: String,
+    }
+    let policy = Policy::new().on(PolicyKey::Execution, Action::fix("rewrite", 1).unwrap());
+    ToolDef::new("read_file", "Reads a file.", move |args: Args| {
+        calls.lock().unwrap().push(args.path.clone());
+        let hang = hang_on_fixed && args.path == "/etc/shadow";
+        let started = started.clone();
+        async move {
+            if hang {
+                let _ = started.send(());
+                std::future::pending::<()>().await;
+            }
+            Err::<String, _>(HttpError::new(400, "no such file"))
+        }
+    })
+    .with_policy(policy)
+    .idempotent(true)
+}
+
+#[tokio::test]
+async fn a_resumed_call_sends_its_repaired_arguments_through_the_permission_hook() {
+    let store = Arc::new(MemoryCheckpoints::new());
+    let rewrite = || {
+        FixerDef::from_fn("rewrite", |_: FixRequest| {
+            Ok(Fix::args(r#"{"path": "/etc/shadow"}"#))
+        })
+    };
+    let (tx, mut started) = mpsc::unbounded_channel();
+    let before = Arc::new(Mutex::new(Vec::new()));
+    let first = Agent::builder("durable")
+        .model(ScriptedModel::new().tool_call("read_file", r#"{"path": "notes.txt"}"#))
+        .tool(guarded(true, before.clone(), tx.clone()))
+        .fixer(rewrite())
+        .shared_checkpoints(store.clone() as Arc<dyn CheckpointStore>)
+        .build()
+        .unwrap();
+    run_until_killed(first, "run-gate", &mut started).await;
+    assert_eq!(*before.lock().unwrap(), ["notes.txt", "/etc/shadow"]);
+
+    // The process that resumes the run denies what the fixer wrote.
+    let after = Arc::new(Mutex::new(Vec::new()));
+    let hook = |call: &agent_errors::ToolCall| {
+        if call.arguments.contains("/etc/shadow") {
+            agent_errors::Permission::Deny("secrets stay secret".into())
+        } else {
+            agent_errors::Permission::Allow
+        }
+    };
+    let second = Agent::builder("durable")
+        .model(ScriptedModel::new().text("denied"))
+        .tool(guarded(false, after.clone(), tx))
+        .fixer(rewrite())
+        .permission(hook)
+        .shared_checkpoints(store.clone() as Arc<dyn CheckpointStore>)
+        .build()
+        .unwrap();
+    let outcome = second.resume("run-gate", RunOptions::new()).await;
+
+    assert_eq!(outcome.result.unwrap(), "denied");
+    assert!(
+        after.lock().unwrap().is_empty(),
+        "the tool ran: {:?}",
+        after.lock().unwrap()
+    );
+    let results = tool_results(&outcome.transcript);
+    assert!(results[0].is_error);
+    assert!(
+        results[0].content.contains("permission denied"),
+        "{}",
+        results[0].content
+    );
+    assert_each_call_answered_once(&outcome.transcript);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crash_looping_run_cannot_retry_past_its_allowance_across_restarts() {
+    const MAX_RETRIES: u32 = 3;
+    let store = Arc::new(MemoryCheckpoints::new());
+    let policy = Policy::new().on(PolicyKey::Execution, Action::retry(100).unwrap());
+    let mut calls = 0;
+    let mut processes = 0;
+    // Each process dies asleep before the retry it paid for, and the next one resumes the run.
+    let outcome = loop {
+        processes += 1;
+        assert!(processes <= 20, "still retrying after {calls} calls");
+        let mut tool = probe("flaky", Behaviour::Fail(503));
+        let agent = Agent::builder("durable")
+            .model(
+                ScriptedModel::new()
+                    .tool_call("flaky", "{}")
+                    .text("gave up"),
+            )
+            .tool(tool.def.with_policy(policy.clone()))
+            .limits(agent_errors::Limits::default().with_max_retries(MAX_RETRIES))
+            .shared_checkpoints(store.clone() as Arc<dyn CheckpointStore>)
+            .build()
+            .unwrap();
+        let task = tokio::spawn(async move {
+            if processes == 1 {
+                let options = RunOptions::new().run_id("crash-loop");
+                agent.run_with("go", options).await
+            } else {
+                agent.resume("crash-loop", RunOptions::new()).await
+            }
+        });
+        let started = tool.started.recv().await;
+        task.abort();
+        calls += tool.keys.lock().unwrap().len();
+        match task.await {
+            Ok(outcome) => break outcome,
+            Err(error) => assert!(error.is_cancelled() && started.is_some()),
+        }
+    };
+
+    assert_eq!(
+        calls,
+        MAX_RETRIES as usize + 1,
+        "the first call and {MAX_RETRIES} retries in all, over {processes} processes"
+    );
+    // The process that found the allowance spent says so, and the run goes on without a retry.
+    let refused =
+        |e: &agent_errors::Event| matches!(e, agent_errors::Event::RetryBudgetExhausted { .. });
+    assert!(
+        outcome.report.events.iter().any(refused),
+        "{:?}",
+        outcome.report.events
+    );
+    assert_each_call_answered_once(&outcome.transcript);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resumed_run_gets_the_deadline_it_had_left_not_a_fresh_one() {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct NoArgs {}
+    let store = Arc::new(MemoryCheckpoints::new());
+    let limits = agent_errors::Limits::default().with_run_deadline(Duration::from_secs(60));
+    let slow = ToolDef::new("slow", "Takes 40 s.", |_: NoArgs| async {
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        Ok::<_, HttpError>("done".to_owned())
+    });
+    let mut hang = probe("hang", Behaviour::Hang);
+    let first = Agent::builder("durable")
+        .model(
+            ScriptedModel::new()
+                .tool_call("slow", "{}")
+                .tool_call("hang", "{}"),
+        )
+        .tools([slow, hang.def])
+        .limits(limits)
+        .shared_checkpoints(store.clone() as Arc<dyn CheckpointStore>)
+        .build()
+        .unwrap();
+    run_until_killed(first, "run-deadline", &mut hang.started).await;
+
+    let resumed = Agent::builder("durable")
+        .model(ScriptedModel::new())
+        // Idempotent: the call runs again, and hangs again, until the deadline.
+        .tool(probe("hang", Behaviour::Hang).def.idempotent(true))
+        .limits(limits)
+        .shared_checkpoints(store.clone() as Arc<dyn CheckpointStore>)
+        .build()
+        .unwrap();
+    let began = tokio::time::Instant::now();
+    let outcome = resumed.resume("run-deadline", RunOptions::new()).await;
+    let waited = began.elapsed();
+
+    match outcome.result {
+        Err(RunError::DeadlineExceeded { limit }) => {
+            assert_eq!(limit, Duration::from_secs(20), "the 20 s the run had left");
+        }
+        other => panic!("expected the deadline, got {other:?}"),
+    }
+    assert_eq!(waited, Duration::from_secs(20));
+    assert_each_call_answered_once(&outcome.transcript);
+}
+
+/// The previous-format checkpoint, edited by `damage`, as the only checkpoint of `run_id`.
+async fn damaged(
+    run_id: &str,
+    damage: impl FnOnce(&mut serde_json::Value),
+) -> Arc<MemoryCheckpoints> {
+    let mut state: serde_json::Value = serde_json::from_slice(CHECKPOINT_V1).unwrap();
+    damage(&mut state);
+    let store = Arc::new(MemoryCheckpoints::new());
+    let checkpoint = Checkpoint {
+        run_id: run_id.into(),
+        sequence: 0,
+        state: serde_json::to_vec(&state).unwrap(),
+    };
+    store.save(&checkpoint).await.unwrap();
+    store
+}
+
+#[tokio::test]
+async fn a_checkpoint_that_breaks_the_one_result_rule_is_refused_naming_the_call() {
+    use agent_errors::BrokenTranscript;
+    use serde_json::json;
+
+    type Damage = fn(&mut serde_json::Value);
+    let cases: [(Damage, &str, BrokenTranscript); 6] = [
+        (
+            |s| {
+                s["transcript"][3]["tool_calls"][1]["id"] = json!("call_2");
+                s["pending"][1]["call"]["id"] = json!("call_2");
+            },
+            "call_2",
+            BrokenTranscript::DuplicateCallId,
+        ),
+        (
+            |s| {
+                let answer = s["transcript"][2].clone();
+                s["transcript"].as_array_mut().unwrap().insert(2, answer);
+            },
+            "call_1",
+            BrokenTranscript::AnsweredTwice,
+        ),
+        (
+            |s| s["transcript"][2]["call_id"] = json!("call_9"),
+            "call_9",
+            BrokenTranscript::OrphanResult,
+        ),
+        (
+            |s| s["pending"][0]["result"]["call_id"] = json!("call_3"),
+            "call_3",
+            BrokenTranscript::OrphanResult,
+        ),
+        (
+            |s| {
+                s["transcript"].as_array_mut().unwrap().remove(2);
+            },
+            "call_1",
+            BrokenTranscript::Unanswered,
+        ),
+        (
+            |s| {
+                s["pending"].as_array_mut().unwrap().remove(0);
+            },
+            "call_3",
+            BrokenTranscript::PendingMismatch,
+        ),
+    ];
+    for (damage, call, problem) in cases {
+        let store = damaged("run-broken", damage).await;
+        let (lookup, hang) = (
+            probe("lookup", Behaviour::Answer),
+            probe("hang", Behaviour::Answer),
+        );
+        let model = ScriptedModel::new();
+        let resumed = Agent::builder("durable")
+            .model(model.clone())
+            .tools([probe("broken", Behaviour::Answer).def, lookup.def, hang.def])
+            .shared_checkpoints(store.clone() as Arc<dyn CheckpointStore>)
+            .build()
+            .unwrap();
+        let outcome = resumed.resume("run-broken", RunOptions::new()).await;
+        match outcome.result {
+            Err(RunError::Resume(ResumeError::BrokenTranscript {
+                call_id,
+                problem: found,
+                ..
+            })) => {
+                assert_eq!((call_id.as_str(), found), (call, problem));
+            }
+            other => panic!("expected {problem:?} at {call}, got {other:?}"),
+        }
+        assert!(lookup.keys.lock().unwrap().is_empty() && hang.keys.lock().unwrap().is_empty());
+        assert_eq!(model.calls(), 0);
+    }
+}
+
+#[tokio::test]
+async fn a_checkpoint_of_another_format_version_is_refused_naming_both() {
+    for version in [0, 3] {
+        let store = damaged("run-old", |s| s["version"] = serde_json::json!(version)).await;
+        let resumed = agent(ScriptedModel::new(), &store, Vec::new());
+        let outcome = resumed.resume("run-old", RunOptions::new()).await;
+        match outcome.result {
+            Err(RunError::Checkpoint(agent_errors::checkpoint::CheckpointError::Corrupt {
+                reason,
+                ..
+            })) => {
+                assert!(reason.contains(&format!("version {version}")), "{reason}");
+                assert!(reason.contains("1 and 2"), "{reason}");
+            }
+            other => panic!("expected version {version} to be refused, got {other:?}"),
+        }
+    }
 }

@@ -674,8 +674,8 @@ fn with_its_causes(error: &(dyn std::error::Error + 'static)) -> String {
 /// HTTP status, and the original stays reachable on purpose.
 #[tokio::test(start_paused = true)]
 async fn a_terminated_runs_error_chain_is_redacted_and_still_typed() {
-    use agent_errors::classify::{chain, find_in_chain};
     use agent_errors::classify::RedactedError;
+    use agent_errors::classify::{chain, find_in_chain};
     use agent_errors::testing::{Fault, FaultyTool, ScriptedModel, echo_tool};
     use agent_errors::{Agent, HttpError};
 

@@ -18,15 +18,22 @@
 //! made them. A call that must end the run (an auth failure, retries used up, `throw`, a tripped
 //! breaker) ends it before the model gets another turn.
 
+mod answer;
 mod builder;
 mod builtins;
+mod checkpoint_recorder;
 mod conversation;
+mod counts;
 mod durable;
 mod fixer;
 mod llm_error;
+mod model_call;
 mod observed;
+mod one_result;
 mod output;
+mod recorder;
 mod run;
+mod saved_stop;
 mod stream;
 mod turn;
 
@@ -37,7 +44,7 @@ use std::sync::Arc;
 pub use builder::AgentBuilder;
 pub use builtins::{ESCALATE, THROW_EXCEPTION};
 pub use conversation::{Conversation, HistoryError};
-pub use durable::{FinishedRun, ResumeError};
+pub use durable::{BrokenTranscript, FinishedRun, ResumeError};
 pub use fixer::NotJsonArguments;
 pub use llm_error::{IntoLlmDecision, ModelError};
 pub use output::{AgentOutput, Json};

@@ -1,28 +1,24 @@
 //! The loop: ask the model, run the tool calls it makes (concurrently, answered in order), and
 //! repeat until it answers in text, a call ends the run, or the turn cap is reached.
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
-use futures_util::FutureExt;
-
-use super::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
-use super::durable::{self, Journal, PendingCall, ResumeError, SavedCounts, SavedRun};
-use super::stream::{self, DeltaSender};
+use super::checkpoint_recorder::CheckpointRecorder;
+use super::counts::Counts;
+use super::durable::{self, PendingCall, ResumeError, SavedCounts, SavedRun};
+use super::model_call::Turn;
+use super::recorder::Recorder;
+use super::stream::DeltaSender;
 use super::turn;
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
-use crate::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolResult, ToolSpec};
-use crate::classify::{ErrorKind, server_delay};
-use crate::events::{Event, RunReport};
-use crate::executor::{
-    self, CANCELLED, CallJournal, CallOutcome, CallProgress, Cancellation, RecoveryState,
-    RunContext, Terminated, TerminationReason, ToolPanic,
-};
-use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER};
+use crate::chat::{ChatRequest, Message, ToolCall, ToolSpec};
+use crate::checkpoint::CheckpointError;
+use crate::classify::ErrorKind;
+use crate::events::RunReport;
+use crate::executor::{CallRecorder, Cancellation, NoRecorder, RecoveryState, RunContext};
 use crate::observe::{self, Observer};
-use crate::retry::{RetrySchedule, Step, decide, sleep};
 use crate::sanitize::SurfacedError;
-use crate::usage::Usage;
 
 impl<O: AgentOutput> Agent<O> {
     /// Runs the agent on `input` and returns its output.
@@ -78,10 +74,17 @@ impl<O: AgentOutput> Agent<O> {
     /// [`IdempotencyKey`](crate::IdempotencyKey)); any other is a failure of kind
     /// [`OutcomeUnknown`](crate::ErrorKind::OutcomeUnknown), which its `outcome_unknown` policy
     /// answers (by default an error result telling the model the call was interrupted). The
-    /// per-run breaker, dropped tools, permission denials, counts and usage carry over.
+    /// per-run breaker, dropped tools, permission denials, retries spent, counts and usage carry
+    /// over, and the run's deadline is what was left of it at the last save, not a fresh one.
+    /// Every resumed call passes the permission hook (and the other refusals a call meets)
+    /// again, with the arguments it will send, before its tool runs.
     ///
     /// A run that already finished is not run again: the result is
-    /// [`ResumeError::Finished`] with how it ended, and the saved transcript.
+    /// [`ResumeError::Finished`] with how it ended, and the saved transcript. A checkpoint whose
+    /// transcript breaks the one-result rule is refused with
+    /// [`ResumeError::BrokenTranscript`], naming the call. A call left without a result whose
+    /// tool this agent lacks is refused with [`ResumeError::UnknownTool`]; the transcript
+    /// handed back then answers it (and every other call of its turn) with an error result.
     pub async fn resume(&self, run_id: impl Into<String>, options: RunOptions) -> RunOutcome<O> {
         let inner = &self.inner;
         let run = Box::pin(inner.resume(run_id.into(), options));
@@ -89,92 +92,50 @@ impl<O: AgentOutput> Agent<O> {
     }
 }
 
-/// What a resumed run goes on from.
-struct Resumed {
-    pending: Vec<PendingCall>,
+/// Where a run starts. A new run starts from its transcript; a resumed run is a new run that
+/// starts from its checkpoint: the calls of its last turn still to answer, its counts, what it
+/// had learnt, and the deadline it had left.
+struct Start {
+    transcript: Vec<Message>,
+    /// The turn whose calls are still to answer, and what was saved about each; like any turn,
+    /// it joins the transcript only with its answers.
+    pending: Option<(Message, Vec<PendingCall>)>,
     counts: SavedCounts,
-    recovery: RecoveryState,
+    /// What the run had learnt; a new run has learnt nothing, and restores nothing.
+    recovery: Option<RecoveryState>,
+    deadline: Option<Duration>,
 }
 
-#[derive(Default)]
-struct Counts {
-    turns: u32,
-    model_calls: u32,
-    tool_calls: u32,
-    usage: Usage,
-    /// Where the run streams the model's answers, if anywhere.
-    deltas: Option<DeltaSender>,
+/// The run's one recorder, as the loop holds it and as the executor does.
+struct Recorders {
+    run: Arc<dyn Recorder>,
+    calls: Arc<dyn CallRecorder>,
 }
 
-impl Counts {
-    fn saved(&self) -> SavedCounts {
-        SavedCounts {
-            turns: self.turns,
-            model_calls: self.model_calls,
-            tool_calls: self.tool_calls,
-            usage: self.usage,
+impl Recorders {
+    fn none() -> Recorders {
+        let none = NoRecorder::shared();
+        Recorders {
+            run: none.clone(),
+            calls: none,
         }
     }
 
-    fn restore(&mut self, saved: SavedCounts) {
-        self.turns = saved.turns;
-        self.model_calls = saved.model_calls;
-        self.tool_calls = saved.tool_calls;
-        self.usage = saved.usage;
-    }
-}
-
-/// A model turn: a response to act on, or the output `on_llm_error` chose instead.
-enum Turn<O> {
-    Response(ChatResponse),
-    RespondWith(O),
-}
-
-impl<O> Turn<O> {
-    fn response(&self) -> Option<&ChatResponse> {
-        match self {
-            Turn::Response(response) => Some(response),
-            Turn::RespondWith(_) => None,
+    fn checkpoints(recorder: CheckpointRecorder) -> Recorders {
+        let recorder = Arc::new(recorder);
+        Recorders {
+            run: recorder.clone(),
+            calls: recorder,
         }
     }
 }
 
-/// What the loop does with one tool call: the result the transcript records, and whether it ends
-/// the run.
-struct Answered {
-    result: ToolResult,
-    stop: Option<RunError>,
-}
-
-/// Why a batch of calls ends the run, if it does: the first stop in call order, except that a
-/// tripped breaker gives way to any other stop (an auth failure says more about what to fix).
-fn batch_verdict(stops: Vec<RunError>) -> Option<RunError> {
-    let is_trip = |stop: &RunError| matches!(stop, RunError::BreakerTripped { .. });
-    let first_other = stops.iter().position(|s| !is_trip(s));
-    let mut stops = stops;
-    match first_other {
-        Some(i) => Some(stops.swap_remove(i)),
-        None => stops.into_iter().next(),
-    }
-}
-
-/// A panic in user code the loop called, as the run's error.
-fn callback_panicked(callback: &'static str, payload: Box<dyn std::any::Any + Send>) -> RunError {
-    let message = ToolPanic::from_payload(payload).message;
-    let message = crate::sanitize::scrub(&message, crate::sanitize::DEFAULT_MAX_CHARS);
-    tracing::error!(callback, %message, "user code panicked; the run ends");
-    RunError::CallbackPanicked { callback, message }
-}
-
-/// The run error a tool's stop becomes.
-fn stopped(terminated: Box<Terminated>) -> RunError {
-    match terminated.reason {
-        TerminationReason::BreakerTripped { failures } => RunError::BreakerTripped {
-            tool: terminated.tool,
-            failures,
-        },
-        _ => RunError::Terminated(terminated),
-    }
+/// The run error a record that was not kept becomes.
+fn unsaved(recorder: &dyn Recorder) -> RunError {
+    let error = recorder
+        .failure()
+        .unwrap_or_else(|| CheckpointError::Store("a checkpoint save failed".into()));
+    RunError::Checkpoint(error)
 }
 
 impl<O: AgentOutput> AgentInner<O> {
@@ -182,7 +143,7 @@ impl<O: AgentOutput> AgentInner<O> {
         &self,
         options: RunOptions,
         run_id: &str,
-        journal: Option<&Arc<Journal>>,
+        recorder: Arc<dyn CallRecorder>,
     ) -> RunContext {
         let observer = Observer::new(Arc::clone(&self.model), self.feed.clone(), options.feed);
         let ctx = RunContext::new()
@@ -192,15 +153,8 @@ impl<O: AgentOutput> AgentInner<O> {
             .with_extensions(options.extensions)
             .with_limits(self.limits)
             .with_observer(observer)
-            .with_run_id(run_id);
-        let ctx = match journal {
-            Some(journal) => {
-                let ctx = ctx.with_journal(Arc::clone(journal) as Arc<dyn CallJournal>);
-                journal.attach(&ctx);
-                ctx
-            }
-            None => ctx,
-        };
+            .with_run_id(run_id)
+            .with_recorder(recorder);
         let ctx = match &self.retry_budget {
             Some(budget) => ctx.with_retry_budget(budget.clone()),
             None => ctx,
@@ -221,13 +175,24 @@ impl<O: AgentOutput> AgentInner<O> {
                 run_id,
             };
         }
-        let journal = self
-            .checkpoints
-            .as_ref()
-            .map(|store| Arc::new(Journal::new(Arc::clone(store), run_id.clone())));
-        let messages =
+        let transcript =
             super::conversation::with_system_prompt(self.system_prompt.as_deref(), history);
-        self.go(run_id, journal, messages, None, options).await
+        let recorders = match &self.checkpoints {
+            Some(store) => {
+                let saved = SavedRun::new(transcript.clone());
+                let store = Arc::clone(store);
+                Recorders::checkpoints(CheckpointRecorder::new(store, run_id.clone(), saved, 0))
+            }
+            None => Recorders::none(),
+        };
+        let start = Start {
+            transcript,
+            pending: None,
+            counts: SavedCounts::default(),
+            recovery: None,
+            deadline: self.limits.run_deadline,
+        };
+        self.go(run_id, recorders, start, options).await
     }
 
     async fn resume(&self, run_id: String, options: RunOptions) -> RunOutcome<O> {
@@ -254,6 +219,15 @@ impl<O: AgentOutput> AgentInner<O> {
             Ok(saved) => saved,
             Err(error) => return refused(RunError::Checkpoint(error), Vec::new()),
         };
+        if let Some((call_id, problem)) = super::one_result::violation(&saved) {
+            let run_id = run_id.clone();
+            let error = ResumeError::BrokenTranscript {
+                run_id,
+                call_id,
+                problem,
+            };
+            return refused(RunError::Resume(error), Vec::new());
+        }
         if let Some(outcome) = saved.finished.clone() {
             let error = ResumeError::Finished {
                 run_id: run_id.clone(),
@@ -266,23 +240,37 @@ impl<O: AgentOutput> AgentInner<O> {
                 run_id: run_id.clone(),
                 tool: tool.to_owned(),
             };
-            return refused(RunError::Resume(error), saved.transcript);
+            let limit = self.limits.max_message_chars;
+            let transcript = saved.answered_transcript(|call| {
+                let message = "the run was not resumed (the agent resuming it lacks a tool this \
+                               turn called): whether this call took effect is unknown";
+                SurfacedError::bounded(&call.name, ErrorKind::OutcomeUnknown, message, limit)
+                    .to_content()
+            });
+            return refused(RunError::Resume(error), transcript);
         }
         let next = checkpoint.sequence.saturating_add(1);
-        let journal = Journal::resumed(Arc::clone(store), run_id.clone(), saved.clone(), next);
-        let resumed = Resumed {
-            pending: saved.pending,
-            counts: saved.counts,
-            recovery: saved.recovery,
+        let store = Arc::clone(store);
+        let mut transcript = saved.transcript.clone();
+        // The saved transcript ends with the turn being answered (checked above).
+        let pending = if saved.pending.is_empty() {
+            None
+        } else {
+            transcript.pop().map(|asked| (asked, saved.pending.clone()))
         };
-        self.go(
-            run_id,
-            Some(Arc::new(journal)),
-            saved.transcript,
-            Some(resumed),
-            options,
-        )
-        .await
+        let start = Start {
+            transcript,
+            pending,
+            counts: saved.counts,
+            recovery: Some(saved.recovery.clone()),
+            deadline: saved
+                .deadline_left_ms
+                .map(Duration::from_millis)
+                .or(self.limits.run_deadline),
+        };
+        let recorder = CheckpointRecorder::new(store, run_id.clone(), saved, next);
+        self.go(run_id, Recorders::checkpoints(recorder), start, options)
+            .await
     }
 
     /// Whether a call of `name` reaches a tool of this agent.
@@ -293,14 +281,17 @@ impl<O: AgentOutput> AgentInner<O> {
     async fn go(
         &self,
         run_id: String,
-        journal: Option<Arc<Journal>>,
-        messages: Vec<Message>,
-        resumed: Option<Resumed>,
+        recorders: Recorders,
+        start: Start,
         mut options: RunOptions,
     ) -> RunOutcome<O> {
         let deltas = options.deltas.take().map(DeltaSender::new);
-        let ctx = self.context(options, &run_id, journal.as_ref());
-        let mut request = ChatRequest::new(messages, Vec::new())
+        let ctx = self.context(options, &run_id, recorders.calls);
+        if let Some(recovery) = start.recovery {
+            ctx.restore(recovery);
+        }
+        let recorder = &*recorders.run;
+        let mut request = ChatRequest::new(start.transcript, Vec::new())
             .with_source(self.source.clone())
             .with_options(self.options.clone())
             .with_events(ctx.event_sink());
@@ -308,24 +299,15 @@ impl<O: AgentOutput> AgentInner<O> {
             deltas,
             ..Counts::default()
         };
-        let pending = match resumed {
-            Some(resumed) => {
-                counts.restore(resumed.counts);
-                ctx.restore(resumed.recovery);
-                Some(resumed.pending)
-            }
-            None => None,
-        };
-        let journal = journal.as_deref();
+        counts.restore(start.counts);
         let driven = async {
-            if let (Some(journal), None) = (journal, &pending) {
-                let saved = journal.turn(&request.messages, &[], |_| true, counts.saved(), &ctx);
-                saved.await.map_err(RunError::Checkpoint)?;
+            if !recorder.started(&ctx, start.deadline).await {
+                return Err(unsaved(recorder));
             }
-            self.drive(&ctx, &mut request, &mut counts, journal, pending)
+            self.drive(&ctx, &mut request, &mut counts, recorder, start.pending)
                 .await
         };
-        let mut result = match self.limits.run_deadline {
+        let mut result = match start.deadline {
             None => driven.await,
             Some(limit) => match tokio::time::timeout(limit, driven).await {
                 Ok(result) => result,
@@ -335,13 +317,13 @@ impl<O: AgentOutput> AgentInner<O> {
                 }
             },
         };
-        if let Some(journal) = journal {
-            if !matches!(result, Err(RunError::Checkpoint(_))) {
-                let finished = durable::finished(&result, &request.messages);
-                let saved = journal.finish(&request.messages, counts.saved(), finished);
-                if let Err(error) = saved.await {
-                    result = Err(RunError::Checkpoint(error));
-                }
+        if !matches!(result, Err(RunError::Checkpoint(_))) {
+            let outcome = result.as_ref().map(|_| ());
+            if !recorder
+                .finished(&request.messages, counts.saved(), outcome)
+                .await
+            {
+                result = Err(unsaved(recorder));
             }
         }
         ctx.events().close();
@@ -364,7 +346,7 @@ impl<O: AgentOutput> AgentInner<O> {
     }
 
     /// The tools offered to the model: shared as they are until `degrade` drops one.
-    fn offered_tools(&self, ctx: &RunContext) -> Arc<[ToolSpec]> {
+    pub(super) fn offered_tools(&self, ctx: &RunContext) -> Arc<[ToolSpec]> {
         if !self.offered.iter().any(|spec| ctx.is_degraded(&spec.name)) {
             return Arc::clone(&self.offered);
         }
@@ -375,16 +357,18 @@ impl<O: AgentOutput> AgentInner<O> {
             .collect()
     }
 
+    /// The loop: answers the calls a resumed run starts with, then asks the model and answers
+    /// its calls until it answers in text, a call ends the run, or the turn cap is reached.
     async fn drive(
         &self,
         ctx: &RunContext,
         request: &mut ChatRequest,
         counts: &mut Counts,
-        journal: Option<&Journal>,
-        pending: Option<Vec<PendingCall>>,
+        recorder: &dyn Recorder,
+        pending: Option<(Message, Vec<PendingCall>)>,
     ) -> Result<O, RunError> {
         request.tools = self.offered_tools(ctx);
-        if let Some(pending) = pending.filter(|pending| !pending.is_empty()) {
+        if let Some((asked, pending)) = pending {
             let calls: Vec<ToolCall> = pending.iter().map(|p| p.call.clone()).collect();
             if pending
                 .iter()
@@ -393,8 +377,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 // A saved answer ended the run: the calls it halted are not run again.
                 ctx.halt();
             }
-            // The saved transcript already ends with the turn.
-            self.answer_turn(ctx, request, journal, None, &calls, &pending)
+            self.answer_turn(ctx, request, recorder, asked, &calls, &pending)
                 .await?;
         }
         while counts.turns < self.max_turns {
@@ -425,256 +408,19 @@ impl<O: AgentOutput> AgentInner<O> {
             let calls = response.tool_calls;
             counts.tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
             // The transcript gets the turn only with its answers, so a run the deadline stops
-            // mid-turn never hands back a call without its answer; the checkpoint has it first.
+            // mid-turn never hands back a call without its answer; the recorder has it first.
             let asked = Message::assistant(response.text, calls.clone());
             ctx.begin_turn();
-            if let Some(journal) = journal {
-                let known = |name: &str| self.knows(name);
-                let transcript = [request.messages.as_slice(), std::slice::from_ref(&asked)];
-                let transcript = transcript.concat();
-                let saved = journal.turn(&transcript, &calls, known, counts.saved(), ctx);
-                saved.await.map_err(RunError::Checkpoint)?;
+            let known = |name: &str| self.knows(name);
+            let recorded = recorder.turn(&request.messages, &asked, &known, counts.saved(), ctx);
+            if !recorded.await {
+                return Err(unsaved(recorder));
             }
-            self.answer_turn(ctx, request, journal, Some(asked), &calls, &[])
+            self.answer_turn(ctx, request, recorder, asked, &calls, &[])
                 .await?;
         }
         Err(RunError::TurnCap {
             max_turns: self.max_turns,
         })
-    }
-
-    /// Answers every call of a turn, in order, adds the turn (`asked`, unless the transcript
-    /// already ends with it) and the answers to the transcript, and says whether the run goes
-    /// on. `resumed` holds what a resumed run saved about these calls.
-    async fn answer_turn(
-        &self,
-        ctx: &RunContext,
-        request: &mut ChatRequest,
-        journal: Option<&Journal>,
-        asked: Option<Message>,
-        calls: &[ToolCall],
-        resumed: &[PendingCall],
-    ) -> Result<(), RunError> {
-        let answers = executor::answer_all(
-            ctx,
-            calls,
-            |call| {
-                let saved = resumed.iter().find(|p| p.call.id == call.id);
-                // Boxed: a call's future is large (the whole recovery ladder), and the join
-                // would otherwise copy it as it collects and polls the turn's calls.
-                Box::pin(self.answer_durably(ctx, call, journal, saved))
-            },
-            |a: &Answered| a.stop.is_some(),
-        )
-        .await;
-        request.messages.extend(asked);
-        let mut stops = Vec::new();
-        for answer in answers {
-            request.messages.push(Message::Tool(answer.result));
-            stops.extend(answer.stop);
-        }
-        if let Some(error) = journal.and_then(Journal::failure) {
-            return Err(RunError::Checkpoint(error));
-        }
-        if ctx.cancellation().is_cancelled() {
-            return Err(RunError::Cancelled);
-        }
-        if let Some(verdict) = batch_verdict(stops) {
-            return Err(verdict);
-        }
-        // A degraded tool is not offered again.
-        if request.tools.iter().any(|spec| ctx.is_degraded(&spec.name)) {
-            request.tools = self.offered_tools(ctx);
-        }
-        Ok(())
-    }
-
-    /// One call's answer, saved when the run is durable: a saved answer is given back as it
-    /// was, a call a resumed run left unanswered goes on from how far it got.
-    async fn answer_durably(
-        &self,
-        ctx: &RunContext,
-        call: &ToolCall,
-        journal: Option<&Journal>,
-        saved: Option<&PendingCall>,
-    ) -> Answered {
-        if let Some((result, stop)) = saved.and_then(PendingCall::answer) {
-            return Answered { result, stop };
-        }
-        let answered = match saved {
-            Some(pending) => self.answer_resumed(ctx, call, pending.progress()).await,
-            None => self.answer(ctx, call).await,
-        };
-        if let Some(journal) = journal {
-            let stop = answered.stop.as_ref();
-            journal
-                .answered(&call.id, &answered.result, stop, ctx)
-                .await;
-        }
-        answered
-    }
-
-    /// One model turn with `on_llm_error` applied: retries stay inside the turn.
-    async fn call_model(
-        &self,
-        ctx: &RunContext,
-        request: &ChatRequest,
-        counts: &mut Counts,
-    ) -> Result<Turn<O>, RunError> {
-        let cancellation = ctx.cancellation();
-        let mut attempt = 1;
-        loop {
-            counts.model_calls += 1;
-            // The model is user code: a panic in `chat` (before or inside its future) ends the
-            // run with an error that says so instead of unwinding through `run`.
-            let asked =
-                AssertUnwindSafe(stream::ask(&*self.model, request, counts.deltas.as_ref()))
-                    .catch_unwind();
-            let result = tokio::select! {
-                biased;
-                () = cancellation.cancelled() => return Err(RunError::Cancelled),
-                result = asked => result.map_err(|p| callback_panicked("ChatModel::chat", p))?,
-            };
-            let result = result.and_then(|response| turn::judge(response, &mut counts.usage));
-            let error = match result {
-                Ok(response) => return Ok(Turn::Response(response)),
-                Err(error) => error,
-            };
-            let decision = match &self.llm_error {
-                Some(handler) => {
-                    std::panic::catch_unwind(AssertUnwindSafe(|| handler(error.as_ref(), attempt)))
-                        .map_err(|p| callback_panicked("on_llm_error", p))?
-                }
-                None => LlmErrorDecision::Rethrow,
-            };
-            match decision {
-                LlmErrorDecision::Rethrow => return Err(RunError::Model(error)),
-                LlmErrorDecision::RespondWith(output) => {
-                    let error = crate::redact::redact(&error.to_string()).into_owned();
-                    tracing::info!(attempt, %error, "on_llm_error responded in the model's place");
-                    return Ok(Turn::RespondWith(output));
-                }
-                LlmErrorDecision::Retry {
-                    max_attempts,
-                    initial_backoff,
-                } => {
-                    // The handler chose to retry: that is the retryability verdict. The handler may
-                    // answer differently each time, so its schedule is read afresh per failure.
-                    let schedule = RetrySchedule::new(max_attempts)
-                        .with_initial(initial_backoff)
-                        .with_jitter(0.0);
-                    let computed = schedule.delays().nth(attempt as usize - 1);
-                    let server = server_delay(error.as_ref(), MAX_RETRY_AFTER);
-                    let Step::Wait(delay) = decide(true, computed, server, None) else {
-                        return Err(RunError::Model(error));
-                    };
-                    ctx.events().emit(Event::LlmRetry { attempt, delay });
-                    if let Some(deltas) = &counts.deltas {
-                        deltas.turn_restarted(counts.turns, attempt).await;
-                    }
-                    tokio::select! {
-                        biased;
-                        () = cancellation.cancelled() => return Err(RunError::Cancelled),
-                        () = sleep(delay) => {}
-                    }
-                    attempt += 1;
-                }
-            }
-        }
-    }
-
-    /// Exactly one answer for one call.
-    async fn answer(&self, ctx: &RunContext, call: &ToolCall) -> Answered {
-        if self.builtins.enabled(&call.name) {
-            return self.answer_builtin(ctx, call);
-        }
-        answered(call, self.registry.execute(ctx, call).await)
-    }
-
-    /// Exactly one answer for a call a resumed run left unanswered.
-    async fn answer_resumed(
-        &self,
-        ctx: &RunContext,
-        call: &ToolCall,
-        progress: CallProgress,
-    ) -> Answered {
-        if self.builtins.enabled(&call.name) {
-            return self.answer_builtin(ctx, call);
-        }
-        let outcome = executor::execute_resumed(&self.registry, ctx, call, progress).await;
-        answered(call, outcome)
-    }
-
-    fn answer_builtin(&self, ctx: &RunContext, call: &ToolCall) -> Answered {
-        if ctx.cancellation().is_cancelled() {
-            return Answered {
-                result: ToolResult::error(call, CANCELLED),
-                stop: None,
-            };
-        }
-        let limit = self.limits.max_message_chars;
-        let answered = if call.name == ESCALATE {
-            serde_json::from_str(&call.arguments).map(|args| escalated(ctx, call, args, limit))
-        } else {
-            debug_assert_eq!(call.name, THROW_EXCEPTION);
-            serde_json::from_str(&call.arguments).map(|args| thrown(ctx, call, args))
-        };
-        answered.unwrap_or_else(|error| {
-            let message = format!("invalid arguments: {error}");
-            let shown = SurfacedError::bounded(&call.name, ErrorKind::Validation, &message, limit)
-                .with_suggestion(if call.name == ESCALATE {
-                    r#"Call it as {"reason": "...", "severity": "low|medium|high|critical"}."#
-                } else {
-                    r#"Call it as {"reason": "..."}."#
-                });
-            Answered {
-                result: ToolResult::error(call, shown.to_content()),
-                stop: None,
-            }
-        })
-    }
-}
-
-/// What the loop does with a call's outcome.
-fn answered(call: &ToolCall, outcome: CallOutcome) -> Answered {
-    match outcome {
-        CallOutcome::Result(result) => Answered { result, stop: None },
-        CallOutcome::Stop(terminated) => Answered {
-            result: ToolResult::error(call, terminated.user_message),
-            stop: Some(stopped(terminated)),
-        },
-    }
-}
-
-/// The model called `escalate`: the run ends with its reason, which the model also sees.
-fn escalated(ctx: &RunContext, call: &ToolCall, args: EscalateArgs, limit: usize) -> Answered {
-    let severity = args.severity();
-    let shown = SurfacedError::bounded(ESCALATE, ErrorKind::Unknown, &args.reason, limit)
-        .with_severity(severity);
-    ctx.events().emit(Event::Escalated {
-        tool: ESCALATE.to_owned(),
-        reason: shown.message.clone(),
-        severity,
-    });
-    Answered {
-        result: ToolResult::error(call, shown.to_content()),
-        stop: Some(RunError::Escalated {
-            reason: args.reason,
-            severity,
-        }),
-    }
-}
-
-/// The model called `throw_exception`: the run ends in code.
-fn thrown(ctx: &RunContext, call: &ToolCall, args: ThrowArgs) -> Answered {
-    ctx.events().emit(Event::Terminated {
-        tool: THROW_EXCEPTION.to_owned(),
-        kind: ErrorKind::Unknown,
-    });
-    let reason = TerminationReason::Thrown(args.reason);
-    let terminated = Terminated::new(THROW_EXCEPTION.to_owned(), ErrorKind::Unknown, reason, None);
-    Answered {
-        result: ToolResult::error(call, terminated.user_message),
-        stop: Some(RunError::Terminated(Box::new(terminated))),
     }
 }

@@ -19,7 +19,7 @@ use crate::idempotency::IdempotencyKey;
 use crate::retry::RetryAllowance;
 
 use super::permission::{PermissionContext, PermissionHook};
-use super::resume::CallJournal;
+use super::record::{CallRecorder, NoRecorder};
 
 /// A handle that cancels a run. Clones share the same state.
 ///
@@ -197,7 +197,8 @@ pub struct RunContext {
     denials: AtomicU32,
     /// The run's stable id, when it has one: every call's idempotency key starts with it.
     run_id: Option<Arc<str>>,
-    journal: Option<Arc<dyn CallJournal>>,
+    /// Where a durable run records how its calls get on; records nothing when not durable.
+    recorder: Arc<dyn CallRecorder>,
     /// The run's retries, spent by every layer that calls something again.
     retries: Arc<RetryAllowance>,
 }
@@ -254,7 +255,7 @@ impl RunContext {
             classifier: OnceLock::new(),
             denials: AtomicU32::new(0),
             run_id: None,
-            journal: None,
+            recorder: NoRecorder::shared(),
             retries: Arc::new(RetryAllowance::new(DEFAULT_MAX_RETRIES)),
         }
     }
@@ -522,10 +523,10 @@ impl RunContext {
         }
     }
 
-    /// Where a durable run saves its calls' progress, if this run is one.
+    /// Records how this run's calls get on with `recorder` (a durable run's checkpoints).
     #[must_use]
-    pub(crate) fn with_journal(mut self, journal: Arc<dyn CallJournal>) -> Self {
-        self.journal = Some(journal);
+    pub(crate) fn with_recorder(mut self, recorder: Arc<dyn CallRecorder>) -> Self {
+        self.recorder = recorder;
         self
     }
 
@@ -534,8 +535,9 @@ impl RunContext {
         &self.retries
     }
 
-    pub(crate) fn journal(&self) -> Option<&dyn CallJournal> {
-        self.journal.as_deref()
+    /// Where this run records how its calls get on.
+    pub(crate) fn recorder(&self) -> &dyn CallRecorder {
+        &*self.recorder
     }
 
     fn troubled(&self) -> bool {

@@ -11,7 +11,7 @@ impl Registry {
     /// one outcome: a result for the model, or a stop of the run. Cancelling `ctx`'s
     /// [`Cancellation`](crate::Cancellation) answers "operation cancelled".
     pub async fn execute(&self, ctx: &RunContext, call: &ToolCall) -> CallOutcome {
-        super::execute(self, ctx, call).await
+        super::execute(self, ctx, call, super::CallStart::Fresh).await
     }
 
     /// Runs the tool calls of one model turn concurrently and returns their outcomes in the

@@ -236,21 +236,20 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// Saves the call's place on this retry rung, when the run is durable: asleep for
-    /// `backoff`, or about to call.
+    /// Records the call's place on this retry rung: asleep for `backoff`, or about to call.
     async fn save_retry(&self, retries: u32, backoff: Option<Duration>) -> bool {
-        if self.ctx.journal().is_none() {
+        if !self.ctx.recorder().records() {
             return true;
         }
         self.save(Some(self.retry_place(retries)), backoff).await
     }
 
-    /// Saves how far the call got, when the run is durable; false when the save failed and
-    /// the call must stop here.
+    /// Records how far the call got; false when the save failed and the call must stop here.
     async fn save(&self, retry: Option<RetryPlace>, backoff: Option<Duration>) -> bool {
-        let Some(journal) = self.ctx.journal() else {
+        let recorder = self.ctx.recorder();
+        if !recorder.records() {
             return true;
-        };
+        }
         let progress = CallProgress {
             attempts: self.failure.attempts,
             repair_steps: self.repair_steps,
@@ -261,7 +260,7 @@ impl<'a> Walk<'a> {
             retry,
             backoff_ms: backoff.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         };
-        journal.progress(&self.call.id, progress).await
+        recorder.progress(&self.call.id, progress, self.ctx).await
     }
 
     /// `fix(agent = ..)`: ask the fixer for new arguments (and call again) or for a result.

@@ -22,6 +22,7 @@ mod entry;
 mod ladder;
 mod outcome;
 mod permission;
+mod record;
 mod resume;
 
 use std::borrow::Cow;
@@ -38,8 +39,9 @@ pub use permission::{Permission, PermissionContext, PermissionDenied, Permission
 
 pub(crate) use context::RecoveryState;
 pub(crate) use outcome::CANCELLED;
+pub(crate) use record::{CallRecorder, NoRecorder, Recorded};
 pub use resume::CallInterrupted;
-pub(crate) use resume::{CallJournal, CallProgress};
+pub(crate) use resume::{CallProgress, CallStart};
 
 use tokio_util::sync::CancellationToken;
 
@@ -55,21 +57,15 @@ use ladder::Walk;
 use outcome::{Failure, Handled};
 
 /// Runs one tool call through its resolved policy, inside its span: see [`Registry::execute`].
-pub(crate) async fn execute(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> CallOutcome {
-    let meters = registry.meters(&call.name);
-    let handled = handle(registry, ctx, call);
-    crate::observe::tool_call(call, meters, execute_call(registry, ctx, call, handled)).await
-}
-
-/// Goes on with a call of a resumed durable run, from how far it got (see [`resume`]).
-pub(crate) async fn execute_resumed(
+/// A call of a resumed run starts from how far it got; any other starts fresh.
+pub(crate) async fn execute(
     registry: &Registry,
     ctx: &RunContext,
     call: &ToolCall,
-    progress: CallProgress,
+    start: CallStart<'_>,
 ) -> CallOutcome {
     let meters = registry.meters(&call.name);
-    let handled = resume::handle_resumed(registry, ctx, call, progress);
+    let handled = handle(registry, ctx, call, start);
     crate::observe::tool_call(call, meters, execute_call(registry, ctx, call, handled)).await
 }
 
@@ -179,18 +175,41 @@ where
 }
 
 /// Finds the tool, refuses what must not run, and makes the first attempt; a failure walks the
-/// ladder.
-async fn handle(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> Handled {
+/// ladder. A call of a resumed run passes the same refusals before it goes on from where it was.
+async fn handle(
+    registry: &Registry,
+    ctx: &RunContext,
+    call: &ToolCall,
+    start: CallStart<'_>,
+) -> Handled {
     let Some(entry @ (tool, _)) = registry.entry(&call.name) else {
         return unknown_tool(registry, ctx, call);
     };
-    if let Some(refused) = refusal(ctx, tool, call) {
+    // The gate sees the arguments the tool would receive: for a resumed call, the ones a fixer
+    // wrote before the run was interrupted, when one did.
+    let refused = match start {
+        CallStart::From(CallProgress {
+            arguments: Some(arguments),
+            ..
+        }) => {
+            let sent = ToolCall::new(call.id.clone(), call.name.clone(), arguments.clone());
+            refusal(ctx, tool, &sent)
+        }
+        _ => refusal(ctx, tool, call),
+    };
+    if let Some(refused) = refused {
         return refused;
     }
     if let Some(budget) = ctx.retry_budget() {
         budget.record_call(tool.breaker_key());
     }
     let extensions = ctx.call_extensions(&call.id);
+    if let CallStart::From(progress) = start {
+        return Box::pin(resume::go_on(
+            registry, ctx, entry, call, progress, extensions,
+        ))
+        .await;
+    }
     match attempt::attempt(ctx, tool, &call.arguments, &extensions).await {
         Ok(output) => Handled::Ok(output),
         Err(Missed::Tripped { failures }) => Handled::Tripped {

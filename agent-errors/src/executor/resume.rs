@@ -1,7 +1,9 @@
-//! A call picked up again after the process running it stopped: what a durable run saved about
-//! it ([`CallProgress`]), and how it goes on. A call sleeping before a retry sleeps its saved
-//! delay and retries; a call that was running is run again when its tool is idempotent, and is
-//! otherwise a failure of kind [`OutcomeUnknown`](ErrorKind::OutcomeUnknown) for its policy.
+//! Where a call starts ([`CallStart`]): afresh, or from what a durable run saved about it
+//! ([`CallProgress`]) before the process running it stopped. A resumed call has passed the
+//! gate with the arguments it will send before it gets here; then a call sleeping before a
+//! retry sleeps its saved delay and retries, and a call that was running is run again when its
+//! tool is idempotent and is otherwise a failure of kind
+//! [`OutcomeUnknown`](ErrorKind::OutcomeUnknown) for its policy.
 
 use std::time::Duration;
 
@@ -13,16 +15,19 @@ use super::ladder::Walk;
 use super::outcome::{Failure, Handled};
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
-use crate::error::BoxFuture;
 use crate::error::ToolError;
-use crate::policy::PolicyKey;
+use crate::extensions::Extensions;
+use crate::policy::{PolicyKey, ResolvedPolicy};
 use crate::registry::Registry;
+use crate::tool::ToolDef;
 
-/// Told how each call of a durable run gets on, so the run's checkpoint can say so.
-pub(crate) trait CallJournal: Send + Sync + 'static {
-    /// Saves `progress` for the call `call_id`; false when the save failed (the run is then
-    /// halting, and the call must not go on to run its tool).
-    fn progress<'a>(&'a self, call_id: &'a str, progress: CallProgress) -> BoxFuture<'a, bool>;
+/// Where a call starts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CallStart<'a> {
+    /// The model just made it.
+    Fresh,
+    /// A resumed run goes on with it from how far it got.
+    From(&'a CallProgress),
 }
 
 /// How far one call got: what a resumed run needs to go on without spending anything twice.
@@ -96,37 +101,35 @@ pub(crate) struct SavedFailure {
     pub(crate) message: String,
 }
 
-/// Goes on with a call of a resumed run that has no result yet.
-pub(super) async fn handle_resumed(
+/// Goes on with a call of a resumed run that has no result yet, once the gate has let its
+/// arguments through.
+pub(super) async fn go_on(
     registry: &Registry,
     ctx: &RunContext,
+    entry @ (tool, _): (&ToolDef, &ResolvedPolicy),
     call: &ToolCall,
-    progress: CallProgress,
+    progress: &CallProgress,
+    extensions: Extensions,
 ) -> Handled {
-    let Some(entry @ (tool, _)) = registry.entry(&call.name) else {
-        // A name the agent does not know was never run: it is answered as it was the first time.
-        return super::unknown_tool(registry, ctx, call);
-    };
-    let extensions = ctx.call_extensions(&call.id);
     let raw = progress.arguments.as_deref().unwrap_or(&call.arguments);
     let args = || serde_json::from_str(raw).unwrap_or(serde_json::Value::Null);
     let walk = |failure| {
-        Walk::new(registry, ctx, entry, call, failure, extensions.clone()).resumed(&progress)
+        Walk::new(registry, ctx, entry, call, failure, extensions.clone()).resumed(progress)
     };
     if let (Some(place), Some(delay)) = (&progress.retry, progress.backoff_ms) {
         let failure = saved_failure(ctx, args(), place, progress.attempts);
         let delay = Duration::from_millis(delay);
-        return Box::pin(walk(failure).at_retry(place, delay).run()).await;
+        return walk(failure).at_retry(place, delay).run().await;
     }
     if !tool.is_idempotent() {
         let error = ToolError::execution(args(), CallInterrupted);
         let failure = Failure::new(error, progress.attempts, ctx.classifier());
-        return Box::pin(walk(failure).run()).await;
+        return walk(failure).run().await;
     }
     // Idempotent: the attempt that was running is made again, in the place it was made.
     if let Some(place) = &progress.retry {
         let failure = saved_failure(ctx, args(), place, progress.attempts);
-        return Box::pin(walk(failure).at_retry(place, Duration::ZERO).run()).await;
+        return walk(failure).at_retry(place, Duration::ZERO).run().await;
     }
     match attempt(ctx, tool, raw, &extensions).await {
         Ok(output) => Handled::Ok(output),
@@ -136,7 +139,7 @@ pub(super) async fn handle_resumed(
         },
         Err(Missed::Failed(error)) => {
             let failure = Failure::new(error, progress.attempts, ctx.classifier());
-            Box::pin(walk(failure).run()).await
+            walk(failure).run().await
         }
     }
 }

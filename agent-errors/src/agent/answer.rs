@@ -1,0 +1,197 @@
+//! Answering a turn's calls: each call gets exactly one answer (a saved one, a built-in's, or
+//! the executor's), recorded as it comes, and the turn's answers say whether the run goes on.
+
+use super::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
+use super::durable::PendingCall;
+use super::recorder::Recorder;
+use super::{AgentInner, AgentOutput, RunError};
+use crate::chat::{ChatRequest, Message, ToolCall, ToolResult};
+use crate::classify::ErrorKind;
+use crate::events::Event;
+use crate::executor::{
+    self, CANCELLED, CallOutcome, CallStart, RunContext, Terminated, TerminationReason,
+};
+use crate::sanitize::SurfacedError;
+
+/// What the loop does with one tool call: the result the transcript records, and whether it ends
+/// the run.
+struct Answered {
+    result: ToolResult,
+    stop: Option<RunError>,
+}
+
+/// Why a batch of calls ends the run, if it does: the first stop in call order, except that a
+/// tripped breaker gives way to any other stop (an auth failure says more about what to fix).
+fn batch_verdict(stops: Vec<RunError>) -> Option<RunError> {
+    let is_trip = |stop: &RunError| matches!(stop, RunError::BreakerTripped { .. });
+    let first_other = stops.iter().position(|s| !is_trip(s));
+    let mut stops = stops;
+    match first_other {
+        Some(i) => Some(stops.swap_remove(i)),
+        None => stops.into_iter().next(),
+    }
+}
+
+/// The run error a tool's stop becomes.
+fn stopped(terminated: Box<Terminated>) -> RunError {
+    match terminated.reason {
+        TerminationReason::BreakerTripped { failures } => RunError::BreakerTripped {
+            tool: terminated.tool,
+            failures,
+        },
+        _ => RunError::Terminated(terminated),
+    }
+}
+
+impl<O: AgentOutput> AgentInner<O> {
+    /// Answers every call of a turn, in order, adds the turn (`asked`) and the answers to the
+    /// transcript, and says whether the run goes on. `saved` holds what a resumed run saved
+    /// about these calls.
+    pub(super) async fn answer_turn(
+        &self,
+        ctx: &RunContext,
+        request: &mut ChatRequest,
+        recorder: &dyn Recorder,
+        asked: Message,
+        calls: &[ToolCall],
+        saved: &[PendingCall],
+    ) -> Result<(), RunError> {
+        let answers = executor::answer_all(
+            ctx,
+            calls,
+            |call| {
+                let saved = saved.iter().find(|p| p.call.id == call.id);
+                // Boxed: a call's future is large (the whole recovery ladder), and the join
+                // would otherwise copy it as it collects and polls the turn's calls.
+                Box::pin(self.answer(ctx, call, recorder, saved))
+            },
+            |a: &Answered| a.stop.is_some(),
+        )
+        .await;
+        request.messages.push(asked);
+        let mut stops = Vec::new();
+        for answer in answers {
+            request.messages.push(Message::Tool(answer.result));
+            stops.extend(answer.stop);
+        }
+        if let Some(error) = recorder.failure() {
+            return Err(RunError::Checkpoint(error));
+        }
+        if ctx.cancellation().is_cancelled() {
+            return Err(RunError::Cancelled);
+        }
+        if let Some(verdict) = batch_verdict(stops) {
+            return Err(verdict);
+        }
+        // A degraded tool is not offered again.
+        if request.tools.iter().any(|spec| ctx.is_degraded(&spec.name)) {
+            request.tools = self.offered_tools(ctx);
+        }
+        Ok(())
+    }
+
+    /// Exactly one answer for one call, recorded: a saved answer is given back as it was, a
+    /// call a resumed run left unanswered goes on from how far it got, any other starts fresh.
+    async fn answer(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        recorder: &dyn Recorder,
+        saved: Option<&PendingCall>,
+    ) -> Answered {
+        if let Some((result, stop)) = saved.and_then(PendingCall::answer) {
+            return Answered { result, stop };
+        }
+        let answered = if self.builtins.enabled(&call.name) {
+            self.answer_builtin(ctx, call)
+        } else {
+            let start = match saved {
+                Some(pending) => CallStart::From(&pending.progress),
+                None => CallStart::Fresh,
+            };
+            answered(
+                call,
+                executor::execute(&self.registry, ctx, call, start).await,
+            )
+        };
+        let stop = answered.stop.as_ref();
+        // A record that was not kept halts the run; the turn's end reports it.
+        recorder
+            .answered(&call.id, &answered.result, stop, ctx)
+            .await;
+        answered
+    }
+
+    fn answer_builtin(&self, ctx: &RunContext, call: &ToolCall) -> Answered {
+        if ctx.cancellation().is_cancelled() {
+            return Answered {
+                result: ToolResult::error(call, CANCELLED),
+                stop: None,
+            };
+        }
+        let limit = self.limits.max_message_chars;
+        let answered = if call.name == ESCALATE {
+            serde_json::from_str(&call.arguments).map(|args| escalated(ctx, call, args, limit))
+        } else {
+            debug_assert_eq!(call.name, THROW_EXCEPTION);
+            serde_json::from_str(&call.arguments).map(|args| thrown(ctx, call, args))
+        };
+        answered.unwrap_or_else(|error| {
+            let message = format!("invalid arguments: {error}");
+            let shown = SurfacedError::bounded(&call.name, ErrorKind::Validation, &message, limit)
+                .with_suggestion(if call.name == ESCALATE {
+                    r#"Call it as {"reason": "...", "severity": "low|medium|high|critical"}."#
+                } else {
+                    r#"Call it as {"reason": "..."}."#
+                });
+            Answered {
+                result: ToolResult::error(call, shown.to_content()),
+                stop: None,
+            }
+        })
+    }
+}
+
+/// What the loop does with a call's outcome.
+fn answered(call: &ToolCall, outcome: CallOutcome) -> Answered {
+    match outcome {
+        CallOutcome::Result(result) => Answered { result, stop: None },
+        CallOutcome::Stop(terminated) => Answered {
+            result: ToolResult::error(call, terminated.user_message),
+            stop: Some(stopped(terminated)),
+        },
+    }
+}
+
+/// The model called `escalate`: the run ends with its reason, which the model also sees.
+fn escalated(ctx: &RunContext, call: &ToolCall, args: EscalateArgs, limit: usize) -> Answered {
+    let severity = args.severity();
+    let shown = SurfacedError::bounded(ESCALATE, ErrorKind::Unknown, &args.reason, limit)
+        .with_severity(severity);
+    ctx.events().emit(Event::Escalated {
+        tool: ESCALATE.to_owned(),
+        reason: shown.message.clone(),
+        severity,
+    });
+    Answered {
+        result: ToolResult::error(call, shown.to_content()),
+        stop: Some(RunError::Escalated {
+            reason: args.reason,
+            severity,
+        }),
+    }
+}
+
+/// The model called `throw_exception`: the run ends in code.
+fn thrown(ctx: &RunContext, call: &ToolCall, args: ThrowArgs) -> Answered {
+    ctx.events().emit(Event::Terminated {
+        tool: THROW_EXCEPTION.to_owned(),
+        kind: ErrorKind::Unknown,
+    });
+    let reason = TerminationReason::Thrown(args.reason);
+    let terminated = Terminated::new(THROW_EXCEPTION.to_owned(), ErrorKind::Unknown, reason, None);
+    Answered {
+        result: ToolResult::error(call, terminated.user_message),
+        stop: Some(RunError::Terminated(Box::new(terminated))),
+    }
+}
