@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::BoxError;
 use crate::events::EventSink;
+use crate::retry::RunRetries;
 use crate::stream::{ChatStream, response_events, stream_of};
 
 /// A boxed, sendable future: what [`ChatModel::chat`] returns.
@@ -191,6 +192,9 @@ pub struct ChatRequest {
     pub source: CallSource,
     /// Where model wrappers record their events: the run's log inside an agent run.
     pub events: EventSink,
+    /// The run's retry allowance inside an agent run: the provider's transport and the model
+    /// wrappers spend it for every retry they make, so a run's retries have one bound.
+    pub(crate) retries: RunRetries,
 }
 
 impl ChatRequest {
@@ -203,6 +207,7 @@ impl ChatRequest {
             options: RequestOptions::default(),
             source: CallSource::MAIN_AGENT,
             events: EventSink::default(),
+            retries: RunRetries::default(),
         }
     }
 
@@ -217,6 +222,13 @@ impl ChatRequest {
     #[must_use]
     pub fn with_events(mut self, events: EventSink) -> Self {
         self.events = events;
+        self
+    }
+
+    /// Spends retries from `retries`: the run's allowance.
+    #[must_use]
+    pub(crate) fn with_retries(mut self, retries: RunRetries) -> Self {
+        self.retries = retries;
         self
     }
 

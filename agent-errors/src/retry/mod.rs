@@ -41,17 +41,17 @@ mod allowance;
 mod engine;
 #[cfg(feature = "backoff")]
 mod from_backoff;
+mod policy;
 
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-pub(crate) use allowance::RetryAllowance;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
-pub(crate) use engine::Sleep;
-pub(crate) use engine::{Retrier, Step, decide, sleep};
+pub(crate) use allowance::{RetryAllowance, RunRetries};
+pub(crate) use engine::{Retrier, Sleep, Step, Stop, decide};
 pub use engine::{RetryFailure, RetryNotice, retry_after_failure};
 #[cfg(feature = "backoff")]
 pub use from_backoff::FromBackoff;
+pub(crate) use policy::{Policy, call, retry};
 
 /// When to call again: `initial · 2^(n-1)` capped at `max`, plus `0..jitter` of that at random.
 ///
