@@ -26,6 +26,10 @@ use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop, ZeroAttempt
 /// adds no load to a service that is already struggling. Any other error from the primary is
 /// returned as it is, and so is the fallback's answer or error.
 ///
+/// Inside an agent run each call again of the primary spends the run's retry allowance
+/// ([`Limits::max_retries`](crate::Limits)); with none left the request goes to the fallback at
+/// once. The switch itself is not a retry and spends nothing.
+///
 /// Each switch emits an `llm_fallback` event as a `tracing` event and records it on the run's
 /// report (inside an agent run the request carries the run's log), and on an [`EventLog`]
 /// attached with [`FallbackModel::event_log`].

@@ -54,6 +54,11 @@ type HeartbeatFn = Arc<dyn Fn(&Heartbeat) + Send + Sync>;
 /// callback called after every chunk, which keeps hosts that kill idle sessions at bay. The cap
 /// bounds waiting: each call itself is bounded by the model's own timeout.
 ///
+/// Inside an agent run each retry also spends the run's retry allowance
+/// ([`Limits::max_retries`](crate::Limits), default 32), and retrying stops when it is spent:
+/// raise it for a run that should wait out a long outage (see the
+/// [model-call stack](crate::retry#the-model-call-stack)).
+///
 /// Each retry emits an `llm_retry` `tracing` event, also recorded on the run's report inside an
 /// agent run and on an [`EventLog`] attached with [`PersistentRetry::event_log`].
 ///
