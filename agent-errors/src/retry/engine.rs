@@ -29,7 +29,8 @@ pub(crate) enum Step {
     /// Sleep this long, then call again.
     Wait(Duration),
     /// Call again at once: the request was changed (a smaller `max_tokens`, a fresh key), so
-    /// there is nothing to wait for.
+    /// there is nothing to wait for. Only the providers' transport changes its request so.
+    #[cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
     Again,
     /// Give up.
     Stop(Stop),
@@ -126,7 +127,7 @@ pub(crate) struct Sleep(Option<Arc<SleepFn>>);
 
 impl Sleep {
     /// Waits with `sleep` instead of tokio's clock.
-    #[cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
+    #[cfg(any(feature = "openai", feature = "anthropic"))]
     pub(crate) fn with<F, Fut>(sleep: F) -> Self
     where
         F: Fn(Duration) -> Fut + Send + Sync + 'static,

@@ -96,7 +96,9 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 pub(crate) use allowance::{RetryAllowance, RunRetries};
-pub(crate) use engine::{Retrier, Sleep, Step, Stop, decide};
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+pub(crate) use engine::Sleep;
+pub(crate) use engine::{Retrier, Step, Stop, decide};
 pub use engine::{RetryFailure, RetryNotice, retry_after_failure};
 #[cfg(feature = "backoff")]
 pub use from_backoff::FromBackoff;
