@@ -1,28 +1,22 @@
 //! The loop: ask the model, run the tool calls it makes (concurrently, answered in order), and
 //! repeat until it answers in text, a call ends the run, or the turn cap is reached.
 
-use std::ops::ControlFlow;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-
-use futures_util::FutureExt;
 
 use super::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
 use super::durable::{self, Journal, PendingCall, ResumeError, SavedCounts, SavedRun};
-use super::stream::{self, DeltaSender};
+use super::stream::DeltaSender;
 use super::turn;
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
 use crate::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolResult, ToolSpec, Usage};
-use crate::classify::{ErrorKind, server_delay};
-use crate::error::BoxError;
+use crate::classify::ErrorKind;
 use crate::events::{Event, RunReport};
 use crate::executor::{
     self, CANCELLED, CallJournal, CallOutcome, CallProgress, Cancellation, RecoveryState,
     RunContext, Terminated, TerminationReason, ToolPanic,
 };
-use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER, cannot_succeed_on_retry};
 use crate::observe::{self, Observer};
-use crate::retry::{self, Policy, RetrySchedule, RunRetries, Step, Stop, decide};
+use crate::retry::RunRetries;
 use crate::sanitize::SurfacedError;
 
 impl<O: AgentOutput> Agent<O> {
@@ -98,13 +92,13 @@ struct Resumed {
 }
 
 #[derive(Default)]
-struct Counts {
-    turns: u32,
-    model_calls: u32,
+pub(super) struct Counts {
+    pub(super) turns: u32,
+    pub(super) model_calls: u32,
     tool_calls: u32,
-    usage: Usage,
+    pub(super) usage: Usage,
     /// Where the run streams the model's answers, if anywhere.
-    deltas: Option<DeltaSender>,
+    pub(super) deltas: Option<DeltaSender>,
 }
 
 impl Counts {
@@ -126,7 +120,7 @@ impl Counts {
 }
 
 /// A model turn: a response to act on, or the output `on_llm_error` chose instead.
-enum Turn<O> {
+pub(super) enum Turn<O> {
     Response(ChatResponse),
     RespondWith(O),
 }
@@ -160,7 +154,10 @@ fn batch_verdict(stops: Vec<RunError>) -> Option<RunError> {
 }
 
 /// A panic in user code the loop called, as the run's error.
-fn callback_panicked(callback: &'static str, payload: Box<dyn std::any::Any + Send>) -> RunError {
+pub(super) fn callback_panicked(
+    callback: &'static str,
+    payload: Box<dyn std::any::Any + Send>,
+) -> RunError {
     let message = ToolPanic::from_payload(payload).message;
     let message = crate::sanitize::scrub(&message, crate::sanitize::DEFAULT_MAX_CHARS);
     tracing::error!(callback, %message, "user code panicked; the run ends");
@@ -508,33 +505,6 @@ impl<O: AgentOutput> AgentInner<O> {
         answered
     }
 
-    /// One model turn with `on_llm_error` applied: retries stay inside the turn.
-    async fn call_model(
-        &self,
-        ctx: &RunContext,
-        request: &ChatRequest,
-        counts: &mut Counts,
-    ) -> Result<Turn<O>, RunError> {
-        let cancellation = ctx.cancellation();
-        let mut policy = OnLlmError {
-            agent: self,
-            ctx,
-            request,
-            counts,
-            attempt: 1,
-            ended: None,
-        };
-        let turn = tokio::select! {
-            biased;
-            () = cancellation.cancelled() => return Err(RunError::Cancelled),
-            turn = retry::call(&mut policy) => turn,
-        };
-        match turn {
-            Ok(turn) => turn,
-            Err(error) => policy.ended.take().unwrap_or(Err(RunError::Model(error))),
-        }
-    }
-
     /// Exactly one answer for one call.
     async fn answer(&self, ctx: &RunContext, call: &ToolCall) -> Answered {
         if self.builtins.enabled(&call.name) {
@@ -584,113 +554,6 @@ impl<O: AgentOutput> AgentInner<O> {
                 stop: None,
             }
         })
-    }
-}
-
-/// `on_llm_error` as the outermost policy of the retry loop around a model call (see the
-/// retry module's docs for what runs inside it).
-struct OnLlmError<'a, O: AgentOutput> {
-    agent: &'a AgentInner<O>,
-    ctx: &'a RunContext,
-    request: &'a ChatRequest,
-    counts: &'a mut Counts,
-    /// The call being made (1-based): what the handler is told failed.
-    attempt: u32,
-    /// How the turn ends when the handler ended it (an output in the model's place, or its
-    /// panic) rather than by the model's error.
-    ended: Option<Result<Turn<O>, RunError>>,
-}
-
-impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
-    type Output = Result<Turn<O>, RunError>;
-    type Error = BoxError;
-
-    async fn call(&mut self) -> Result<Self::Output, BoxError> {
-        self.counts.model_calls += 1;
-        // The model is user code: a panic in `chat` (before or inside its future) ends the
-        // run with an error that says so instead of unwinding through `run`.
-        let model = &*self.agent.model;
-        let asked = AssertUnwindSafe(stream::ask(
-            model,
-            self.request,
-            self.counts.deltas.as_ref(),
-        ))
-        .catch_unwind();
-        let result = match asked.await {
-            Ok(result) => result,
-            Err(panic) => return Ok(Err(callback_panicked("ChatModel::chat", panic))),
-        };
-        match result.and_then(|response| turn::judge(response, &mut self.counts.usage)) {
-            Ok(response) => Ok(Ok(Turn::Response(response))),
-            Err(error) => Err(error),
-        }
-    }
-
-    async fn retry(&mut self, error: &BoxError) -> Step {
-        let Some(handler) = &self.agent.llm_error else {
-            return Step::Stop(Stop::Never);
-        };
-        let attempt = self.attempt;
-        let decision =
-            match std::panic::catch_unwind(AssertUnwindSafe(|| handler(error.as_ref(), attempt))) {
-                Ok(decision) => decision,
-                Err(panic) => {
-                    self.ended = Some(Err(callback_panicked("on_llm_error", panic)));
-                    return Step::Stop(Stop::Never);
-                }
-            };
-        let (max_attempts, initial_backoff) = match decision {
-            LlmErrorDecision::Rethrow => return Step::Stop(Stop::Never),
-            LlmErrorDecision::RespondWith(output) => {
-                let error = crate::redact::redact(&error.to_string()).into_owned();
-                tracing::info!(attempt, %error, "on_llm_error responded in the model's place");
-                self.ended = Some(Ok(Turn::RespondWith(output)));
-                return Step::Stop(Stop::Never);
-            }
-            LlmErrorDecision::Retry { .. } if cannot_succeed_on_retry(&**error) => {
-                tracing::debug!(
-                    attempt,
-                    "on_llm_error said retry, but calling again cannot help"
-                );
-                return Step::Stop(Stop::Never);
-            }
-            LlmErrorDecision::Retry {
-                max_attempts,
-                initial_backoff,
-            }
-            | LlmErrorDecision::RetryRegardless {
-                max_attempts,
-                initial_backoff,
-            } => (max_attempts, initial_backoff),
-        };
-        // The handler may answer differently each time, so its schedule is read afresh per
-        // failure.
-        let schedule = RetrySchedule::new(max_attempts)
-            .with_initial(initial_backoff)
-            .with_jitter(0.0);
-        let computed = schedule.delays().nth(attempt as usize - 1);
-        let server = server_delay(error.as_ref(), MAX_RETRY_AFTER);
-        let step = decide(true, computed, server, None);
-        if let Step::Wait(delay) = step {
-            if !self.ctx.retries().try_spend() {
-                tracing::debug!(attempt, "the run's retry allowance is spent");
-                return Step::Stop(Stop::Exhausted);
-            }
-            self.ctx.events().emit(Event::LlmRetry { attempt, delay });
-        }
-        step
-    }
-
-    async fn before_sleep(&mut self, _delay: std::time::Duration) -> ControlFlow<Self::Output> {
-        if let Some(deltas) = &self.counts.deltas {
-            deltas.turn_restarted(self.counts.turns, self.attempt).await;
-        }
-        ControlFlow::Continue(())
-    }
-
-    async fn before_call(&mut self) -> ControlFlow<Self::Output> {
-        self.attempt += 1;
-        ControlFlow::Continue(())
     }
 }
 
