@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::events::EventSink;
+use crate::retry::RunRetries;
 use crate::usage::Usage;
 
 /// A tool call the model asked for.
@@ -189,6 +190,9 @@ pub struct ChatRequest {
     pub source: CallSource,
     /// Where model wrappers record their events: the run's log inside an agent run.
     pub events: EventSink,
+    /// The run's retry allowance inside an agent run: the provider's transport and the model
+    /// wrappers spend it for every retry they make, so a run's retries have one bound.
+    pub(crate) retries: RunRetries,
 }
 
 impl ChatRequest {
@@ -201,6 +205,7 @@ impl ChatRequest {
             options: RequestOptions::default(),
             source: CallSource::MAIN_AGENT,
             events: EventSink::default(),
+            retries: RunRetries::default(),
         }
     }
 
@@ -215,6 +220,13 @@ impl ChatRequest {
     #[must_use]
     pub fn with_events(mut self, events: EventSink) -> Self {
         self.events = events;
+        self
+    }
+
+    /// Spends retries from `retries`: the run's allowance.
+    #[must_use]
+    pub(crate) fn with_retries(mut self, retries: RunRetries) -> Self {
+        self.retries = retries;
         self
     }
 

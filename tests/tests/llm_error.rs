@@ -397,3 +397,104 @@ async fn retry_after_replaces_the_backoff_between_model_calls() {
     assert_eq!(agent.run("hi").await.unwrap(), "ok");
     assert_eq!(Instant::now() - start, Duration::from_secs(60));
 }
+
+/// A handler that says `retry` for every failure, as the README's example does.
+fn retry_three_times()
+-> impl Fn(&agent_errors::ModelError, u32) -> Result<LlmErrorDecision, ZeroAttempts>
++ Send
++ Sync
++ 'static {
+    |_, _| LlmErrorDecision::retry(3, ms(500))
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_does_not_call_again_what_cannot_succeed() {
+    let cannot_succeed = [
+        agent_errors::HttpError::new(400, "invalid request: unknown field `temprature`"),
+        agent_errors::HttpError::new(
+            400,
+            "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+        ),
+        agent_errors::HttpError::new(401, "invalid api key"),
+        agent_errors::HttpError::new(403, "forbidden"),
+        agent_errors::HttpError::new(429, "You exceeded your current quota: insufficient_quota"),
+    ];
+    for error in cannot_succeed {
+        let status = error.status();
+        let model = ScriptedModel::new().then_fail_forever(move || error.clone());
+        let agent = Agent::builder("a")
+            .model(model.clone())
+            .on_llm_error(retry_three_times())
+            .build()
+            .unwrap();
+        let outcome = agent.run_with_report("hi").await;
+        let err = outcome.result.unwrap_err();
+        let http = err
+            .model_error()
+            .unwrap()
+            .downcast_ref::<agent_errors::HttpError>();
+        assert_eq!(http.map(|e| e.status()), Some(status));
+        assert_eq!(
+            model.calls(),
+            1,
+            "HTTP {status} is called once under retry(3, ..)"
+        );
+        outcome.report.assert_count("llm_retry", 0);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_calls_again_what_can_succeed() {
+    let model = ScriptedModel::new()
+        .then_fail_forever(|| agent_errors::HttpError::new(503, "service unavailable"));
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .on_llm_error(retry_three_times())
+        .build()
+        .unwrap();
+    let outcome = agent.run_with_report("hi").await;
+    assert!(outcome.result.unwrap_err().model_error().is_some());
+    assert_eq!(model.calls(), 3);
+    outcome.report.assert_count("llm_retry", 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_regardless_calls_again_what_the_status_calls_hopeless() {
+    assert_eq!(
+        LlmErrorDecision::<String>::retry_regardless(0, ms(500)),
+        Err(ZeroAttempts)
+    );
+    let model = ScriptedModel::new()
+        .errors(2, || {
+            agent_errors::HttpError::new(400, "gateway: backend restarting")
+        })
+        .text("the answer");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .on_llm_error(|_, _| LlmErrorDecision::retry_regardless(3, ms(500)))
+        .build()
+        .unwrap();
+    assert_eq!(agent.run("hi").await.unwrap(), "the answer");
+    assert_eq!(model.calls(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn model_call_retries_spend_the_runs_retry_allowance() {
+    let model = numbered_failures(ScriptedModel::new());
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .limits(agent_errors::Limits::default().with_max_retries(2))
+        .on_llm_error(|_, _| LlmErrorDecision::retry(10, ms(500)))
+        .build()
+        .unwrap();
+    let err = agent.run("hi").await.unwrap_err();
+    assert_eq!(
+        model.calls(),
+        3,
+        "the first call and the two retries the run allows"
+    );
+    assert_eq!(
+        err.model_error().unwrap().downcast_ref::<Down>().unwrap().0,
+        3
+    );
+}

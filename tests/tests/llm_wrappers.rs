@@ -455,3 +455,44 @@ async fn inside_an_agent_run_the_switch_lands_on_the_runs_report() {
         }]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn inside_a_run_persistent_retry_stops_when_the_runs_retries_are_spent() {
+    let inner = Scripted::new("m", vec![], unavailable);
+    let agent = agent_errors::Agent::builder("a")
+        .model(PersistentRetry::new(inner.clone()).backoff(no_jitter()))
+        .limits(agent_errors::Limits::default().with_max_retries(3))
+        .build()
+        .unwrap();
+
+    let err = agent.run("hi").await.unwrap_err();
+
+    assert!(err.model_error().is_some(), "{err}");
+    assert_eq!(
+        inner.calls(),
+        4,
+        "the first call and the 3 retries the run allows"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn inside_a_run_with_no_retries_left_an_overloaded_primary_falls_back_at_once() {
+    let primary = Scripted::new("big", vec![], overloaded);
+    let fallback = Scripted::new("small", vec![text("answered by small")], unexpected);
+    let model = FallbackModel::new(primary.clone(), fallback.clone())
+        .after(3)
+        .unwrap();
+    let agent = agent_errors::Agent::builder("a")
+        .model(model)
+        .limits(agent_errors::Limits::default().with_max_retries(0))
+        .build()
+        .unwrap();
+
+    assert_eq!(agent.run("hi").await.unwrap(), "answered by small");
+    assert_eq!(
+        primary.calls(),
+        1,
+        "a switch is not a retry, but calling again is"
+    );
+    assert_eq!(fallback.calls(), 1);
+}

@@ -1354,3 +1354,80 @@ async fn a_stalled_error_body_of_a_streamed_request_ends_at_the_timeout() {
     assert_eq!(status.status(), 400);
     assert_eq!(status.body(), "");
 }
+
+/// A run with a retry allowance of N: the tool's retry rung, the provider's transport and
+/// `on_llm_error` all keep failing, and between them they make exactly N retries (every request
+/// the server saw and every tool call, less the first call of each), never more.
+#[tokio::test]
+async fn every_layer_of_a_run_spends_one_retry_allowance() {
+    use agent_errors::RetryAction;
+    use agent_errors::testing::{Fault, FaultyTool, echo_tool};
+    use agent_errors::{Action, Agent, Ladder, Limits, LlmErrorDecision, Policy, PolicyKey};
+
+    const ALLOWANCE: usize = 7;
+    let asks_for_the_tool = Reply::json(
+        200,
+        json!({
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": null, "tool_calls": [{
+                    "id": "call_1", "type": "function",
+                    "function": {"name": "flaky", "arguments": "{\"text\": \"a\"}"}
+                }]},
+                "finish_reason": "tool_calls"
+            }]
+        }),
+    );
+    let busy = (0..60).map(|_| Reply::raw(503, "service unavailable"));
+    let server = FaultServer::start(std::iter::once(asks_for_the_tool).chain(busy)).await;
+    let sleeps = Sleeps::default();
+    let model = builder(&server, &sleeps).build().unwrap();
+    let tool = FaultyTool::new(echo_tool("flaky"))
+        .then_always(Fault::error(|| HttpError::new(503, "busy")));
+    let no_wait = RetryAction {
+        max_attempts: 3.try_into().unwrap(),
+        initial: Some(Duration::ZERO),
+        max: None,
+    };
+    let agent = Agent::builder("a")
+        .model(model)
+        .tool(tool.tool())
+        .on_tool_error(
+            "flaky",
+            Policy::new().on(
+                PolicyKey::Execution,
+                Ladder::new([Action::Retry(no_wait), Action::Escalate]),
+            ),
+        )
+        .on_llm_error(|_, _| LlmErrorDecision::retry(20, Duration::ZERO))
+        .limits(Limits::default().with_max_retries(ALLOWANCE as u32))
+        .build()
+        .unwrap();
+
+    let error = agent.run("go").await.unwrap_err();
+
+    assert!(
+        error.model_error().is_some(),
+        "the model kept failing: {error}"
+    );
+    let calls = server.requests() + tool.calls() as usize;
+    // First calls: the tool's, the first model turn's and the second model turn's.
+    assert_eq!(
+        calls - 3,
+        ALLOWANCE,
+        "{} requests, {} tool calls",
+        server.requests(),
+        tool.calls()
+    );
+    assert_eq!(
+        tool.calls(),
+        3,
+        "the tool rung retried first, as far as its policy goes"
+    );
+    assert!(
+        !sleeps.taken().is_empty(),
+        "the transport retried too, inside on_llm_error's retries"
+    );
+}

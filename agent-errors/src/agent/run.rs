@@ -18,6 +18,7 @@ use crate::classify::ErrorKind;
 use crate::events::RunReport;
 use crate::executor::{CallRecorder, Cancellation, NoRecorder, RecoveryState, RunContext};
 use crate::observe::{self, Observer};
+use crate::retry::RunRetries;
 use crate::sanitize::SurfacedError;
 
 impl<O: AgentOutput> Agent<O> {
@@ -294,7 +295,8 @@ impl<O: AgentOutput> AgentInner<O> {
         let mut request = ChatRequest::new(start.transcript, Vec::new())
             .with_source(self.source.clone())
             .with_options(self.options.clone())
-            .with_events(ctx.event_sink());
+            .with_events(ctx.event_sink())
+            .with_retries(RunRetries::new(Arc::clone(ctx.retries())));
         let mut counts = Counts {
             deltas,
             ..Counts::default()

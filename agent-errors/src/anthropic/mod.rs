@@ -157,12 +157,9 @@ impl AnthropicModel {
     pub async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, AnthropicError> {
         let max_tokens = request.max_tokens.unwrap_or(self.max_tokens);
         self.transport
-            .recover(
-                &self.model,
-                &request.source,
-                Some(max_tokens),
-                |max_tokens| self.send(request, max_tokens.unwrap_or(self.max_tokens)),
-            )
+            .recover(&self.model, request, Some(max_tokens), |max_tokens| {
+                self.send(request, max_tokens.unwrap_or(self.max_tokens))
+            })
             .await
     }
 
@@ -175,12 +172,9 @@ impl AnthropicModel {
     ) -> Result<ChatStream<'static>, AnthropicError> {
         let max_tokens = request.max_tokens.unwrap_or(self.max_tokens);
         self.transport
-            .recover(
-                &self.model,
-                &request.source,
-                Some(max_tokens),
-                |max_tokens| self.open_stream(request, max_tokens.unwrap_or(self.max_tokens)),
-            )
+            .recover(&self.model, request, Some(max_tokens), |max_tokens| {
+                self.open_stream(request, max_tokens.unwrap_or(self.max_tokens))
+            })
             .await
     }
 

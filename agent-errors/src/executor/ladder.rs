@@ -9,6 +9,7 @@
 //! ends.
 
 use std::borrow::Cow;
+use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ use crate::extensions::Extensions;
 use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
 use crate::policy::{Action, FixAction, Ladder, PolicyKey, ResolvedPolicy, RetryAction};
 use crate::registry::Registry;
-use crate::retry::{Retrier, Step, sleep};
+use crate::retry::{Policy, Retrier, Step, Stop};
 use crate::sanitize::{SurfacedError, scrub};
 use crate::tool::{ToolDef, to_output};
 
@@ -170,58 +171,21 @@ impl<'a> Walk<'a> {
     /// In a durable run the call's place is saved before each sleep and again before the
     /// attempt after it, so a crash in either is told apart on resume.
     async fn retry(&mut self, retry: &RetryAction) -> Next {
-        let mut retrier = Retrier::new(retry.schedule().delays());
-        let mut retries = 0;
-        let mut resumed_delay = None;
-        if let Some((_, _, drawn, delay)) = self.start.take() {
-            retrier.skip(drawn);
-            retries = drawn;
-            resumed_delay = Some(delay);
+        let mut rung = RetryRung {
+            retrier: Retrier::new(retry.schedule().delays()),
+            retries: 0,
+            resumed_delay: None,
+            walk: self,
+        };
+        if let Some((_, _, drawn, delay)) = rung.walk.start.take() {
+            rung.retrier.skip(drawn);
+            rung.retries = drawn;
+            rung.resumed_delay = Some(delay);
         }
-        loop {
-            let delay = match resumed_delay.take() {
-                Some(delay) => delay,
-                None => {
-                    let class = &self.failure.class;
-                    let delay = match retrier.after_failure(class.is_retryable(), class.retry_after)
-                    {
-                        Step::Wait(delay) => delay,
-                        Step::Stop(_) => return Next::Down,
-                    };
-                    if !spend_retry(self.ctx, self.tool).await {
-                        return Next::Down;
-                    }
-                    self.ctx.events().emit(Event::ToolRetry {
-                        tool: self.tool.name().to_owned(),
-                        attempt: self.failure.attempts,
-                        kind: class.kind,
-                        delay,
-                    });
-                    retries += 1;
-                    self.failure.attempts += 1;
-                    delay
-                }
-            };
-            if !self.save_retry(retries, Some(delay)).await {
-                return Next::Done(Handled::Cancelled);
-            }
-            sleep(delay).await;
-            if !self.save_retry(retries, None).await {
-                return Next::Done(Handled::Cancelled);
-            }
-            match attempt(self.ctx, self.tool, &self.raw, &self.extensions).await {
-                Ok(output) => return Next::Done(Handled::Ok(output)),
-                Err(Missed::Tripped { failures }) => {
-                    return self.tripped(self.tool.name(), failures);
-                }
-                Err(Missed::Failed(error)) => {
-                    let attempts = self.failure.attempts;
-                    if let Next::Switch = self.after_failure(error, attempts) {
-                        return Next::Switch;
-                    }
-                }
-            }
-        }
+        // The call already failed: the loop starts by asking the rung whether to call again.
+        crate::retry::retry(&mut rung, ())
+            .await
+            .unwrap_or(Next::Down)
     }
 
     /// The retry rung being walked, having drawn `retries`.
@@ -428,6 +392,85 @@ impl<'a> Walk<'a> {
     fn tripped(&self, tool: &str, failures: u32) -> Next {
         let tool = tool.to_owned();
         Next::Done(Handled::Tripped { tool, failures })
+    }
+}
+
+/// The retry rung as a policy of the retry loop. The failure in hand is the walk's own (a new
+/// failure of the same key replaces it), so the loop's error carries nothing.
+struct RetryRung<'w, 'a, D> {
+    walk: &'w mut Walk<'a>,
+    retrier: Retrier<D>,
+    /// Retries drawn on this rung, counting those a resumed call had drawn.
+    retries: u32,
+    /// The delay a resumed call was sleeping when its run stopped: slept before anything else.
+    resumed_delay: Option<Duration>,
+}
+
+impl<D: Iterator<Item = Duration>> Policy for RetryRung<'_, '_, D> {
+    /// How the rung ended when it answered or switched keys.
+    type Output = Next;
+    /// The call failed again on this key; the walk holds the failure.
+    type Error = ();
+
+    async fn call(&mut self) -> Result<Next, ()> {
+        let walk = &mut *self.walk;
+        match attempt(walk.ctx, walk.tool, &walk.raw, &walk.extensions).await {
+            Ok(output) => Ok(Next::Done(Handled::Ok(output))),
+            Err(Missed::Tripped { failures }) => Ok(walk.tripped(walk.tool.name(), failures)),
+            Err(Missed::Failed(error)) => {
+                let attempts = walk.failure.attempts;
+                match walk.after_failure(error, attempts) {
+                    Next::Switch => Ok(Next::Switch),
+                    _ => Err(()),
+                }
+            }
+        }
+    }
+
+    async fn retry(&mut self, (): &()) -> Step {
+        if let Some(delay) = self.resumed_delay.take() {
+            return Step::Wait(delay);
+        }
+        let walk = &mut *self.walk;
+        let class = &walk.failure.class;
+        let step = self
+            .retrier
+            .after_failure(class.is_retryable(), class.retry_after);
+        let Step::Wait(delay) = step else {
+            return step;
+        };
+        if !spend_retry(walk.ctx, walk.tool).await {
+            return Step::Stop(Stop::Exhausted);
+        }
+        walk.ctx.events().emit(Event::ToolRetry {
+            tool: walk.tool.name().to_owned(),
+            attempt: walk.failure.attempts,
+            kind: class.kind,
+            delay,
+        });
+        self.retries += 1;
+        walk.failure.attempts += 1;
+        step
+    }
+
+    async fn before_sleep(&mut self, delay: Duration) -> ControlFlow<Next> {
+        self.saved(Some(delay)).await
+    }
+
+    async fn before_call(&mut self) -> ControlFlow<Next> {
+        self.saved(None).await
+    }
+}
+
+impl<D> RetryRung<'_, '_, D> {
+    /// Saves the call's place (asleep for `backoff`, or about to call) when the run is
+    /// durable; a failed save stops the call here.
+    async fn saved(&self, backoff: Option<Duration>) -> ControlFlow<Next> {
+        if self.walk.save_retry(self.retries, backoff).await {
+            ControlFlow::Continue(())
+        } else {
+            ControlFlow::Break(Next::Done(Handled::Cancelled))
+        }
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
@@ -12,7 +13,7 @@ use super::{CallSource, ChatModel, ChatRequest, ChatResponse, MAX_RETRY_AFTER};
 use crate::classify::{is_overload_error, server_delay};
 use crate::error::BoxError;
 use crate::events::{Event, EventLog, emit_to};
-use crate::retry::{Retrier, RetrySchedule, Step, ZeroAttempts, sleep};
+use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop, ZeroAttempts};
 
 /// A [`ChatModel`] that answers from `primary` and, once the primary has been overloaded
 /// (529, or "overloaded", see [`is_overload_error`]) `n` times in a row for one
@@ -24,6 +25,10 @@ use crate::retry::{Retrier, RetrySchedule, Step, ZeroAttempts, sleep};
 /// primary again; any other call goes to the fallback at the first overload, so background work
 /// adds no load to a service that is already struggling. Any other error from the primary is
 /// returned as it is, and so is the fallback's answer or error.
+///
+/// Inside an agent run each call again of the primary spends the run's retry allowance
+/// ([`Limits::max_retries`](crate::Limits)); with none left the request goes to the fallback at
+/// once. The switch itself is not a retry and spends nothing.
 ///
 /// Each switch emits an `llm_fallback` event as a `tracing` event and records it on the run's
 /// report (inside an agent run the request carries the run's log), and on an [`EventLog`]
@@ -103,21 +108,18 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
     async fn answer(&self, request: &ChatRequest) -> Result<ChatResponse, BoxError> {
         // The budget is `after` calls to an overloaded primary; a caller off the foreground list
         // is not worth a second one.
-        let mut retrier = Retrier::new(self.backoff.clone().with_attempts(self.after).delays());
-        let foreground = self.foreground.contains(&request.source);
-        loop {
-            let error = match self.primary.chat(request).await {
-                Ok(response) => return Ok(response),
-                Err(error) if is_overload_error(&*error) => error,
-                Err(error) => return Err(error),
-            };
-            match retrier.after_failure(foreground, server_delay(&*error, MAX_RETRY_AFTER)) {
-                Step::Wait(delay) => sleep(delay).await,
-                Step::Stop(_) => {
-                    self.record_switch(request);
-                    return self.fallback.chat(request).await;
-                }
+        let mut policy = OverloadRetry {
+            primary: &self.primary,
+            request,
+            retrier: Retrier::new(self.backoff.clone().with_attempts(self.after).delays()),
+            foreground: self.foreground.contains(&request.source),
+        };
+        match retry::call(&mut policy).await {
+            Err(error) if is_overload_error(&*error) => {
+                self.record_switch(request);
+                self.fallback.chat(request).await
             }
+            answered => answered,
         }
     }
 
@@ -127,6 +129,39 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
             to: self.fallback.name().to_owned(),
         };
         emit_to(event, [request.events.log(), self.events.as_ref()]);
+    }
+}
+
+/// Calling an overloaded primary again, as a policy of the retry loop: only overloads are
+/// retried, within `after` calls and the run's retry allowance; whatever ends it overloaded
+/// goes to the fallback (which is a switch, not a retry, and spends nothing).
+struct OverloadRetry<'a, P, D> {
+    primary: &'a P,
+    request: &'a ChatRequest,
+    retrier: Retrier<D>,
+    foreground: bool,
+}
+
+impl<P: ChatModel, D: Iterator<Item = Duration>> Policy for OverloadRetry<'_, P, D> {
+    type Output = ChatResponse;
+    type Error = BoxError;
+
+    async fn call(&mut self) -> Result<ChatResponse, BoxError> {
+        self.primary.chat(self.request).await
+    }
+
+    async fn retry(&mut self, error: &BoxError) -> Step {
+        if !is_overload_error(&**error) {
+            return Step::Stop(Stop::Never);
+        }
+        let server = server_delay(&**error, MAX_RETRY_AFTER);
+        match self.retrier.after_failure(self.foreground, server) {
+            Step::Wait(delay) if !self.request.retries.try_spend() => {
+                tracing::debug!(?delay, "the run's retry allowance is spent: falling back");
+                Step::Stop(Stop::Exhausted)
+            }
+            step => step,
+        }
     }
 }
 

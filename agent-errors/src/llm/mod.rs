@@ -31,8 +31,24 @@ pub enum LlmErrorDecision<O = String> {
     RespondWith(O),
     /// Call the model again after `initial_backoff · 2^(k-1)`, capped at 32 s like every
     /// [`RetrySchedule`](crate::RetrySchedule) (a server's `Retry-After`, up to 60 s, replaces
-    /// it); `max_attempts` counts the first call and the budget is per model turn.
+    /// it); `max_attempts` counts the first call and the budget is per model turn. Each retry
+    /// also spends the run's retry allowance ([`Limits::max_retries`](crate::Limits)).
+    ///
+    /// A failure that cannot succeed on retry is not retried: one [`classify`](crate::classify())
+    /// calls conclusively non-retryable (an invalid request such as a 400 or a context overflow,
+    /// 401/403, a used-up quota or spending limit, `x-should-retry: false`). Such a call is
+    /// rethrown after one attempt; say [`RetryRegardless`](LlmErrorDecision::RetryRegardless)
+    /// to retry it anyway. A failure nothing recognises (kind `Unknown`) is retried.
     Retry {
+        /// Calls at most in this turn, counting the first.
+        max_attempts: NonZeroU32,
+        /// The first delay.
+        initial_backoff: Duration,
+    },
+    /// Like [`Retry`](LlmErrorDecision::Retry), and retried even when the classification says
+    /// calling again cannot help: for a handler that knows better than the status (a gateway
+    /// that answers 400 while a backend restarts). The run's retry allowance still bounds it.
+    RetryRegardless {
         /// Calls at most in this turn, counting the first.
         max_attempts: NonZeroU32,
         /// The first delay.
@@ -41,7 +57,8 @@ pub enum LlmErrorDecision<O = String> {
 }
 
 impl<O> LlmErrorDecision<O> {
-    /// `Retry`; rejected when `max_attempts` is zero.
+    /// `Retry`, which retries only what can succeed on retry; rejected when `max_attempts` is
+    /// zero.
     pub fn retry(max_attempts: u32, initial_backoff: Duration) -> Result<Self, ZeroAttempts> {
         NonZeroU32::new(max_attempts)
             .map(|max_attempts| LlmErrorDecision::Retry {
@@ -50,4 +67,25 @@ impl<O> LlmErrorDecision<O> {
             })
             .ok_or(ZeroAttempts)
     }
+
+    /// `RetryRegardless`, which retries whatever the failure; rejected when `max_attempts` is
+    /// zero.
+    pub fn retry_regardless(
+        max_attempts: u32,
+        initial_backoff: Duration,
+    ) -> Result<Self, ZeroAttempts> {
+        NonZeroU32::new(max_attempts)
+            .map(|max_attempts| LlmErrorDecision::RetryRegardless {
+                max_attempts,
+                initial_backoff,
+            })
+            .ok_or(ZeroAttempts)
+    }
+}
+
+/// Whether the classification says a failed model call cannot succeed on retry: a conclusive
+/// kind that is not retryable, or a server that said not to. `Unknown` is not conclusive.
+pub(crate) fn cannot_succeed_on_retry(error: &(dyn std::error::Error + 'static)) -> bool {
+    let class = crate::classify::classify(error);
+    class.kind != crate::classify::ErrorKind::Unknown && !class.is_retryable()
 }

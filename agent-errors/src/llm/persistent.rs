@@ -14,7 +14,7 @@ use crate::classify::{
 };
 use crate::error::BoxError;
 use crate::events::{Event, EventLog, emit_to};
-use crate::retry::{Retrier, RetrySchedule, Step, sleep};
+use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop};
 
 /// The default hard cap on one call's retrying: 6 hours.
 pub(crate) const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(6 * 60 * 60);
@@ -53,6 +53,11 @@ type HeartbeatFn = Arc<dyn Fn(&Heartbeat) + Send + Sync>;
 /// chunks of at most 30 s (`tokio::time::sleep`, so paused test time applies) with the heartbeat
 /// callback called after every chunk, which keeps hosts that kill idle sessions at bay. The cap
 /// bounds waiting: each call itself is bounded by the model's own timeout.
+///
+/// Inside an agent run each retry also spends the run's retry allowance
+/// ([`Limits::max_retries`](crate::Limits), default 32), and retrying stops when it is spent:
+/// raise it for a run that should wait out a long outage (see the
+/// [model-call stack](crate::retry#the-model-call-stack)).
 ///
 /// Each retry emits an `llm_retry` `tracing` event, also recorded on the run's report inside an
 /// agent run and on an [`EventLog`] attached with [`PersistentRetry::event_log`].
@@ -137,46 +142,73 @@ impl<M: ChatModel> PersistentRetry<M> {
 
     async fn answer(&self, request: &ChatRequest) -> Result<ChatResponse, BoxError> {
         let start = Instant::now();
-        let mut retrier = Retrier::new(self.backoff.unbounded_delays())
+        let retrier = Retrier::new(self.backoff.unbounded_delays())
             .with_deadline(start.checked_add(self.max_duration));
-        loop {
-            let error = match self.model.chat(request).await {
-                Ok(response) => return Ok(response),
-                Err(error) => error,
-            };
-            // A `Retry-After` is not cut short: the deadline bounds it instead.
-            let server = server_delay(&*error, Duration::MAX);
-            match retrier.after_failure(worth_waiting_for(&*error), server) {
-                Step::Wait(delay) => {
-                    let attempt = retrier.failures();
-                    self.record_retry(request, attempt, delay);
-                    self.sleep_with_heartbeat(delay, attempt, start).await;
-                }
-                Step::Stop(_) => return Err(error),
-            }
-        }
-    }
-
-    async fn sleep_with_heartbeat(&self, delay: Duration, attempt: u32, start: Instant) {
-        let mut waited = Duration::ZERO;
-        while waited < delay {
-            let step = self.chunk.min(delay - waited);
-            sleep(step).await;
-            waited += step;
-            if let Some(heartbeat) = &self.heartbeat {
-                heartbeat(&Heartbeat {
-                    attempt,
-                    waited,
-                    remaining: delay - waited,
-                    elapsed: start.elapsed(),
-                });
-            }
-        }
+        let mut policy = WaitItOut {
+            wrapper: self,
+            request,
+            retrier,
+            start,
+        };
+        retry::call(&mut policy).await
     }
 
     fn record_retry(&self, request: &ChatRequest, attempt: u32, delay: Duration) {
         let event = Event::LlmRetry { attempt, delay };
         emit_to(event, [request.events.log(), self.events.as_ref()]);
+    }
+}
+
+/// Persistent retry as a policy of the retry loop: no attempt limit of its own, but the time
+/// cap and (inside a run) the run's retry allowance; every wait in heartbeat-sized pieces.
+struct WaitItOut<'a, M, D> {
+    wrapper: &'a PersistentRetry<M>,
+    request: &'a ChatRequest,
+    retrier: Retrier<D>,
+    start: Instant,
+}
+
+impl<M: ChatModel, D: Iterator<Item = Duration>> Policy for WaitItOut<'_, M, D> {
+    type Output = ChatResponse;
+    type Error = BoxError;
+
+    async fn call(&mut self) -> Result<ChatResponse, BoxError> {
+        self.wrapper.model.chat(self.request).await
+    }
+
+    async fn retry(&mut self, error: &BoxError) -> Step {
+        // A `Retry-After` is not cut short: the deadline bounds it instead.
+        let server = server_delay(&**error, Duration::MAX);
+        let step = self
+            .retrier
+            .after_failure(worth_waiting_for(&**error), server);
+        let Step::Wait(delay) = step else {
+            return step;
+        };
+        if !self.request.retries.try_spend() {
+            return Step::Stop(Stop::Exhausted);
+        }
+        let attempt = self.retrier.failures();
+        self.wrapper.record_retry(self.request, attempt, delay);
+        step
+    }
+
+    fn heartbeat_every(&self) -> Option<Duration> {
+        self.wrapper
+            .heartbeat
+            .is_some()
+            .then_some(self.wrapper.chunk)
+    }
+
+    fn slept(&mut self, waited: Duration, remaining: Duration) {
+        if let Some(heartbeat) = &self.wrapper.heartbeat {
+            heartbeat(&Heartbeat {
+                attempt: self.retrier.failures(),
+                waited,
+                remaining,
+                elapsed: self.start.elapsed(),
+            });
+        }
     }
 }
 

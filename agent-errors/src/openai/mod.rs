@@ -136,7 +136,7 @@ impl OpenAiModel {
     pub async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, OpenAiError> {
         let max_tokens = request.max_tokens.or(self.max_tokens);
         self.transport
-            .recover(&self.model, &request.source, max_tokens, |max_tokens| {
+            .recover(&self.model, request, max_tokens, |max_tokens| {
                 self.send(request, max_tokens)
             })
             .await
@@ -148,7 +148,7 @@ impl OpenAiModel {
     pub async fn stream(&self, request: &ChatRequest) -> Result<ChatStream<'static>, OpenAiError> {
         let max_tokens = request.max_tokens.or(self.max_tokens);
         self.transport
-            .recover(&self.model, &request.source, max_tokens, |max_tokens| {
+            .recover(&self.model, request, max_tokens, |max_tokens| {
                 self.open_stream(request, max_tokens)
             })
             .await

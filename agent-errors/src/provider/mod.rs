@@ -20,11 +20,11 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use crate::chat::CallSource;
+use crate::chat::{CallSource, ChatRequest};
 use crate::classify::server_delay;
 use crate::error::BoxError;
 use crate::llm::retryability::{RetryRules, Verdict};
-use crate::retry::{Retrier, RetrySchedule, Sleep, Step};
+use crate::retry::{self, Policy, Retrier, RetrySchedule, Sleep, Step, Stop};
 use crate::stream::guard::Limits;
 
 /// A credential-refresh hook: returns a fresh API key.
@@ -65,14 +65,6 @@ impl fmt::Debug for Transport {
     }
 }
 
-/// What one failed attempt leads to.
-enum Next {
-    Sleep(Duration),
-    ShrinkTo(u32),
-    Refresh(RefreshHook),
-    GiveUp,
-}
-
 pub(crate) fn non_empty(value: Option<String>) -> Option<String> {
     value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
 }
@@ -96,74 +88,136 @@ impl Transport {
     }
 
     /// Runs `attempt` (given the `max_tokens` to send) until it succeeds or recovery gives up;
-    /// then the last attempt's error, as it was.
+    /// then the last attempt's error, as it was. Every retry spends the request's run allowance
+    /// (when it has one) as well as this transport's schedule.
     pub(crate) async fn recover<T, E, F, Fut>(
         &self,
         model: &str,
-        source: &CallSource,
+        request: &ChatRequest,
         max_tokens: Option<u32>,
-        mut attempt: F,
+        attempt: F,
     ) -> Result<T, E>
     where
         E: AttemptError,
         F: FnMut(Option<u32>) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let mut max_tokens = max_tokens;
-        let mut retrier = Retrier::new(&self.schedule);
-        let (mut shrunk, mut refreshed) = (false, false);
-        loop {
-            let error = match attempt(max_tokens).await {
-                Ok(value) => return Ok(value),
-                Err(error) => error,
-            };
-            let next = match error.verdict(&self.rules, source) {
-                Verdict::Retry => {
-                    let server = server_delay(&error, self.max_retry_after);
-                    match retrier.after_failure(true, server) {
-                        Step::Wait(delay) => Next::Sleep(delay),
-                        Step::Stop(_) => Next::GiveUp,
-                    }
+        let mut policy = TransportRetry {
+            transport: self,
+            model,
+            request,
+            max_tokens,
+            attempt,
+            retrier: Retrier::new(&self.schedule),
+            shrunk: false,
+            refreshed: false,
+        };
+        retry::call(&mut policy).await
+    }
+}
+
+/// The transport's recovery as a policy of the retry loop: the request it changes is the
+/// `max_tokens` sent (shrunk once after a context overflow) and the key (refreshed once after a
+/// 401); anything else retryable waits out the schedule.
+struct TransportRetry<'t, F, D> {
+    transport: &'t Transport,
+    model: &'t str,
+    request: &'t ChatRequest,
+    max_tokens: Option<u32>,
+    attempt: F,
+    retrier: Retrier<D>,
+    shrunk: bool,
+    refreshed: bool,
+}
+
+impl<F, Fut, T, E, D> Policy for TransportRetry<'_, F, D>
+where
+    E: AttemptError,
+    F: FnMut(Option<u32>) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    D: Iterator<Item = Duration>,
+{
+    type Output = T;
+    type Error = E;
+
+    async fn call(&mut self) -> Result<T, E> {
+        (self.attempt)(self.max_tokens).await
+    }
+
+    async fn retry(&mut self, error: &E) -> Step {
+        let transport = self.transport;
+        let model = self.model;
+        let verdict = error.verdict(&transport.rules, &self.request.source);
+        let step = match verdict {
+            Verdict::Retry => {
+                let server = server_delay(error, transport.max_retry_after);
+                self.retrier.after_failure(true, server)
+            }
+            Verdict::RetryWithMaxTokens(_) if !self.shrunk => Step::Again,
+            Verdict::RefreshCredentials if !self.refreshed && transport.refresh.is_some() => {
+                Step::Again
+            }
+            _ => Step::Stop(Stop::Never),
+        };
+        if matches!(step, Step::Stop(_)) {
+            return step;
+        }
+        if !self.request.retries.try_spend() {
+            tracing::debug!(
+                model,
+                "the run's retry allowance is spent: not retrying the model call"
+            );
+            return Step::Stop(Stop::Exhausted);
+        }
+        match verdict {
+            Verdict::RetryWithMaxTokens(n) => {
+                tracing::debug!(
+                    model,
+                    max_tokens = n,
+                    "context overflow: retrying with a smaller max_tokens"
+                );
+                self.shrunk = true;
+                self.max_tokens = Some(n);
+            }
+            Verdict::RefreshCredentials => {
+                self.refreshed = true;
+                if !self.refresh().await {
+                    return Step::Stop(Stop::Never);
                 }
-                Verdict::RetryWithMaxTokens(n) if !shrunk => {
-                    shrunk = true;
-                    Next::ShrinkTo(n)
-                }
-                Verdict::RefreshCredentials if !refreshed => {
-                    refreshed = true;
-                    self.refresh.clone().map_or(Next::GiveUp, Next::Refresh)
-                }
-                _ => Next::GiveUp,
-            };
-            match next {
-                Next::Sleep(delay) => {
+            }
+            _ => {
+                if let Step::Wait(delay) = step {
                     tracing::debug!(
-                        model, status = error.status(), retry = retrier.failures(),
+                        model, status = error.status(), retry = self.retrier.failures(),
                         delay_ms = delay.as_millis() as u64, error = %error, "retrying model call"
                     );
-                    self.sleep.sleep(delay).await;
                 }
-                Next::ShrinkTo(n) => {
-                    tracing::debug!(
-                        model,
-                        max_tokens = n,
-                        "context overflow: retrying with a smaller max_tokens"
-                    );
-                    max_tokens = Some(n);
-                }
-                Next::Refresh(hook) => match hook().await {
-                    Ok(key) => {
-                        register_key(&key);
-                        *self.key_slot() = non_empty(Some(key));
-                    }
-                    Err(refresh_error) => {
-                        let refresh_error =
-                            crate::redact::redact(&refresh_error.to_string()).into_owned();
-                        tracing::warn!(model, error = %refresh_error, "credential refresh failed");
-                        return Err(error);
-                    }
-                },
-                Next::GiveUp => return Err(error),
+            }
+        }
+        step
+    }
+
+    fn sleeper(&self) -> Sleep {
+        self.transport.sleep.clone()
+    }
+}
+
+impl<F, D> TransportRetry<'_, F, D> {
+    /// Asks the hook for a fresh key and uses it; false when the hook failed.
+    async fn refresh(&self) -> bool {
+        let Some(hook) = self.transport.refresh.clone() else {
+            return false;
+        };
+        match hook().await {
+            Ok(key) => {
+                register_key(&key);
+                *self.transport.key_slot() = non_empty(Some(key));
+                true
+            }
+            Err(refresh_error) => {
+                let refresh_error = crate::redact::redact(&refresh_error.to_string()).into_owned();
+                tracing::warn!(model = self.model, error = %refresh_error, "credential refresh failed");
+                false
             }
         }
     }

@@ -3,6 +3,8 @@
 //! of retries a run makes is bounded by one number, and a durable run carries what it spent
 //! across a restart.
 
+use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// How many retries a run may still make. Shared (behind an `Arc`) by every layer of one run.
@@ -41,9 +43,46 @@ impl RetryAllowance {
     }
 }
 
+/// The allowance a model call spends from: the run's inside an agent run, none outside one (a
+/// model wrapper used on its own is bounded by its own limits only). Carried by every
+/// `ChatRequest`, so the layers inside `ChatModel::chat` spend the same count as the loop.
+/// Not part of a request's identity: any two compare equal.
+#[derive(Clone, Default)]
+pub(crate) struct RunRetries(Option<Arc<RetryAllowance>>);
+
+impl RunRetries {
+    /// Spending from `allowance`.
+    pub(crate) fn new(allowance: Arc<RetryAllowance>) -> Self {
+        RunRetries(Some(allowance))
+    }
+
+    /// Spends one retry; false when the run has none left. Always true outside a run.
+    pub(crate) fn try_spend(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|allowance| allowance.try_spend())
+    }
+}
+
+impl PartialEq for RunRetries {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for RunRetries {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(allowance) => write!(f, "RunRetries({} spent)", allowance.spent()),
+            None => f.write_str("RunRetries(none)"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::RetryAllowance;
+    use super::{RetryAllowance, RunRetries};
+    use std::sync::Arc;
 
     #[test]
     fn spends_up_to_its_limit_and_no_further() {
@@ -52,6 +91,14 @@ mod tests {
         assert!(allowance.try_spend());
         assert!(!allowance.try_spend());
         assert_eq!(allowance.spent(), 2);
+    }
+
+    #[test]
+    fn a_request_outside_a_run_is_bounded_by_its_own_limits_only() {
+        assert!(RunRetries::default().try_spend());
+        let shared = RunRetries::new(Arc::new(RetryAllowance::new(1)));
+        assert!(shared.try_spend());
+        assert!(!shared.clone().try_spend());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The loop every retry in the crate runs: one stop rule, one sleep.
+//! What every retry in the crate shares: the stop rule, the retry count, the sleep, and the
+//! public [`retry_after_failure`] (a policy of the one loop in [`policy`](super::policy)).
 
 use std::fmt;
 use std::future::Future;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
+use super::policy::{self, Policy};
 use crate::classify::Classification;
 
 /// Why a retry loop ends without another call.
@@ -26,6 +28,10 @@ pub(crate) enum Stop {
 pub(crate) enum Step {
     /// Sleep this long, then call again.
     Wait(Duration),
+    /// Call again at once: the request was changed (a smaller `max_tokens`, a fresh key), so
+    /// there is nothing to wait for. Only the providers' transport changes its request so.
+    #[cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
+    Again,
     /// Give up.
     Stop(Stop),
 }
@@ -139,11 +145,6 @@ impl Sleep {
     }
 }
 
-/// Waits out `delay` on tokio's clock: the one sleep of every retry loop.
-pub(crate) async fn sleep(delay: Duration) {
-    Sleep::default().sleep(delay).await;
-}
-
 impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(if self.0.is_some() {
@@ -236,42 +237,82 @@ impl<E: std::error::Error + 'static> std::error::Error for RetryFailure<E> {
 pub async fn retry_after_failure<S, T, E, F, Fut>(
     schedule: S,
     first_error: E,
-    mut op: F,
+    op: F,
     classify: impl Fn(&E) -> Classification,
-    mut notify: impl FnMut(&E, &RetryNotice),
+    notify: impl FnMut(&E, &RetryNotice),
 ) -> Result<T, RetryFailure<E>>
 where
     S: IntoIterator<Item = Duration>,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    let mut retrier = Retrier::new(schedule);
-    let mut error = first_error;
-    loop {
-        let classification = classify(&error);
-        let step = retrier.after_failure(classification.is_retryable(), classification.retry_after);
-        let delay = match step {
-            Step::Wait(delay) => delay,
-            Step::Stop(stop) => {
-                return Err(RetryFailure {
-                    error,
-                    attempts: retrier.failures(),
-                    classification,
-                    exhausted: stop != Stop::Never,
-                });
-            }
-        };
-        let notice = RetryNotice {
-            attempt: retrier.failures(),
-            delay,
-            classification,
-        };
-        notify(&error, &notice);
-        sleep(delay).await;
-        match op().await {
-            Ok(value) => return Ok(value),
-            Err(next) => error = next,
+    let mut policy = AfterFailure {
+        retrier: Retrier::new(schedule),
+        op,
+        classify,
+        notify,
+        last: None,
+    };
+    match policy::retry(&mut policy, first_error).await {
+        Ok(value) => Ok(value),
+        Err(error) => {
+            let (classification, stop) = policy
+                .last
+                .unwrap_or_else(|| ((policy.classify)(&error), Stop::Never));
+            Err(RetryFailure {
+                error,
+                attempts: policy.retrier.failures(),
+                classification,
+                exhausted: stop != Stop::Never,
+            })
         }
+    }
+}
+
+/// [`retry_after_failure`] as a policy of the retry loop.
+struct AfterFailure<D, F, C, N> {
+    retrier: Retrier<D>,
+    op: F,
+    classify: C,
+    notify: N,
+    /// The last failure's classification, and why the loop stopped (when it did).
+    last: Option<(Classification, Stop)>,
+}
+
+impl<D, F, Fut, T, E, C, N> Policy for AfterFailure<D, F, C, N>
+where
+    D: Iterator<Item = Duration>,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Fn(&E) -> Classification,
+    N: FnMut(&E, &RetryNotice),
+{
+    type Output = T;
+    type Error = E;
+
+    async fn call(&mut self) -> Result<T, E> {
+        (self.op)().await
+    }
+
+    async fn retry(&mut self, error: &E) -> Step {
+        let classification = (self.classify)(error);
+        let retryable = classification.is_retryable();
+        let step = self
+            .retrier
+            .after_failure(retryable, classification.retry_after);
+        match step {
+            Step::Wait(delay) => {
+                let notice = RetryNotice {
+                    attempt: self.retrier.failures(),
+                    delay,
+                    classification,
+                };
+                (self.notify)(error, &notice);
+            }
+            Step::Stop(stop) => self.last = Some((classification, stop)),
+            Step::Again => {}
+        }
+        step
     }
 }
 

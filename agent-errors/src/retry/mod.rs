@@ -1,6 +1,54 @@
-//! The retry engine: one schedule of delays, one stop rule and one sleep, used by every loop in
-//! the crate that calls something again (tool retries, the model-call transport,
-//! `FallbackModel`, `PersistentRetry` and `on_llm_error`).
+//! The retry engine: one loop, one schedule of delays, one stop rule and one sleep, used by
+//! every layer of the crate that calls something again.
+//!
+//! # One loop, policies around it
+//!
+//! There is one retry loop. Each layer is a *policy* of it, in the shape of tower's
+//! `retry::Policy`: given the failure, the policy may change the request and says how long to
+//! wait before the next call, or stops. The loop asks, sleeps, calls, and asks again:
+//!
+//! | policy | changes the request | stops when |
+//! | --- | --- | --- |
+//! | a tool's `retry(n)` rung | no | the kind is not retryable, `n` calls were made, the fleet's `RetryBudget` or the run's allowance refuses |
+//! | the provider transport | `max_tokens` (once, after a context overflow), the API key (once, after a 401) | the status can't change on retry, 3 requests were made, the allowance refuses |
+//! | `FallbackModel` | no (it then calls the fallback) | the failure is not an overload, the primary was called `after` times, the allowance refuses |
+//! | `PersistentRetry` | no | waiting can't fix it, the next wait would pass the time cap, the allowance refuses |
+//! | `on_llm_error` | no | the handler says so, `max_attempts` calls were made, the allowance refuses |
+//! | [`retry_after_failure`] | no | the kind is not retryable, the schedule has no delay left |
+//!
+//! A durable run saves a tool call's place at the loop's two hooks: before each sleep (asleep
+//! for this long) and before the call after it (about to call).
+//!
+//! # The model-call stack
+//!
+//! What runs inside what, outermost first, for one model turn of an agent run:
+//!
+//! ```text
+//! agent loop: one model turn
+//!  └─ on_llm_error                 Retry { max_attempts: R }: up to R calls of all below
+//!      └─ your wrappers, outermost first (as you wrapped them), e.g.
+//!          FallbackModel           up to `after` (A) calls of the primary while it is
+//!                                  overloaded, then one call of the fallback
+//!          PersistentRetry         calls again until its time cap (6 h by default)
+//!          └─ provider transport   up to T = 3 HTTP requests per call, plus one after a
+//!                                  context overflow and one after a credential refresh
+//! ```
+//!
+//! `on_llm_error` is always outermost (it sees what every wrapper gave up on) and the transport
+//! always innermost (it retries one HTTP request). The limits multiply: with
+//! `on_llm_error` `retry(3, ..)`, `FallbackModel::after(3)` and the transport's 3, one turn
+//! could send 3 × (3 × 3 + 3) = 36 requests.
+//!
+//! **One budget bounds them all.** Inside an agent run every retry at every layer (a tool's
+//! retry, a transport retry, a shrink or refresh, a wrapper's retry, an `on_llm_error` retry)
+//! first spends one retry of the run's allowance, [`Limits::max_retries`](crate::Limits)
+//! (default 32), which a durable run carries across restarts. So a whole run makes at most
+//! `max_retries` retries, however the layers nest: its HTTP requests are at most
+//! `model turns + fallback switches + max_retries`, and each tool call is run at most once plus
+//! the retries it was allowed. A switch to the fallback model is not a retry (it is the
+//! fallback's first call) and spends nothing; with the allowance spent, an overloaded primary
+//! goes to the fallback at once. Outside a run (a wrapper or provider used on its own) each
+//! layer has only its own limits.
 //!
 //! # The schedule
 //!
@@ -18,20 +66,21 @@
 //!
 //! # When to stop
 //!
-//! A loop stops, returning the last failure, when the first of these holds:
+//! A policy stops, and the loop returns the last failure, when the first of these holds:
 //!
 //! - the failure is not worth calling again: its kind is not retryable
 //!   ([`ErrorKind::is_retryable`](crate::ErrorKind::is_retryable): `Auth`, `NotFound`,
 //!   `Validation`, `Bug` and `Unknown` are tried exactly once), or the server said
 //!   `x-should-retry: false` (or the status table did, as for 501);
 //! - the schedule has no retry left (`max_attempts` calls were made);
-//! - the wait would end after the loop's deadline (only `PersistentRetry` has one).
+//! - the wait would end after the loop's deadline (only `PersistentRetry` has one);
+//! - the run's retry allowance (or, for tools, the fleet's retry budget) has none left.
 //!
 //! A server's `Retry-After` (capped by whoever read it) replaces the computed delay for that
 //! retry, exactly and without jitter: the server named the moment it expects to be ready.
 //!
-//! Every wait is `tokio::time::sleep`, so tests under `tokio::time::pause()` run instantly and
-//! see exact delays.
+//! Every wait is `tokio::time::sleep` (a provider may be given its own sleeper for tests on real
+//! sockets), so tests under `tokio::time::pause()` run instantly and see exact delays.
 //!
 //! [`retry_after_failure`] runs this loop for a call that already failed once. Its schedule is
 //! a [`&RetrySchedule`](RetrySchedule) or any iterator of delays; with the `backoff` feature,
@@ -41,17 +90,19 @@ mod allowance;
 mod engine;
 #[cfg(feature = "backoff")]
 mod from_backoff;
+mod policy;
 
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-pub(crate) use allowance::RetryAllowance;
+pub(crate) use allowance::{RetryAllowance, RunRetries};
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use engine::Sleep;
-pub(crate) use engine::{Retrier, Step, decide, sleep};
+pub(crate) use engine::{Retrier, Step, Stop, decide};
 pub use engine::{RetryFailure, RetryNotice, retry_after_failure};
 #[cfg(feature = "backoff")]
 pub use from_backoff::FromBackoff;
+pub(crate) use policy::{Policy, call, retry};
 
 /// When to call again: `initial · 2^(n-1)` capped at `max`, plus `0..jitter` of that at random.
 ///
