@@ -1,6 +1,6 @@
-//! One attempt at a tool: refuse arguments that give a key twice, parse them, ask the breakers,
-//! run the tool under its timeout, and turn a panic into a failure. Every call, retry, repair and fallback goes through
-//! [`attempt`].
+//! One attempt at a tool: parse the arguments, ask the breakers, run the tool under its timeout,
+//! and turn a panic into a failure. Every call, retry, repair and fallback goes through
+//! [`attempt`], with arguments that passed the [gate](super::gate) for that tool.
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
@@ -110,8 +110,6 @@ pub(crate) async fn attempt(
     if let Some(failures) = ctx.breaker_tripped(tool.name()) {
         return Err(Missed::Tripped { failures });
     }
-    // One reading for every reader: the permission hook was not asked about these either.
-    crate::arguments::reject_duplicate_keys(raw).map_err(Missed::Failed)?;
     let panicked =
         |payload| ToolError::execution(parse_value(raw), ToolPanic::from_payload(payload));
     let future = match std::panic::catch_unwind(AssertUnwindSafe(|| {
