@@ -14,14 +14,13 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 
-use super::attempt::{Missed, ToolPanic, attempt};
+use super::attempt::{Failed, Missed, ToolPanic, attempt};
 use super::context::RunContext;
 use super::gate::{self, Refused};
 use super::outcome::{Failure, Handled, TerminationReason};
 use super::resume::{CallProgress, RetryPlace};
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
-use crate::error::ToolError;
 use crate::events::Event;
 use crate::extensions::Extensions;
 use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
@@ -438,7 +437,7 @@ impl<'a> Walk<'a> {
     }
 
     /// A retry or repair failed again: a new key's ladder, or the next rung of this one.
-    fn after_failure(&mut self, error: ToolError, attempts: u32) -> Next {
+    fn after_failure(&mut self, error: impl Into<Failed>, attempts: u32) -> Next {
         if self.failed_again(Failure::new(error, attempts, self.ctx.classifier())) {
             Next::Switch
         } else {
