@@ -59,7 +59,9 @@ use outcome::{Failure, Handled};
 /// Runs one tool call through its resolved policy, inside its span: see [`Registry::execute`].
 pub(crate) async fn execute(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> CallOutcome {
     let meters = registry.meters(&call.name);
-    let handled = handle(registry, ctx, call);
+    // Boxed once here, the call's work is not copied again by each layer that wraps it (the
+    // span, the halt, a turn's join): one allocation costs less than those copies.
+    let handled = Box::pin(handle(registry, ctx, call));
     crate::observe::tool_call(call, meters, execute_call(registry, ctx, call, handled)).await
 }
 
@@ -199,7 +201,7 @@ async fn handle(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> Handl
     }
     let extensions = ctx.call_extensions(&call.id);
     let tried = match first {
-        Some(invalid) => Err(Missed::Failed(invalid)),
+        Some(invalid) => Err(Missed::Failed(invalid.into())),
         None => attempt::attempt(ctx, tool, &call.arguments, &extensions).await,
     };
     match tried {
