@@ -185,8 +185,9 @@ where
 /// Finds the tool, lets the model's arguments through the [`gate`], and makes the first
 /// attempt; a failure walks the ladder.
 ///
-/// A resumed call goes through here too: the arguments a fixer wrote before the process stopped
-/// pass [`gate::pass`] as the model's do, before any attempt.
+/// Whatever else reaches a tool body passes [`gate::pass`] the same way first: a fixer's
+/// rewrite and a fallback (in the ladder), and the arguments a fixer wrote before a resumed
+/// run's process stopped.
 async fn handle(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> Handled {
     let Some(entry @ (tool, _)) = registry.entry(&call.name) else {
         return unknown_tool(registry, ctx, call);
