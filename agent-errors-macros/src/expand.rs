@@ -360,6 +360,12 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
         Some(key) => quote!(::core::option::Option::Some(#key)),
         None => quote!(::core::option::Option::None),
     };
+    let unique_keys = whole.is_none()
+        && func
+            .params
+            .iter()
+            .filter(|param| matches!(param.source, ParamSource::Field))
+            .all(|param| refuses_repeated_keys(&param.ty));
     quote! {
         #args_type
 
@@ -371,7 +377,48 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
             idempotent: #idempotent,
             timeout: #timeout,
             breaker: #breaker,
+            unique_keys: #unique_keys,
         };
+    }
+}
+
+/// Whether serde reads `ty` so that no key can be given twice anywhere inside it, known from
+/// its spelling alone: a scalar, a `String`, or an `Option`, `Vec` or `Box` of one. Anything
+/// else (a map, a `serde_json::Value`, a user's type that may hold either) is not known to,
+/// and the runtime checks its arguments for repeated keys itself.
+fn refuses_repeated_keys(ty: &Type) -> bool {
+    const SCALARS: &[&str] = &[
+        "bool", "char", "String", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32",
+        "i64", "i128", "isize", "f32", "f64",
+    ];
+    const WRAPPERS: &[&str] = &["Option", "Vec", "Box"];
+    let Type::Path(path) = ty else {
+        return false;
+    };
+    if path.qself.is_some() {
+        return false;
+    }
+    // `String` or `std::string::String`: a path into the standard library, or one word.
+    let segments = &path.path.segments;
+    let std_path = segments
+        .first()
+        .is_some_and(|first| ["std", "core", "alloc"].contains(&first.ident.to_string().as_str()));
+    if segments.len() > 1 && !std_path {
+        return false;
+    }
+    let Some(last) = segments.last() else {
+        return false;
+    };
+    let name = last.ident.to_string();
+    match &last.arguments {
+        syn::PathArguments::None => SCALARS.contains(&name.as_str()),
+        syn::PathArguments::AngleBracketed(generic) if WRAPPERS.contains(&name.as_str()) => {
+            match generic.args.iter().collect::<Vec<_>>().as_slice() {
+                [syn::GenericArgument::Type(inner)] => refuses_repeated_keys(inner),
+                _ => false,
+            }
+        }
+        _ => false,
     }
 }
 
@@ -472,4 +519,38 @@ pub(crate) fn policy_keys(krate: &Path) -> TokenStream {
         quote!((#name, #key, #can_retry))
     });
     quote!([#(#keys),*])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refuses_repeated_keys;
+
+    fn refuses(ty: &str) -> bool {
+        refuses_repeated_keys(&syn::parse_str(ty).expect("a type"))
+    }
+
+    #[test]
+    fn only_types_that_cannot_hold_an_object_are_trusted_to_refuse_repeated_keys() {
+        for plain in [
+            "u32",
+            "String",
+            "std::string::String",
+            "Option<Vec<f64>>",
+            "Box<bool>",
+        ] {
+            assert!(refuses(plain), "{plain}");
+        }
+        for open in [
+            "serde_json::Value",
+            "Value",
+            "HashMap<String, u32>",
+            "Vec<Order>",
+            "my::String",
+            "Option<serde_json::Map<String, serde_json::Value>>",
+            "(u32, u32)",
+            "[u8; 4]",
+        ] {
+            assert!(!refuses(open), "{open}");
+        }
+    }
 }

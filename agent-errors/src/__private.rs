@@ -135,6 +135,10 @@ pub struct ToolSpec {
     pub timeout: Option<Duration>,
     /// The upstream whose service breaker it shares, when not its own name.
     pub breaker: Option<&'static str>,
+    /// Whether its argument struct refuses a key given twice at every depth: every parameter's
+    /// type is a scalar, a `String`, or an `Option`/`Vec`/`Box` of one, so no map or
+    /// `serde_json::Value` (which keep the last of two values) is anywhere inside.
+    pub unique_keys: bool,
 }
 
 /// The `ToolDef` of a `#[tool]` fn: `schema` is the JSON Schema of its arguments, `call` parses
@@ -155,7 +159,8 @@ fn with_spec(def: ToolDef, spec: &'static ToolSpec, crate_defaults: Option<Polic
         .with_policy(policy(spec.policy))
         .with_crate_defaults(crate_defaults)
         .optional(spec.optional)
-        .idempotent(spec.idempotent);
+        .idempotent(spec.idempotent)
+        .with_unique_keys(spec.unique_keys);
     let def = match spec.breaker {
         Some(key) => def.with_breaker_key(key),
         None => def,

@@ -3,7 +3,8 @@
 //!
 //! `{"amount": 1, "amount": 1000}` reads as 1000 to serde_json's `Value` (the last key wins),
 //! while a reader that keeps the first would see 1: a permission hook and the tool must never
-//! disagree on what was asked, so the executor refuses such arguments before either sees them.
+//! disagree on what was asked, so the executor refuses such arguments before either sees them
+//! (a tool whose own argument struct refuses them is left to say so when it parses).
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -19,11 +20,30 @@ use crate::error::ToolError;
 const ANY_TOOL: &str = "the tool's arguments";
 
 /// Parses argument text into `A`, telling invalid JSON apart from JSON of the wrong shape, and
-/// naming where in the arguments a value did not fit.
+/// naming where in the arguments a value did not fit (or the key given twice).
 ///
 /// Empty or blank text reads as `{}`: models often send that for tools without parameters.
+///
+/// Arguments that fit are read once, by plain serde_json. Only text that does not fit is read
+/// again, to say why as precisely as possible: a key given twice first, then the path of the
+/// value that did not fit.
 pub(crate) fn parse_args<A: DeserializeOwned>(raw: &str) -> Result<A, ToolError> {
     let text = if raw.trim().is_empty() { "{}" } else { raw };
+    // Arguments are an object. serde would also fill a struct from an array, by position,
+    // which the schema offered to the model does not allow.
+    if text.trim_start().starts_with('{') {
+        if let Ok(args) = serde_json::from_str(text) {
+            return Ok(args);
+        }
+        reject_duplicate_keys(raw)?;
+    }
+    explain_parse_failure(raw, text)
+}
+
+/// Reads `text` again with path tracking, to report where it does not fit `A` (or `A`, when it
+/// does fit after all).
+#[cold]
+fn explain_parse_failure<A: DeserializeOwned>(raw: &str, text: &str) -> Result<A, ToolError> {
     let failed = |error: serde_json::Error, path: String| {
         if error.is_data() {
             ToolError::Deserialization {
@@ -39,8 +59,6 @@ pub(crate) fn parse_args<A: DeserializeOwned>(raw: &str) -> Result<A, ToolError>
             }
         }
     };
-    // Arguments are an object. serde would also fill a struct from an array, by position,
-    // which the schema offered to the model does not allow.
     if !text.trim_start().starts_with('{') {
         if let Err(error) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
         {

@@ -141,6 +141,11 @@ pub struct ToolDef {
     timeout: Option<Duration>,
     breaker_key: Option<Cow<'static, str>>,
     handler: Arc<dyn ToolHandler>,
+    /// Whether the handler's argument type refuses a key given twice at every depth (a struct
+    /// of plain fields, as `#[tool]` knows from its parameters' types), so that its own parse
+    /// is the duplicate-key check. False unless known: a `serde_json::Value` or a map reads
+    /// `{"a": 1, "a": 2}` as the last value, and the gate must check such arguments itself.
+    refuses_duplicate_keys: bool,
 }
 
 impl ToolDef {
@@ -182,6 +187,7 @@ impl ToolDef {
             timeout: None,
             breaker_key: None,
             handler: Arc::new(handler),
+            refuses_duplicate_keys: false,
         }
     }
 
@@ -190,6 +196,8 @@ impl ToolDef {
     #[must_use]
     pub fn with_handler(mut self, handler: impl ToolHandler) -> Self {
         self.handler = Arc::new(handler);
+        // The new handler may read the arguments another way.
+        self.refuses_duplicate_keys = false;
         self
     }
 
@@ -304,6 +312,17 @@ impl ToolDef {
     /// Whether `degrade` may drop it.
     pub fn is_optional(&self) -> bool {
         self.optional
+    }
+
+    /// Whether parsing the arguments already refuses a key given twice at every depth.
+    pub(crate) fn refuses_duplicate_keys(&self) -> bool {
+        self.refuses_duplicate_keys
+    }
+
+    /// Marks the handler's argument type as one that refuses a key given twice at every depth.
+    pub(crate) fn with_unique_keys(mut self, refuses: bool) -> Self {
+        self.refuses_duplicate_keys = refuses;
+        self
     }
 
     /// The handler.

@@ -237,3 +237,52 @@ async fn deeply_nested_arguments_fail_as_invalid_json_without_overflowing() {
     let message = shown[0]["message"].as_str().unwrap();
     assert!(message.contains("recursion limit exceeded"), "{message}");
 }
+
+/// Reserves seats in a row; counts its runs.
+#[tool]
+fn seat(count: u32, row: Option<Vec<String>>) -> String {
+    SEAT_RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    format!("{count} seats in {row:?}")
+}
+
+static SEAT_RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+#[tokio::test]
+async fn a_tool_of_plain_parameters_refuses_a_key_given_twice_with_or_without_a_hook() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new()
+        .tool_call("seat", r#"{"count": 1, "count": 1000}"#)
+        .text("done");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .tools(tools![seat])
+        .build()
+        .unwrap();
+    assert_eq!(agent.run("go").await.unwrap(), "done");
+    let shown = error_results(&model);
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(shown[0]["kind"], "validation");
+    let message = shown[0]["message"].as_str().unwrap();
+    assert!(message.contains("duplicate key `count`"), "{message}");
+
+    // With a hook, the hook is not asked about them either.
+    let model = ScriptedModel::new()
+        .tool_call("seat", r#"{"count": 1, "count": 1000}"#)
+        .tool_call("seat", r#"{"count": 2}"#)
+        .text("done");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .tools(tools![seat])
+        .permission({
+            let asked = Arc::clone(&asked);
+            move |call: &ToolCall| {
+                asked.lock().unwrap().push(call.arguments.clone());
+                Permission::Allow
+            }
+        })
+        .build()
+        .unwrap();
+    assert_eq!(agent.run("go").await.unwrap(), "done");
+    assert_eq!(asked.lock().unwrap().as_slice(), [r#"{"count": 2}"#]);
+    assert_eq!(SEAT_RUNS.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

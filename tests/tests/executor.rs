@@ -802,7 +802,7 @@ async fn a_half_open_probe_is_not_stranded_by_bad_arguments_or_a_cancelled_call(
 }
 
 #[tokio::test]
-async fn a_fallback_the_permission_hook_denies_is_skipped() {
+async fn a_fallback_the_permission_hook_denies_answers_the_call_as_a_denial() {
     let (primary, _) = scripted_tool("fetch", vec![HttpError::new(404, "gone"); 5]);
     let (backup, backup_calls) = scripted_tool("admin_fetch", vec![]);
     let primary = primary.with_policy(Policy::new().on(
@@ -826,7 +826,18 @@ async fn a_fallback_the_permission_hook_denies_is_skipped() {
         .execute(&ctx, &call("fetch", r#"{"name":"x"}"#))
         .await;
 
-    assert_eq!(error_json(&outcome)["kind"], "not_found");
+    // The fallback's denial is the answer: the model learns why, rather than seeing the
+    // primary's 404 as if no fallback had been tried.
+    let shown = error_json(&outcome);
+    assert_eq!(shown["kind"], "auth");
+    assert_eq!(shown["tool"], "admin_fetch");
+    assert!(
+        shown["message"]
+            .as_str()
+            .unwrap()
+            .contains("permission denied: admin tools need approval"),
+        "{shown}"
+    );
     assert_eq!(backup_calls.load(Ordering::SeqCst), 0);
 }
 

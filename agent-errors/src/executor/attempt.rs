@@ -1,6 +1,6 @@
-//! One attempt at a tool: refuse arguments that give a key twice, parse them, ask the breakers,
-//! run the tool under its timeout, and turn a panic into a failure. Every call, retry, repair and fallback goes through
-//! [`attempt`].
+//! One attempt at a tool: parse the arguments, ask the breakers, run the tool under its timeout,
+//! and turn a panic into a failure. Every call, retry, repair and fallback goes through
+//! [`attempt`], with arguments that passed the [gate](super::gate) for that tool.
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
@@ -47,10 +47,24 @@ pub struct CircuitOpen {
 #[derive(Debug)]
 pub(crate) enum Missed {
     /// The tool failed, or could not be called: the ladder answers it.
-    Failed(ToolError),
+    Failed(Failed),
     /// A concurrent call of this run tripped the tool's per-run breaker after `failures`
     /// failures: the run is ending, so the tool is not called again.
     Tripped { failures: u32 },
+}
+
+/// A failed attempt's error, with its classification when the attempt already made one (to
+/// tell the service breaker how the call went), so that a failure is classified once.
+#[derive(Debug)]
+pub(crate) struct Failed {
+    pub(crate) error: ToolError,
+    pub(crate) class: Option<Classification>,
+}
+
+impl From<ToolError> for Failed {
+    fn from(error: ToolError) -> Self {
+        Failed { error, class: None }
+    }
 }
 
 /// Classifies a tool failure: bad arguments (unparsed, or refused by the running tool) are
@@ -110,20 +124,18 @@ pub(crate) async fn attempt(
     if let Some(failures) = ctx.breaker_tripped(tool.name()) {
         return Err(Missed::Tripped { failures });
     }
-    // One reading for every reader: the permission hook was not asked about these either.
-    crate::arguments::reject_duplicate_keys(raw).map_err(Missed::Failed)?;
     let panicked =
         |payload| ToolError::execution(parse_value(raw), ToolPanic::from_payload(payload));
     let future = match std::panic::catch_unwind(AssertUnwindSafe(|| {
         tool.handler().call_with(raw, extensions)
     })) {
         Ok(Ok(future)) => future,
-        Ok(Err(args_error)) => return Err(Missed::Failed(args_error)),
-        Err(payload) => return Err(Missed::Failed(panicked(payload))),
+        Ok(Err(args_error)) => return Err(Missed::Failed(args_error.into())),
+        Err(payload) => return Err(Missed::Failed(panicked(payload).into())),
     };
     let mut admitted = match admit(ctx.service_breaker(), ctx.classifier(), tool, raw).await {
         Ok(admitted) => admitted,
-        Err(open) => return Err(Missed::Failed(open)),
+        Err(open) => return Err(Missed::Failed(open.into())),
     };
     let bounded = async {
         match tool.timeout().or(ctx.limits().default_tool_timeout) {
@@ -142,10 +154,10 @@ pub(crate) async fn attempt(
         }),
         Err(payload) => Err(panicked(payload)),
     };
-    if let Some(admitted) = admitted.as_mut() {
-        admitted.record(&result);
-    }
-    result.map_err(Missed::Failed)
+    let class = admitted
+        .as_mut()
+        .and_then(|admitted| admitted.record(&result));
+    result.map_err(|error| Missed::Failed(Failed { error, class }))
 }
 
 /// The arguments as JSON for [`ToolError::Execution`], or as a string when they are not JSON.
@@ -192,15 +204,18 @@ struct Admitted<'a> {
 }
 
 impl Admitted<'_> {
-    /// Tells the breaker how the call went. Only failures that say the service is unwell
-    /// (retryable kinds) count against it: a 404 is the caller's problem, not the service's.
-    fn record(&mut self, result: &Result<ToolOutput, ToolError>) {
-        let healthy = match result {
-            Ok(_) => true,
-            Err(e) => !classify_tool_error(e, self.classifier).kind.is_retryable(),
-        };
+    /// Tells the breaker how the call went, and gives back the failure's classification for
+    /// the ladder. Only failures that say the service is unwell (retryable kinds) count against
+    /// it: a 404 is the caller's problem, not the service's.
+    fn record(&mut self, result: &Result<ToolOutput, ToolError>) -> Option<Classification> {
+        let class = result
+            .as_ref()
+            .err()
+            .map(|e| classify_tool_error(e, self.classifier));
+        let healthy = class.as_ref().is_none_or(|c| !c.kind.is_retryable());
         self.breaker.record(self.key, healthy);
         self.recorded = true;
+        class
     }
 }
 

@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 
-use super::attempt::{Missed, ToolPanic, attempt};
+use super::attempt::{Failed, Missed, ToolPanic, attempt};
 use super::context::RunContext;
+use super::gate::{self, Refused};
 use super::outcome::{Failure, Handled, TerminationReason};
 use super::resume::{CallProgress, RetryPlace};
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
-use crate::error::ToolError;
 use crate::events::Event;
 use crate::extensions::Extensions;
 use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
@@ -289,9 +289,20 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// Calls the tool again with the arguments a fixer wrote.
+    /// Calls the tool again with the arguments a fixer wrote, once they pass the gate: a fixer
+    /// chooses what the tool receives no more than the model does.
     async fn rerun_fixed(&mut self, fixer: &FixerDef, attempt_no: u32, new_raw: String) -> Next {
         self.raw = Cow::Owned(new_raw);
+        match gate::pass(self.ctx, self.tool, self.call, &self.raw) {
+            Ok(()) => {}
+            Err(Refused::Unavailable(handled) | Refused::Denied(handled)) => {
+                return Next::Done(handled);
+            }
+            Err(Refused::Invalid(error)) => {
+                let attempts = self.failure.attempts;
+                return self.after_failure(error, attempts);
+            }
+        }
         self.failure.attempts += 1;
         if !self.save(None, None).await {
             return Next::Done(Handled::Cancelled);
@@ -318,14 +329,22 @@ impl<'a> Walk<'a> {
     }
 
     /// `fallback(tool = ..)`: call another tool once with the same arguments, outside its own
-    /// policy. Auth ends the run, naming the fallback; any other failure goes on down the ladder.
+    /// policy. The arguments pass the gate as the fallback's: an unavailable fallback is
+    /// skipped, a denied one answers the call as a denial. Auth ends the run, naming the
+    /// fallback; any other failure goes on down the ladder.
     async fn fallback(&mut self, target: &str) -> Next {
         let Some(fallback) = self.registry.tool(target) else {
             return Next::Down;
         };
-        let call = ToolCall::new(self.call.id.clone(), fallback.name(), self.raw.as_ref());
-        if super::refusal(self.ctx, fallback, &call).is_some() {
-            return Next::Down;
+        match gate::pass(self.ctx, fallback, self.call, &self.raw) {
+            Ok(()) => {}
+            Err(Refused::Unavailable(_)) => return Next::Down,
+            Err(Refused::Denied(handled)) => return Next::Done(handled),
+            Err(Refused::Invalid(error)) => {
+                self.failure = Failure::new(error, self.failure.attempts, self.ctx.classifier());
+                self.failure.blamed = Some(fallback.name().to_owned());
+                return Next::Down;
+            }
         }
         self.ctx.events().emit(Event::FellBack {
             tool: self.tool.name().to_owned(),
@@ -381,7 +400,7 @@ impl<'a> Walk<'a> {
     }
 
     /// A retry or repair failed again: a new key's ladder, or the next rung of this one.
-    fn after_failure(&mut self, error: ToolError, attempts: u32) -> Next {
+    fn after_failure(&mut self, error: impl Into<Failed>, attempts: u32) -> Next {
         if self.failed_again(Failure::new(error, attempts, self.ctx.classifier())) {
             Next::Switch
         } else {

@@ -4,13 +4,16 @@
 //!
 //! 1. [`context`]: the run the call belongs to (limits, cancellation, breakers, the tools
 //!    `degrade` dropped), and [`permission`]: the hook asked before a tool runs.
-//! 2. this module's [`execute`]: find the tool, refuse what must not run, make the first
+//! 2. this module's [`execute`]: find the tool, pass the [`gate`], make the first
 //!    [`attempt`](attempt::attempt), and report the outcome on the per-run breaker.
-//! 3. [`attempt`]: refuse arguments that give a key twice, parse them, ask the service
-//!    breaker, run the tool under its timeout, catch a panic.
-//! 4. [`ladder`]: a failed call walks its policy's rungs (retry, fix, fallback, escalate,
+//! 3. [`gate`]: what every argument set passes before a tool body may receive it, whoever
+//!    wrote it (the model, a fixer, a fallback, a resumed run): the tool is available, no key
+//!    is given twice, the permission hook allows it.
+//! 4. [`attempt`]: parse the arguments, ask the service breaker, run the tool under its
+//!    timeout, catch a panic.
+//! 5. [`ladder`]: a failed call walks its policy's rungs (retry, fix, fallback, escalate,
 //!    throw, degrade) until it is answered.
-//! 5. [`outcome`]: the decision becomes a [`CallOutcome`]: a result for the model, or a stop of
+//! 6. [`outcome`]: the decision becomes a [`CallOutcome`]: a result for the model, or a stop of
 //!    the run.
 //!
 //! Whatever happens (an unknown tool, a denial, a panic, a cancelled run) the call gets exactly
@@ -19,6 +22,7 @@
 mod attempt;
 mod context;
 mod entry;
+mod gate;
 mod ladder;
 mod outcome;
 mod permission;
@@ -47,12 +51,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
-use crate::error::ToolError;
 use crate::events::Event;
 use crate::registry::Registry;
-use crate::sanitize::{MAX_TOOL_NAME_CHARS, SurfacedError, sanitize};
-use crate::tool::ToolDef;
+use crate::sanitize::{MAX_TOOL_NAME_CHARS, sanitize};
 use attempt::Missed;
+use gate::{Refused, unknown_tool};
 use ladder::Walk;
 use outcome::{Failure, Handled};
 
@@ -65,7 +68,9 @@ pub(crate) async fn execute(
     start: CallStart<'_>,
 ) -> CallOutcome {
     let meters = registry.meters(&call.name);
-    let handled = handle(registry, ctx, call, start);
+    // Boxed once here, the call's work is not copied again by each layer that wraps it (the
+    // span, the halt, a turn's join): one allocation costs less than those copies.
+    let handled = Box::pin(handle(registry, ctx, call, start));
     crate::observe::tool_call(call, meters, execute_call(registry, ctx, call, handled)).await
 }
 
@@ -174,8 +179,13 @@ where
     .await
 }
 
-/// Finds the tool, refuses what must not run, and makes the first attempt; a failure walks the
-/// ladder. A call of a resumed run passes the same refusals before it goes on from where it was.
+/// Finds the tool, lets the arguments it would receive through the [`gate`], and makes the
+/// first attempt; a failure walks the ladder. A call of a resumed run passes the same gate
+/// before it goes on from where it was.
+///
+/// Whatever else reaches a tool body passes [`gate::pass`] the same way first: a fixer's
+/// rewrite and a fallback (in the ladder), and the arguments a fixer wrote before a resumed
+/// run's process stopped (here).
 async fn handle(
     registry: &Registry,
     ctx: &RunContext,
@@ -185,32 +195,40 @@ async fn handle(
     let Some(entry @ (tool, _)) = registry.entry(&call.name) else {
         return unknown_tool(registry, ctx, call);
     };
-    // The gate sees the arguments the tool would receive: for a resumed call, the ones a fixer
-    // wrote before the run was interrupted, when one did.
-    let refused = match start {
+    // For a resumed call, the arguments a fixer wrote before the run was interrupted, when one
+    // did: those are what the tool would receive.
+    let sent = match start {
         CallStart::From(CallProgress {
             arguments: Some(arguments),
             ..
-        }) => {
-            let sent = ToolCall::new(call.id.clone(), call.name.clone(), arguments.clone());
-            refusal(ctx, tool, &sent)
-        }
-        _ => refusal(ctx, tool, call),
+        }) => arguments.as_str(),
+        _ => call.arguments.as_str(),
     };
-    if let Some(refused) = refused {
-        return refused;
-    }
+    let first = match gate::pass(ctx, tool, call, sent) {
+        Ok(()) => None,
+        Err(Refused::Unavailable(handled) | Refused::Denied(handled)) => return handled,
+        Err(Refused::Invalid(error)) => Some(error),
+    };
     if let Some(budget) = ctx.retry_budget() {
         budget.record_call(tool.breaker_key());
     }
     let extensions = ctx.call_extensions(&call.id);
     if let CallStart::From(progress) = start {
+        if let Some(invalid) = first {
+            let failure = Failure::new(invalid, progress.attempts, ctx.classifier());
+            let walk = Walk::new(registry, ctx, entry, call, failure, extensions);
+            return Box::pin(walk.resumed(progress).run()).await;
+        }
         return Box::pin(resume::go_on(
             registry, ctx, entry, call, progress, extensions,
         ))
         .await;
     }
-    match attempt::attempt(ctx, tool, &call.arguments, &extensions).await {
+    let tried = match first {
+        Some(invalid) => Err(Missed::Failed(invalid.into())),
+        None => attempt::attempt(ctx, tool, &call.arguments, &extensions).await,
+    };
+    match tried {
         Ok(output) => Handled::Ok(output),
         Err(Missed::Tripped { failures }) => Handled::Tripped {
             tool: tool.name().to_owned(),
@@ -229,95 +247,4 @@ async fn handle(
             Box::pin(walk.run()).await
         }
     }
-}
-
-/// The model asked for a tool that does not exist (or no longer does): say which do. Asking
-/// again and again trips the per-run breaker like any failing tool.
-fn unknown_tool(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> Handled {
-    let name = sanitize(&call.name, MAX_TOOL_NAME_CHARS);
-    if let Some(failures) = ctx.breaker_tripped(&name) {
-        return Handled::Tripped {
-            tool: name,
-            failures,
-        };
-    }
-    let available: Vec<&str> = registry
-        .tool_names()
-        .filter(|n| !ctx.is_degraded(n))
-        .collect();
-    let message = format!("no tool named `{name}` is available");
-    let suggestion = if available.is_empty() {
-        "No tools are available: answer without calling one.".to_owned()
-    } else {
-        format!("Call one of the available tools: {}.", available.join(", "))
-    };
-    let limit = ctx.limits().max_message_chars;
-    Handled::Error(
-        SurfacedError::bounded(&name, ErrorKind::NotFound, &message, limit)
-            .with_suggestion(suggestion),
-    )
-}
-
-/// Why `tool` must not run for `call` in this run, if it must not: dropped by `degrade`,
-/// stopped by the per-run breaker, or denied by the permission hook. Arguments that give a key
-/// twice are not shown to the hook: the attempt that follows refuses them.
-fn refusal(ctx: &RunContext, tool: &ToolDef, call: &ToolCall) -> Option<Handled> {
-    let limit = ctx.limits().max_message_chars;
-    if ctx.is_degraded(tool.name()) {
-        let message = "this tool was dropped for the rest of the run after it failed";
-        return Some(Handled::Error(
-            SurfacedError::bounded(tool.name(), ErrorKind::Unknown, message, limit)
-                .with_suggestion("Do not call it again; continue without it."),
-        ));
-    }
-    if let Some(failures) = ctx.breaker_tripped(tool.name()) {
-        let tool = tool.name().to_owned();
-        return Some(Handled::Tripped { tool, failures });
-    }
-    let hook = ctx.permission()?;
-    // Arguments that give a key twice read differently to different parsers: the hook is not
-    // asked about them, and the attempt refuses them before the tool runs.
-    if crate::arguments::reject_duplicate_keys(&call.arguments).is_err() {
-        return None;
-    }
-    let asked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        hook.check_in(call, &ctx.permission_context(tool.name()))
-    }));
-    let verdict = match asked {
-        Ok(verdict) => verdict,
-        // Fail closed: a hook that cannot answer has not allowed anything.
-        Err(payload) => {
-            let panic = ToolPanic::from_payload(payload);
-            let message = format!(
-                "the permission hook panicked ({}); the tool did not run",
-                panic.message
-            );
-            return Some(Handled::Error(
-                SurfacedError::bounded(tool.name(), ErrorKind::Bug, &message, limit)
-                    .with_suggestion(
-                        "The permission check crashed, so the tool did not run. Do not call it \
-                         again the same way; tell the user.",
-                    ),
-            ));
-        }
-    };
-    let Permission::Deny(reason) = verdict else {
-        return None;
-    };
-    let denials = ctx.record_denial(tool.name());
-    let budget = ctx.limits().max_permission_denials;
-    if budget != 0 && denials >= budget {
-        let args = serde_json::from_str(&call.arguments)
-            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
-        let error = ToolError::execution(args, PermissionDenied { denials, reason });
-        let failure = Failure::new(error, 0, ctx.classifier());
-        let reason = TerminationReason::PermissionDenials { denials };
-        return Some(Handled::stop(reason, failure));
-    }
-    let message = format!("permission denied: {reason}");
-    Some(Handled::Error(
-        SurfacedError::bounded(tool.name(), ErrorKind::Auth, &message, limit).with_suggestion(
-            "The tool did not run. Reframe the request or ask the user for permission.",
-        ),
-    ))
 }

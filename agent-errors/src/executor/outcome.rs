@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::attempt::classify_tool_error;
+use super::attempt::{Failed, classify_tool_error};
 use super::context::RunContext;
 use crate::chat::{ToolCall, ToolResult};
 use crate::classify::Classifier;
@@ -202,8 +202,14 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
-    pub(crate) fn new(error: ToolError, attempts: u32, classifier: Option<&Classifier>) -> Self {
-        let class = classify_tool_error(&error, classifier);
+    /// The failure of `failed`, classified unless the attempt already did.
+    pub(crate) fn new(
+        failed: impl Into<Failed>,
+        attempts: u32,
+        classifier: Option<&Classifier>,
+    ) -> Self {
+        let Failed { error, class } = failed.into();
+        let class = class.unwrap_or_else(|| classify_tool_error(&error, classifier));
         Failure {
             error,
             class,
