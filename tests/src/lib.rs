@@ -1,2 +1,1 @@
 //! Integration and UI tests for agent-errors live in `tests/` and `ui/`.
-
