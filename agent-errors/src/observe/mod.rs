@@ -10,6 +10,7 @@ mod live;
 pub(crate) mod metrics;
 pub(crate) mod spans;
 
+pub use crate::events::{EventLog, EventSink};
 pub use live::{DEFAULT_EVENT_CAPACITY, EventStream, Missed, RunEvent, RunId};
 pub(crate) use live::{Feed, Observer};
 pub(crate) use metrics::{AgentMeters, CallEnd, ToolMeters};

@@ -8,7 +8,7 @@ mod settings;
 mod status;
 
 pub(crate) use body::{DEFAULT_MAX_RESPONSE_BYTES, broke_off, excerpt, read_capped};
-pub(crate) use settings::{Settings, SettingsError};
+pub(crate) use settings::{Settings, SettingsError, settings_setters};
 pub use status::StatusError;
 pub(crate) use status::{MAX_ERROR_BODY_BYTES, lossy_prefix};
 

@@ -228,7 +228,7 @@ fn check_shadowed(tool: &ToolDef, policy: &ResolvedPolicy, problems: &mut Vec<Co
 /// model; end the run on a [`CallOutcome::Stop`].
 ///
 /// ```
-/// use agent_errors::{CallOutcome, Registry, RunContext, ToolCall, ToolDef};
+/// use agent_errors::{Registry, RunContext, ToolCall, ToolDef, call::CallOutcome};
 ///
 /// #[derive(serde::Deserialize, schemars::JsonSchema)]
 /// struct Args { city: String }
