@@ -7,7 +7,8 @@ mod common;
 use std::time::Duration;
 
 use agent_errors::{
-    ErrorKind, Event, Fix, FixRequest, FixerDef, PolicyKey, PolicyLayer, Registry, policy,
+    ErrorKind, Event, Fix, FixRequest, Registry, policy,
+    policy::{FixerDef, PolicyKey, PolicyLayer},
 };
 use common::mcp::{call, everything, wait_gone};
 

@@ -17,9 +17,11 @@ use agent_errors::prelude::*;
 use agent_errors::retry::RetrySchedule;
 use agent_errors::stream::{StreamAccumulator, StreamError, StreamInterrupted};
 use agent_errors::{
-    CallSource, ChatRequest, ChatResponse, ChatStream, ErrorKind, FinishReason, Message,
-    RequestOptions, ResponseFormat, RunDelta, RunOptions, StreamEvent, ToolCall, ToolChoice,
-    ToolResult, ToolSpec, Usage, classify,
+    ChatRequest, ChatResponse, ErrorKind, Message, RunOptions, ToolCall, ToolResult,
+    classify::classify,
+    llm::{CallSource, FinishReason, RequestOptions, ResponseFormat, ToolChoice, ToolSpec, Usage},
+    run::RunDelta,
+    stream::{ChatStream, StreamEvent},
 };
 use futures_util::StreamExt;
 use serde_json::{Value, json};

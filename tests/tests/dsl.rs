@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use agent_errors::prelude::*;
 use agent_errors::{
-    Action, BoxError, ErrorKind, FixAction, FixerDef, Ladder, Policy, PolicyKey, RetryAction,
-    ToolError,
+    BoxError, ErrorKind, ToolError,
+    policy::{Action, FixAction, FixerDef, Ladder, Policy, PolicyKey, RetryAction},
 };
 use serde_json::{Value, json};
 

@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use agent_errors::testing::{Fault, FaultyTool, ScriptedModel, echo_tool};
 use agent_errors::{
-    Action, Agent, Fix, FixRequest, FixerDef, HttpError, Limits, Message, Permission,
-    PermissionContext, PermissionHook, Policy, PolicyKey, RunError, RunOptions, TerminationReason,
-    ToolCall,
+    Agent, Fix, FixRequest, HttpError, Limits, Message, RunError, RunOptions, ToolCall,
+    permission::{Permission, PermissionContext, PermissionHook},
+    policy::{Action, FixerDef, Policy, PolicyKey},
+    run::TerminationReason,
 };
 
 struct Role(&'static str);

@@ -14,9 +14,13 @@ use agent_errors::retry::RetrySchedule;
 use agent_errors::stream::{StreamError, StreamInterrupted, stream_of};
 use agent_errors::testing::Reply;
 use agent_errors::{
-    Agent, BoxError, BoxFuture, ChatModel, ChatRequest, ChatResponse, ChatStream, ErrorKind,
-    FinishReason, LlmErrorDecision, Message, RunDelta, RunError, RunOptions, StreamEvent, ToolCall,
-    Truncated, Usage, classify,
+    Agent, BoxError, ChatModel, ChatRequest, ChatResponse, ErrorKind, LlmErrorDecision, Message,
+    RunError, RunOptions, ToolCall,
+    call::BoxFuture,
+    classify::classify,
+    llm::{FinishReason, Truncated, Usage},
+    run::RunDelta,
+    stream::{ChatStream, StreamEvent},
 };
 use futures_util::StreamExt;
 use serde_json::{Value, json};

@@ -93,9 +93,9 @@
 
 mod body;
 pub(crate) mod http;
-pub(crate) mod kind;
 #[cfg(feature = "reqwest")]
 mod http_response;
+pub(crate) mod kind;
 mod patterns;
 mod redacted;
 mod rules;
@@ -109,9 +109,9 @@ pub use body::{ContextOverflow, is_overload_error};
 // `ErrorKind` and `HttpError` are named at the crate root; this module only uses them.
 pub(crate) use http::HttpError;
 pub use http::parse_retry_after;
-pub(crate) use kind::ErrorKind;
 #[cfg(feature = "reqwest")]
 pub use http_response::MAX_ERROR_BODY_BYTES;
+pub(crate) use kind::ErrorKind;
 pub use redacted::RedactedError;
 
 #[cfg(any(feature = "openai", feature = "anthropic"))]

@@ -11,8 +11,8 @@ pub use crate::agent::{IntoLlmDecision, ModelError};
 pub use crate::chat::{
     CallSource, FinishReason, RequestOptions, ResponseFormat, ToolChoice, ToolSpec, Truncated,
 };
-pub use crate::usage::Usage;
 pub(crate) use crate::model::ChatModel;
+pub use crate::usage::Usage;
 
 pub(crate) mod decision;
 mod fallback;
