@@ -1,7 +1,7 @@
 use std::io;
 use std::time::Duration;
 
-pub use crate::provider::StatusError;
+use crate::provider::StatusError;
 
 use crate::chat::CallSource;
 use crate::classify::classify;

@@ -12,6 +12,8 @@ pub use crate::chat::{
     CallSource, FinishReason, RequestOptions, ResponseFormat, ToolChoice, ToolSpec, Truncated,
 };
 pub(crate) use crate::model::ChatModel;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+pub use crate::provider::StatusError;
 pub use crate::usage::Usage;
 
 pub(crate) mod decision;

@@ -3,7 +3,7 @@
 //! (`observe/metrics.rs`), and a bounded live stream of events ([`EventStream`]).
 //!
 //! Each recovery event is traced and counted once, where it is emitted (in `events`, below
-//! this module), and reaches the live streams through the [`LiveFeed`](crate::events) this
+//! this module), and reaches the live streams through the `LiveFeed` this
 //! module's `Observer` implements.
 
 mod live;

@@ -2,7 +2,7 @@ use std::io;
 use std::time::Duration;
 
 use crate::chat::CallSource;
-pub use crate::provider::StatusError;
+use crate::provider::StatusError;
 
 use crate::classify::classify;
 use crate::error::BoxError;

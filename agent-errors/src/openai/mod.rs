@@ -71,13 +71,13 @@ use std::fmt;
 use std::time::Duration;
 
 pub use builder::OpenAiBuilder;
-pub use error::{OpenAiConfigError, OpenAiError, StatusError};
+pub use error::{OpenAiConfigError, OpenAiError};
 pub use wire::MaxTokensField;
 
 use crate::error::BoxError;
 use crate::error::BoxFuture as ChatFuture;
 use crate::llm::{ChatModel, ChatRequest, ChatResponse};
-use crate::provider::{self, Transport};
+use crate::provider::{self, StatusError, Transport};
 use crate::stream::ChatStream;
 use crate::stream::guard;
 

@@ -1,6 +1,6 @@
 //! Breakers and retry budgets shared by many processes through Redis (feature `redis`).
 //!
-//! Every transition runs as one Lua script on the server ([`scripts`]), so the fleet agrees on
+//! Every transition runs as one Lua script on the server, so the fleet agrees on
 //! it: the circuit opens once the fleet's failures cross the threshold, and exactly one process
 //! gets the half-open probe. The happy path does not wait for Redis: each process decides from
 //! a view cached for [`RedisStoreBuilder::cache_ttl`] and reports outcomes through a bounded
