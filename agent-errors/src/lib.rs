@@ -83,7 +83,8 @@ pub mod observe;
 pub mod openai;
 pub mod policy;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
-mod provider;
+#[cfg_attr(docsrs, doc(cfg(any(feature = "openai", feature = "anthropic"))))]
+pub mod provider;
 pub mod redact;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -128,8 +129,8 @@ pub use tool::ToolDef;
 /// Running an agent: what a run returns, streams and saves, and how it ends early.
 pub mod run {
     pub use crate::agent::{
-        AgentOutput, BrokenTranscript, ESCALATE, FinishedRun, HistoryError, Json, NotJsonArguments,
-        ResumeError, RunDelta, THROW_EXCEPTION,
+        AgentOutput, BrokenTranscript, ESCALATE, FinishedRun, HistoryError, IntoLlmDecision, Json,
+        ModelError, NotJsonArguments, ResumeError, RunDelta, THROW_EXCEPTION,
     };
     pub use crate::executor::{Terminated, TerminationReason};
 }
@@ -141,6 +142,14 @@ pub mod call {
     pub use crate::extensions::{Extensions, MissingContext};
     pub use crate::idempotency::IdempotencyKey;
     pub use crate::tool::{ToolFuture, ToolHandler};
+}
+
+/// Building a registry or an agent: the registry's builder, the fixers it holds, what a build
+/// refuses, and which policy layer decides each key.
+pub mod build {
+    pub use crate::explain::Explanation;
+    pub use crate::fix::{Fixer, FixerDef};
+    pub use crate::registry::{ConfigError, ConfigProblem, RegistryBuilder};
 }
 
 /// Asking before a tool runs: a hook that allows, denies or rewrites each call.

@@ -9,12 +9,6 @@ use std::time::Duration;
 use crate::ErrorKind;
 use crate::retry::{RetrySchedule, ZeroAttempts};
 
-// Checked when a registry or agent is built, and explained on request: they belong with the
-// policies they check. Fixers are what a `fix` action calls.
-pub use crate::explain::Explanation;
-pub use crate::fix::{Fixer, FixerDef};
-pub use crate::registry::{ConfigError, ConfigProblem, RegistryBuilder};
-
 /// What a policy entry answers: a failure class, or a refinement by error kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PolicyKey {

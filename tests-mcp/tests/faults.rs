@@ -11,9 +11,9 @@ use agent_errors::mcp::{IDEMPOTENCY_KEY_META, McpClient};
 use agent_errors::{
     Cancellation, Event, Fix, FixRequest, Registry, RunContext, ToolCall,
     breaker::{BreakerState, ServiceBreaker},
+    build::{ConfigProblem, FixerDef},
     call::CallOutcome,
     policy,
-    policy::{ConfigProblem, FixerDef},
     retry::RetrySchedule,
 };
 use common::mcp::{alive, call, call_in, faults, wait_gone};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_errors::breaker::{BreakerState, ServiceBreaker};
-use agent_errors::policy::ConfigProblem;
+use agent_errors::build::ConfigProblem;
 use agent_errors::testing::{
     Fault, FaultyTool, ReportAssertions, ScriptedModel, echo_tool, transcript_violations,
 };

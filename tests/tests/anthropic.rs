@@ -1087,7 +1087,7 @@ async fn a_stream_that_drips_inside_the_idle_limit_ends_at_its_deadline() {
 /// for a stream or status error by type finds it, and classification reads what is below.
 #[tokio::test]
 async fn the_stream_and_status_errors_a_provider_error_wraps_are_in_its_chain() {
-    use agent_errors::llm::StatusError;
+    use agent_errors::provider::StatusError;
     use std::error::Error as _;
 
     let server = Loopback::start([

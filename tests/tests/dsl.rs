@@ -8,7 +8,8 @@ use std::time::Duration;
 use agent_errors::prelude::*;
 use agent_errors::{
     BoxError, ErrorKind, ToolError,
-    policy::{Action, FixAction, FixerDef, Ladder, Policy, PolicyKey, RetryAction},
+    build::FixerDef,
+    policy::{Action, FixAction, Ladder, Policy, PolicyKey, RetryAction},
 };
 use serde_json::{Value, json};
 

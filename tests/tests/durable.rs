@@ -10,8 +10,9 @@ use agent_errors::testing::ScriptedModel;
 use agent_errors::{
     Agent, ErrorKind, Fix, FixRequest, FixerError, HttpError, Message, RunError, RunOptions,
     ToolDef, ToolError, ToolResult,
+    build::FixerDef,
     call::{Extensions, IdempotencyKey, ToolFuture, ToolHandler},
-    policy::{Action, FixerDef, Policy, PolicyKey},
+    policy::{Action, Policy, PolicyKey},
     run::ResumeError,
 };
 use tokio::sync::mpsc;

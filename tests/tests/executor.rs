@@ -6,13 +6,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use agent_errors::breaker::ServiceBreaker;
-use agent_errors::policy::ConfigProblem;
+use agent_errors::build::ConfigProblem;
 use agent_errors::policy::{PolicyKey, PolicyLayer};
 use agent_errors::{
     ErrorKind, Fix, FixRequest, FixerError, HttpError, Registry, RunContext, Severity, ToolCall,
     ToolDef, ToolError,
+    build::FixerDef,
     call::CallOutcome,
-    policy::{Action, FixerDef, Ladder, Policy},
+    policy::{Action, Ladder, Policy},
 };
 use agent_errors::{permission::Permission, run::TerminationReason};
 use serde::Deserialize;

@@ -5,7 +5,8 @@ use agent_errors::prelude::*;
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{
     AgentBuilder, ErrorKind,
-    policy::{ConfigProblem, PolicyKey, PolicyLayer},
+    build::ConfigProblem,
+    policy::{PolicyKey, PolicyLayer},
 };
 
 agent_errors::defaults!(on_error(execution = retry(3)));

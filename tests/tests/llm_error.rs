@@ -400,7 +400,7 @@ async fn retry_after_replaces_the_backoff_between_model_calls() {
 
 /// A handler that says `retry` for every failure, as the README's example does.
 fn retry_three_times()
--> impl Fn(&agent_errors::llm::ModelError, u32) -> Result<LlmErrorDecision, ZeroAttempts>
+-> impl Fn(&agent_errors::run::ModelError, u32) -> Result<LlmErrorDecision, ZeroAttempts>
 + Send
 + Sync
 + 'static {

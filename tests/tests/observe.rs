@@ -10,7 +10,8 @@ use agent_errors::testing::{FaultyTool, ScriptedModel, echo_tool};
 use agent_errors::{
     Agent, Event, Fix, HttpError, LlmErrorDecision, RunOptions,
     breaker::{Admission, BreakerStore, MemoryStore},
-    policy::{Action, FixerDef, Policy, PolicyKey},
+    build::FixerDef,
+    policy::{Action, Policy, PolicyKey},
 };
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tracing::span::{Attributes, Id, Record};

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_errors::classify::{find_in_chain, is_overload_error};
-use agent_errors::llm::StatusError;
 use agent_errors::openai::{
     OpenAiBuilder, OpenAiConfigError, OpenAiError, OpenAiModel, TOOL_ERROR_PREFIX,
 };
+use agent_errors::provider::StatusError;
 use agent_errors::retry::RetrySchedule;
 use agent_errors::{BoxError, ErrorKind, HttpError, classify::classify};
 use agent_errors::{

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use agent_errors::testing::{Fault, FaultyTool, ScriptedModel, echo_tool};
 use agent_errors::{
     Agent, Fix, FixRequest, HttpError, Limits, Message, RunError, RunOptions, ToolCall,
+    build::FixerDef,
     permission::{Permission, PermissionContext, PermissionHook},
-    policy::{Action, FixerDef, Policy, PolicyKey},
+    policy::{Action, Policy, PolicyKey},
     run::TerminationReason,
 };
 

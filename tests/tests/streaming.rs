@@ -587,7 +587,7 @@ async fn a_hundred_thousand_tool_calls_out_of_order_and_with_gaps_decode_whole()
 #[tokio::test]
 async fn the_stream_and_status_errors_a_provider_error_wraps_are_in_its_chain() {
     use agent_errors::HttpError;
-    use agent_errors::llm::StatusError;
+    use agent_errors::provider::StatusError;
     use std::error::Error as _;
 
     let server = SseServer::start(vec![vec![Part::Hang], vec![Part::Hang]]).await;

@@ -7,13 +7,10 @@ use std::time::Duration;
 pub(crate) use crate::chat::{ChatRequest, ChatResponse};
 
 // What a model call carries besides its messages, and what comes back besides the answer.
-pub use crate::agent::{IntoLlmDecision, ModelError};
 pub use crate::chat::{
     CallSource, FinishReason, RequestOptions, ResponseFormat, ToolChoice, ToolSpec, Truncated,
 };
 pub(crate) use crate::model::ChatModel;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
-pub use crate::provider::StatusError;
 pub use crate::usage::Usage;
 
 pub(crate) mod decision;

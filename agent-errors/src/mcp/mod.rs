@@ -8,7 +8,7 @@
 //! its tools and [`McpClient::tools`] gives them as [`ToolDef`](crate::ToolDef)s with the
 //! server's own names, descriptions and input schemas, to register on an agent or a registry
 //! like any tool. Two servers with a tool of the same name are refused when the agent is built
-//! ([`ConfigProblem::DuplicateTool`](crate::policy::ConfigProblem::DuplicateTool)) unless one has a
+//! ([`ConfigProblem::DuplicateTool`](crate::build::ConfigProblem::DuplicateTool)) unless one has a
 //! [prefix](McpServer::with_prefix).
 //!
 //! # Policies

@@ -1,7 +1,10 @@
-//! What the HTTP providers share: the recovery loop around one model call (transport retries,
-//! the context-overflow shrink, the credential refresh), the API key slot, and the stream
-//! limits, the builder settings, the error status and the capped body reader. Each provider
-//! brings its wire format and its error type.
+//! What the built-in providers (`openai`, `anthropic`) share in public: [`StatusError`], the
+//! error status a provider's server answered with.
+//
+// Inside the crate this module also holds the recovery loop around one model call (transport
+// retries, the context-overflow shrink, the credential refresh), the API key slot, the stream
+// limits, the builder settings and the capped body reader. Each provider brings its wire format
+// and its error type.
 
 mod body;
 mod settings;
