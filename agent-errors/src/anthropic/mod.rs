@@ -44,12 +44,12 @@
 //! - a 400 that says the input and `max_tokens` exceed the context window is sent once more with
 //!   `max_tokens` set to the room left (not below 3000 by default); "prompt is too long", where
 //!   the input alone is over the window, cannot be helped that way and is returned
-//!   ([`StatusError::context_overflow`](crate::provider::StatusError::context_overflow) gives its numbers);
+//!   ([`StatusError::context_overflow`] gives its numbers);
 //! - a 401 calls the credential-refresh hook, if one is set, and is sent once more;
 //! - `x-should-retry: false` stops all of this, and a request timeout is never retried.
 //!
 //! Error bodies (`{"type": "error", "error": {"type", "message"}}`) are read up to 64 KiB into a
-//! [`StatusError`](crate::provider::StatusError) whose `source()` is an [`HttpError`](crate::HttpError) with the status, the
+//! [`StatusError`] whose `source()` is an [`HttpError`](crate::HttpError) with the status, the
 //! headers and the message; answers are read up to 8 MiB.
 //!
 //! # Streaming
