@@ -19,7 +19,7 @@ use std::time::Duration;
 use agent_errors::anthropic::{AnthropicError, AnthropicModel};
 use agent_errors::prelude::*;
 use agent_errors::stream::StreamInterrupted;
-use agent_errors::{RunDelta, RunOptions, StreamEvent};
+use agent_errors::{RunOptions, run::RunDelta, stream::StreamEvent};
 
 #[derive(Debug, thiserror::Error)]
 enum CountError {

@@ -17,8 +17,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_errors::{
-    Action, Admission, Admit, BreakerState, BreakerStore, HttpError, MemoryStore, Policy,
-    PolicyKey, Registry, RetryBudget, RunContext, ServiceBreaker, ToolCall, ToolDef,
+    HttpError, Registry, RunContext, ToolCall, ToolDef,
+    breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore, ServiceBreaker},
+    policy::{Action, Policy, PolicyKey},
+    retry::RetryBudget,
 };
 use tokio::time::Instant;
 

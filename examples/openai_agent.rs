@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use agent_errors::openai::{OpenAiError, OpenAiModel};
 use agent_errors::prelude::*;
-use agent_errors::{Agent, RunDelta, RunOptions, StreamEvent};
+use agent_errors::{Agent, RunOptions, run::RunDelta, stream::StreamEvent};
 use tokio::sync::mpsc;
 
 #[derive(Debug, thiserror::Error)]

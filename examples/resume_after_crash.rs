@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use agent_errors::checkpoint::SqliteCheckpoints;
 use agent_errors::prelude::*;
 use agent_errors::testing::{Reply, ScriptedModel};
-use agent_errors::{ChatResponse, Ctx, IdempotencyKey, Message, RunOptions, ToolCall};
+use agent_errors::{ChatResponse, Ctx, Message, RunOptions, ToolCall, call::IdempotencyKey};
 
 const RUN_ID: &str = "trip-42";
 

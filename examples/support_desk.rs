@@ -22,7 +22,8 @@ use agent_errors::classify::Classifier;
 use agent_errors::prelude::*;
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{
-    ErrorKind, Permission, PermissionContext, PermissionHook, RunOptions, ToolCall,
+    ErrorKind, RunOptions, ToolCall,
+    permission::{Permission, PermissionContext, PermissionHook},
 };
 
 /// Who is asking: given with each run, never shown to the model.

@@ -15,11 +15,11 @@
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use agent_errors::{
-    Action, BoxError, ChatModel, ChatRequest, ChatResponse, HttpError, Message, Policy, PolicyKey,
-    ToolCall, ToolDef,
-};
 use agent_errors::{Agent, RunOutcome};
+use agent_errors::{
+    BoxError, ChatModel, ChatRequest, ChatResponse, HttpError, Message, ToolCall, ToolDef,
+    policy::{Action, Policy, PolicyKey},
+};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::future::{BoxFuture, join_all};
 

@@ -10,7 +10,7 @@ use std::io;
 use agent_errors::classify::Classifier;
 use agent_errors::redact::{MAX_SCANNED_BYTES, redact};
 use agent_errors::sanitize::{DEFAULT_MAX_CHARS, sanitize, scrub};
-use agent_errors::{ErrorKind, HttpError, classify};
+use agent_errors::{ErrorKind, HttpError, classify::classify};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 #[derive(Debug, thiserror::Error)]

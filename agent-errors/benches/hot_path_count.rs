@@ -5,7 +5,7 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use agent_errors::{Registry, RunContext, ServiceBreaker, ToolCall, ToolDef};
+use agent_errors::{Registry, RunContext, ToolCall, ToolDef, breaker::ServiceBreaker};
 
 async fn forecast(_: serde_json::Value) -> Result<&'static str, std::io::Error> {
     Ok("sunny")

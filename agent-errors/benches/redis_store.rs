@@ -10,7 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_errors::{
-    BreakerStore, RedisStore, Registry, RetryBudget, RunContext, ServiceBreaker, ToolCall, ToolDef,
+    Registry, RunContext, ToolCall, ToolDef,
+    breaker::{BreakerStore, ServiceBreaker},
+    redis::RedisStore,
+    retry::RetryBudget,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 

@@ -18,7 +18,7 @@
 use std::hint::black_box;
 
 use agent_errors::openai::OpenAiModel;
-use agent_errors::{ChatRequest, Message, StreamEvent};
+use agent_errors::{ChatRequest, Message, stream::StreamEvent};
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

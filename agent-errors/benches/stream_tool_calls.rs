@@ -15,7 +15,10 @@ use std::hint::black_box;
 
 use agent_errors::anthropic::AnthropicModel;
 use agent_errors::openai::OpenAiModel;
-use agent_errors::{ChatRequest, ChatStream, Message, StreamEvent};
+use agent_errors::{
+    ChatRequest, Message,
+    stream::{ChatStream, StreamEvent},
+};
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

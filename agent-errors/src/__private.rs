@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use crate::classify::ErrorKind;
+pub use crate::ErrorKind;
 pub use crate::error::{BoxError, ToolError};
 pub use crate::extensions::{Ctx, Extensions};
 pub use crate::fix::{Fix, FixRequest, FixerDef, FixerError};

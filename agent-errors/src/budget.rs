@@ -39,7 +39,7 @@ pub enum BudgetError {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use std::time::Duration;
-/// use agent_errors::RetryBudget;
+/// use agent_errors::retry::RetryBudget;
 ///
 /// let budget = RetryBudget::new(0.2, Duration::from_secs(10)).unwrap().with_min_retries(0);
 /// for _ in 0..10 {
@@ -163,7 +163,7 @@ impl RetryBudget {
 }
 
 /// A window many processes spend from together (Redis, with the `redis` feature): the budget
-/// reaches its store through this, as a service breaker reaches its [`BreakerStore`](crate::BreakerStore).
+/// reaches its store through this, as a service breaker reaches its [`BreakerStore`](crate::breaker::BreakerStore).
 pub(crate) trait SharedWindow: Send + Sync + 'static {
     /// Counts a call of `key`; never waits (a store may send counts in batches).
     fn record_call(&self, key: &str);

@@ -251,7 +251,7 @@ impl ChatRequest {
 /// A provider that cannot honour an option leaves it out of the request rather than failing.
 ///
 /// ```
-/// use agent_errors::{RequestOptions, ToolChoice};
+/// use agent_errors::llm::{RequestOptions, ToolChoice};
 ///
 /// let options = RequestOptions::new()
 ///     .temperature(0.2)

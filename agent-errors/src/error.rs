@@ -74,7 +74,7 @@ impl FromStr for Severity {
 /// [`ToolError::InvalidArgs`] and [`ToolError::Deserialization`] already.
 ///
 /// ```
-/// use agent_errors::{BoxError, InvalidArguments, ToolError};
+/// use agent_errors::{BoxError, ToolError, call::InvalidArguments};
 ///
 /// let refused: BoxError = Box::new(InvalidArguments::new("`b` must be a number"));
 /// let error = ToolError::execution(serde_json::json!({"b": "two"}), refused);

@@ -16,7 +16,7 @@ use crate::idempotency::IdempotencyKey;
 /// Cloning is cheap: the values are shared, never copied.
 ///
 /// ```
-/// use agent_errors::Extensions;
+/// use agent_errors::call::Extensions;
 ///
 /// struct UserId(u64);
 ///

@@ -31,7 +31,7 @@ pub struct FixRequest {
     /// Which try this is for this fixer and failure (1-based).
     pub attempt: u32,
     /// The values the run was given: `request.context.get::<T>()`.
-    pub context: crate::Extensions,
+    pub context: crate::call::Extensions,
 }
 
 impl FixRequest {
@@ -50,13 +50,13 @@ impl FixRequest {
             kind: ErrorKind::Validation,
             key: PolicyKey::InvalidArgs,
             attempt: 1,
-            context: crate::Extensions::new(),
+            context: crate::call::Extensions::new(),
         }
     }
 
     /// Sets the run's values the fixer sees.
     #[must_use]
-    pub fn with_context(mut self, context: crate::Extensions) -> Self {
+    pub fn with_context(mut self, context: crate::call::Extensions) -> Self {
         self.context = context;
         self
     }

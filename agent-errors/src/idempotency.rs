@@ -15,7 +15,7 @@ use std::sync::Arc;
 ///
 /// ```
 /// use agent_errors::prelude::*;
-/// use agent_errors::{Ctx, IdempotencyKey, RunOptions};
+/// use agent_errors::{Ctx, RunOptions, call::IdempotencyKey};
 /// use agent_errors::testing::ScriptedModel;
 ///
 /// /// Charges the card once, however often it is called for one call.

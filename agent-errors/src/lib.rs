@@ -49,15 +49,17 @@
 //! repository's README walks through every part; its `ARCHITECTURE.md` shows how the modules
 //! stack.
 #![warn(missing_docs)]
+#![deny(unreachable_pub)]
 // docs.rs builds with `--cfg docsrs` on nightly: every feature-gated item gets a badge naming
 // the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod agent;
 #[cfg(feature = "anthropic")]
+#[cfg_attr(docsrs, doc(cfg(feature = "anthropic")))]
 pub mod anthropic;
 mod arguments;
-mod breaker;
+pub mod breaker;
 mod budget;
 mod chat;
 pub mod checkpoint;
@@ -72,22 +74,27 @@ mod fix;
 mod idempotency;
 pub mod llm;
 #[cfg(feature = "mcp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub mod mcp;
 mod model;
 pub mod observe;
 #[cfg(feature = "openai")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub mod openai;
-mod policy;
+pub mod policy;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
-mod provider;
+#[cfg_attr(docsrs, doc(cfg(any(feature = "openai", feature = "anthropic"))))]
+pub mod provider;
 pub mod redact;
 #[cfg(feature = "redis")]
-mod redis;
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod redis;
 mod registry;
 pub mod retry;
 pub mod sanitize;
 pub mod stream;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 mod tool;
 mod usage;
@@ -103,48 +110,64 @@ pub use agent_errors_macros::{
     crate_defaults, defaults, fixer, fixers, policy, tool, tools, toolset,
 };
 
-pub use agent::{
-    Agent, AgentBuilder, AgentOutput, BrokenTranscript, Conversation, ESCALATE, FinishedRun,
-    HistoryError, IntoLlmDecision, Json, ModelError, NotJsonArguments, ResumeError, RunDelta,
-    RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
-};
-pub use breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore, ServiceBreaker};
-pub use budget::{BudgetError, RetryBudget};
-pub use chat::{
-    CallSource, ChatRequest, ChatResponse, FinishReason, Message, RequestOptions, ResponseFormat,
-    ToolCall, ToolChoice, ToolResult, ToolSpec, Truncated,
-};
-pub use classify::{Classification, ErrorKind, HttpError, classify};
-pub use error::{BoxError, BoxFuture, InvalidArguments, Severity, ToolError};
-pub use events::{Event, EventLog, EventSink, RunReport};
-pub use executor::{
-    CallInterrupted, CallOutcome, Cancellation, CircuitOpen, DEFAULT_MAX_PERMISSION_DENIALS,
-    Limits, Permission, PermissionContext, PermissionDenied, PermissionHook, RunContext,
-    Terminated, TerminationReason, ToolPanic,
-};
-pub use explain::Explanation;
-pub use extensions::{Ctx, Extensions, MissingContext};
-pub use fix::{Fix, FixRequest, Fixer, FixerDef, FixerError};
-pub use idempotency::IdempotencyKey;
-pub use llm::LlmErrorDecision;
+// The few types nearly every program names. Everything else lives in the module of its concern,
+// and every public item has exactly one path (the prelude's `no_inline` re-exports aside).
+pub use agent::{Agent, AgentBuilder, Conversation, RunError, RunOptions, RunOutcome};
+pub use chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolResult};
+pub use classify::http::HttpError;
+pub use classify::kind::ErrorKind;
+pub use error::{BoxError, Severity, ToolError};
+pub use events::{Event, RunReport};
+pub use executor::{Cancellation, Limits, RunContext};
+pub use extensions::Ctx;
+pub use fix::{Fix, FixRequest, FixerError};
+pub use llm::decision::LlmErrorDecision;
 pub use model::ChatModel;
-pub use observe::{EventStream, RunEvent, RunId};
-pub use policy::{
-    Action, FixAction, Ladder, Policy, PolicyKey, PolicyLayer, RetryAction, Shadowed,
-};
-#[cfg(feature = "redis")]
-pub use redis::{RedisStore, RedisStoreBuilder, RedisStoreError, StoreHealth};
-pub use registry::{ConfigError, ConfigProblem, Registry, RegistryBuilder};
-pub use retry::{RetrySchedule, ZeroAttempts};
-pub use stream::{ChatStream, StreamEvent};
-pub use tool::{ToolDef, ToolFuture, ToolHandler};
-pub use usage::Usage;
+pub use registry::Registry;
+pub use tool::ToolDef;
+
+/// Running an agent: what a run returns, streams and saves, and how it ends early.
+pub mod run {
+    pub use crate::agent::{
+        AgentOutput, BrokenTranscript, ESCALATE, FinishedRun, HistoryError, IntoLlmDecision, Json,
+        ModelError, NotJsonArguments, ResumeError, RunDelta, THROW_EXCEPTION,
+    };
+    pub use crate::executor::{Terminated, TerminationReason};
+}
+
+/// One tool call: how a tool is called, what it can reach, and how the call ends.
+pub mod call {
+    pub use crate::error::{BoxFuture, InvalidArguments};
+    pub use crate::executor::{CallInterrupted, CallOutcome, CircuitOpen, ToolPanic};
+    pub use crate::extensions::{Extensions, MissingContext};
+    pub use crate::idempotency::IdempotencyKey;
+    pub use crate::tool::{ToolFuture, ToolHandler};
+}
+
+/// Building a registry or an agent: the registry's builder, the fixers it holds, what a build
+/// refuses, and which policy layer decides each key.
+pub mod build {
+    pub use crate::explain::Explanation;
+    pub use crate::fix::{Fixer, FixerDef};
+    pub use crate::registry::{ConfigError, ConfigProblem, RegistryBuilder};
+}
+
+/// Asking before a tool runs: a hook that allows, denies or rewrites each call.
+pub mod permission {
+    pub use crate::executor::{
+        DEFAULT_MAX_PERMISSION_DENIALS, Permission, PermissionContext, PermissionDenied,
+        PermissionHook,
+    };
+}
 
 /// The names most programs need: `use agent_errors::prelude::*;`.
 pub mod prelude {
     #[doc(no_inline)]
     pub use crate::{
         Agent, BoxError, ChatModel, Ctx, Fix, FixRequest, FixerError, HttpError, LlmErrorDecision,
-        RunError, Severity, ToolDef, defaults, fixer, fixers, policy, tool, tools, toolset,
+        RunError, Severity, ToolDef,
     };
+    // The macros by their own crate's path: `crate::policy` would bring the `policy` module too.
+    #[doc(no_inline)]
+    pub use agent_errors_macros::{defaults, fixer, fixers, policy, tool, tools, toolset};
 }

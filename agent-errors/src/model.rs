@@ -12,7 +12,9 @@ use crate::stream::{ChatStream, response_events, stream_of};
 /// a provider this crate does not ship or a model in-process:
 ///
 /// ```
-/// use agent_errors::{Agent, BoxError, BoxFuture, ChatModel, ChatRequest, ChatResponse, Message};
+/// use agent_errors::{
+///     Agent, BoxError, ChatModel, ChatRequest, ChatResponse, Message, call::BoxFuture,
+/// };
 ///
 /// /// Answers every question by repeating the user's last words.
 /// struct Echo;

@@ -6,7 +6,7 @@ use std::fmt;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use crate::classify::ErrorKind;
+use crate::ErrorKind;
 use crate::retry::{RetrySchedule, ZeroAttempts};
 
 /// What a policy entry answers: a failure class, or a refinement by error kind.

@@ -36,7 +36,7 @@
 //! # The bound
 //!
 //! The result has at most `max_chars` characters (Unicode scalar values, as `str::chars`
-//! counts them), [`TRUNCATION_MARKER`](crate::redact::TRUNCATION_MARKER) included: a longer text is cut on a character boundary to
+//! counts them), [`TRUNCATION_MARKER`] included: a longer text is cut on a character boundary to
 //! `max_chars - 1` characters, trailing space removed, and the marker appended. `max_chars == 0`
 //! gives the empty string. [`DEFAULT_MAX_CHARS`] is 300.
 //!

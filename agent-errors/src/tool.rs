@@ -19,7 +19,7 @@ use crate::error::{BoxError, ToolError};
 use crate::policy::Policy;
 
 /// A tool's successful output, as the text the model sees.
-pub type ToolOutput = String;
+pub(crate) type ToolOutput = String;
 
 /// The future a handler returns once its arguments parsed: the tool's output as the text the
 /// model sees, or its error.
@@ -39,7 +39,7 @@ pub trait ToolHandler: Send + Sync + 'static {
     fn call_with(
         &self,
         raw_args: &str,
-        extensions: &crate::Extensions,
+        extensions: &crate::call::Extensions,
     ) -> Result<ToolFuture, ToolError> {
         let _ = extensions;
         self.call(raw_args)
@@ -107,7 +107,7 @@ where
 ///
 /// ```
 /// use std::time::Duration;
-/// use agent_errors::{Action, HttpError, Policy, PolicyKey, ToolDef};
+/// use agent_errors::{HttpError, ToolDef, policy::{Action, Policy, PolicyKey}};
 ///
 /// /// The arguments the model sends; their JSON Schema is offered with the tool.
 /// #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -127,7 +127,7 @@ where
 ///
 /// assert_eq!(weather.name(), "weather");
 /// assert_eq!(weather.parameters()["required"][0], "city");
-/// # Ok::<(), agent_errors::ZeroAttempts>(())
+/// # Ok::<(), agent_errors::retry::ZeroAttempts>(())
 /// ```
 #[derive(Clone)]
 pub struct ToolDef {
@@ -223,7 +223,7 @@ impl ToolDef {
     }
 
     /// Declares that calling the tool twice with the same arguments does no more than calling it
-    /// once (a lookup, a write keyed by the call's [`IdempotencyKey`](crate::IdempotencyKey)).
+    /// once (a lookup, a write keyed by the call's [`IdempotencyKey`](crate::call::IdempotencyKey)).
     /// When a durable run resumes after a crash, a call of an idempotent tool that was running is
     /// run again; any other tool's interrupted call gets its `outcome_unknown` policy (by default
     /// an error result telling the model the outcome is unknown).
@@ -357,7 +357,7 @@ impl fmt::Debug for ToolDef {
 /// The JSON Schema of `A`, as offered to a model.
 ///
 /// An object schema always has `properties`, even when empty: strict providers require it.
-pub fn schema_of<A: JsonSchema>() -> serde_json::Value {
+pub(crate) fn schema_of<A: JsonSchema>() -> serde_json::Value {
     let mut schema =
         serde_json::to_value(schemars::schema_for!(A)).unwrap_or(serde_json::Value::Null);
     if let Some(object) = schema.as_object_mut() {

@@ -7,7 +7,10 @@ mod common;
 use std::time::Duration;
 
 use agent_errors::{
-    ErrorKind, Event, Fix, FixRequest, FixerDef, PolicyKey, PolicyLayer, Registry, policy,
+    ErrorKind, Event, Fix, FixRequest, Registry,
+    build::FixerDef,
+    policy,
+    policy::{PolicyKey, PolicyLayer},
 };
 use common::mcp::{call, everything, wait_gone};
 

@@ -9,8 +9,12 @@ use std::time::Duration;
 
 use agent_errors::mcp::{IDEMPOTENCY_KEY_META, McpClient};
 use agent_errors::{
-    BreakerState, CallOutcome, Cancellation, ConfigProblem, Event, Fix, FixRequest, FixerDef,
-    Registry, RetrySchedule, RunContext, ServiceBreaker, ToolCall, policy,
+    Cancellation, Event, Fix, FixRequest, Registry, RunContext, ToolCall,
+    breaker::{BreakerState, ServiceBreaker},
+    build::{ConfigProblem, FixerDef},
+    call::CallOutcome,
+    policy,
+    retry::RetrySchedule,
 };
 use common::mcp::{alive, call, call_in, faults, wait_gone};
 

@@ -8,8 +8,10 @@ use agent_errors::mcp::rmcp::model::{CallToolRequestParams, RequestParamsMeta};
 use agent_errors::mcp::rmcp::{ServiceError, ServiceExt};
 use agent_errors::mcp::{IDEMPOTENCY_KEY_META, McpServer, McpService};
 use agent_errors::{
-    Extensions, HttpError, IdempotencyKey, Registry, TerminationReason, ToolDef, ToolError,
-    ToolFuture, ToolHandler, policy,
+    HttpError, Registry, ToolDef, ToolError,
+    call::{Extensions, IdempotencyKey, ToolFuture, ToolHandler},
+    policy,
+    run::TerminationReason,
 };
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]

@@ -5,17 +5,17 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_errors::ConfigProblem;
+use agent_errors::breaker::{BreakerState, ServiceBreaker};
+use agent_errors::build::ConfigProblem;
 use agent_errors::testing::{
     Fault, FaultyTool, ReportAssertions, ScriptedModel, echo_tool, transcript_violations,
 };
+use agent_errors::{Agent, AgentBuilder, RunError, RunOptions, run::Json};
 use agent_errors::{
-    Action, Cancellation, ChatRequest, ErrorKind, HttpError, Message, Policy, PolicyKey, ToolCall,
-    ToolResult,
+    Cancellation, ChatRequest, ErrorKind, HttpError, Message, ToolCall, ToolResult,
+    policy::{Action, Policy, PolicyKey},
 };
-use agent_errors::{Agent, AgentBuilder, Json, RunError, RunOptions};
-use agent_errors::{BreakerState, ServiceBreaker};
-use agent_errors::{Permission, TerminationReason};
+use agent_errors::{permission::Permission, run::TerminationReason};
 use tokio::time::Instant;
 
 fn secs(n: u64) -> Duration {

@@ -2,14 +2,17 @@
 
 use std::collections::BTreeMap;
 
-use agent_errors::CallSource;
-use agent_errors::TerminationReason;
+use agent_errors::llm::CallSource;
+use agent_errors::run::TerminationReason;
 use agent_errors::testing::{FaultyTool, ReportAssertions, ScriptedModel, echo_tool};
 use agent_errors::{
-    Action, ChatRequest, Fix, FixRequest, FixerError, Limits, Message, Policy, PolicyKey, Severity,
-    ToolDef, ToolResult,
+    Agent, RunError,
+    run::{ESCALATE, NotJsonArguments, THROW_EXCEPTION},
 };
-use agent_errors::{Agent, ESCALATE, NotJsonArguments, RunError, THROW_EXCEPTION};
+use agent_errors::{
+    ChatRequest, Fix, FixRequest, FixerError, Limits, Message, Severity, ToolDef, ToolResult,
+    policy::{Action, Policy, PolicyKey},
+};
 use serde::Deserialize;
 
 fn tool_results(request: &ChatRequest) -> Vec<&ToolResult> {

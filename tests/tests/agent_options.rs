@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 
 use agent_errors::testing::{ScriptedModel, echo_tool};
 use agent_errors::{
-    Action, Agent, AgentBuilder, ChatRequest, Json, Policy, PolicyKey, RequestOptions,
-    ResponseFormat, ToolChoice, ToolDef,
+    Agent, AgentBuilder, ChatRequest, ToolDef,
+    llm::{RequestOptions, ResponseFormat, ToolChoice},
+    policy::{Action, Policy, PolicyKey},
+    run::Json,
 };
 use serde_json::json;
 

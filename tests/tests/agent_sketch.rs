@@ -4,7 +4,7 @@
 use std::io;
 use std::time::Duration;
 
-use agent_errors::PolicyKey;
+use agent_errors::policy::PolicyKey;
 use agent_errors::prelude::*;
 use agent_errors::testing::{ReportAssertions, ScriptedModel};
 
@@ -69,11 +69,11 @@ async fn the_sketch_runs_end_to_end() -> Result<(), Box<dyn std::error::Error>> 
     let explained = agent.explain("count_keys").expect("a registered tool");
     assert_eq!(
         explained.source_of(PolicyKey::Execution),
-        Some(agent_errors::PolicyLayer::Tool)
+        Some(agent_errors::policy::PolicyLayer::Tool)
     );
     assert_eq!(
         explained.source_of(PolicyKey::Kind(agent_errors::ErrorKind::Auth)),
-        Some(agent_errors::PolicyLayer::Agent)
+        Some(agent_errors::policy::PolicyLayer::Agent)
     );
     Ok(())
 }

@@ -17,9 +17,11 @@ use agent_errors::prelude::*;
 use agent_errors::retry::RetrySchedule;
 use agent_errors::stream::{StreamAccumulator, StreamError, StreamInterrupted};
 use agent_errors::{
-    CallSource, ChatRequest, ChatResponse, ChatStream, ErrorKind, FinishReason, Message,
-    RequestOptions, ResponseFormat, RunDelta, RunOptions, StreamEvent, ToolCall, ToolChoice,
-    ToolResult, ToolSpec, Usage, classify,
+    ChatRequest, ChatResponse, ErrorKind, Message, RunOptions, ToolCall, ToolResult,
+    classify::classify,
+    llm::{CallSource, FinishReason, RequestOptions, ResponseFormat, ToolChoice, ToolSpec, Usage},
+    run::RunDelta,
+    stream::{ChatStream, StreamEvent},
 };
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -1085,7 +1087,7 @@ async fn a_stream_that_drips_inside_the_idle_limit_ends_at_its_deadline() {
 /// for a stream or status error by type finds it, and classification reads what is below.
 #[tokio::test]
 async fn the_stream_and_status_errors_a_provider_error_wraps_are_in_its_chain() {
-    use agent_errors::anthropic::StatusError;
+    use agent_errors::provider::StatusError;
     use std::error::Error as _;
 
     let server = Loopback::start([

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use agent_errors::prelude::*;
 use agent_errors::testing::ScriptedModel;
-use agent_errors::{Message, Permission, ToolCall};
+use agent_errors::{Message, ToolCall, permission::Permission};
 
 /// The error results the model was sent, as JSON, in order.
 fn error_results(model: &ScriptedModel) -> Vec<serde_json::Value> {
@@ -83,7 +83,7 @@ fn book(count: u32) -> String {
 async fn a_fixer_is_told_which_parameter_did_not_fit() {
     let told = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&told);
-    let fixer = agent_errors::FixerDef::from_fn("seat_fixer", move |request: FixRequest| {
+    let fixer = agent_errors::build::FixerDef::from_fn("seat_fixer", move |request: FixRequest| {
         seen.lock().unwrap().push(request.failure.clone());
         Ok(Fix::args(r#"{"count": 2}"#))
     });
@@ -179,7 +179,7 @@ async fn a_fixer_may_repair_a_duplicate_but_not_write_one() {
     ]));
     let failures = Arc::new(Mutex::new(Vec::new()));
     let (next, told) = (Arc::clone(&answers), Arc::clone(&failures));
-    let fixer = agent_errors::FixerDef::from_fn("dedupe", move |request: FixRequest| {
+    let fixer = agent_errors::build::FixerDef::from_fn("dedupe", move |request: FixRequest| {
         told.lock().unwrap().push(request.failure.clone());
         Ok(Fix::args(next.lock().unwrap().remove(0)))
     });

@@ -7,7 +7,10 @@ use std::time::{Duration, SystemTime};
 use agent_errors::classify::{
     Classifier, DEFAULT_RETRY_AFTER_CAP, Evidence, parse_retry_after, register,
 };
-use agent_errors::{Classification, ErrorKind, HttpError, ToolError, classify};
+use agent_errors::{
+    ErrorKind, HttpError, ToolError,
+    classify::{Classification, classify},
+};
 
 /// An error that is nothing but its message: only the patterns can read it.
 #[derive(Debug, thiserror::Error)]

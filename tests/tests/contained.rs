@@ -3,8 +3,8 @@
 
 use agent_errors::testing::{ScriptedModel, echo_tool};
 use agent_errors::{
-    Agent, BoxError, BoxFuture, ChatModel, ChatRequest, ChatResponse, HttpError, Permission,
-    RunError, ToolCall,
+    Agent, BoxError, ChatModel, ChatRequest, ChatResponse, HttpError, RunError, ToolCall,
+    call::BoxFuture, permission::Permission,
 };
 
 /// Panics in `chat` itself, before any future exists, or inside the future.

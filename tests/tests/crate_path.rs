@@ -8,7 +8,8 @@ mod sdk {
 
 use std::time::Duration;
 
-use sdk::runtime::{BoxError, Fix, FixRequest, FixerError, PolicyKey, ToolDef};
+use sdk::runtime::policy::PolicyKey;
+use sdk::runtime::{BoxError, Fix, FixRequest, FixerError, ToolDef};
 
 sdk::runtime::defaults!(
     crate = "crate::sdk::runtime",

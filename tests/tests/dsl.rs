@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use agent_errors::prelude::*;
 use agent_errors::{
-    Action, BoxError, ErrorKind, FixAction, FixerDef, Ladder, Policy, PolicyKey, RetryAction,
-    ToolError,
+    BoxError, ErrorKind, ToolError,
+    build::FixerDef,
+    policy::{Action, FixAction, Ladder, Policy, PolicyKey, RetryAction},
 };
 use serde_json::{Value, json};
 

@@ -1,7 +1,7 @@
 //! A crate without `defaults!`: its tools inherit no crate-wide policy.
 
+use agent_errors::policy::{Action, Policy, PolicyKey};
 use agent_errors::prelude::*;
-use agent_errors::{Action, Policy, PolicyKey};
 
 /// Doubles a number.
 #[tool(on_error(execution = retry(2)))]

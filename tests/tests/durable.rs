@@ -8,9 +8,12 @@ use std::time::Duration;
 use agent_errors::checkpoint::{Checkpoint, CheckpointStore, MemoryCheckpoints};
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{
-    Action, Agent, ErrorKind, Extensions, Fix, FixRequest, FixerDef, FixerError, HttpError,
-    IdempotencyKey, Message, Policy, PolicyKey, ResumeError, RunError, RunOptions, ToolDef,
-    ToolError, ToolFuture, ToolHandler, ToolResult,
+    Agent, ErrorKind, Fix, FixRequest, FixerError, HttpError, Message, RunError, RunOptions,
+    ToolDef, ToolError, ToolResult,
+    build::FixerDef,
+    call::{Extensions, IdempotencyKey, ToolFuture, ToolHandler},
+    policy::{Action, Policy, PolicyKey},
+    run::ResumeError,
 };
 use tokio::sync::mpsc;
 
@@ -182,7 +185,7 @@ async fn an_interrupted_call_with_side_effects_is_not_run_again_and_the_model_is
         Err(RunError::Resume(ResumeError::Finished { outcome, .. })) => {
             assert_eq!(
                 outcome,
-                agent_errors::FinishedRun::Answered {
+                agent_errors::run::FinishedRun::Answered {
                     text: Some("I could not tell whether it was sent.".into())
                 }
             );
@@ -306,7 +309,7 @@ async fn an_outcome_unknown_policy_can_end_the_run() {
 #[tokio::test(start_paused = true)]
 async fn a_backoff_in_progress_resumes_from_its_next_delay_with_its_spent_retries_spent() {
     let store = Arc::new(MemoryCheckpoints::new());
-    let retry = Action::Retry(agent_errors::RetryAction {
+    let retry = Action::Retry(agent_errors::policy::RetryAction {
         max_attempts: std::num::NonZeroU32::new(4).unwrap(),
         initial: Some(Duration::from_secs(10)),
         max: None,
@@ -347,7 +350,7 @@ async fn a_backoff_in_progress_resumes_from_its_next_delay_with_its_spent_retrie
     let stop = outcome.result.unwrap_err();
     assert_eq!(
         stop.terminated().map(|t| t.reason.clone()),
-        Some(agent_errors::TerminationReason::RetriesExhausted { attempts: 4 })
+        Some(agent_errors::run::TerminationReason::RetriesExhausted { attempts: 4 })
     );
     let keys = [first.keys, second.keys]
         .map(|k| k.lock().unwrap().clone())
@@ -650,9 +653,9 @@ async fn a_resumed_call_sends_its_repaired_arguments_through_the_permission_hook
     let after = Arc::new(Mutex::new(Vec::new()));
     let hook = |call: &agent_errors::ToolCall| {
         if call.arguments.contains("/etc/shadow") {
-            agent_errors::Permission::Deny("secrets stay secret".into())
+            agent_errors::permission::Permission::Deny("secrets stay secret".into())
         } else {
-            agent_errors::Permission::Allow
+            agent_errors::permission::Permission::Allow
         }
     };
     let second = Agent::builder("durable")
@@ -802,7 +805,7 @@ async fn damaged(
 
 #[tokio::test]
 async fn a_checkpoint_that_breaks_the_one_result_rule_is_refused_naming_the_call() {
-    use agent_errors::BrokenTranscript;
+    use agent_errors::run::BrokenTranscript;
     use serde_json::json;
 
     type Damage = fn(&mut serde_json::Value);

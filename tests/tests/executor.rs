@@ -5,14 +5,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use agent_errors::ConfigProblem;
-use agent_errors::ServiceBreaker;
+use agent_errors::breaker::ServiceBreaker;
+use agent_errors::build::ConfigProblem;
+use agent_errors::policy::{PolicyKey, PolicyLayer};
 use agent_errors::{
-    Action, CallOutcome, ErrorKind, Fix, FixRequest, FixerDef, FixerError, HttpError, Ladder,
-    Policy, Registry, RunContext, Severity, ToolCall, ToolDef, ToolError,
+    ErrorKind, Fix, FixRequest, FixerError, HttpError, Registry, RunContext, Severity, ToolCall,
+    ToolDef, ToolError,
+    build::FixerDef,
+    call::CallOutcome,
+    policy::{Action, Ladder, Policy},
 };
-use agent_errors::{Permission, TerminationReason};
-use agent_errors::{PolicyKey, PolicyLayer};
+use agent_errors::{permission::Permission, run::TerminationReason};
 use serde::Deserialize;
 
 #[derive(Deserialize, schemars::JsonSchema)]

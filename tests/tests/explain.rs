@@ -3,7 +3,11 @@
 
 use agent_errors::prelude::*;
 use agent_errors::testing::ScriptedModel;
-use agent_errors::{AgentBuilder, ConfigProblem, ErrorKind, PolicyKey, PolicyLayer};
+use agent_errors::{
+    AgentBuilder, ErrorKind,
+    build::ConfigProblem,
+    policy::{PolicyKey, PolicyLayer},
+};
 
 agent_errors::defaults!(on_error(execution = retry(3)));
 

@@ -7,8 +7,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use agent_errors::{
-    Action, BreakerState, CallOutcome, HttpError, Policy, PolicyKey, Registry, RetryBudget,
-    RunContext, ServiceBreaker, ToolCall, ToolDef,
+    HttpError, Registry, RunContext, ToolCall, ToolDef,
+    breaker::{BreakerState, ServiceBreaker},
+    call::CallOutcome,
+    policy::{Action, Policy, PolicyKey},
+    retry::RetryBudget,
 };
 
 /// A tool that always fails with a 503, counting its calls.
@@ -34,7 +37,7 @@ fn call(name: &str) -> ToolCall {
 fn is_circuit_open(outcome: &CallOutcome) -> bool {
     outcome
         .stop()
-        .is_some_and(|t| t.reason == agent_errors::TerminationReason::CircuitOpen)
+        .is_some_and(|t| t.reason == agent_errors::run::TerminationReason::CircuitOpen)
 }
 
 #[tokio::test(start_paused = true)]
@@ -146,7 +149,7 @@ async fn a_refused_retry_keeps_the_real_failure_for_the_default_fate() {
         .expect("a transient failure that could not be retried ends the run");
     assert_eq!(
         stop.reason,
-        agent_errors::TerminationReason::RetriesExhausted { attempts: 1 }
+        agent_errors::run::TerminationReason::RetriesExhausted { attempts: 1 }
     );
     let cause = stop.unredacted_error().map(|e| e.cause().to_string());
     assert_eq!(cause.as_deref(), Some("HTTP 503: upstream unavailable"));

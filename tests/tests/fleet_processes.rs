@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_errors::{BreakerState, RedisStore};
+use agent_errors::{breaker::BreakerState, redis::RedisStore};
 use support::{RedisServer, eventually};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::TcpListener;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use agent_errors::classify::MAX_ERROR_BODY_BYTES;
-use agent_errors::{ErrorKind, HttpError, classify};
+use agent_errors::{ErrorKind, HttpError, classify::classify};
 use axum::Router;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;

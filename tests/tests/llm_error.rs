@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use agent_errors::Event;
 use agent_errors::testing::{ReportAssertions, ScriptedModel, echo_tool};
-use agent_errors::{Agent, AgentBuilder, Json, RunError};
-use agent_errors::{Cancellation, ChatResponse, LlmErrorDecision, ZeroAttempts};
+use agent_errors::{Agent, AgentBuilder, RunError, run::Json};
+use agent_errors::{Cancellation, ChatResponse, LlmErrorDecision, retry::ZeroAttempts};
 use tokio::time::Instant;
 
 fn ms(n: u64) -> Duration {
@@ -400,7 +400,7 @@ async fn retry_after_replaces_the_backoff_between_model_calls() {
 
 /// A handler that says `retry` for every failure, as the README's example does.
 fn retry_three_times()
--> impl Fn(&agent_errors::ModelError, u32) -> Result<LlmErrorDecision, ZeroAttempts>
+-> impl Fn(&agent_errors::run::ModelError, u32) -> Result<LlmErrorDecision, ZeroAttempts>
 + Send
 + Sync
 + 'static {

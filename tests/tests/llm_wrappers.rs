@@ -9,8 +9,8 @@ use std::time::Duration;
 use agent_errors::llm::{FallbackModel, Heartbeat, PersistentRetry};
 use agent_errors::retry::RetrySchedule;
 use agent_errors::{BoxError, ChatResponse, HttpError};
-use agent_errors::{CallSource, ChatModel, ChatRequest, Message};
-use agent_errors::{Event, EventLog};
+use agent_errors::{ChatModel, ChatRequest, Message, llm::CallSource};
+use agent_errors::{Event, observe::EventLog};
 use tokio::time::Instant;
 
 /// `futures_util::future::BoxFuture`, which `ChatModel::chat` returns.

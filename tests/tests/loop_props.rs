@@ -14,13 +14,13 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent_errors::call::{ToolFuture, ToolHandler};
 use agent_errors::testing::{Fault, FaultyTool, ScriptedModel, echo_tool, transcript_violations};
-use agent_errors::{
-    Action, Cancellation, HttpError, LlmErrorDecision, Message, Policy, PolicyKey, ToolDef,
-    ToolError,
-};
 use agent_errors::{Agent, RunError, RunOptions};
-use agent_errors::{ToolFuture, ToolHandler};
+use agent_errors::{
+    Cancellation, HttpError, LlmErrorDecision, Message, ToolDef, ToolError,
+    policy::{Action, Policy, PolicyKey},
+};
 use proptest::prelude::*;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};

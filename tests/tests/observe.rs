@@ -8,8 +8,10 @@ use std::time::Duration;
 use agent_errors::observe::Missed;
 use agent_errors::testing::{FaultyTool, ScriptedModel, echo_tool};
 use agent_errors::{
-    Action, Admission, Agent, BreakerStore, Event, Fix, FixerDef, HttpError, LlmErrorDecision,
-    MemoryStore, Policy, PolicyKey, RunOptions,
+    Agent, Event, Fix, HttpError, LlmErrorDecision, RunOptions,
+    breaker::{Admission, BreakerStore, MemoryStore},
+    build::FixerDef,
+    policy::{Action, Policy, PolicyKey},
 };
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tracing::span::{Attributes, Id, Record};

@@ -12,12 +12,19 @@ use std::time::Duration;
 
 use agent_errors::classify::{find_in_chain, is_overload_error};
 use agent_errors::openai::{
-    OpenAiBuilder, OpenAiConfigError, OpenAiError, OpenAiModel, StatusError, TOOL_ERROR_PREFIX,
+    OpenAiBuilder, OpenAiConfigError, OpenAiError, OpenAiModel, TOOL_ERROR_PREFIX,
 };
+use agent_errors::provider::StatusError;
 use agent_errors::retry::RetrySchedule;
-use agent_errors::{BoxError, ErrorKind, HttpError, classify};
-use agent_errors::{CallSource, ChatModel, ChatRequest, Message, ToolCall, ToolResult, ToolSpec};
-use agent_errors::{RequestOptions, ResponseFormat, StreamEvent, ToolChoice};
+use agent_errors::{BoxError, ErrorKind, HttpError, classify::classify};
+use agent_errors::{
+    ChatModel, ChatRequest, Message, ToolCall, ToolResult,
+    llm::{CallSource, ToolSpec},
+};
+use agent_errors::{
+    llm::{RequestOptions, ResponseFormat, ToolChoice},
+    stream::StreamEvent,
+};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -1360,9 +1367,12 @@ async fn a_stalled_error_body_of_a_streamed_request_ends_at_the_timeout() {
 /// the server saw and every tool call, less the first call of each), never more.
 #[tokio::test]
 async fn every_layer_of_a_run_spends_one_retry_allowance() {
-    use agent_errors::RetryAction;
+    use agent_errors::policy::RetryAction;
     use agent_errors::testing::{Fault, FaultyTool, echo_tool};
-    use agent_errors::{Action, Agent, Ladder, Limits, LlmErrorDecision, Policy, PolicyKey};
+    use agent_errors::{
+        Agent, Limits, LlmErrorDecision,
+        policy::{Action, Ladder, Policy, PolicyKey},
+    };
 
     const ALLOWANCE: usize = 7;
     let asks_for_the_tool = Reply::json(

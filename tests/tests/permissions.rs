@@ -7,9 +7,11 @@ use std::sync::{Arc, Mutex};
 
 use agent_errors::testing::{Fault, FaultyTool, ScriptedModel, echo_tool};
 use agent_errors::{
-    Action, Agent, Fix, FixRequest, FixerDef, HttpError, Limits, Message, Permission,
-    PermissionContext, PermissionHook, Policy, PolicyKey, RunError, RunOptions, TerminationReason,
-    ToolCall,
+    Agent, Fix, FixRequest, HttpError, Limits, Message, RunError, RunOptions, ToolCall,
+    build::FixerDef,
+    permission::{Permission, PermissionContext, PermissionHook},
+    policy::{Action, Policy, PolicyKey},
+    run::TerminationReason,
 };
 
 struct Role(&'static str);

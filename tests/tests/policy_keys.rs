@@ -3,7 +3,7 @@
 //! gains, loses, renames or reorders a key, or when the macros' idea of which keys `retry` can
 //! help stops matching the runtime's retryable kinds.
 
-use agent_errors::{ErrorKind, PolicyKey};
+use agent_errors::{ErrorKind, policy::PolicyKey};
 
 #[test]
 fn the_macros_know_exactly_the_runtimes_policy_keys() {

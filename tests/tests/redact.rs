@@ -802,7 +802,8 @@ mod through_a_run {
 
     use agent_errors::testing::ScriptedModel;
     use agent_errors::{
-        Action, Agent, BoxError, HttpError, Policy, PolicyKey, RunOptions, ToolDef,
+        Agent, BoxError, HttpError, RunOptions, ToolDef,
+        policy::{Action, Policy, PolicyKey},
     };
     use proptest::prelude::*;
     use reqwest::ResponseBuilderExt;
@@ -930,7 +931,7 @@ mod through_a_run {
             )),
             Just(Some(Policy::new().on(
                 PolicyKey::Execution,
-                agent_errors::Ladder::new([
+                agent_errors::policy::Ladder::new([
                     Action::retry(2).expect("a non-zero count"),
                     Action::Escalate
                 ]),

@@ -8,7 +8,9 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use agent_errors::{
-    Admission, BreakerState, BreakerStore, RedisStore, RetryBudget, ServiceBreaker, StoreHealth,
+    breaker::{Admission, BreakerState, BreakerStore, ServiceBreaker},
+    redis::{RedisStore, StoreHealth},
+    retry::RetryBudget,
 };
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use support::{RedisServer, eventually};

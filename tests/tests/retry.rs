@@ -7,7 +7,11 @@ use std::time::Duration;
 
 use agent_errors::classify::Evidence;
 use agent_errors::retry::{FromBackoff, RetryFailure, RetryNotice, retry_after_failure};
-use agent_errors::{Classification, ErrorKind, HttpError, RetrySchedule, classify};
+use agent_errors::{
+    ErrorKind, HttpError,
+    classify::{Classification, classify},
+    retry::RetrySchedule,
+};
 use proptest::prelude::*;
 use tokio::time::Instant;
 
@@ -379,7 +383,7 @@ proptest! {
 fn every_zero_count_is_rejected_with_the_one_error_type() {
     use agent_errors::llm::FallbackModel;
     use agent_errors::testing::ScriptedModel;
-    use agent_errors::{LlmErrorDecision, ZeroAttempts};
+    use agent_errors::{LlmErrorDecision, retry::ZeroAttempts};
 
     assert_eq!(RetrySchedule::attempts(0), Err(ZeroAttempts));
     assert_eq!(

@@ -4,9 +4,11 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use agent_errors::PolicyLayer;
+use agent_errors::policy::PolicyLayer;
 use agent_errors::prelude::*;
-use agent_errors::{CallOutcome, ErrorKind, PolicyKey, Registry, RunContext, ToolCall};
+use agent_errors::{
+    ErrorKind, Registry, RunContext, ToolCall, call::CallOutcome, policy::PolicyKey,
+};
 use agent_errors::{Event, ToolResult};
 
 agent_errors::defaults!(on_error(execution = retry(3)));

@@ -8,8 +8,8 @@ use agent_errors::classify::Classifier;
 use agent_errors::prelude::*;
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{
-    ChatRequest, ErrorKind, Message, PolicyKey, PolicyLayer, RunContext, RunOptions, ToolCall,
-    ToolResult, crate_defaults,
+    ChatRequest, ErrorKind, Message, RunContext, RunOptions, ToolCall, ToolResult, crate_defaults,
+    policy::{PolicyKey, PolicyLayer},
 };
 
 agent_errors::defaults!(on_error(execution = [retry(2), escalate]));
@@ -187,7 +187,7 @@ async fn a_registry_caller_sets_the_context_on_the_run() {
         .build()
         .unwrap();
     let ctx = RunContext::new()
-        .with_extensions(agent_errors::Extensions::new().with(User { name: "kim".into() }));
+        .with_extensions(agent_errors::call::Extensions::new().with(User { name: "kim".into() }));
     let call = ToolCall::new("c1", "greet", r#"{"customer": "bo"}"#);
     let outcome = registry.execute(&ctx, &call).await;
     assert_eq!(outcome.result().unwrap().content, "kim greets bo");
@@ -272,7 +272,7 @@ async fn run_conversation_returns_the_history_to_continue_from() {
 /// with the message that breaks it; a provider would answer it with a 400 on every turn.
 #[tokio::test]
 async fn a_forged_or_damaged_history_is_refused_naming_the_message() {
-    use agent_errors::{HistoryError, RunError};
+    use agent_errors::{RunError, run::HistoryError};
 
     let call = ToolCall::new("call_1", "lookup", "{}");
     let other = ToolCall::new("call_2", "lookup", "{}");
@@ -491,7 +491,7 @@ async fn an_args_parameter_is_the_whole_argument_object() {
         .build()
         .unwrap();
     let ctx = RunContext::new()
-        .with_extensions(agent_errors::Extensions::new().with(User { name: "ada".into() }));
+        .with_extensions(agent_errors::call::Extensions::new().with(User { name: "ada".into() }));
     let call = ToolCall::new("c1", "place_order", r#"{"item": "tea", "quantity": 2}"#);
     let outcome = registry.execute(&ctx, &call).await;
     assert_eq!(outcome.result().unwrap().content, "ada ordered 2 x tea");

@@ -14,9 +14,13 @@ use agent_errors::retry::RetrySchedule;
 use agent_errors::stream::{StreamError, StreamInterrupted, stream_of};
 use agent_errors::testing::Reply;
 use agent_errors::{
-    Agent, BoxError, BoxFuture, ChatModel, ChatRequest, ChatResponse, ChatStream, ErrorKind,
-    FinishReason, LlmErrorDecision, Message, RunDelta, RunError, RunOptions, StreamEvent, ToolCall,
-    Truncated, Usage, classify,
+    Agent, BoxError, ChatModel, ChatRequest, ChatResponse, ErrorKind, LlmErrorDecision, Message,
+    RunError, RunOptions, ToolCall,
+    call::BoxFuture,
+    classify::classify,
+    llm::{FinishReason, Truncated, Usage},
+    run::RunDelta,
+    stream::{ChatStream, StreamEvent},
 };
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -583,7 +587,7 @@ async fn a_hundred_thousand_tool_calls_out_of_order_and_with_gaps_decode_whole()
 #[tokio::test]
 async fn the_stream_and_status_errors_a_provider_error_wraps_are_in_its_chain() {
     use agent_errors::HttpError;
-    use agent_errors::openai::StatusError;
+    use agent_errors::provider::StatusError;
     use std::error::Error as _;
 
     let server = SseServer::start(vec![vec![Part::Hang], vec![Part::Hang]]).await;

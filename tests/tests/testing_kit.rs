@@ -6,8 +6,11 @@ use agent_errors::testing::{
     Fault, FaultyTool, Reply, ReportAssertions, ScriptExhausted, ScriptedModel, echo_tool,
     transcript_violations,
 };
-use agent_errors::{Action, ChatResponse, ErrorKind, HttpError, Message, Policy, PolicyKey};
 use agent_errors::{Agent, RunError};
+use agent_errors::{
+    ChatResponse, ErrorKind, HttpError, Message,
+    policy::{Action, Policy, PolicyKey},
+};
 
 #[tokio::test(start_paused = true)]
 async fn a_script_that_runs_out_fails_the_run_with_a_clear_error() {

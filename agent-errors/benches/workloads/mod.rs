@@ -76,7 +76,7 @@ impl ChatModel for TwoTurns {
     fn chat<'a>(
         &'a self,
         request: &'a ChatRequest,
-    ) -> agent_errors::BoxFuture<'a, Result<ChatResponse, BoxError>> {
+    ) -> agent_errors::call::BoxFuture<'a, Result<ChatResponse, BoxError>> {
         let reply = match request.messages.last() {
             Some(Message::Tool(result)) => ChatResponse::text(result.content.clone()),
             _ => ChatResponse::tool_calls(vec![ToolCall::new("call_1", "forecast", ARGS)]),

@@ -221,7 +221,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
     /// The hook sees the run's context values and denial counts
     /// ([`PermissionHook::check_in`]); after [`Limits::max_permission_denials`] denials across
     /// every tool (default 20) the run ends with
-    /// [`TerminationReason::PermissionDenials`](crate::TerminationReason::PermissionDenials).
+    /// [`TerminationReason::PermissionDenials`](crate::run::TerminationReason::PermissionDenials).
     #[must_use]
     pub fn permission(mut self, hook: impl PermissionHook) -> Self {
         self.permission = Some(Arc::new(hook));
@@ -293,11 +293,11 @@ impl<O: AgentOutput> AgentBuilder<O> {
     /// not those of the agent it repairs calls for.
     ///
     /// Without a `response_format` here, the output type's
-    /// [`AgentOutput::response_format`] applies: a [`Json<T>`](crate::Json) agent asks for `T`'s
+    /// [`AgentOutput::response_format`] applies: a [`Json<T>`](crate::run::Json) agent asks for `T`'s
     /// schema.
     ///
     /// ```
-    /// use agent_errors::{Agent, RequestOptions, ToolChoice};
+    /// use agent_errors::{Agent, llm::{RequestOptions, ToolChoice}};
     /// use agent_errors::testing::ScriptedModel;
     ///
     /// # #[tokio::main(flavor = "current_thread")]

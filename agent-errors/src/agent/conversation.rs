@@ -22,7 +22,7 @@ const MAX_QUOTED_ID_CHARS: usize = 64;
 /// sanitized and bounded (it may come from a model).
 ///
 /// ```
-/// use agent_errors::{HistoryError, Message, RunError, ToolCall, ToolResult};
+/// use agent_errors::{Message, RunError, ToolCall, ToolResult, run::HistoryError};
 /// use agent_errors::Agent;
 /// use agent_errors::testing::ScriptedModel;
 ///

@@ -67,7 +67,7 @@ use builtins::Builtins;
 use llm_error::LlmErrorHandler;
 
 /// The default cap on model turns in one run.
-pub const DEFAULT_MAX_TURNS: u32 = 20;
+pub(crate) const DEFAULT_MAX_TURNS: u32 = 20;
 
 /// An agent: build it once with [`Agent::builder`], run it as often as needed (runs may overlap;
 /// each gets a fresh per-run breaker, all share the agent's service breaker).
@@ -232,7 +232,7 @@ impl RunOptions {
 
     /// Names the run (by default a random id is made): the key its checkpoints are saved
     /// under, what [`Agent::resume`] is given, and the first half of each call's
-    /// [`IdempotencyKey`](crate::IdempotencyKey). A durable run refuses an id its store already
+    /// [`IdempotencyKey`](crate::call::IdempotencyKey). A durable run refuses an id its store already
     /// holds ([`RunError::Checkpoint`] with a conflict), so two runs never share one.
     #[must_use]
     pub fn run_id(mut self, run_id: impl Into<String>) -> Self {

@@ -48,7 +48,7 @@ impl AgentOutput for String {
 /// [`AgentBuilder::request_options`](crate::AgentBuilder::request_options); it replaces this one.
 ///
 /// ```
-/// use agent_errors::{AgentBuilder, Json, ResponseFormat};
+/// use agent_errors::{AgentBuilder, llm::ResponseFormat, run::Json};
 /// use agent_errors::testing::ScriptedModel;
 ///
 /// #[derive(serde::Deserialize, schemars::JsonSchema)]

@@ -72,7 +72,7 @@ impl<O: AgentOutput> Agent<O> {
     /// Calls that had their results are not run again. A call that was sleeping before a retry
     /// sleeps its saved delay and retries, its spent retries still spent. A call that was
     /// running is run again when its tool is idempotent (with the same
-    /// [`IdempotencyKey`](crate::IdempotencyKey)); any other is a failure of kind
+    /// [`IdempotencyKey`](crate::call::IdempotencyKey)); any other is a failure of kind
     /// [`OutcomeUnknown`](crate::ErrorKind::OutcomeUnknown), which its `outcome_unknown` policy
     /// answers (by default an error result telling the model the call was interrupted). The
     /// per-run breaker, dropped tools, permission denials, retries spent, counts and usage carry

@@ -1,7 +1,7 @@
 use std::io;
 use std::time::Duration;
 
-pub use crate::provider::StatusError;
+use crate::provider::StatusError;
 
 use crate::chat::CallSource;
 use crate::classify::classify;
@@ -60,7 +60,7 @@ pub enum AnthropicError {
     },
     /// A success status whose body broke off before its JSON ended, or is not JSON at all: what
     /// a proxy that dropped the connection, or answered in the server's place, leaves behind.
-    /// Retried; [`classify`](crate::classify()) calls it `Transient` (its source is an
+    /// Retried; [`classify`](crate::classify::classify()) calls it `Transient` (its source is an
     /// `io::Error` of kind `UnexpectedEof`).
     #[error("the server's answer broke off or is not JSON ({reason})")]
     BrokenResponse {

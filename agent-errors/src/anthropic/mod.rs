@@ -17,7 +17,7 @@
 //! - Tools are offered as `{name, description, input_schema}`.
 //! - `max_tokens` is required by the API: the request's own, else the builder's (default
 //!   [`DEFAULT_MAX_TOKENS`], 4096, which every Claude model accepts).
-//! - [`RequestOptions`](crate::RequestOptions): `temperature`, `top_p`, `stop` as
+//! - [`RequestOptions`](crate::llm::RequestOptions): `temperature`, `top_p`, `stop` as
 //!   `stop_sequences`, `tool_choice` (`Auto` is `auto`, `None` is `none`, `Required` is `any`,
 //!   `Tool(name)` is `tool`; sent only when tools are), `parallel_tool_calls: false` as
 //!   `disable_parallel_tool_use`, and a JSON Schema `response_format` as
@@ -26,7 +26,7 @@
 //!
 //! The answer's text blocks are joined; its `tool_use` blocks become
 //! [`ToolCall`](crate::ToolCall)s whose arguments are the input as JSON text. `stop_reason` is
-//! the [`FinishReason`](crate::FinishReason) (`end_turn` and `stop_sequence` are `Stop`,
+//! the [`FinishReason`](crate::llm::FinishReason) (`end_turn` and `stop_sequence` are `Stop`,
 //! `max_tokens` and `model_context_window_exceeded` are `Length`, `tool_use` is `ToolCalls`,
 //! `refusal` is `Refusal`, others `Other`). Usage input counts every input token: `input_tokens` plus the prompt cache's
 //! `cache_creation_input_tokens` and `cache_read_input_tokens`.
@@ -39,7 +39,7 @@
 //!   retried: 3 attempts in all, 250 ms then 500 ms apart by default; a `retry-after` replaces
 //!   the computed delay, cut to [`AnthropicBuilder::max_retry_after`];
 //! - 429 (`rate_limit_error`) and overloads (529, `overloaded_error`) are retried only for
-//!   calls whose [`CallSource`](crate::CallSource) is on the foreground allowlist (default
+//!   calls whose [`CallSource`](crate::llm::CallSource) is on the foreground allowlist (default
 //!   `{main_agent}`); a 4xx that says the credit balance is too low is never retried;
 //! - a 400 that says the input and `max_tokens` exceed the context window is sent once more with
 //!   `max_tokens` set to the room left (not below 3000 by default); "prompt is too long", where
@@ -61,7 +61,7 @@
 //! 500): before any content it is a failed call, retried by the rules above; after content
 //! began it ends the stream, and the agent hands `on_llm_error` a
 //! [`StreamInterrupted`](crate::stream::StreamInterrupted) whose cause
-//! [`classify`](crate::classify()) reads as that status. What else can go wrong in a stream is
+//! [`classify`](crate::classify::classify()) reads as that status. What else can go wrong in a stream is
 //! listed in [`crate::stream`].
 //!
 //! ```no_run
@@ -88,12 +88,12 @@ use std::fmt;
 use std::time::Duration;
 
 pub use builder::AnthropicBuilder;
-pub use error::{AnthropicConfigError, AnthropicError, StatusError};
+pub use error::{AnthropicConfigError, AnthropicError};
 
 use crate::error::BoxError;
 use crate::error::BoxFuture as ChatFuture;
 use crate::llm::{ChatModel, ChatRequest, ChatResponse};
-use crate::provider::{self, Transport};
+use crate::provider::{self, StatusError, Transport};
 use crate::stream::ChatStream;
 use crate::stream::guard;
 

@@ -22,7 +22,7 @@ struct Circuit {
 /// ```
 /// use std::num::NonZeroU32;
 /// use std::time::Duration;
-/// use agent_errors::{BreakerState, BreakerStore, MemoryStore};
+/// use agent_errors::breaker::{BreakerState, BreakerStore, MemoryStore};
 ///
 /// let store = MemoryStore::new(NonZeroU32::new(2).unwrap(), Duration::from_secs(30));
 /// store.record("weather-api", false);

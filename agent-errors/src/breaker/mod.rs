@@ -111,7 +111,7 @@ impl ServiceBreaker {
     /// ```
     /// use std::num::NonZeroU32;
     /// use std::time::Duration;
-    /// use agent_errors::{BreakerState, ServiceBreaker};
+    /// use agent_errors::breaker::{BreakerState, ServiceBreaker};
     ///
     /// let breaker = ServiceBreaker::new(NonZeroU32::new(5).unwrap(), Duration::from_secs(30));
     /// assert_eq!(breaker.state("weather"), BreakerState::Closed);
@@ -174,7 +174,7 @@ impl ServiceBreaker {
     /// what the fleet's state is now rather than what this process last read.
     ///
     /// ```
-    /// use agent_errors::{BreakerState, ServiceBreaker};
+    /// use agent_errors::breaker::{BreakerState, ServiceBreaker};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {

@@ -62,11 +62,11 @@ impl Future for Admit<'_> {
     }
 }
 
-/// The state behind a [`ServiceBreaker`](crate::ServiceBreaker), one circuit per key (the
+/// The state behind a [`ServiceBreaker`](crate::breaker::ServiceBreaker), one circuit per key (the
 /// upstream a tool names with [`ToolDef::with_breaker_key`](crate::ToolDef::with_breaker_key),
 /// else the tool's name).
 ///
-/// [`MemoryStore`](crate::MemoryStore) keeps it in this process; `RedisStore` (feature `redis`)
+/// [`MemoryStore`](crate::breaker::MemoryStore) keeps it in this process; `RedisStore` (feature `redis`)
 /// shares it between processes. A store decides; the executor asks it before every call and
 /// tells it how every admitted call went.
 pub trait BreakerStore: Send + Sync + fmt::Debug + 'static {

@@ -10,7 +10,7 @@ use super::{Classification, ErrorKind, Evidence};
 ///
 /// ```
 /// use std::time::Duration;
-/// use agent_errors::{ErrorKind, HttpError, classify};
+/// use agent_errors::{ErrorKind, HttpError, classify::classify};
 ///
 /// let err = HttpError::new(429, "slow down").with_header("Retry-After", "7");
 /// let c = classify(&err);
@@ -250,7 +250,7 @@ impl Classification {
     /// What an HTTP status code alone says: its kind, the status, and for 501 a refusal to retry.
     ///
     /// ```
-    /// use agent_errors::{Classification, ErrorKind};
+    /// use agent_errors::{ErrorKind, classify::Classification};
     ///
     /// assert_eq!(Classification::from_status(503).kind, ErrorKind::Transient);
     /// assert!(!Classification::from_status(501).is_retryable());

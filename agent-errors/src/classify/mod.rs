@@ -75,7 +75,7 @@
 //! # Your own error types
 //!
 //! ```
-//! use agent_errors::classify::{self, Classifier, ErrorKind, Evidence};
+//! use agent_errors::{ErrorKind, classify::{self, Classifier, Evidence}};
 //!
 //! #[derive(Debug, thiserror::Error)]
 //! #[error("ledger said: {0}")]
@@ -92,25 +92,26 @@
 //! ```
 
 mod body;
-mod http;
+pub(crate) mod http;
 #[cfg(feature = "reqwest")]
 mod http_response;
+pub(crate) mod kind;
 mod patterns;
 mod redacted;
 mod rules;
 mod typed;
 
 use std::error::Error;
-use std::fmt;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 pub use body::{ContextOverflow, is_overload_error};
-pub use http::{HttpError, parse_retry_after};
+// `ErrorKind` and `HttpError` are named at the crate root; this module only uses them.
+pub(crate) use http::HttpError;
+pub use http::parse_retry_after;
 #[cfg(feature = "reqwest")]
 pub use http_response::MAX_ERROR_BODY_BYTES;
+pub(crate) use kind::ErrorKind;
 pub use redacted::RedactedError;
 
 #[cfg(any(feature = "openai", feature = "anthropic"))]
@@ -121,88 +122,6 @@ pub(crate) use body::{is_quota_exhausted, server_delay};
 
 use rules::Rule;
 use typed::Known;
-
-/// What kind of failure an error is. Stable: loops and policies branch on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// A passing fault (connection reset, 503, lock contention): safe to retry.
-    Transient,
-    /// The call took too long: may succeed on retry.
-    Timeout,
-    /// Rate-limited (429): back off, then retry.
-    Quota,
-    /// The remote side failed (5xx): retry with care.
-    ServerError,
-    /// Credentials missing, expired or refused: never retried.
-    Auth,
-    /// The thing the call pointed at does not exist: the model should look elsewhere.
-    NotFound,
-    /// The request was malformed: the model should fix its arguments.
-    Validation,
-    /// A defect in the tool itself (a panic, an impossible state): never retried.
-    Bug,
-    /// Nothing told us what it was.
-    Unknown,
-    /// The call was running when the process running it stopped, and its result was never
-    /// recorded: it may or may not have taken effect. Found only when a durable run resumes;
-    /// never retried (calling again might do it twice).
-    OutcomeUnknown,
-}
-
-impl ErrorKind {
-    /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 10] = [
-        ErrorKind::Transient,
-        ErrorKind::Timeout,
-        ErrorKind::Quota,
-        ErrorKind::ServerError,
-        ErrorKind::Auth,
-        ErrorKind::NotFound,
-        ErrorKind::Validation,
-        ErrorKind::Bug,
-        ErrorKind::Unknown,
-        ErrorKind::OutcomeUnknown,
-    ];
-
-    /// Whether a failure of this kind can succeed when called again unchanged.
-    pub const fn is_retryable(self) -> bool {
-        matches!(
-            self,
-            ErrorKind::Transient | ErrorKind::Timeout | ErrorKind::Quota | ErrorKind::ServerError
-        )
-    }
-
-    /// Whether failures of this kind follow only their own policy key, never `execution`:
-    /// `auth` (fail closed) and `outcome_unknown` (a ladder for failures that happened must not
-    /// re-send a call that may have taken effect).
-    pub const fn follows_own_key(self) -> bool {
-        matches!(self, ErrorKind::Auth | ErrorKind::OutcomeUnknown)
-    }
-
-    /// The snake_case name, as used for policy keys and shown to the model.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::Transient => "transient",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Quota => "quota",
-            ErrorKind::ServerError => "server_error",
-            ErrorKind::Auth => "auth",
-            ErrorKind::NotFound => "not_found",
-            ErrorKind::Validation => "validation",
-            ErrorKind::Bug => "bug",
-            ErrorKind::Unknown => "unknown",
-            ErrorKind::OutcomeUnknown => "outcome_unknown",
-        }
-    }
-}
-
-impl fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// What the classifier concluded, and from which evidence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,7 +182,7 @@ pub const DEFAULT_RETRY_AFTER_CAP: Duration = Duration::from_secs(5 * 60);
 /// [module docs](self) for the order of evidence.
 ///
 /// ```
-/// use agent_errors::{ErrorKind, classify};
+/// use agent_errors::{classify::classify, ErrorKind};
 ///
 /// let err = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "timed out, they say");
 /// assert_eq!(classify(&err).kind, ErrorKind::Auth);

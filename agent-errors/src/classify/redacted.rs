@@ -16,11 +16,11 @@ use crate::error::{BoxError, InvalidArguments, ToolError};
 /// the original's type name when the library knows the type. Its `source()` is the next level,
 /// redacted the same way.
 ///
-/// The chain of [`Terminated`](crate::Terminated) (and so of [`RunError`](crate::RunError))
+/// The chain of [`Terminated`](crate::run::Terminated) (and so of [`RunError`](crate::RunError))
 /// is made of these, except that an [`HttpError`] level is a redacted [`HttpError`] (status
 /// and retry headers kept, message redacted, credential headers replaced), so
 /// `find_in_chain::<HttpError>` still finds the status. The original error is reachable only
-/// through [`Terminated::unredacted_error`](crate::Terminated::unredacted_error).
+/// through [`Terminated::unredacted_error`](crate::run::Terminated::unredacted_error).
 ///
 /// ```
 /// use agent_errors::classify::chain;
@@ -116,7 +116,7 @@ fn type_name(level: &(dyn Error + 'static)) -> Option<&'static str> {
         });
     }
     if level.is::<InvalidArguments>() {
-        return Some("agent_errors::InvalidArguments");
+        return Some("agent_errors::call::InvalidArguments");
     }
     if level.is::<std::io::Error>() {
         return Some("std::io::Error");

@@ -19,7 +19,7 @@ pub enum Permission {
 /// already denied implements [`check_in`](PermissionHook::check_in) too.
 ///
 /// ```
-/// use agent_errors::{Permission, PermissionContext, PermissionHook, ToolCall};
+/// use agent_errors::{ToolCall, permission::{Permission, PermissionContext, PermissionHook}};
 ///
 /// struct Role(&'static str);
 ///

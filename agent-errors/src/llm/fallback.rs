@@ -39,7 +39,7 @@ use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop, ZeroAttempt
 /// # fn wrap(
 /// #     big: impl agent_errors::ChatModel,
 /// #     small: impl agent_errors::ChatModel,
-/// # ) -> Result<(), agent_errors::ZeroAttempts> {
+/// # ) -> Result<(), agent_errors::retry::ZeroAttempts> {
 /// let model = FallbackModel::new(big, small).after(3)?;
 /// # Ok(())
 /// # }

@@ -1,19 +1,26 @@
 //! When a model call fails: what to do about it ([`LlmErrorDecision`]), and model wrappers that
 //! retry, fall back and persist around any [`ChatModel`].
 
-use std::num::NonZeroU32;
 use std::time::Duration;
 
 // The model wrappers below speak the chat types; they live in `chat` and `model`.
-pub(crate) use crate::chat::{CallSource, ChatRequest, ChatResponse};
-pub(crate) use crate::model::ChatModel;
-use crate::retry::ZeroAttempts;
+pub(crate) use crate::chat::{ChatRequest, ChatResponse};
 
+// What a model call carries besides its messages, and what comes back besides the answer.
+pub use crate::chat::{
+    CallSource, FinishReason, RequestOptions, ResponseFormat, ToolChoice, ToolSpec, Truncated,
+};
+pub(crate) use crate::model::ChatModel;
+pub use crate::usage::Usage;
+
+pub(crate) mod decision;
 mod fallback;
 mod persistent;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) mod retryability;
 
+// `LlmErrorDecision` is named at the crate root.
+pub(crate) use decision::LlmErrorDecision;
 pub use fallback::FallbackModel;
 pub use persistent::{Heartbeat, PersistentRetry};
 
@@ -21,71 +28,9 @@ pub use persistent::{Heartbeat, PersistentRetry};
 /// cut to this. (`PersistentRetry` waits as long as asked, bounded by its own time cap.)
 pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
-/// What to do when a model call fails: the answer of an `on_llm_error` handler.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum LlmErrorDecision<O = String> {
-    /// Return the original error to the caller (the default).
-    #[default]
-    Rethrow,
-    /// End the run with this output.
-    RespondWith(O),
-    /// Call the model again after `initial_backoff · 2^(k-1)`, capped at 32 s like every
-    /// [`RetrySchedule`](crate::RetrySchedule) (a server's `Retry-After`, up to 60 s, replaces
-    /// it); `max_attempts` counts the first call and the budget is per model turn. Each retry
-    /// also spends the run's retry allowance ([`Limits::max_retries`](crate::Limits)).
-    ///
-    /// A failure that cannot succeed on retry is not retried: one [`classify`](crate::classify())
-    /// calls conclusively non-retryable (an invalid request such as a 400 or a context overflow,
-    /// 401/403, a used-up quota or spending limit, `x-should-retry: false`). Such a call is
-    /// rethrown after one attempt; say [`RetryRegardless`](LlmErrorDecision::RetryRegardless)
-    /// to retry it anyway. A failure nothing recognises (kind `Unknown`) is retried.
-    Retry {
-        /// Calls at most in this turn, counting the first.
-        max_attempts: NonZeroU32,
-        /// The first delay.
-        initial_backoff: Duration,
-    },
-    /// Like [`Retry`](LlmErrorDecision::Retry), and retried even when the classification says
-    /// calling again cannot help: for a handler that knows better than the status (a gateway
-    /// that answers 400 while a backend restarts). The run's retry allowance still bounds it.
-    RetryRegardless {
-        /// Calls at most in this turn, counting the first.
-        max_attempts: NonZeroU32,
-        /// The first delay.
-        initial_backoff: Duration,
-    },
-}
-
-impl<O> LlmErrorDecision<O> {
-    /// `Retry`, which retries only what can succeed on retry; rejected when `max_attempts` is
-    /// zero.
-    pub fn retry(max_attempts: u32, initial_backoff: Duration) -> Result<Self, ZeroAttempts> {
-        NonZeroU32::new(max_attempts)
-            .map(|max_attempts| LlmErrorDecision::Retry {
-                max_attempts,
-                initial_backoff,
-            })
-            .ok_or(ZeroAttempts)
-    }
-
-    /// `RetryRegardless`, which retries whatever the failure; rejected when `max_attempts` is
-    /// zero.
-    pub fn retry_regardless(
-        max_attempts: u32,
-        initial_backoff: Duration,
-    ) -> Result<Self, ZeroAttempts> {
-        NonZeroU32::new(max_attempts)
-            .map(|max_attempts| LlmErrorDecision::RetryRegardless {
-                max_attempts,
-                initial_backoff,
-            })
-            .ok_or(ZeroAttempts)
-    }
-}
-
 /// Whether the classification says a failed model call cannot succeed on retry: a conclusive
 /// kind that is not retryable, or a server that said not to. `Unknown` is not conclusive.
 pub(crate) fn cannot_succeed_on_retry(error: &(dyn std::error::Error + 'static)) -> bool {
     let class = crate::classify::classify(error);
-    class.kind != crate::classify::ErrorKind::Unknown && !class.is_retryable()
+    class.kind != crate::ErrorKind::Unknown && !class.is_retryable()
 }

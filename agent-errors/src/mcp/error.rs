@@ -21,7 +21,7 @@ use crate::error::{BoxError, InvalidArguments};
 /// A failure talking to an MCP server.
 ///
 /// Every variant that stands for a kind of failure carries, as its
-/// [`source`](std::error::Error::source), the typed fact [`classify`](crate::classify()) reads:
+/// [`source`](std::error::Error::source), the typed fact [`classify`](crate::classify::classify()) reads:
 /// see the table in the [module docs](crate::mcp#how-mcp-failures-are-classified).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -8,7 +8,7 @@
 //! its tools and [`McpClient::tools`] gives them as [`ToolDef`](crate::ToolDef)s with the
 //! server's own names, descriptions and input schemas, to register on an agent or a registry
 //! like any tool. Two servers with a tool of the same name are refused when the agent is built
-//! ([`ConfigProblem::DuplicateTool`](crate::ConfigProblem::DuplicateTool)) unless one has a
+//! ([`ConfigProblem::DuplicateTool`](crate::build::ConfigProblem::DuplicateTool)) unless one has a
 //! [prefix](McpServer::with_prefix).
 //!
 //! # Policies
@@ -22,7 +22,7 @@
 //!
 //! | failure | kind | so |
 //! | --- | --- | --- |
-//! | invalid params: JSON-RPC `-32602`, or an `isError` result whose text starts with `MCP error -32602` (servers on the TypeScript SDK) | `validation`, as [`InvalidArguments`](crate::InvalidArguments) | the `invalid_args` key: a fixer can repair the arguments and the call is sent again in the same turn |
+//! | invalid params: JSON-RPC `-32602`, or an `isError` result whose text starts with `MCP error -32602` (servers on the TypeScript SDK) | `validation`, as [`InvalidArguments`](crate::call::InvalidArguments) | the `invalid_args` key: a fixer can repair the arguments and the call is sent again in the same turn |
 //! | tool not found (`-32602` saying so), method not found (`-32601`), resource not found (`-32002`) | `not_found` | not retried |
 //! | transport closed, server process exited (before or during the call) | `transient` | retried; the next call restarts the server with backoff |
 //! | the server kept exiting after its restarts ([`McpError::GaveUp`]) | `transient` | fails at once, so the service breaker opens |
@@ -61,7 +61,7 @@ mod filter;
 mod serve;
 
 /// The `_meta` key under which each `tools/call` carries the call's
-/// [`IdempotencyKey`](crate::IdempotencyKey) (`run_id:call_id`, the same for every retry and
+/// [`IdempotencyKey`](crate::call::IdempotencyKey) (`run_id:call_id`, the same for every retry and
 /// repair of one call and after a durable run resumes), so a server that deduplicates can do
 /// the work once. A call without a key (a [`RunContext`](crate::RunContext) with no run id)
 /// sends no `_meta`. [`McpService`] reads it back: a served tool asking for a

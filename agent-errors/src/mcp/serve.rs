@@ -27,7 +27,7 @@ use crate::registry::Registry;
 /// errors shown to a model are sanitized as always. Each call is its own run: the per-run
 /// breaker does not span calls, the service breaker does. A call whose `_meta` carries an
 /// idempotency key under [`IDEMPOTENCY_KEY_META`] (as this crate's client sends) gives the tool
-/// that key as its [`IdempotencyKey`](crate::IdempotencyKey).
+/// that key as its [`IdempotencyKey`](crate::call::IdempotencyKey).
 ///
 /// ```no_run
 /// use agent_errors::Registry;

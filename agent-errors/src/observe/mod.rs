@@ -3,13 +3,14 @@
 //! (`observe/metrics.rs`), and a bounded live stream of events ([`EventStream`]).
 //!
 //! Each recovery event is traced and counted once, where it is emitted (in `events`, below
-//! this module), and reaches the live streams through the [`LiveFeed`](crate::events) this
+//! this module), and reaches the live streams through the `LiveFeed` this
 //! module's `Observer` implements.
 
 mod live;
 pub(crate) mod metrics;
 pub(crate) mod spans;
 
+pub use crate::events::{EventLog, EventSink};
 pub use live::{DEFAULT_EVENT_CAPACITY, EventStream, Missed, RunEvent, RunId};
 pub(crate) use live::{Feed, Observer};
 pub(crate) use metrics::{AgentMeters, CallEnd, ToolMeters};

@@ -1,15 +1,9 @@
 //! The builder: where the model is, who it is, and how its calls recover.
 
 use std::fmt;
-use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
 
 use super::{DEFAULT_BASE_URL, DEFAULT_TIMEOUT, MaxTokensField, OpenAiConfigError, OpenAiModel};
-use crate::error::BoxError;
-use crate::llm::CallSource;
 use crate::provider::{Settings, SettingsError, non_empty};
-use crate::retry::{RetrySchedule, Sleep};
 
 /// Configures an [`OpenAiModel`].
 pub struct OpenAiBuilder {
@@ -94,13 +88,6 @@ impl OpenAiBuilder {
         self
     }
 
-    /// How long one request may take. A request that times out is not retried.
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.settings.timeout = timeout;
-        self
-    }
-
     /// The reply budget used when a request does not set its own.
     #[must_use]
     pub fn max_tokens(mut self, max_tokens: u32) -> Self {
@@ -125,116 +112,43 @@ impl OpenAiBuilder {
         self
     }
 
-    /// The call sources retried on capacity errors; replaces the default `{main_agent}`.
-    #[must_use]
-    pub fn foreground(mut self, sources: impl IntoIterator<Item = CallSource>) -> Self {
-        self.settings.rules = self.settings.rules.with_foreground(sources);
-        self
-    }
-
-    /// The least `max_tokens` a context-overflow retry may ask for (default 3000).
-    #[must_use]
-    pub fn max_tokens_floor(mut self, floor: u32) -> Self {
-        self.settings.rules = self.settings.rules.with_max_tokens_floor(floor);
-        self
-    }
-
-    /// The transport retry schedule: its attempt count and delays (default 3 attempts, 250 ms
-    /// then 500 ms, no jitter). `RetrySchedule::attempts(1)` turns transport retry off.
-    #[must_use]
-    pub fn transport_retry(mut self, schedule: RetrySchedule) -> Self {
-        self.settings.schedule = schedule;
-        self
-    }
-
-    /// The longest server-requested `Retry-After` honoured as is (default 60 s); longer ones
-    /// are cut to it.
-    #[must_use]
-    pub fn max_retry_after(mut self, cap: Duration) -> Self {
-        self.settings.max_retry_after = cap;
-        self
-    }
-
-    /// Called on a 401: returns a fresh API key (or an error), and the request is sent once
-    /// more with it. When the hook fails, the 401 is returned and the hook's error is logged.
-    #[must_use]
-    pub fn credential_refresh<F, Fut>(mut self, hook: F) -> Self
-    where
-        F: Fn() -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<String, BoxError>> + Send + 'static,
-    {
-        self.settings.refresh = Some(Arc::new(move || Box::pin(hook())));
-        self
-    }
-
-    /// How retry delays are waited out (default `tokio::time::sleep`, which paused test time
-    /// drives). For tests against a real socket, where time cannot be paused (tokio would fire
-    /// the request timeout whenever the runtime waits on I/O), a closure can record the delays
-    /// and return at once.
-    #[must_use]
-    pub fn sleeper<F, Fut>(mut self, sleep: F) -> Self
-    where
-        F: Fn(Duration) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        self.settings.sleep = Sleep::with(sleep);
-        self
-    }
-
-    /// A reqwest client to use instead of a fresh one (proxies, custom roots). The timeout is
-    /// still applied to every request.
-    #[must_use]
-    pub fn http_client(mut self, client: reqwest::Client) -> Self {
-        self.settings.client = Some(client);
-        self
-    }
-
-    /// How long a streamed answer may take to send its first event (default 60 s). A stream
-    /// that sends none in time is retried like a failed connection.
-    #[must_use]
-    pub fn first_event_timeout(mut self, limit: Duration) -> Self {
-        self.settings.limits.first_event = limit;
-        self
-    }
-
-    /// How long a streamed answer may go silent between events (default 30 s). A stall after
-    /// output began ends the stream with a
-    /// [`StreamError::EndedEarly`](crate::stream::StreamError::EndedEarly) whose source is a
-    /// [`StreamError::Stalled`](crate::stream::StreamError::Stalled).
-    #[must_use]
-    pub fn stream_idle_timeout(mut self, idle: Duration) -> Self {
-        self.settings.limits.idle = idle;
-        self
-    }
-
-    /// How long a whole streamed answer may take, counted from its response headers (default
-    /// 30 minutes); `None` turns the limit off. An answer still streaming at the deadline ends
-    /// with a [`StreamError::EndedEarly`](crate::stream::StreamError::EndedEarly) whose source
-    /// is a [`StreamError::DeadlineExceeded`](crate::stream::StreamError::DeadlineExceeded),
-    /// however steadily its events come: the idle limit alone does not bound a server that
-    /// sends an event just before it runs out.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    ///
-    /// let model = agent_errors::openai::OpenAiModel::builder()
-    ///     .model("m")
-    ///     .stream_deadline(Duration::from_secs(300)) // `None`: no deadline
-    ///     .build()?;
-    /// # Ok::<(), agent_errors::openai::OpenAiConfigError>(())
-    /// ```
-    #[must_use]
-    pub fn stream_deadline(mut self, deadline: impl Into<Option<Duration>>) -> Self {
-        self.settings.limits.deadline = deadline.into();
-        self
-    }
-
-    /// An extra header sent with every request (an organisation id, a gateway's routing key).
-    /// A name or value that is not a valid header fails [`build`](Self::build).
-    #[must_use]
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.settings.headers.push((name.into(), value.into()));
-        self
+    crate::provider::settings_setters! {
+        foreground: {
+            /// The call sources retried on capacity errors; replaces the default `{main_agent}`.
+        },
+        first_event_timeout: {
+            /// How long a streamed answer may take to send its first event (default 60 s). A stream
+            /// that sends none in time is retried like a failed connection.
+        },
+        stream_idle_timeout: {
+            /// How long a streamed answer may go silent between events (default 30 s). A stall
+            /// after output began ends the stream with a
+            /// [`StreamError::EndedEarly`](crate::stream::StreamError::EndedEarly) whose source is
+            /// a [`StreamError::Stalled`](crate::stream::StreamError::Stalled).
+        },
+        stream_deadline: {
+            /// How long a whole streamed answer may take, counted from its response headers
+            /// (default 30 minutes); `None` turns the limit off. An answer still streaming at the
+            /// deadline ends with a
+            /// [`StreamError::EndedEarly`](crate::stream::StreamError::EndedEarly) whose source is
+            /// a [`StreamError::DeadlineExceeded`](crate::stream::StreamError::DeadlineExceeded),
+            /// however steadily its events come: the idle limit alone does not bound a server that
+            /// sends an event just before it runs out.
+            ///
+            /// ```
+            /// use std::time::Duration;
+            ///
+            /// let model = agent_errors::openai::OpenAiModel::builder()
+            ///     .model("m")
+            ///     .stream_deadline(Duration::from_secs(300)) // `None`: no deadline
+            ///     .build()?;
+            /// # Ok::<(), agent_errors::openai::OpenAiConfigError>(())
+            /// ```
+        },
+        header: {
+            /// An extra header sent with every request (an organisation id, a gateway's routing
+            /// key). A name or value that is not a valid header fails [`build`](Self::build).
+        },
     }
 
     /// The model, or why it cannot be built.

@@ -2,7 +2,7 @@ use std::io;
 use std::time::Duration;
 
 use crate::chat::CallSource;
-pub use crate::provider::StatusError;
+use crate::provider::StatusError;
 
 use crate::classify::classify;
 use crate::error::BoxError;
@@ -33,7 +33,7 @@ pub enum OpenAiError {
     },
     /// The server could not be reached, the connection broke before a whole answer came (a
     /// streamed answer's body failing is [`StreamError::EndedEarly`] instead), or the
-    /// answer's body could not be decoded. [`classify`](crate::classify()) calls the last a
+    /// answer's body could not be decoded. [`classify`](crate::classify::classify()) calls the last a
     /// `ServerError` (the server's fault, not the request's) and the others `Transient`; the
     /// provider retries all of them.
     #[error("could not get an answer from the chat completions server")]
@@ -61,7 +61,7 @@ pub enum OpenAiError {
     },
     /// A success status whose body broke off before its JSON ended, or is not JSON at all: what
     /// a proxy or load balancer that dropped the connection, or answered in the server's
-    /// place, leaves behind. Retried; [`classify`](crate::classify()) calls it `Transient`
+    /// place, leaves behind. Retried; [`classify`](crate::classify::classify()) calls it `Transient`
     /// (its source is an `io::Error` of kind `UnexpectedEof`).
     #[error("the server's answer broke off or is not JSON ({reason})")]
     BrokenResponse {
@@ -76,7 +76,7 @@ pub enum OpenAiError {
     /// A success status whose body is larger than
     /// [`OpenAiBuilder::max_response_bytes`](super::OpenAiBuilder::max_response_bytes): the body
     /// was read up to the limit and the connection dropped. Not retried;
-    /// [`classify`](crate::classify()) calls it `Validation` (its source is an `io::Error` of
+    /// [`classify`](crate::classify::classify()) calls it `Validation` (its source is an `io::Error` of
     /// kind `InvalidData`).
     #[error("the server's answer is larger than the limit of {limit} bytes")]
     ResponseTooLarge {

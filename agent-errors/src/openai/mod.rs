@@ -7,7 +7,7 @@
 //! The wire format has no error flag for tool messages, so an error result's content is sent
 //! prefixed with [`TOOL_ERROR_PREFIX`].
 //!
-//! A request's [`RequestOptions`](crate::RequestOptions) become the fields of the same names
+//! A request's [`RequestOptions`](crate::llm::RequestOptions) become the fields of the same names
 //! (`temperature`, `top_p`, `stop`, `seed`, `tool_choice`, `parallel_tool_calls`,
 //! `response_format`); unset options are not sent. `tool_choice` and `parallel_tool_calls` are
 //! sent only with tools on offer, since servers refuse them in a request without tools.
@@ -24,7 +24,7 @@
 //!   ([`OpenAiBuilder::transport_retry`]); a `Retry-After` (or OpenAI's `retry-after-ms`)
 //!   replaces the computed delay, cut to [`OpenAiBuilder::max_retry_after`];
 //! - 429 and overload errors (529, or "overloaded" in the body) are capacity events, retried the
-//!   same way for calls whose [`CallSource`](crate::CallSource) is on the foreground allowlist
+//!   same way for calls whose [`CallSource`](crate::llm::CallSource) is on the foreground allowlist
 //!   (default `{main_agent}`) and failing fast for all others; a 429 that says the quota or
 //!   spending limit is used up is never retried;
 //! - a 400 that reports a context overflow is sent once more with `max_tokens` set to the room
@@ -71,13 +71,13 @@ use std::fmt;
 use std::time::Duration;
 
 pub use builder::OpenAiBuilder;
-pub use error::{OpenAiConfigError, OpenAiError, StatusError};
+pub use error::{OpenAiConfigError, OpenAiError};
 pub use wire::MaxTokensField;
 
 use crate::error::BoxError;
 use crate::error::BoxFuture as ChatFuture;
 use crate::llm::{ChatModel, ChatRequest, ChatResponse};
-use crate::provider::{self, Transport};
+use crate::provider::{self, StatusError, Transport};
 use crate::stream::ChatStream;
 use crate::stream::guard;
 

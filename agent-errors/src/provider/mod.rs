@@ -1,14 +1,17 @@
-//! What the HTTP providers share: the recovery loop around one model call (transport retries,
-//! the context-overflow shrink, the credential refresh), the API key slot, and the stream
-//! limits, the builder settings, the error status and the capped body reader. Each provider
-//! brings its wire format and its error type.
+//! What the built-in providers (`openai`, `anthropic`) share in public: [`StatusError`], the
+//! error status a provider's server answered with.
+//
+// Inside the crate this module also holds the recovery loop around one model call (transport
+// retries, the context-overflow shrink, the credential refresh), the API key slot, the stream
+// limits, the builder settings and the capped body reader. Each provider brings its wire format
+// and its error type.
 
 mod body;
 mod settings;
 mod status;
 
 pub(crate) use body::{DEFAULT_MAX_RESPONSE_BYTES, broke_off, excerpt, read_capped};
-pub(crate) use settings::{Settings, SettingsError};
+pub(crate) use settings::{Settings, SettingsError, settings_setters};
 pub use status::StatusError;
 pub(crate) use status::{MAX_ERROR_BODY_BYTES, lossy_prefix};
 

@@ -116,3 +116,125 @@ pub(crate) enum SettingsError {
     /// The HTTP client could not be built.
     Client(reqwest::Error),
 }
+
+/// The setters of the shared [`Settings`], written once for every provider's builder (a builder
+/// holds them in a `settings` field). The docs that differ per provider are passed in: the
+/// capacity errors `foreground` retries, what counts as a stream's first event and as silence,
+/// `stream_deadline`'s example, and `header`'s.
+macro_rules! settings_setters {
+    (
+        foreground: { $(#[$foreground:meta])* },
+        first_event_timeout: { $(#[$first_event:meta])* },
+        stream_idle_timeout: { $(#[$idle:meta])* },
+        stream_deadline: { $(#[$deadline:meta])* },
+        header: { $(#[$header:meta])* } $(,)?
+    ) => {
+        /// How long one request may take. A request that times out is not retried.
+        #[must_use]
+        pub fn timeout(mut self, timeout: ::std::time::Duration) -> Self {
+            self.settings.timeout = timeout;
+            self
+        }
+
+        $(#[$foreground])*
+        #[must_use]
+        pub fn foreground(
+            mut self,
+            sources: impl IntoIterator<Item = $crate::llm::CallSource>,
+        ) -> Self {
+            self.settings.rules = self.settings.rules.with_foreground(sources);
+            self
+        }
+
+        /// The least `max_tokens` a context-overflow retry may ask for (default 3000).
+        #[must_use]
+        pub fn max_tokens_floor(mut self, floor: u32) -> Self {
+            self.settings.rules = self.settings.rules.with_max_tokens_floor(floor);
+            self
+        }
+
+        /// The transport retry schedule: its attempt count and delays (default 3 attempts,
+        /// 250 ms then 500 ms, no jitter). `RetrySchedule::attempts(1)` turns transport retry
+        /// off.
+        #[must_use]
+        pub fn transport_retry(mut self, schedule: $crate::retry::RetrySchedule) -> Self {
+            self.settings.schedule = schedule;
+            self
+        }
+
+        /// The longest server-requested `Retry-After` honoured as is (default 60 s); longer
+        /// ones are cut to it.
+        #[must_use]
+        pub fn max_retry_after(mut self, cap: ::std::time::Duration) -> Self {
+            self.settings.max_retry_after = cap;
+            self
+        }
+
+        /// Called on a 401: returns a fresh API key (or an error), and the request is sent once
+        /// more with it; the new key is registered with the redactor and kept for later calls.
+        /// When the hook fails, the 401 is returned and the hook's error is logged.
+        #[must_use]
+        pub fn credential_refresh<F, Fut>(mut self, hook: F) -> Self
+        where
+            F: Fn() -> Fut + Send + Sync + 'static,
+            Fut: ::std::future::Future<Output = Result<String, $crate::BoxError>> + Send + 'static,
+        {
+            self.settings.refresh = Some(::std::sync::Arc::new(move || Box::pin(hook())));
+            self
+        }
+
+        /// How retry delays are waited out (default `tokio::time::sleep`, which paused test
+        /// time drives). For tests against a real socket, where time cannot be paused (tokio
+        /// would fire the request timeout whenever the runtime waits on I/O), a closure can
+        /// record the delays and return at once.
+        #[must_use]
+        pub fn sleeper<F, Fut>(mut self, sleep: F) -> Self
+        where
+            F: Fn(::std::time::Duration) -> Fut + Send + Sync + 'static,
+            Fut: ::std::future::Future<Output = ()> + Send + 'static,
+        {
+            self.settings.sleep = $crate::retry::Sleep::with(sleep);
+            self
+        }
+
+        /// A reqwest client to use instead of a fresh one (proxies, custom roots). The timeout
+        /// is still applied to every request.
+        #[must_use]
+        pub fn http_client(mut self, client: reqwest::Client) -> Self {
+            self.settings.client = Some(client);
+            self
+        }
+
+        $(#[$first_event])*
+        #[must_use]
+        pub fn first_event_timeout(mut self, limit: ::std::time::Duration) -> Self {
+            self.settings.limits.first_event = limit;
+            self
+        }
+
+        $(#[$idle])*
+        #[must_use]
+        pub fn stream_idle_timeout(mut self, idle: ::std::time::Duration) -> Self {
+            self.settings.limits.idle = idle;
+            self
+        }
+
+        $(#[$deadline])*
+        #[must_use]
+        pub fn stream_deadline(
+            mut self,
+            deadline: impl Into<Option<::std::time::Duration>>,
+        ) -> Self {
+            self.settings.limits.deadline = deadline.into();
+            self
+        }
+
+        $(#[$header])*
+        #[must_use]
+        pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+            self.settings.headers.push((name.into(), value.into()));
+            self
+        }
+    };
+}
+pub(crate) use settings_setters;

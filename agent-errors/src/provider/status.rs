@@ -12,7 +12,7 @@ pub(crate) const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// An error status from the server, with its headers and body.
 ///
 /// Its `source()` is an [`HttpError`] carrying the status, every response header and the
-/// provider's message (scrubbed and cut to 1000 characters, since the error's text shows it), so [`classify`](crate::classify()) reads the status like any other HTTP
+/// provider's message (scrubbed and cut to 1000 characters, since the error's text shows it), so [`classify`](crate::classify::classify()) reads the status like any other HTTP
 /// failure. Its `Debug` redacts the body and the message, as [`HttpError`]'s does: an upstream
 /// that echoes a key back must not put it in a log.
 #[derive(Clone, thiserror::Error)]

@@ -74,10 +74,10 @@
 //!
 //! The library's own errors do not hand out a tool's error through `source()`: an
 //! application that logs an error with its causes would print whatever the tool's error said.
-//! [`Terminated`](crate::Terminated)'s chain is a redacted copy instead ([`RedactedError`](crate::classify::RedactedError)
+//! [`Terminated`](crate::run::Terminated)'s chain is a redacted copy instead ([`RedactedError`](crate::classify::RedactedError)
 //! levels, and redacted [`HttpError`](crate::HttpError)s so a lookup by type still finds the
 //! status); the original is reachable through
-//! [`Terminated::unredacted_error`](crate::Terminated::unredacted_error).
+//! [`Terminated::unredacted_error`](crate::run::Terminated::unredacted_error).
 //!
 //! # Cost and bound
 //!

@@ -12,7 +12,7 @@ use crate::budget::RetryBudget;
 use crate::budget::{BUCKETS, BudgetLimits, SharedWindow};
 use crate::error::BoxFuture;
 
-/// The Redis half of a [`RetryBudget`](crate::RetryBudget).
+/// The Redis half of a [`RetryBudget`](crate::retry::RetryBudget).
 pub(crate) struct SharedBudget {
     inner: Arc<Inner>,
     /// Calls not yet sent, per key.
@@ -80,7 +80,7 @@ impl SharedWindow for SharedBudget {
 impl RetryBudget {
     /// Spends from one window shared by every process on `store` (same Redis, same prefix)
     /// instead of this process's own. Calls are sent in batches every
-    /// [`cache_ttl`](crate::RedisStoreBuilder::cache_ttl), so the fleet's window may miss the
+    /// [`cache_ttl`](crate::redis::RedisStoreBuilder::cache_ttl), so the fleet's window may miss the
     /// last moment's calls (it errs towards fewer retries); each retry is one round trip, and
     /// when Redis cannot answer the budget decides from this process's window.
     #[must_use]

@@ -1,6 +1,6 @@
 //! Breakers and retry budgets shared by many processes through Redis (feature `redis`).
 //!
-//! Every transition runs as one Lua script on the server ([`scripts`]), so the fleet agrees on
+//! Every transition runs as one Lua script on the server, so the fleet agrees on
 //! it: the circuit opens once the fleet's failures cross the threshold, and exactly one process
 //! gets the half-open probe. The happy path does not wait for Redis: each process decides from
 //! a view cached for [`RedisStoreBuilder::cache_ttl`] and reports outcomes through a bounded
@@ -68,7 +68,7 @@ pub enum StoreHealth {
 }
 
 /// A [`BreakerStore`] shared by every process that uses the same Redis and prefix; with
-/// [`RetryBudget::shared_on`](crate::RetryBudget::shared_on) it also shares retry budgets.
+/// [`RetryBudget::shared_on`](crate::retry::RetryBudget::shared_on) it also shares retry budgets.
 /// Clones share one connection and one background task.
 ///
 /// A decision on the happy path is made from a view of the shared state at most
@@ -76,9 +76,9 @@ pub enum StoreHealth {
 /// call after that); the half-open probe is always taken from Redis itself.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), agent_errors::RedisStoreError> {
+/// # async fn demo() -> Result<(), agent_errors::redis::RedisStoreError> {
 /// use std::sync::Arc;
-/// use agent_errors::{Agent, RedisStore, RetryBudget, ServiceBreaker};
+/// use agent_errors::{Agent, breaker::ServiceBreaker, redis::RedisStore, retry::RetryBudget};
 ///
 /// let store = RedisStore::builder("redis://127.0.0.1:6379/").connect().await?;
 /// let breaker = Arc::new(ServiceBreaker::with_store(store.clone()));

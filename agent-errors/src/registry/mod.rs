@@ -222,13 +222,13 @@ fn check_shadowed(tool: &ToolDef, policy: &ResolvedPolicy, problems: &mut Vec<Co
 /// against.
 ///
 /// A registry is also the way to put the recovery layer inside an agent loop of your own: build
-/// it once, make a [`RunContext`] per run, and answer each tool call the model makes with
+/// it once, make a [`RunContext`](crate::RunContext) per run, and answer each tool call the model makes with
 /// [`execute`](Registry::execute) (or a whole turn with
-/// [`execute_turn`](Registry::execute_turn)). Send every [`CallOutcome::Result`] back to the
-/// model; end the run on a [`CallOutcome::Stop`].
+/// [`execute_turn`](Registry::execute_turn)). Send every [`CallOutcome::Result`](crate::call::CallOutcome::Result) back to the
+/// model; end the run on a [`CallOutcome::Stop`](crate::call::CallOutcome::Stop).
 ///
 /// ```
-/// use agent_errors::{CallOutcome, Registry, RunContext, ToolCall, ToolDef};
+/// use agent_errors::{Registry, RunContext, ToolCall, ToolDef, call::CallOutcome};
 ///
 /// #[derive(serde::Deserialize, schemars::JsonSchema)]
 /// struct Args { city: String }

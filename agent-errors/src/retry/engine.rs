@@ -217,7 +217,7 @@ impl<E: std::error::Error + 'static> std::error::Error for RetryFailure<E> {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use agent_errors::{ErrorKind, HttpError, RetrySchedule, classify};
+/// use agent_errors::{ErrorKind, HttpError, classify::classify, retry::RetrySchedule};
 /// use agent_errors::retry::retry_after_failure;
 ///
 /// let schedule = RetrySchedule::attempts(3).unwrap();

@@ -13,7 +13,7 @@ use std::time::Duration;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use std::num::NonZeroU32;
-/// use agent_errors::{HttpError, classify};
+/// use agent_errors::{HttpError, classify::classify};
 /// use agent_errors::retry::{FromBackoff, retry_after_failure};
 ///
 /// let exponential = backoff::ExponentialBackoff::default();

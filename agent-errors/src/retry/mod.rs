@@ -95,6 +95,7 @@ mod policy;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+pub use crate::budget::{BudgetError, RetryBudget};
 pub(crate) use allowance::{RetryAllowance, RunRetries};
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use engine::Sleep;
@@ -110,7 +111,7 @@ pub(crate) use policy::{Policy, call, retry};
 ///
 /// ```
 /// use std::time::Duration;
-/// use agent_errors::RetrySchedule;
+/// use agent_errors::retry::RetrySchedule;
 ///
 /// let schedule = RetrySchedule::attempts(5).unwrap().with_jitter(0.0);
 /// let delays: Vec<Duration> = schedule.delays().collect();

@@ -52,7 +52,7 @@ pub enum StreamError {
     /// - [`StreamError::DeadlineExceeded`]: the whole answer took longer than its deadline;
     /// - [`StreamError::TooLarge`]: the answer passed the size cap of a stream.
     ///
-    /// [`classify`](crate::classify()) reads the cause: a closed or reset connection is
+    /// [`classify`](crate::classify::classify()) reads the cause: a closed or reset connection is
     /// `Transient`, a stall or a deadline a `Timeout`, an oversized answer `Validation`.
     ///
     /// ```

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use agent_errors::mcp::McpServer;
-use agent_errors::{CallOutcome, Registry, RunContext, ToolCall, ToolResult};
+use agent_errors::{Registry, RunContext, ToolCall, ToolResult, call::CallOutcome};
 
 /// The reference server's entry point, installed on first use by the repository's script.
 /// Panics (never skips) when Node.js or npm are missing or the install fails: CI must run these.

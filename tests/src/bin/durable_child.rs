@@ -24,8 +24,9 @@ use agent_errors::checkpoint::{
 };
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{
-    Action, Agent, BoxError, Extensions, HttpError, IdempotencyKey, Policy, PolicyKey, RetryAction,
-    RunOptions, ToolDef, ToolError, ToolFuture, ToolHandler,
+    Agent, BoxError, HttpError, RunOptions, ToolDef, ToolError,
+    call::{Extensions, IdempotencyKey, ToolFuture, ToolHandler},
+    policy::{Action, Policy, PolicyKey, RetryAction},
 };
 
 fn say(line: &str) {
@@ -90,7 +91,7 @@ impl<S: CheckpointStore> CheckpointStore for Announcing<S> {
     fn save<'a>(
         &'a self,
         checkpoint: &'a Checkpoint,
-    ) -> agent_errors::BoxFuture<'a, Result<(), CheckpointError>> {
+    ) -> agent_errors::call::BoxFuture<'a, Result<(), CheckpointError>> {
         Box::pin(async move {
             self.0.save(checkpoint).await?;
             let state = String::from_utf8_lossy(&checkpoint.state);
@@ -104,14 +105,14 @@ impl<S: CheckpointStore> CheckpointStore for Announcing<S> {
     fn load<'a>(
         &'a self,
         run_id: &'a str,
-    ) -> agent_errors::BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
+    ) -> agent_errors::call::BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
         self.0.load(run_id)
     }
 
     fn delete<'a>(
         &'a self,
         run_id: &'a str,
-    ) -> agent_errors::BoxFuture<'a, Result<(), CheckpointError>> {
+    ) -> agent_errors::call::BoxFuture<'a, Result<(), CheckpointError>> {
         self.0.delete(run_id)
     }
 }

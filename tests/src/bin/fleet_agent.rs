@@ -12,8 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_errors::{
-    Action, CallOutcome, HttpError, Policy, PolicyKey, RedisStore, Registry, RetryAction,
-    RetryBudget, RunContext, ServiceBreaker, StoreHealth, TerminationReason, ToolCall, ToolDef,
+    HttpError, Registry, RunContext, ToolCall, ToolDef,
+    breaker::ServiceBreaker,
+    call::CallOutcome,
+    policy::{Action, Policy, PolicyKey, RetryAction},
+    redis::{RedisStore, StoreHealth},
+    retry::RetryBudget,
+    run::TerminationReason,
 };
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
