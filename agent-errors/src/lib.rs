@@ -105,8 +105,8 @@ pub use agent_errors_macros::{
 
 pub use agent::{
     Agent, AgentBuilder, AgentOutput, BrokenTranscript, Conversation, ESCALATE, FinishedRun,
-    HistoryError, IntoLlmDecision, Json, ModelError, NotJsonArguments, ResumeError, RunDelta,
-    RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
+    HistoryError, IntoLlmDecision, Json, ModelError, ModelFailure, NotJsonArguments, ResumeError,
+    RunDelta, RunError, RunOptions, RunOutcome, THROW_EXCEPTION,
 };
 pub use breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore, ServiceBreaker};
 pub use budget::{BudgetError, RetryBudget};

@@ -1052,7 +1052,9 @@ mod through_a_run {
 mod every_error_chain {
     use std::sync::Arc;
 
-    use agent_errors::checkpoint::{Checkpoint, CheckpointError, CheckpointStore, MemoryCheckpoints};
+    use agent_errors::checkpoint::{
+        Checkpoint, CheckpointError, CheckpointStore, MemoryCheckpoints,
+    };
     use agent_errors::classify::find_in_chain;
     use agent_errors::openai::{OpenAiModel, StatusError};
     use agent_errors::stream::StreamError;
@@ -1147,7 +1149,9 @@ mod every_error_chain {
         assert!(
             matches!(
                 find_in_chain::<StreamError>(&error).or_else(|| {
-                    error.model_error().and_then(|e| e.downcast_ref::<StreamError>())
+                    error
+                        .model_error()
+                        .and_then(|e| e.downcast_ref::<StreamError>())
                 }),
                 Some(StreamError::EndedEarly { .. })
             ),
@@ -1163,7 +1167,7 @@ mod every_error_chain {
         let refusal = || {
             Reply::json(
                 400,
-                json!({"error": {"message": text, "type": "invalid_request_error", "param": key}}),
+                json!({"error": {"message": text, "type": "invalid_request_error", "param": format!("api_key={key}")}}),
             )
             .with_header("x-api-key", key)
             .with_header("set-cookie", &format!("sid={key}; Path=/"))
@@ -1192,7 +1196,9 @@ mod every_error_chain {
         let port = closed.local_addr().unwrap().port();
         drop(closed);
         let model = OpenAiModel::builder()
-            .base_url(format!("http://svc:{key}@127.0.0.1:{port}/v1?api_key={key}"))
+            .base_url(format!(
+                "http://svc:{key}@127.0.0.1:{port}/v1?api_key={key}"
+            ))
             .model("m")
             .sleeper(|_| std::future::ready(()))
             .build()

@@ -197,8 +197,8 @@ impl<O: AgentOutput> AgentInner<O> {
     }
 
     async fn resume(&self, run_id: String, options: RunOptions) -> RunOutcome<O> {
-        let refused = |error, transcript| RunOutcome {
-            result: Err(error),
+        let refused = |error: RunError, transcript| RunOutcome {
+            result: Err(error.redacted()),
             report: RunReport::default(),
             transcript,
             run_id: run_id.clone(),

@@ -11,6 +11,7 @@ use std::fmt;
 
 use super::{HttpError, chain};
 use crate::error::{BoxError, InvalidArguments, ToolError};
+use crate::stream::StreamError;
 
 /// One level of an error chain, redacted: the original's words with every secret replaced, and
 /// the original's type name when the library knows the type. Its `source()` is the next level,
@@ -94,11 +95,21 @@ impl Error for RedactedError {
     }
 }
 
-/// The stand-in for `level`, with `below` (its causes' stand-ins) as its source.
+/// The stand-in for `level`, with `below` (its causes' stand-ins) as its source. The types
+/// callers look up in a chain by type (`HttpError`, `StreamError`, `StatusError`) stay of their
+/// type, redacted.
 fn stand_in(level: &(dyn Error + 'static), below: Option<BoxError>) -> BoxError {
     if let Some(http) = level.downcast_ref::<HttpError>() {
         // An `HttpError` has no source: nothing below it is lost.
         return Box::new(http.redacted());
+    }
+    if let Some(stream) = level.downcast_ref::<StreamError>() {
+        return Box::new(redacted_stream_error(stream, below));
+    }
+    #[cfg(any(feature = "openai", feature = "anthropic"))]
+    if let Some(status) = level.downcast_ref::<crate::provider::StatusError>() {
+        // Its source is its own `HttpError`, redacted with it.
+        return Box::new(status.redacted());
     }
     let mut stand_in = RedactedError::text(type_name(level), level);
     stand_in.source = below;
@@ -132,4 +143,43 @@ fn type_name(level: &(dyn Error + 'static)) -> Option<&'static str> {
         return Some("reqwest::Error");
     }
     None
+}
+
+/// A copy of a stream error with its text redacted. An `EndedEarly`'s cause is `below`, the
+/// stand-ins of its own chain (so a `Stalled` below it is still a `StreamError`); a fixed
+/// `io::Error` cause is remade from its kind and redacted words.
+fn redacted_stream_error(error: &StreamError, below: Option<BoxError>) -> StreamError {
+    let io = |e: &std::io::Error| {
+        std::io::Error::new(e.kind(), crate::redact::redact(&e.to_string()).into_owned())
+    };
+    let text = |t: &str| crate::redact::redact(t).into_owned();
+    match error {
+        StreamError::FirstEventTimeout { limit, source } => StreamError::FirstEventTimeout {
+            limit: *limit,
+            source: io(source),
+        },
+        StreamError::Stalled { idle, source } => StreamError::Stalled {
+            idle: *idle,
+            source: io(source),
+        },
+        StreamError::Malformed { reason, data } => StreamError::Malformed {
+            reason: text(reason),
+            data: text(data),
+        },
+        StreamError::EndedEarly { source } => StreamError::EndedEarly {
+            source: below.unwrap_or_else(|| Box::new(RedactedError::text(None, source.as_ref()))),
+        },
+        StreamError::DeadlineExceeded { deadline, source } => StreamError::DeadlineExceeded {
+            deadline: *deadline,
+            source: io(source),
+        },
+        StreamError::TooLarge { limit, source } => StreamError::TooLarge {
+            limit: *limit,
+            source: io(source),
+        },
+        StreamError::ErrorEvent { error_type, http } => StreamError::ErrorEvent {
+            error_type: text(error_type),
+            http: http.redacted(),
+        },
+    }
 }

@@ -87,6 +87,18 @@ impl StatusError {
         self.code.as_deref()
     }
 
+    /// A copy with the body redacted and the `HttpError` redacted as its `Debug` shows it (the
+    /// status, the code and the retry headers kept): what a run's error chain holds in its
+    /// place.
+    pub(crate) fn redacted(&self) -> StatusError {
+        StatusError {
+            http: self.http.redacted(),
+            body: crate::redact::redact(&self.body).into_owned(),
+            code: self.code.clone(),
+            server: self.server,
+        }
+    }
+
     /// The status, headers and the provider's message as an [`HttpError`].
     pub fn http(&self) -> &HttpError {
         &self.http
