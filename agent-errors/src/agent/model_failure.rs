@@ -49,7 +49,7 @@ pub struct ModelFailure {
 
 impl ModelFailure {
     pub(crate) fn new(original: BoxError) -> Self {
-        let redacted = RedactedError::chain_of(original.as_ref());
+        let redacted = RedactedError::chain_with(original.as_ref(), &typed_copy);
         ModelFailure { original, redacted }
     }
 
@@ -81,4 +81,18 @@ impl Error for ModelFailure {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         self.redacted.source()
     }
+}
+
+/// The levels of a model error a caller looks up by type, copied redacted: a stream error and
+/// a provider's status error (an `HttpError` is kept by every redacted chain).
+fn typed_copy(level: &(dyn Error + 'static), below: &mut Option<BoxError>) -> Option<BoxError> {
+    if let Some(stream) = level.downcast_ref::<crate::stream::StreamError>() {
+        return Some(Box::new(stream.redacted_copy(below.take())));
+    }
+    #[cfg(any(feature = "openai", feature = "anthropic"))]
+    if let Some(status) = level.downcast_ref::<crate::provider::StatusError>() {
+        // Its source is its own `HttpError`, redacted with it.
+        return Some(Box::new(status.redacted()));
+    }
+    None
 }
