@@ -1137,8 +1137,11 @@ mod every_error_chain {
 
         let broken = {
             let text = text.to_owned();
-            move || StreamError::EndedEarly {
-                source: text.clone().into(),
+            move || Upstream {
+                text: text.clone(),
+                source: Box::new(StreamError::EndedEarly {
+                    source: text.clone().into(),
+                }),
             }
         };
         let agent = Agent::builder("a")
@@ -1148,14 +1151,14 @@ mod every_error_chain {
         let error = agent.run("go").await.unwrap_err();
         assert!(
             matches!(
-                find_in_chain::<StreamError>(&error).or_else(|| {
-                    error
-                        .model_error()
-                        .and_then(|e| e.downcast_ref::<StreamError>())
-                }),
+                find_in_chain::<StreamError>(&error),
                 Some(StreamError::EndedEarly { .. })
             ),
-            "the stream error is still found"
+            "the stream error is still found, typed, in a run's model error"
+        );
+        assert!(
+            error.model_error().is_some_and(|e| e.is::<Upstream>()),
+            "the original is still reachable"
         );
         errors.push(("a stream error".to_owned(), error));
         errors
