@@ -1161,6 +1161,26 @@ mod every_error_chain {
             "the original is still reachable"
         );
         errors.push(("a stream error".to_owned(), error));
+
+        // The model's own words, when they end the run: an escalation and a refusal.
+        let reason = json!({"reason": text, "severity": "high"}).to_string();
+        let agent = Agent::builder("a")
+            .model(ScriptedModel::new().tool_call(agent_errors::ESCALATE, reason))
+            .enable_escalate()
+            .build()
+            .unwrap();
+        let error = agent.run("go").await.unwrap_err();
+        assert!(matches!(error, RunError::Escalated { .. }), "{error}");
+        errors.push(("an escalation".to_owned(), error));
+        let refusal = agent_errors::ChatResponse::text(text)
+            .with_finish_reason(agent_errors::FinishReason::Refusal);
+        let agent = Agent::builder("a")
+            .model(ScriptedModel::new().reply(agent_errors::testing::Reply::response(refusal)))
+            .build()
+            .unwrap();
+        let error = agent.run("go").await.unwrap_err();
+        assert!(matches!(error, RunError::Refused { .. }), "{error}");
+        errors.push(("a refusal".to_owned(), error));
         errors
     }
 

@@ -353,7 +353,7 @@ pub enum RunError {
     /// The model called the built-in `escalate` tool: a failure the caller can act on.
     #[error("the agent escalated ({severity}): {reason}")]
     Escalated {
-        /// The model's reason (untrusted text).
+        /// The model's reason (untrusted text, secrets redacted).
         reason: String,
         /// How serious.
         severity: Severity,
@@ -361,9 +361,10 @@ pub enum RunError {
     /// The final answer could not be read as the agent's output type.
     #[error("the model's final answer could not be read as the expected output")]
     InvalidOutput {
-        /// The answer.
+        /// The answer, secrets redacted.
         text: String,
-        /// Why it did not fit.
+        /// Why it did not fit: the output type's own error, as it was (to downcast; a
+        /// parser's message may quote the answer).
         #[source]
         error: BoxError,
     },
@@ -403,7 +404,8 @@ pub enum RunError {
     /// request is expected to change.
     #[error("the model declined to answer")]
     Refused {
-        /// The model's explanation, if it gave one (untrusted text; empty when none).
+        /// The model's explanation, if it gave one (untrusted text, secrets redacted; empty
+        /// when none).
         text: String,
         /// `Refusal` or `ContentFilter`.
         reason: FinishReason,

@@ -403,8 +403,10 @@ impl<O: AgentOutput> AgentInner<O> {
                 request
                     .messages
                     .push(Message::assistant(Some(text.clone()), Vec::new()));
-                return O::from_final_text(text.clone())
-                    .map_err(|error| RunError::InvalidOutput { text, error });
+                return O::from_final_text(text.clone()).map_err(|error| RunError::InvalidOutput {
+                    text: crate::redact::redact(&text).into_owned(),
+                    error,
+                });
             }
 
             let calls = response.tool_calls;
