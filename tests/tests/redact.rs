@@ -1228,6 +1228,16 @@ mod every_error_chain {
             .unwrap();
         let unreachable = model.complete(&ask()).await.unwrap_err();
         errors.push(("a connection error".to_owned(), Box::new(unreachable)));
+
+        // A Redis URL with a password that does not parse.
+        let refused = agent_errors::RedisStore::builder(format!(
+            "redis://svc:{key}@127.0.0.1:port/0?password={key}"
+        ))
+        .connect()
+        .await
+        .err()
+        .expect("a URL that does not parse is refused");
+        errors.push(("a Redis store's error".to_owned(), Box::new(refused)));
         errors
     }
 
