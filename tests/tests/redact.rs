@@ -1230,13 +1230,10 @@ mod every_error_chain {
         errors.push(("a connection error".to_owned(), Box::new(unreachable)));
 
         // A Redis URL with a password that does not parse.
-        let refused = agent_errors::RedisStore::builder(format!(
-            "redis://svc:{key}@127.0.0.1:port/0?password={key}"
-        ))
-        .connect()
-        .await
-        .err()
-        .expect("a URL that does not parse is refused");
+        let url = format!("redis://svc:{key}@127.0.0.1:port/0?password={key}");
+        let Err(refused) = agent_errors::RedisStore::builder(url).connect().await else {
+            panic!("a URL that does not parse is refused");
+        };
         errors.push(("a Redis store's error".to_owned(), Box::new(refused)));
         errors
     }
