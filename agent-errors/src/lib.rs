@@ -130,7 +130,7 @@ pub use tool::ToolDef;
 pub mod run {
     pub use crate::agent::{
         AgentOutput, BrokenTranscript, ESCALATE, FinishedRun, HistoryError, IntoLlmDecision, Json,
-        ModelError, NotJsonArguments, ResumeError, RunDelta, THROW_EXCEPTION,
+        ModelError, ModelFailure, NotJsonArguments, ResumeError, RunDelta, THROW_EXCEPTION,
     };
     pub use crate::executor::{Terminated, TerminationReason};
 }

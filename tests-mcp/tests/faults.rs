@@ -325,3 +325,48 @@ async fn a_call_carries_its_idempotency_key_in_meta_and_the_same_call_the_same_k
     );
     client.shutdown().await;
 }
+
+/// An MCP server's error text is the server's words: a key or a connection string it echoes is
+/// redacted in the `McpError` itself (its `Display` and `Debug`), and in the chain of the run's
+/// error a tool failure ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_servers_error_text_reaches_no_error_unredacted() {
+    use agent_errors::mcp::McpError;
+
+    let client = faults().connect().await.unwrap();
+    let registry = Registry::builder()
+        .tools(client.tools())
+        .on_tool_error("fail", policy!(execution = throw, unknown = throw))
+        .build()
+        .unwrap();
+    let leaking = r#"{"text": "db at postgres://app:hunter2hunter2@db.internal/prod refused, api_key=Q7zzSecretValue9"}"#;
+    let outcome = registry
+        .execute(
+            &RunContext::new(),
+            &ToolCall::new("call_1", "fail", leaking),
+        )
+        .await;
+    let CallOutcome::Stop(stop) = outcome else {
+        panic!("expected the run to stop, got {outcome:?}");
+    };
+    let mut logged = String::new();
+    let mut level: Option<&(dyn std::error::Error + 'static)> = Some(&*stop);
+    while let Some(error) = level {
+        logged.push_str(&format!("\n{error}\n{error:?}"));
+        level = error.source();
+    }
+    let original = stop.unredacted_error().expect("the tool's failure");
+    let mcp = original
+        .cause()
+        .downcast_ref::<McpError>()
+        .expect("the MCP error itself");
+    logged.push_str(&format!("\n{mcp}\n{mcp:?}"));
+    for secret in ["hunter2hunter2", "Q7zzSecretValue9"] {
+        assert!(!logged.contains(secret), "{secret} in {logged}");
+    }
+    assert!(
+        logged.contains("postgres://app:[REDACTED]@db.internal/prod"),
+        "{logged}"
+    );
+    client.shutdown().await;
+}

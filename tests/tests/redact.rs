@@ -1,5 +1,7 @@
 //! Redaction: no secret reaches a model, an event or a log, at any cut.
 
+mod support;
+
 use agent_errors::redact::TRUNCATION_MARKER;
 use agent_errors::redact::{
     self, MAX_SCANNED_BYTES, MIN_SECRET_CHARS, REDACTED, RedactError, Redactor, redact,
@@ -1038,6 +1040,283 @@ mod through_a_run {
                     !leaks(&windows(secret), &seen),
                     "{secret:?} of {leak:?} in:\n{seen}"
                 );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Planted secrets in every public error: whatever error the library hands out (a run's, a
+// provider's, a checkpoint store's, a resume's), an application that logs it with its causes
+// prints no secret, and the typed lookups on it still work.
+
+mod every_error_chain {
+    use std::sync::Arc;
+
+    use agent_errors::call::BoxFuture;
+    use agent_errors::checkpoint::{
+        Checkpoint, CheckpointError, CheckpointStore, MemoryCheckpoints,
+    };
+    use agent_errors::classify::find_in_chain;
+    use agent_errors::openai::OpenAiModel;
+    use agent_errors::provider::StatusError;
+    use agent_errors::stream::StreamError;
+    use agent_errors::testing::ScriptedModel;
+    use agent_errors::{Agent, BoxError, ChatRequest, HttpError, Message, RunError};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::support::loopback::{Loopback, Reply};
+    use super::{Planted, credential, filler, leaks, planted, windows, with_its_causes};
+
+    /// A generic failure whose cause says more.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the model call failed: {text}")]
+    struct Upstream {
+        text: String,
+        #[source]
+        source: BoxError,
+    }
+
+    /// A checkpoint store whose database fails with `text` (a connection string, say).
+    #[derive(Debug)]
+    struct FailingStore {
+        text: String,
+    }
+
+    impl FailingStore {
+        fn fail(&self) -> CheckpointError {
+            CheckpointError::Store(Box::new(std::io::Error::other(self.text.clone())))
+        }
+    }
+
+    impl CheckpointStore for FailingStore {
+        fn save<'a>(&'a self, _: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
+            Box::pin(async move { Err(self.fail()) })
+        }
+
+        fn load<'a>(
+            &'a self,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
+            Box::pin(async move { Err(self.fail()) })
+        }
+
+        fn delete<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), CheckpointError>> {
+            Box::pin(async move { Err(self.fail()) })
+        }
+    }
+
+    /// Every output checked below: the error logged with its causes.
+    fn logged(error: &(dyn std::error::Error + 'static)) -> String {
+        with_its_causes(error)
+    }
+
+    /// A run whose model fails with `text` in a chain that ends in an HTTP error carrying
+    /// `key` in a credential header, and a stream error whose cause says `text`.
+    async fn model_errors(text: &str, key: &str) -> Vec<(String, RunError)> {
+        let mut errors = Vec::new();
+        let chained = {
+            let text = text.to_owned();
+            let key = key.to_owned();
+            move || Upstream {
+                text: text.clone(),
+                source: Box::new(
+                    HttpError::new(503, text.clone()).with_header("x-api-key", key.clone()),
+                ),
+            }
+        };
+        let agent = Agent::builder("a")
+            .model(ScriptedModel::new().then_fail_forever(chained))
+            .build()
+            .unwrap();
+        let error = agent.run("go").await.unwrap_err();
+        assert_eq!(
+            find_in_chain::<HttpError>(&error).map(HttpError::status),
+            Some(503),
+            "the status is still found in a run's model error"
+        );
+        errors.push(("a model's own error".to_owned(), error));
+
+        let broken = {
+            let text = text.to_owned();
+            move || Upstream {
+                text: text.clone(),
+                source: Box::new(StreamError::EndedEarly {
+                    source: text.clone().into(),
+                }),
+            }
+        };
+        let agent = Agent::builder("a")
+            .model(ScriptedModel::new().then_fail_forever(broken))
+            .build()
+            .unwrap();
+        let error = agent.run("go").await.unwrap_err();
+        assert!(
+            matches!(
+                find_in_chain::<StreamError>(&error),
+                Some(StreamError::EndedEarly { .. })
+            ),
+            "the stream error is still found, typed, in a run's model error"
+        );
+        assert!(
+            error.model_error().is_some_and(|e| e.is::<Upstream>()),
+            "the original is still reachable"
+        );
+        errors.push(("a stream error".to_owned(), error));
+
+        // The model's own words, when they end the run: an escalation and a refusal.
+        let reason = json!({"reason": text, "severity": "high"}).to_string();
+        let agent = Agent::builder("a")
+            .model(ScriptedModel::new().tool_call(agent_errors::run::ESCALATE, reason))
+            .enable_escalate()
+            .build()
+            .unwrap();
+        let error = agent.run("go").await.unwrap_err();
+        assert!(matches!(error, RunError::Escalated { .. }), "{error}");
+        errors.push(("an escalation".to_owned(), error));
+        let refusal = agent_errors::ChatResponse::text(text)
+            .with_finish_reason(agent_errors::llm::FinishReason::Refusal);
+        let agent = Agent::builder("a")
+            .model(ScriptedModel::new().reply(agent_errors::testing::Reply::response(refusal)))
+            .build()
+            .unwrap();
+        let error = agent.run("go").await.unwrap_err();
+        assert!(matches!(error, RunError::Refused { .. }), "{error}");
+        errors.push(("a refusal".to_owned(), error));
+        errors
+    }
+
+    /// A chat-completions server that answers 400 with `text` in its body and `key` in a
+    /// header, through the provider alone and through a run.
+    async fn provider_errors(text: &str, key: &str) -> Vec<(String, Box<dyn std::error::Error>)> {
+        let refusal = || {
+            Reply::json(
+                400,
+                json!({"error": {"message": text, "type": "invalid_request_error", "param": format!("api_key={key}")}}),
+            )
+            .with_header("x-api-key", key)
+            .with_header("set-cookie", &format!("sid={key}; Path=/"))
+        };
+        let server = Loopback::start([refusal(), refusal()]).await;
+        let model = OpenAiModel::builder()
+            .base_url(format!("{}/v1", server.url))
+            .model("m")
+            .sleeper(|_| std::future::ready(()))
+            .build()
+            .unwrap();
+        let mut errors: Vec<(String, Box<dyn std::error::Error>)> = Vec::new();
+        let direct = model.complete(&ask()).await.unwrap_err();
+        errors.push(("a provider's error".to_owned(), Box::new(direct)));
+        let agent = Agent::builder("a").model(model).build().unwrap();
+        let error = agent.run("go").await.unwrap_err();
+        assert_eq!(
+            find_in_chain::<StatusError>(&error).map(StatusError::status),
+            Some(400),
+            "the status error is still found in a run's model error"
+        );
+        errors.push(("a provider's error in a run".to_owned(), Box::new(error)));
+
+        // A base URL whose password the connection error's URL would show.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let model = OpenAiModel::builder()
+            .base_url(format!(
+                "http://svc:{key}@127.0.0.1:{port}/v1?api_key={key}"
+            ))
+            .model("m")
+            .sleeper(|_| std::future::ready(()))
+            .build()
+            .unwrap();
+        let unreachable = model.complete(&ask()).await.unwrap_err();
+        errors.push(("a connection error".to_owned(), Box::new(unreachable)));
+
+        // A Redis URL with a password that does not parse.
+        let url = format!("redis://svc:{key}@127.0.0.1:port/0?password={key}");
+        let Err(refused) = agent_errors::redis::RedisStore::builder(url)
+            .connect()
+            .await
+        else {
+            panic!("a URL that does not parse is refused");
+        };
+        errors.push(("a Redis store's error".to_owned(), Box::new(refused)));
+        errors
+    }
+
+    /// A durable run whose store fails with `text`, and a resume of a run named `text`.
+    async fn durable_errors(text: &str) -> Vec<(String, RunError)> {
+        let agent = Agent::builder("a")
+            .model(ScriptedModel::new().text("done"))
+            .checkpoints(FailingStore {
+                text: text.to_owned(),
+            })
+            .build()
+            .unwrap();
+        let saving = agent.run("go").await.unwrap_err();
+        assert!(matches!(saving, RunError::Checkpoint(_)), "{saving}");
+
+        let agent = Agent::builder("a")
+            .model(ScriptedModel::new().text("done"))
+            .shared_checkpoints(Arc::new(MemoryCheckpoints::new()) as Arc<dyn CheckpointStore>)
+            .build()
+            .unwrap();
+        let resuming = agent
+            .resume(text, agent_errors::RunOptions::new())
+            .await
+            .result
+            .unwrap_err();
+        assert!(matches!(resuming, RunError::Resume(_)), "{resuming}");
+        vec![
+            ("a checkpoint store's error".to_owned(), saving),
+            ("a resume error".to_owned(), resuming),
+        ]
+    }
+
+    fn ask() -> ChatRequest {
+        ChatRequest::new(vec![Message::user("hi")], Vec::new())
+    }
+
+    /// Text around one planted secret: (the text, its secrets).
+    fn surrounded() -> impl Strategy<Value = (String, Vec<String>)> {
+        (filler(), planted(), filler()).prop_map(|(before, Planted { secret, text }, after)| {
+            (format!("{before} {text} {after}"), vec![secret])
+        })
+    }
+
+    proptest! {
+        // Each case starts servers and runs agents: few cases keep this to seconds.
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        #[test]
+        fn no_planted_secret_reaches_any_public_errors_chain(
+            (text, mut secrets) in surrounded(),
+            key in credential(12..=40),
+        ) {
+            secrets.push(key.clone());
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let errors = runtime.block_on(async {
+                let mut errors: Vec<(String, Box<dyn std::error::Error>)> = Vec::new();
+                for (what, error) in model_errors(&text, &key).await {
+                    errors.push((what, Box::new(error)));
+                }
+                errors.extend(provider_errors(&text, &key).await);
+                for (what, error) in durable_errors(&text).await {
+                    errors.push((what, Box::new(error)));
+                }
+                errors
+            });
+            for (what, error) in &errors {
+                let seen = logged(error.as_ref());
+                for secret in &secrets {
+                    prop_assert!(
+                        !leaks(&windows(secret), &seen),
+                        "{secret:?} in {what}:\n{seen}"
+                    );
+                }
             }
         }
     }

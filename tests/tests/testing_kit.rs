@@ -148,7 +148,8 @@ async fn a_model_error_fails_the_run_even_with_tools_left_to_call() {
     let agent = Agent::builder("a").model(model).build().unwrap();
     match agent.run("go").await {
         Err(RunError::Model(e)) => {
-            assert_eq!(e.downcast_ref::<HttpError>().unwrap().status(), 500);
+            let original = e.unredacted_error().downcast_ref::<HttpError>();
+            assert_eq!(original.unwrap().status(), 500);
         }
         other => panic!("expected the model error, got {other:?}"),
     }

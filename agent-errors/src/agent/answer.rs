@@ -176,7 +176,7 @@ fn escalated(ctx: &RunContext, call: &ToolCall, args: EscalateArgs, limit: usize
     Answered {
         result: ToolResult::error(call, shown.to_content()),
         stop: Some(RunError::Escalated {
-            reason: args.reason,
+            reason: crate::redact::redact(&args.reason).into_owned(),
             severity,
         }),
     }

@@ -62,7 +62,7 @@ impl CheckpointRecorder {
         let (run, sequence) = &mut *saved;
         edit(run);
         run.deadline_left_ms = left.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let state = serde_json::to_vec(run).map_err(|e| CheckpointError::Store(Box::new(e)));
+        let state = serde_json::to_vec(run).map_err(CheckpointError::store);
         let checkpoint = state.map(|state| Checkpoint {
             run_id: self.run_id.clone(),
             sequence: *sequence,
@@ -87,7 +87,8 @@ impl CheckpointRecorder {
         };
         let mut failed = lock(&self.failed);
         if failed.is_none() {
-            *failed = Some(error);
+            // The run hands it out: a store's error can print a connection string.
+            *failed = Some(error.redacted());
         }
         drop(failed);
         if let Some(halt) = lock(&self.halt).as_ref() {

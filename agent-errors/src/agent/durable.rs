@@ -92,6 +92,49 @@ pub enum ResumeError {
     },
 }
 
+impl ResumeError {
+    /// This error with the texts it shows redacted: a run id is the caller's text, a tool's
+    /// name and a call's id the checkpoint's.
+    fn redacted(self) -> Self {
+        let text = |t: String| crate::redact::redact(&t).into_owned();
+        match self {
+            ResumeError::NoStore => ResumeError::NoStore,
+            ResumeError::NotFound { run_id } => ResumeError::NotFound {
+                run_id: text(run_id),
+            },
+            ResumeError::Finished { run_id, outcome } => ResumeError::Finished {
+                run_id: text(run_id),
+                outcome,
+            },
+            ResumeError::UnknownTool { run_id, tool } => ResumeError::UnknownTool {
+                run_id: text(run_id),
+                tool: text(tool),
+            },
+            ResumeError::BrokenTranscript {
+                run_id,
+                call_id,
+                problem,
+            } => ResumeError::BrokenTranscript {
+                run_id: text(run_id),
+                call_id: text(call_id),
+                problem,
+            },
+        }
+    }
+}
+
+impl RunError {
+    /// A refused resume's error as the run hands it out: a checkpoint or resume error with
+    /// its texts (and a store error's chain) redacted.
+    pub(super) fn redacted(self) -> Self {
+        match self {
+            RunError::Checkpoint(error) => RunError::Checkpoint(error.redacted()),
+            RunError::Resume(error) => RunError::Resume(error.redacted()),
+            other => other,
+        }
+    }
+}
+
 /// How a checkpoint breaks the one-result rule (see [`ResumeError::BrokenTranscript`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

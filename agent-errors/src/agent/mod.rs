@@ -28,6 +28,7 @@ mod durable;
 mod fixer;
 mod llm_error;
 mod model_call;
+mod model_failure;
 mod observed;
 mod one_result;
 mod output;
@@ -47,6 +48,7 @@ pub use conversation::{Conversation, HistoryError};
 pub use durable::{BrokenTranscript, FinishedRun, ResumeError};
 pub use fixer::NotJsonArguments;
 pub use llm_error::{IntoLlmDecision, ModelError};
+pub use model_failure::ModelFailure;
 pub use output::{AgentOutput, Json};
 pub use stream::RunDelta;
 
@@ -343,14 +345,15 @@ pub enum RunError {
     /// The run was cancelled.
     #[error("the run was cancelled")]
     Cancelled,
-    /// The model call failed and `on_llm_error` did not recover: the model's own error,
-    /// unchanged, so it can be downcast (see [`RunError::model_error`]).
+    /// The model call failed and `on_llm_error` did not recover. Shows the model's error
+    /// redacted (its `Display`, `Debug` and `source()` chain); the original, to downcast, is
+    /// [`RunError::model_error`].
     #[error(transparent)]
-    Model(BoxError),
+    Model(ModelFailure),
     /// The model called the built-in `escalate` tool: a failure the caller can act on.
     #[error("the agent escalated ({severity}): {reason}")]
     Escalated {
-        /// The model's reason (untrusted text).
+        /// The model's reason (untrusted text, secrets redacted).
         reason: String,
         /// How serious.
         severity: Severity,
@@ -358,9 +361,10 @@ pub enum RunError {
     /// The final answer could not be read as the agent's output type.
     #[error("the model's final answer could not be read as the expected output")]
     InvalidOutput {
-        /// The answer.
+        /// The answer, secrets redacted.
         text: String,
-        /// Why it did not fit.
+        /// Why it did not fit: the output type's own error, as it was (to downcast; a
+        /// parser's message may quote the answer).
         #[source]
         error: BoxError,
     },
@@ -400,7 +404,8 @@ pub enum RunError {
     /// request is expected to change.
     #[error("the model declined to answer")]
     Refused {
-        /// The model's explanation, if it gave one (untrusted text; empty when none).
+        /// The model's explanation, if it gave one (untrusted text, secrets redacted; empty
+        /// when none).
         text: String,
         /// `Refusal` or `ContentFilter`.
         reason: FinishReason,
@@ -408,18 +413,19 @@ pub enum RunError {
 }
 
 impl RunError {
-    /// The model's original error, when a model call ended the run.
+    /// The model's original error, when a model call ended the run: unredacted, to downcast
+    /// to its type ([`ModelFailure::unredacted_error`]). Do not log it; log the `RunError`.
     pub fn model_error(&self) -> Option<&ModelError> {
         match self {
-            RunError::Model(e) => Some(e.as_ref()),
+            RunError::Model(e) => Some(e.unredacted_error()),
             _ => None,
         }
     }
 
-    /// The model's original error, owned; any other error is given back.
+    /// The model's original error, owned and unredacted; any other error is given back.
     pub fn into_model_error(self) -> Result<BoxError, RunError> {
         match self {
-            RunError::Model(e) => Ok(e),
+            RunError::Model(e) => Ok(e.into_unredacted_error()),
             other => Err(other),
         }
     }

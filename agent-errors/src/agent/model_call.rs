@@ -64,7 +64,10 @@ impl<O: AgentOutput> AgentInner<O> {
         };
         match turn {
             Ok(turn) => turn,
-            Err(error) => policy.ended.take().unwrap_or(Err(RunError::Model(error))),
+            Err(error) => policy
+                .ended
+                .take()
+                .unwrap_or_else(|| Err(RunError::Model(super::ModelFailure::new(error)))),
         }
     }
 }

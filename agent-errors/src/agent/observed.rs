@@ -30,7 +30,7 @@ impl RunError {
 impl TurnFailure for RunError {
     fn error_type(&self) -> &'static str {
         match self {
-            RunError::Model(error) => classify(error.as_ref()).kind.as_str(),
+            RunError::Model(error) => classify(error.unredacted_error()).kind.as_str(),
             other => other.stop_reason(),
         }
     }

@@ -197,8 +197,8 @@ impl<O: AgentOutput> AgentInner<O> {
     }
 
     async fn resume(&self, run_id: String, options: RunOptions) -> RunOutcome<O> {
-        let refused = |error, transcript| RunOutcome {
-            result: Err(error),
+        let refused = |error: RunError, transcript| RunOutcome {
+            result: Err(error.redacted()),
             report: RunReport::default(),
             transcript,
             run_id: run_id.clone(),
@@ -403,8 +403,10 @@ impl<O: AgentOutput> AgentInner<O> {
                 request
                     .messages
                     .push(Message::assistant(Some(text.clone()), Vec::new()));
-                return O::from_final_text(text.clone())
-                    .map_err(|error| RunError::InvalidOutput { text, error });
+                return O::from_final_text(text.clone()).map_err(|error| RunError::InvalidOutput {
+                    text: crate::redact::redact(&text).into_owned(),
+                    error,
+                });
             }
 
             let calls = response.tool_calls;

@@ -23,7 +23,8 @@ pub(super) fn refusal(response: &ChatResponse) -> Option<RunError> {
     match &response.finish_reason {
         Some(reason @ (FinishReason::Refusal | FinishReason::ContentFilter)) => {
             Some(RunError::Refused {
-                text: response.text.clone().unwrap_or_default(),
+                text: crate::redact::redact(response.text.as_deref().unwrap_or_default())
+                    .into_owned(),
                 reason: reason.clone(),
             })
         }

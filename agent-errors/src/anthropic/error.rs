@@ -105,7 +105,7 @@ impl AnthropicError {
             },
             Some(source) => AnthropicError::BrokenResponse {
                 body,
-                reason: error.to_string(),
+                reason: crate::redact::redact(&error.to_string()).into_owned(),
                 source,
             },
         }

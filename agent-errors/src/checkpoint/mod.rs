@@ -83,6 +83,45 @@ pub enum CheckpointError {
 }
 
 impl CheckpointError {
+    /// A store's failure, its `source()` chain redacted when it is made (every level's words
+    /// with their secrets replaced): a database error can print its connection string. What
+    /// the library's stores return; a store of yours should too. An error of your store that
+    /// reaches a run's error is redacted there anyway.
+    ///
+    /// ```
+    /// use agent_errors::checkpoint::CheckpointError;
+    ///
+    /// let down = std::io::Error::other("cannot reach postgres://app:hunter22@db.internal/prod");
+    /// let error = CheckpointError::store(down);
+    /// let cause = std::error::Error::source(&error).unwrap().to_string();
+    /// assert_eq!(cause, "cannot reach postgres://app:[REDACTED]@db.internal/prod");
+    /// ```
+    pub fn store(error: impl Into<BoxError>) -> Self {
+        CheckpointError::Store(redacted_chain(error.into()))
+    }
+
+    /// This error with every text it shows redacted, and a `Store` error's chain replaced by
+    /// a redacted copy: what a run hands out.
+    pub(crate) fn redacted(self) -> Self {
+        let text = |t: String| crate::redact::redact(&t).into_owned();
+        match self {
+            CheckpointError::Conflict {
+                run_id,
+                expected,
+                found,
+            } => CheckpointError::Conflict {
+                run_id: text(run_id),
+                expected,
+                found,
+            },
+            CheckpointError::Store(error) => CheckpointError::Store(redacted_chain(error)),
+            CheckpointError::Corrupt { run_id, reason } => CheckpointError::Corrupt {
+                run_id: text(run_id),
+                reason: text(reason),
+            },
+        }
+    }
+
     /// The conflict a save of `sequence` meets when `found` is stored.
     pub fn conflict(run_id: &str, sequence: u64, found: Option<u64>) -> Self {
         CheckpointError::Conflict {
@@ -91,6 +130,20 @@ impl CheckpointError {
             found,
         }
     }
+}
+
+/// `error`'s chain redacted; kept as it is when it is redacted already (a copy made before,
+/// or a PostgreSQL store's error, whose messages are redacted when made and which callers
+/// downcast to).
+fn redacted_chain(error: BoxError) -> BoxError {
+    #[cfg(feature = "postgres")]
+    if error.is::<PostgresStoreError>() {
+        return error;
+    }
+    if error.is::<crate::classify::RedactedError>() {
+        return error;
+    }
+    crate::classify::RedactedError::chain_of(error.as_ref())
 }
 
 /// Whether a save of `sequence` may follow the stored sequence `found`: the fencing rule every

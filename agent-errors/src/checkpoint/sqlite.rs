@@ -51,7 +51,7 @@ impl std::fmt::Debug for SqliteCheckpoints {
 }
 
 fn store_error(error: impl std::error::Error + Send + Sync + 'static) -> CheckpointError {
-    CheckpointError::Store(Box::new(error))
+    CheckpointError::store(error)
 }
 
 impl SqliteCheckpoints {

@@ -12,6 +12,12 @@ use std::fmt;
 use super::{HttpError, chain};
 use crate::error::{BoxError, InvalidArguments, ToolError};
 
+/// A redacted copy of a level that keeps its type, for the types a caller above this floor
+/// knows (a stream error, a provider's status error); `None` for any other. It may take the
+/// stand-ins of the level's causes (`below`) as the copy's source.
+pub(crate) type TypedCopy<'a> =
+    &'a dyn Fn(&(dyn Error + 'static), &mut Option<BoxError>) -> Option<BoxError>;
+
 /// One level of an error chain, redacted: the original's words with every secret replaced, and
 /// the original's type name when the library knows the type. Its `source()` is the next level,
 /// redacted the same way.
@@ -44,12 +50,23 @@ impl RedactedError {
     /// The chain of `error` redacted: the stand-in for `error` itself, whose `source()` leads
     /// to the stand-ins of its causes.
     pub(crate) fn chain_of(error: &(dyn Error + 'static)) -> BoxError {
+        RedactedError::chain_with(error, &|_, _| None)
+    }
+
+    /// Like [`chain_of`](RedactedError::chain_of), with the levels `typed` copies kept of
+    /// their type.
+    pub(crate) fn chain_with(error: &(dyn Error + 'static), typed: TypedCopy<'_>) -> BoxError {
         let levels: Vec<&(dyn Error + 'static)> = chain(error).collect();
         let mut below: Option<BoxError> = None;
         for level in levels.into_iter().rev() {
-            below = Some(stand_in(level, below));
+            below = Some(stand_in(level, below, typed));
         }
         below.unwrap_or_else(|| Box::new(RedactedError::text(None, error)))
+    }
+
+    /// `level` alone (no source), its words redacted.
+    pub(crate) fn level(level: &(dyn Error + 'static)) -> Self {
+        RedactedError::text(type_name(level), level)
     }
 
     fn text(type_name: Option<&'static str>, level: &(dyn Error + 'static)) -> Self {
@@ -94,11 +111,20 @@ impl Error for RedactedError {
     }
 }
 
-/// The stand-in for `level`, with `below` (its causes' stand-ins) as its source.
-fn stand_in(level: &(dyn Error + 'static), below: Option<BoxError>) -> BoxError {
+/// The stand-in for `level`, with `below` (its causes' stand-ins) as its source. An
+/// `HttpError`, and the types `typed` copies, stay of their type, redacted, so a lookup by type
+/// still finds them.
+fn stand_in(
+    level: &(dyn Error + 'static),
+    mut below: Option<BoxError>,
+    typed: TypedCopy<'_>,
+) -> BoxError {
     if let Some(http) = level.downcast_ref::<HttpError>() {
         // An `HttpError` has no source: nothing below it is lost.
         return Box::new(http.redacted());
+    }
+    if let Some(copy) = typed(level, &mut below) {
+        return copy;
     }
     let mut stand_in = RedactedError::text(type_name(level), level);
     stand_in.source = below;

@@ -40,7 +40,7 @@ pub enum McpError {
     Handshake {
         /// The server's name.
         server: String,
-        /// What the SDK said.
+        /// What the SDK said, redacted.
         reason: String,
         /// A connection that went away: [`io::ErrorKind::ConnectionAborted`].
         #[source]
@@ -95,7 +95,7 @@ pub enum McpError {
         server: String,
         /// The JSON-RPC error code.
         code: i32,
-        /// The server's message.
+        /// The server's message, redacted.
         message: String,
         /// [`io::ErrorKind::NotFound`] for a missing method or tool,
         /// [`io::ErrorKind::InvalidInput`] for invalid params; none otherwise, and the message
@@ -110,7 +110,7 @@ pub enum McpError {
         server: String,
         /// The tool's name on the server.
         tool: String,
-        /// The text of the result, as the server wrote it.
+        /// The text of the result, as the server wrote it, secrets redacted.
         text: String,
         /// What this error says about itself: the text, or when the text names an HTTP status,
         /// a short line that leaves the text to `status`.
@@ -124,7 +124,7 @@ pub enum McpError {
     Protocol {
         /// The server's name.
         server: String,
-        /// What the SDK said.
+        /// What the SDK said, redacted.
         reason: String,
     },
 }
@@ -155,7 +155,7 @@ impl McpError {
     pub(crate) fn handshake(server: &str, reason: impl ToString) -> Self {
         McpError::Handshake {
             server: server.to_owned(),
-            reason: reason.to_string(),
+            reason: redacted(reason.to_string()),
             source: io::Error::from(io::ErrorKind::ConnectionAborted),
         }
     }
@@ -174,13 +174,14 @@ impl McpError {
             }),
             other => Box::new(McpError::Protocol {
                 server: server.to_owned(),
-                reason: other.to_string(),
+                reason: redacted(other.to_string()),
             }),
         }
     }
 
     /// The failure an `isError: true` result stands for, read from its text.
     pub(crate) fn from_error_text(server: &str, tool: &str, text: String) -> BoxError {
+        let text = redacted(text);
         if let Some((code, message)) = written_rpc_error(&text) {
             return rpc_failure(server, ErrorCode(code), message.to_owned());
         }
@@ -202,6 +203,7 @@ impl McpError {
 /// A JSON-RPC error: invalid params become [`InvalidArguments`] (unless they say the tool does
 /// not exist), a missing method or tool is a not-found fact, anything else is left to its words.
 fn rpc_failure(server: &str, code: ErrorCode, message: String) -> BoxError {
+    let message = redacted(message);
     let fact = match code {
         ErrorCode::INVALID_PARAMS if names_missing_tool(&message) => Some(io::ErrorKind::NotFound),
         ErrorCode::INVALID_PARAMS => Some(io::ErrorKind::InvalidInput),
@@ -220,6 +222,15 @@ fn rpc_failure(server: &str, code: ErrorCode, message: String) -> BoxError {
         Box::new(InvalidArguments::new(message).with_source(error))
     } else {
         Box::new(error)
+    }
+}
+
+/// A server's words, redacted once when the error is made: the error is handed out whole (to
+/// the caller of a client, in a log), and a server can echo a key or a connection string.
+fn redacted(text: String) -> String {
+    match crate::redact::redact(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(redacted) => redacted,
     }
 }
 

@@ -129,7 +129,7 @@ impl OpenAiError {
             },
             Some(source) => OpenAiError::BrokenResponse {
                 body,
-                reason: error.to_string(),
+                reason: crate::redact::redact(&error.to_string()).into_owned(),
                 source,
             },
         }

@@ -13,8 +13,9 @@ pub(crate) const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 ///
 /// Its `source()` is an [`HttpError`] carrying the status, every response header and the
 /// provider's message (scrubbed and cut to 1000 characters, since the error's text shows it), so [`classify`](crate::classify::classify()) reads the status like any other HTTP
-/// failure. Its `Debug` redacts the body and the message, as [`HttpError`]'s does: an upstream
-/// that echoes a key back must not put it in a log.
+/// failure. Its `Debug` redacts the message, as [`HttpError`]'s does, and leaves the body out
+/// (only its length): an upstream that echoes a key back must not put it in a log. The body is
+/// [`body`](StatusError::body), untrusted text.
 #[derive(Clone, thiserror::Error)]
 #[error("the {server} answered HTTP {}", http.status())]
 pub struct StatusError {
@@ -31,7 +32,9 @@ impl std::fmt::Debug for StatusError {
             .field("server", &self.server)
             .field("http", &self.http)
             .field("code", &self.code)
-            .field("body", &crate::redact::redact(&self.body))
+            // The body is the server's text, quoted inside JSON (where a secret's quotes are
+            // escaped and its name no longer reads as one): left out, the message shows it.
+            .field("body_bytes", &self.body.len())
             .finish()
     }
 }
@@ -85,6 +88,18 @@ impl StatusError {
     /// `rate_limit_error`, ...), when the body had one.
     pub fn code(&self) -> Option<&str> {
         self.code.as_deref()
+    }
+
+    /// A copy with the body redacted and the `HttpError` redacted as its `Debug` shows it (the
+    /// status, the code and the retry headers kept): what a run's error chain holds in its
+    /// place.
+    pub(crate) fn redacted(&self) -> StatusError {
+        StatusError {
+            http: self.http.redacted(),
+            body: crate::redact::redact(&self.body).into_owned(),
+            code: self.code.clone(),
+            server: self.server,
+        }
     }
 
     /// The status, headers and the provider's message as an [`HttpError`].

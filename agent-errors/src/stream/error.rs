@@ -4,7 +4,7 @@ use std::io;
 use std::time::Duration;
 
 use crate::chat::ToolCall;
-use crate::classify::HttpError;
+use crate::classify::{HttpError, RedactedError};
 use crate::error::BoxError;
 use crate::usage::Usage;
 
@@ -108,6 +108,47 @@ pub enum StreamError {
         #[source]
         http: HttpError,
     },
+}
+
+impl StreamError {
+    /// A copy of this error with its text redacted. An `EndedEarly`'s cause is `below`, the
+    /// stand-ins of its own chain (so a `Stalled` below it is still a `StreamError`); a fixed
+    /// `io::Error` cause is remade from its kind and redacted words.
+    pub(crate) fn redacted_copy(&self, below: Option<BoxError>) -> StreamError {
+        let io = |e: &std::io::Error| {
+            std::io::Error::new(e.kind(), crate::redact::redact(&e.to_string()).into_owned())
+        };
+        let text = |t: &str| crate::redact::redact(t).into_owned();
+        match self {
+            StreamError::FirstEventTimeout { limit, source } => StreamError::FirstEventTimeout {
+                limit: *limit,
+                source: io(source),
+            },
+            StreamError::Stalled { idle, source } => StreamError::Stalled {
+                idle: *idle,
+                source: io(source),
+            },
+            StreamError::Malformed { reason, data } => StreamError::Malformed {
+                reason: text(reason),
+                data: text(data),
+            },
+            StreamError::EndedEarly { source } => StreamError::EndedEarly {
+                source: below.unwrap_or_else(|| Box::new(RedactedError::level(source.as_ref()))),
+            },
+            StreamError::DeadlineExceeded { deadline, source } => StreamError::DeadlineExceeded {
+                deadline: *deadline,
+                source: io(source),
+            },
+            StreamError::TooLarge { limit, source } => StreamError::TooLarge {
+                limit: *limit,
+                source: io(source),
+            },
+            StreamError::ErrorEvent { error_type, http } => StreamError::ErrorEvent {
+                error_type: text(error_type),
+                http: http.redacted(),
+            },
+        }
+    }
 }
 
 /// The longest reason a [`StreamError::Malformed`] keeps.
