@@ -203,6 +203,20 @@ pub struct RunContext {
     retries: Arc<RetryAllowance>,
 }
 
+/// Every part of a [`RunContext`], for [`RunContext::for_run`].
+pub(crate) struct RunSetup {
+    pub(crate) breaker: RunBreaker,
+    pub(crate) service: Option<Arc<ServiceBreaker>>,
+    pub(crate) retry_budget: Option<Arc<RetryBudget>>,
+    pub(crate) permission: Option<Arc<dyn PermissionHook>>,
+    pub(crate) cancel: Cancellation,
+    pub(crate) extensions: Extensions,
+    pub(crate) limits: Limits,
+    pub(crate) events: EventLog,
+    pub(crate) run_id: Option<Arc<str>>,
+    pub(crate) recorder: Arc<dyn CallRecorder>,
+}
+
 /// The per-run recovery state a durable run saves: the per-run breaker's counts and trip, the
 /// tools `degrade` dropped, permission denials.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -240,23 +254,55 @@ impl RunContext {
     /// A fresh context: no events, nothing dropped, the per-run breaker at its default
     /// threshold, no service breaker, no permission hook.
     pub fn new() -> Self {
-        let cancel = Cancellation::new();
-        RunContext {
-            events: Arc::new(EventLog::new()),
-            state: Mutex::new(RunState::default()),
-            troubled: AtomicBool::new(false),
-            halt: cancel.child(),
-            cancel,
+        RunContext::for_run(RunSetup {
+            breaker: RunBreaker::default(),
             service: None,
             retry_budget: None,
             permission: None,
-            limits: Limits::default(),
+            cancel: Cancellation::new(),
             extensions: Extensions::new(),
-            classifier: OnceLock::new(),
-            denials: AtomicU32::new(0),
+            limits: Limits::default(),
+            events: EventLog::new(),
             run_id: None,
             recorder: NoRecorder::shared(),
-            retries: Arc::new(RetryAllowance::new(DEFAULT_MAX_RETRIES)),
+        })
+    }
+
+    /// The context of a run whose every part is known up front: each part built once (a
+    /// `with_*` chain would build a default of each first and drop it, which costs an agent run
+    /// a few thousand instructions).
+    pub(crate) fn for_run(setup: RunSetup) -> Self {
+        let RunSetup {
+            breaker,
+            service,
+            retry_budget,
+            permission,
+            cancel,
+            extensions,
+            limits,
+            events,
+            run_id,
+            recorder,
+        } = setup;
+        RunContext {
+            events: Arc::new(events),
+            state: Mutex::new(RunState {
+                breaker,
+                ..RunState::default()
+            }),
+            troubled: AtomicBool::new(false),
+            halt: cancel.child(),
+            cancel,
+            service,
+            retry_budget,
+            permission,
+            retries: Arc::new(RetryAllowance::new(limits.max_retries)),
+            limits,
+            extensions,
+            classifier: OnceLock::new(),
+            denials: AtomicU32::new(0),
+            run_id,
+            recorder,
         }
     }
 
@@ -361,13 +407,6 @@ impl RunContext {
                 .for_call(IdempotencyKey::new(Arc::clone(run_id), call_id)),
             None => self.extensions.clone(),
         }
-    }
-
-    /// Tags the run's events and sends them live.
-    #[must_use]
-    pub(crate) fn with_observer(mut self, observer: crate::observe::Observer) -> Self {
-        self.events = Arc::new(EventLog::observed(observer));
-        self
     }
 
     /// The events so far.
@@ -521,13 +560,6 @@ impl RunContext {
         if troubled {
             self.troubled.store(true, Ordering::SeqCst);
         }
-    }
-
-    /// Records how this run's calls get on with `recorder` (a durable run's checkpoints).
-    #[must_use]
-    pub(crate) fn with_recorder(mut self, recorder: Arc<dyn CallRecorder>) -> Self {
-        self.recorder = recorder;
-        self
     }
 
     /// The run's retry allowance: every retry of the run, at any layer, spends from it.

@@ -41,7 +41,7 @@ pub use context::{Cancellation, DEFAULT_MAX_PERMISSION_DENIALS, Limits, RunConte
 pub use outcome::{CallOutcome, Terminated, TerminationReason};
 pub use permission::{Permission, PermissionContext, PermissionDenied, PermissionHook};
 
-pub(crate) use context::RecoveryState;
+pub(crate) use context::{RecoveryState, RunSetup};
 pub(crate) use outcome::CANCELLED;
 pub(crate) use record::{CallRecorder, NoRecorder, Recorded};
 pub use resume::CallInterrupted;
@@ -52,7 +52,9 @@ use tokio_util::sync::CancellationToken;
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
 use crate::events::Event;
+use crate::policy::ResolvedPolicy;
 use crate::registry::Registry;
+use crate::tool::ToolDef;
 use crate::sanitize::{MAX_TOOL_NAME_CHARS, sanitize};
 use attempt::Missed;
 use gate::{Refused, unknown_tool};
@@ -67,10 +69,13 @@ pub(crate) async fn execute(
     call: &ToolCall,
     start: CallStart<'_>,
 ) -> CallOutcome {
-    let meters = registry.meters(&call.name);
+    // The name is looked up once: the tool, its policy and its meters come together.
+    let found = registry.entry(&call.name);
+    let meters = found.map(|(_, _, meters)| meters);
+    let entry = found.map(|(tool, policy, _)| (tool, policy));
     // Boxed once here, the call's work is not copied again by each layer that wraps it (the
     // span, the halt, a turn's join): one allocation costs less than those copies.
-    let handled = Box::pin(handle(registry, ctx, call, start));
+    let handled = Box::pin(handle(registry, ctx, entry, call, start));
     crate::observe::tool_call(call, meters, execute_call(registry, ctx, call, handled)).await
 }
 
@@ -189,10 +194,11 @@ where
 async fn handle(
     registry: &Registry,
     ctx: &RunContext,
+    entry: Option<(&ToolDef, &ResolvedPolicy)>,
     call: &ToolCall,
     start: CallStart<'_>,
 ) -> Handled {
-    let Some(entry @ (tool, _)) = registry.entry(&call.name) else {
+    let Some(entry @ (tool, _)) = entry else {
         return unknown_tool(registry, ctx, call);
     };
     // For a resumed call, the arguments a fixer wrote before the run was interrupted, when one
