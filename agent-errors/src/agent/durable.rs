@@ -264,13 +264,23 @@ mod tests {
 
     #[test]
     fn a_run_id_is_run_and_32_lowercase_hex_digits_of_its_bits() {
-        for bits in [0, 1, 0xab, u128::MAX, 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210] {
+        for bits in [
+            0,
+            1,
+            0xab,
+            u128::MAX,
+            0x0123_4567_89ab_cdef_fedc_ba98_7654_3210,
+        ] {
             assert_eq!(run_id_of(bits), format!("run-{bits:032x}"));
         }
         let id = new_run_id();
         assert_eq!(id.len(), 36);
         assert!(id.starts_with("run-"));
-        assert!(id[4..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+        assert!(
+            id[4..]
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        );
         assert_ne!(new_run_id(), id, "two runs get two ids");
     }
 }

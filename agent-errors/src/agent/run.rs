@@ -12,12 +12,12 @@ use super::recorder::Recorder;
 use super::stream::DeltaSender;
 use super::turn;
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
+use crate::breaker::RunBreaker;
 use crate::chat::{ChatRequest, Message, ToolCall, ToolSpec};
 use crate::checkpoint::CheckpointError;
 use crate::classify::ErrorKind;
-use crate::events::RunReport;
-use crate::breaker::RunBreaker;
 use crate::events::EventLog;
+use crate::events::RunReport;
 use crate::executor::{
     CallRecorder, Cancellation, NoRecorder, RecoveryState, RunContext, RunSetup,
 };
