@@ -20,10 +20,12 @@
 //! one outcome.
 
 mod attempt;
+mod cancel;
 mod context;
 mod entry;
 mod gate;
 mod ladder;
+mod limits;
 mod outcome;
 mod permission;
 mod record;
@@ -37,7 +39,9 @@ use std::task::Poll;
 use futures_util::future::join_all;
 
 pub use attempt::{CircuitOpen, ToolPanic};
-pub use context::{Cancellation, DEFAULT_MAX_PERMISSION_DENIALS, Limits, RunContext};
+pub use cancel::Cancellation;
+pub use context::RunContext;
+pub use limits::{DEFAULT_MAX_PERMISSION_DENIALS, Limits};
 pub use outcome::{CallOutcome, Terminated, TerminationReason};
 pub use permission::{Permission, PermissionContext, PermissionDenied, PermissionHook};
 
