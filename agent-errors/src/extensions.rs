@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use crate::idempotency::IdempotencyKey;
 
+type Values = HashMap<TypeId, Arc<dyn Any + Send + Sync>>;
+
 /// A map from type to one value of that type, given to a run with
 /// [`RunOptions::context`](crate::RunOptions::context) or
 /// [`RunContext::with_extensions`](crate::RunContext::with_extensions).
@@ -26,7 +28,8 @@ use crate::idempotency::IdempotencyKey;
 /// ```
 #[derive(Clone, Default)]
 pub struct Extensions {
-    values: Arc<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+    /// `None` until a value is added: a run given no values allocates (and frees) no map.
+    values: Option<Arc<Values>>,
     /// The key of the call these values were handed to: kept beside the map so giving each
     /// call its key costs no copy of the run's values.
     call_key: Option<Arc<dyn Any + Send + Sync>>,
@@ -47,7 +50,8 @@ impl Extensions {
 
     /// Adds `value`, replacing a value of the same type.
     pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) {
-        Arc::make_mut(&mut self.values).insert(TypeId::of::<T>(), Arc::new(value));
+        let values = self.values.get_or_insert_with(Arc::default);
+        Arc::make_mut(values).insert(TypeId::of::<T>(), Arc::new(value));
     }
 
     /// The value of type `T`, if the run was given one.
@@ -72,20 +76,25 @@ impl Extensions {
         if id == TypeId::of::<IdempotencyKey>() {
             return self.call_key.as_ref();
         }
-        self.values.get(&id)
+        self.values.as_ref()?.get(&id)
     }
 
     /// These values, handed to the call `key` names: its tools and fixers also find the key.
     pub(crate) fn for_call(&self, key: IdempotencyKey) -> Extensions {
         Extensions {
-            values: Arc::clone(&self.values),
+            values: self.values.clone(),
             call_key: Some(Arc::new(key)),
         }
     }
 
     /// How many values the map holds, a call's idempotency key included.
     pub fn len(&self) -> usize {
-        self.values.len() + usize::from(self.call_key.is_some())
+        self.values_len() + usize::from(self.call_key.is_some())
+    }
+
+    /// How many values the run was given.
+    fn values_len(&self) -> usize {
+        self.values.as_ref().map_or(0, |values| values.len())
     }
 
     /// Whether the map is empty.
@@ -97,7 +106,7 @@ impl Extensions {
 impl fmt::Debug for Extensions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Extensions")
-            .field("len", &self.values.len())
+            .field("len", &self.values_len())
             .finish_non_exhaustive()
     }
 }
@@ -113,13 +122,18 @@ impl PartialEq for Extensions {
             _ => false,
         };
         same_key
-            && self.values.len() == other.values.len()
-            && self.values.iter().all(|(id, value)| {
-                other
-                    .values
-                    .get(id)
-                    .is_some_and(|theirs| Arc::ptr_eq(value, theirs))
-            })
+            && self.values_len() == other.values_len()
+            && self
+                .values
+                .iter()
+                .flat_map(|values| values.iter())
+                .all(|(id, value)| {
+                    other
+                        .values
+                        .as_ref()
+                        .and_then(|theirs| theirs.get(id))
+                        .is_some_and(|theirs| Arc::ptr_eq(value, theirs))
+                })
     }
 }
 

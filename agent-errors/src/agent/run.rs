@@ -12,11 +12,15 @@ use super::recorder::Recorder;
 use super::stream::DeltaSender;
 use super::turn;
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
+use crate::breaker::RunBreaker;
 use crate::chat::{ChatRequest, Message, ToolCall, ToolSpec};
 use crate::checkpoint::CheckpointError;
 use crate::classify::ErrorKind;
+use crate::events::EventLog;
 use crate::events::RunReport;
-use crate::executor::{CallRecorder, Cancellation, NoRecorder, RecoveryState, RunContext};
+use crate::executor::{
+    CallRecorder, Cancellation, NoRecorder, RecoveryState, RunContext, RunSetup,
+};
 use crate::observe::{self, Observer};
 use crate::retry::RunRetries;
 use crate::sanitize::SurfacedError;
@@ -147,23 +151,18 @@ impl<O: AgentOutput> AgentInner<O> {
         recorder: Arc<dyn CallRecorder>,
     ) -> RunContext {
         let observer = Observer::new(Arc::clone(&self.model), self.feed.clone(), options.feed);
-        let ctx = RunContext::new()
-            .with_breaker_threshold(self.breaker_threshold)
-            .with_service_breaker(self.service_breaker.clone())
-            .with_cancellation(options.cancellation)
-            .with_extensions(options.extensions)
-            .with_limits(self.limits)
-            .with_observer(observer)
-            .with_run_id(run_id)
-            .with_recorder(recorder);
-        let ctx = match &self.retry_budget {
-            Some(budget) => ctx.with_retry_budget(budget.clone()),
-            None => ctx,
-        };
-        match &self.permission {
-            Some(hook) => ctx.with_permission(hook.clone()),
-            None => ctx,
-        }
+        RunContext::for_run(RunSetup {
+            breaker: RunBreaker::new(self.breaker_threshold),
+            service: Some(self.service_breaker.clone()),
+            retry_budget: self.retry_budget.clone(),
+            permission: self.permission.clone(),
+            cancel: options.cancellation,
+            extensions: options.extensions,
+            limits: self.limits,
+            events: EventLog::observed(observer),
+            run_id: Some(run_id.into()),
+            recorder,
+        })
     }
 
     async fn run(&self, history: Vec<Message>, mut options: RunOptions) -> RunOutcome<O> {

@@ -18,133 +18,10 @@ use crate::extensions::Extensions;
 use crate::idempotency::IdempotencyKey;
 use crate::retry::RetryAllowance;
 
+use super::cancel::Cancellation;
+use super::limits::Limits;
 use super::permission::{PermissionContext, PermissionHook};
 use super::record::{CallRecorder, NoRecorder};
-
-/// A handle that cancels a run. Clones share the same state.
-///
-/// ```
-/// use agent_errors::Cancellation;
-///
-/// let cancel = Cancellation::new();
-/// let handle = cancel.clone();
-/// handle.cancel();
-/// assert!(cancel.is_cancelled());
-/// ```
-#[derive(Debug, Clone, Default)]
-pub struct Cancellation(CancellationToken);
-
-impl Cancellation {
-    /// A handle not yet cancelled.
-    pub fn new() -> Self {
-        Cancellation::default()
-    }
-
-    /// Cancels: pending and running tool calls answer "operation cancelled" and the run ends.
-    pub fn cancel(&self) {
-        self.0.cancel();
-    }
-
-    /// Whether `cancel` was called.
-    pub fn is_cancelled(&self) -> bool {
-        self.0.is_cancelled()
-    }
-
-    /// Completes once cancelled.
-    pub async fn cancelled(&self) {
-        self.0.cancelled().await;
-    }
-
-    /// A token cancelled with this handle, or on its own.
-    fn child(&self) -> CancellationToken {
-        self.0.child_token()
-    }
-}
-
-/// The default of [`Limits::max_permission_denials`].
-pub const DEFAULT_MAX_PERMISSION_DENIALS: u32 = 20;
-
-/// Bounds that keep recovery finite.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Limits {
-    /// Fixer invocations per tool call, across every ladder: a fixer that never converges ends.
-    pub max_repair_steps: u32,
-    /// Characters of an error message a model may see.
-    pub max_message_chars: usize,
-    /// Permission denials, across every tool, after which the run ends: a model that keeps
-    /// asking for what it may not do will not stop by itself (0: no budget).
-    pub max_permission_denials: u32,
-    /// The bound on a call of any tool that sets no `timeout` of its own (none by default).
-    pub default_tool_timeout: Option<std::time::Duration>,
-    /// The bound on a whole agent run, model calls and tools included (none by default).
-    pub run_deadline: Option<std::time::Duration>,
-    /// Retries one run may make in all, at every layer: tool retries, model-call retries and
-    /// the provider's own (32 by default). A durable run keeps what it spent across a restart.
-    pub max_retries: u32,
-}
-
-/// The default of [`Limits::max_retries`].
-pub(crate) const DEFAULT_MAX_RETRIES: u32 = 32;
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_repair_steps: 8,
-            max_message_chars: crate::sanitize::DEFAULT_MAX_CHARS,
-            max_permission_denials: DEFAULT_MAX_PERMISSION_DENIALS,
-            default_tool_timeout: None,
-            run_deadline: None,
-            max_retries: DEFAULT_MAX_RETRIES,
-        }
-    }
-}
-
-impl Limits {
-    /// Sets the cap on fixer invocations per tool call (0: never ask a fixer).
-    #[must_use]
-    pub fn with_max_repair_steps(mut self, steps: u32) -> Self {
-        self.max_repair_steps = steps;
-        self
-    }
-
-    /// Sets the number of permission denials, across every tool, that ends a run (0: never).
-    #[must_use]
-    pub fn with_max_permission_denials(mut self, denials: u32) -> Self {
-        self.max_permission_denials = denials;
-        self
-    }
-
-    /// Bounds every call of a tool that has no `timeout` of its own: a tool that hangs then
-    /// fails as a `timeout` the policy handles, instead of holding the run open.
-    #[must_use]
-    pub fn with_default_tool_timeout(mut self, timeout: std::time::Duration) -> Self {
-        self.default_tool_timeout = Some(timeout);
-        self
-    }
-
-    /// Bounds a whole agent run: past it, the calls still running answer "operation cancelled"
-    /// and the run ends with `RunError::DeadlineExceeded`.
-    #[must_use]
-    pub fn with_run_deadline(mut self, deadline: std::time::Duration) -> Self {
-        self.run_deadline = Some(deadline);
-        self
-    }
-
-    /// Sets how many retries one run may make in all, at every layer (0: none).
-    #[must_use]
-    pub fn with_max_retries(mut self, retries: u32) -> Self {
-        self.max_retries = retries;
-        self
-    }
-
-    /// Sets the bound on an error message a model may see, in characters.
-    #[must_use]
-    pub fn with_max_message_chars(mut self, chars: usize) -> Self {
-        self.max_message_chars = chars;
-        self
-    }
-}
 
 /// What one run has learnt about its tools.
 #[derive(Debug, Default, Clone)]
@@ -203,6 +80,20 @@ pub struct RunContext {
     retries: Arc<RetryAllowance>,
 }
 
+/// Every part of a [`RunContext`], for [`RunContext::for_run`].
+pub(crate) struct RunSetup {
+    pub(crate) breaker: RunBreaker,
+    pub(crate) service: Option<Arc<ServiceBreaker>>,
+    pub(crate) retry_budget: Option<Arc<RetryBudget>>,
+    pub(crate) permission: Option<Arc<dyn PermissionHook>>,
+    pub(crate) cancel: Cancellation,
+    pub(crate) extensions: Extensions,
+    pub(crate) limits: Limits,
+    pub(crate) events: EventLog,
+    pub(crate) run_id: Option<Arc<str>>,
+    pub(crate) recorder: Arc<dyn CallRecorder>,
+}
+
 /// The per-run recovery state a durable run saves: the per-run breaker's counts and trip, the
 /// tools `degrade` dropped, permission denials.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -240,23 +131,55 @@ impl RunContext {
     /// A fresh context: no events, nothing dropped, the per-run breaker at its default
     /// threshold, no service breaker, no permission hook.
     pub fn new() -> Self {
-        let cancel = Cancellation::new();
-        RunContext {
-            events: Arc::new(EventLog::new()),
-            state: Mutex::new(RunState::default()),
-            troubled: AtomicBool::new(false),
-            halt: cancel.child(),
-            cancel,
+        RunContext::for_run(RunSetup {
+            breaker: RunBreaker::default(),
             service: None,
             retry_budget: None,
             permission: None,
-            limits: Limits::default(),
+            cancel: Cancellation::new(),
             extensions: Extensions::new(),
-            classifier: OnceLock::new(),
-            denials: AtomicU32::new(0),
+            limits: Limits::default(),
+            events: EventLog::new(),
             run_id: None,
             recorder: NoRecorder::shared(),
-            retries: Arc::new(RetryAllowance::new(DEFAULT_MAX_RETRIES)),
+        })
+    }
+
+    /// The context of a run whose every part is known up front: each part built once (a
+    /// `with_*` chain would build a default of each first and drop it, which costs an agent run
+    /// a few thousand instructions).
+    pub(crate) fn for_run(setup: RunSetup) -> Self {
+        let RunSetup {
+            breaker,
+            service,
+            retry_budget,
+            permission,
+            cancel,
+            extensions,
+            limits,
+            events,
+            run_id,
+            recorder,
+        } = setup;
+        RunContext {
+            events: Arc::new(events),
+            state: Mutex::new(RunState {
+                breaker,
+                ..RunState::default()
+            }),
+            troubled: AtomicBool::new(false),
+            halt: cancel.child(),
+            cancel,
+            service,
+            retry_budget,
+            permission,
+            retries: Arc::new(RetryAllowance::new(limits.max_retries)),
+            limits,
+            extensions,
+            classifier: OnceLock::new(),
+            denials: AtomicU32::new(0),
+            run_id,
+            recorder,
         }
     }
 
@@ -361,13 +284,6 @@ impl RunContext {
                 .for_call(IdempotencyKey::new(Arc::clone(run_id), call_id)),
             None => self.extensions.clone(),
         }
-    }
-
-    /// Tags the run's events and sends them live.
-    #[must_use]
-    pub(crate) fn with_observer(mut self, observer: crate::observe::Observer) -> Self {
-        self.events = Arc::new(EventLog::observed(observer));
-        self
     }
 
     /// The events so far.
@@ -521,13 +437,6 @@ impl RunContext {
         if troubled {
             self.troubled.store(true, Ordering::SeqCst);
         }
-    }
-
-    /// Records how this run's calls get on with `recorder` (a durable run's checkpoints).
-    #[must_use]
-    pub(crate) fn with_recorder(mut self, recorder: Arc<dyn CallRecorder>) -> Self {
-        self.recorder = recorder;
-        self
     }
 
     /// The run's retry allowance: every retry of the run, at any layer, spends from it.

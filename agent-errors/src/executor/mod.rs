@@ -20,10 +20,12 @@
 //! one outcome.
 
 mod attempt;
+mod cancel;
 mod context;
 mod entry;
 mod gate;
 mod ladder;
+mod limits;
 mod outcome;
 mod permission;
 mod record;
@@ -37,11 +39,13 @@ use std::task::Poll;
 use futures_util::future::join_all;
 
 pub use attempt::{CircuitOpen, ToolPanic};
-pub use context::{Cancellation, DEFAULT_MAX_PERMISSION_DENIALS, Limits, RunContext};
+pub use cancel::Cancellation;
+pub use context::RunContext;
+pub use limits::{DEFAULT_MAX_PERMISSION_DENIALS, Limits};
 pub use outcome::{CallOutcome, Terminated, TerminationReason};
 pub use permission::{Permission, PermissionContext, PermissionDenied, PermissionHook};
 
-pub(crate) use context::RecoveryState;
+pub(crate) use context::{RecoveryState, RunSetup};
 pub(crate) use outcome::CANCELLED;
 pub(crate) use record::{CallRecorder, NoRecorder, Recorded};
 pub use resume::CallInterrupted;
@@ -52,8 +56,10 @@ use tokio_util::sync::CancellationToken;
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
 use crate::events::Event;
+use crate::policy::ResolvedPolicy;
 use crate::registry::Registry;
 use crate::sanitize::{MAX_TOOL_NAME_CHARS, sanitize};
+use crate::tool::ToolDef;
 use attempt::Missed;
 use gate::{Refused, unknown_tool};
 use ladder::Walk;
@@ -67,10 +73,13 @@ pub(crate) async fn execute(
     call: &ToolCall,
     start: CallStart<'_>,
 ) -> CallOutcome {
-    let meters = registry.meters(&call.name);
+    // The name is looked up once: the tool, its policy and its meters come together.
+    let found = registry.entry(&call.name);
+    let meters = found.map(|(_, _, meters)| meters);
+    let entry = found.map(|(tool, policy, _)| (tool, policy));
     // Boxed once here, the call's work is not copied again by each layer that wraps it (the
     // span, the halt, a turn's join): one allocation costs less than those copies.
-    let handled = Box::pin(handle(registry, ctx, call, start));
+    let handled = Box::pin(handle(registry, ctx, entry, call, start));
     crate::observe::tool_call(call, meters, execute_call(registry, ctx, call, handled)).await
 }
 
@@ -189,10 +198,11 @@ where
 async fn handle(
     registry: &Registry,
     ctx: &RunContext,
+    entry: Option<(&ToolDef, &ResolvedPolicy)>,
     call: &ToolCall,
     start: CallStart<'_>,
 ) -> Handled {
-    let Some(entry @ (tool, _)) = registry.entry(&call.name) else {
+    let Some(entry @ (tool, _)) = entry else {
         return unknown_tool(registry, ctx, call);
     };
     // For a resumed call, the arguments a fixer wrote before the run was interrupted, when one

@@ -277,16 +277,11 @@ impl Registry {
         self.index.get(name).map(|&i| &self.tools[i])
     }
 
-    /// The metric keys of the tool of that name.
-    pub(crate) fn meters(&self, name: &str) -> Option<&ToolMeters> {
-        self.index.get(name).map(|&i| &self.meters[i])
-    }
-
-    /// The tool and its resolved policy.
-    pub(crate) fn entry(&self, name: &str) -> Option<(&ToolDef, &ResolvedPolicy)> {
+    /// The tool of that name, its resolved policy and its metric keys: one lookup of the name.
+    pub(crate) fn entry(&self, name: &str) -> Option<(&ToolDef, &ResolvedPolicy, &ToolMeters)> {
         self.index
             .get(name)
-            .map(|&i| (&self.tools[i], &self.resolved[i]))
+            .map(|&i| (&self.tools[i], &self.resolved[i], &self.meters[i]))
     }
 
     /// Every tool, in registration order.
@@ -311,7 +306,7 @@ impl Registry {
 
     /// A tool's resolved policy with the layer each key came from.
     pub fn explain(&self, tool: &str) -> Option<Explanation> {
-        self.entry(tool).map(|(def, policy)| Explanation {
+        self.entry(tool).map(|(def, policy, _)| Explanation {
             tool: def.name().to_owned(),
             optional: def.is_optional(),
             policy: policy.clone(),
