@@ -1,0 +1,130 @@
+//! The `fix(agent = ..)` rung: a fixer asked for new arguments (which pass the gate and are
+//! tried) or for a result in the tool's place, a bounded number of times.
+
+use std::borrow::Cow;
+use std::panic::AssertUnwindSafe;
+
+use futures_util::FutureExt;
+
+use super::{Next, Walk};
+use crate::events::Event;
+use crate::executor::attempt::{Missed, ToolPanic, attempt};
+use crate::executor::gate::{self, Refused};
+use crate::executor::outcome::{Handled, TerminationReason};
+use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
+use crate::policy::{FixAction, PolicyKey};
+use crate::sanitize::scrub;
+use crate::tool::to_output;
+
+impl Walk<'_> {
+    /// `fix(agent = ..)`: ask the fixer for new arguments (and call again) or for a result.
+    pub(super) async fn fix(&mut self, fix: &FixAction) -> Next {
+        let Some(fixer) = self.registry.fixer(&fix.agent) else {
+            return Next::Down;
+        };
+        let key = self.entry().0;
+        for attempt_no in 1..=fix.retries.get() {
+            if self.repair_steps >= self.ctx.limits().max_repair_steps {
+                break;
+            }
+            self.repair_steps += 1;
+            let request = self.fix_request(key, attempt_no);
+            let next = match ask(fixer, request).await {
+                Ok(Ok(Fix::Result(value))) => {
+                    self.fixed(fixer, attempt_no);
+                    let output = to_output(&value).unwrap_or_else(|_| value.to_string());
+                    Next::Done(Handled::Ok(output))
+                }
+                Ok(Ok(Fix::Args(new_raw))) => self.rerun_fixed(fixer, attempt_no, new_raw).await,
+                Ok(Err(FixerError::Escalate { reason, severity })) => {
+                    let kind = self.failure.class.kind;
+                    let tool = self.tool.name();
+                    Next::Done(Handled::escalate(self.ctx, tool, kind, &reason, severity))
+                }
+                Ok(Err(FixerError::Throw(reason))) => {
+                    let reason = scrub(&reason, self.ctx.limits().max_message_chars);
+                    Next::Stop(TerminationReason::Thrown(reason))
+                }
+                Ok(Err(FixerError::Other(error))) => {
+                    let error = scrub(&error.to_string(), self.ctx.limits().max_message_chars);
+                    let (tool, fixer) = (self.tool.name(), fixer.name());
+                    tracing::warn!(tool, fixer, attempt = attempt_no, %error, "fixer failed");
+                    Next::Down
+                }
+                Err(panic) => {
+                    let (tool, fixer) = (self.tool.name(), fixer.name());
+                    let error = scrub(&panic.to_string(), self.ctx.limits().max_message_chars);
+                    tracing::warn!(tool, fixer, attempt = attempt_no, %error, "fixer panicked");
+                    Next::Down
+                }
+            };
+            // `Down` here means "this try did not help": the next try of the same fixer.
+            if !matches!(next, Next::Down) {
+                return next;
+            }
+        }
+        Next::Down
+    }
+
+    fn fix_request(&self, key: PolicyKey, attempt: u32) -> FixRequest {
+        FixRequest {
+            tool: self.tool.name().to_owned(),
+            raw_args: self.raw.to_string(),
+            args: serde_json::from_str(&self.raw).ok(),
+            failure: scrub(&self.failure.message(), self.ctx.limits().max_message_chars),
+            kind: self.failure.class.kind,
+            key,
+            attempt,
+            context: self.extensions.clone(),
+        }
+    }
+
+    /// Calls the tool again with the arguments a fixer wrote, once they pass the gate: a fixer
+    /// chooses what the tool receives no more than the model does.
+    async fn rerun_fixed(&mut self, fixer: &FixerDef, attempt_no: u32, new_raw: String) -> Next {
+        self.raw = Cow::Owned(new_raw);
+        match gate::pass(self.ctx, self.tool, self.call, &self.raw) {
+            Ok(()) => {}
+            Err(Refused::Unavailable(handled) | Refused::Denied(handled)) => {
+                return Next::Done(handled);
+            }
+            Err(Refused::Invalid(error)) => {
+                let attempts = self.failure.attempts;
+                return self.after_failure(error, attempts);
+            }
+        }
+        self.failure.attempts += 1;
+        if !self.save(None, None).await {
+            return Next::Done(Handled::Cancelled);
+        }
+        match attempt(self.ctx, self.tool, &self.raw, &self.extensions).await {
+            Ok(output) => {
+                self.fixed(fixer, attempt_no);
+                Next::Done(Handled::Ok(output))
+            }
+            Err(Missed::Failed(error)) => {
+                let attempts = self.failure.attempts;
+                self.after_failure(error, attempts)
+            }
+            Err(Missed::Tripped { failures }) => self.tripped(self.tool.name(), failures),
+        }
+    }
+
+    fn fixed(&self, fixer: &FixerDef, attempt: u32) {
+        self.ctx.events().emit(Event::ToolFixed {
+            tool: self.tool.name().to_owned(),
+            fixer: fixer.name().to_owned(),
+            attempt,
+        });
+    }
+}
+
+/// Asks a fixer, catching a panic whether the fixer is sync (panics when called) or async
+/// (panics when polled).
+async fn ask(fixer: &FixerDef, request: FixRequest) -> Result<Result<Fix, FixerError>, ToolPanic> {
+    let answer = match std::panic::catch_unwind(AssertUnwindSafe(|| fixer.fix(request))) {
+        Ok(future) => AssertUnwindSafe(future).catch_unwind().await,
+        Err(payload) => Err(payload),
+    };
+    answer.map_err(ToolPanic::from_payload)
+}

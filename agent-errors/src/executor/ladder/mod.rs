@@ -1,0 +1,269 @@
+//! The ladder: a failed call walks the rungs its policy resolved for the failure's key, one
+//! function per action, each answering "given this failure, what happens next?".
+//!
+//! A rung either answers the call ([`Next::Done`]), passes it down the ladder
+//! ([`Next::Down`]), or reports that the failure changed into one of another key
+//! ([`Next::Switch`]): a retry that now fails with a 404, a repaired call that now times out.
+//! The walk then starts over on that key's ladder. Each key's ladder is walked at most once per
+//! call and fixers are bounded by [`Limits::max_repair_steps`](crate::Limits), so every walk
+//! ends.
+//!
+//! The rungs that do the most live in files of their own: [`retry`] and [`fix`].
+
+mod fix;
+mod retry;
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use super::attempt::{Failed, Missed, attempt};
+use super::context::RunContext;
+use super::gate::{self, Refused};
+use super::outcome::{Failure, Handled, TerminationReason};
+use super::resume::{CallProgress, RetryPlace};
+use crate::chat::ToolCall;
+use crate::classify::ErrorKind;
+use crate::events::Event;
+use crate::extensions::Extensions;
+use crate::policy::{Action, Ladder, PolicyKey, ResolvedPolicy};
+use crate::registry::Registry;
+use crate::sanitize::{SurfacedError, scrub};
+use crate::tool::ToolDef;
+
+/// What a rung decided.
+enum Next {
+    /// The call is answered.
+    Done(Handled),
+    /// The run ends, for the failure in hand.
+    Stop(TerminationReason),
+    /// This rung could not help: try the next one.
+    Down,
+    /// The failure is now of another key: walk that key's ladder.
+    Switch,
+}
+
+/// One failed call on its way down the ladders.
+pub(super) struct Walk<'a> {
+    registry: &'a Registry,
+    ctx: &'a RunContext,
+    tool: &'a ToolDef,
+    policy: &'a ResolvedPolicy,
+    call: &'a ToolCall,
+    /// The arguments as the next attempt sends them: a fixer may have replaced them.
+    raw: Cow<'a, str>,
+    failure: Failure,
+    walked: Vec<PolicyKey>,
+    repair_steps: u32,
+    /// The run's values and this call's idempotency key, as every attempt sees them.
+    extensions: Extensions,
+    /// The rung being tried: its key and place in that key's ladder.
+    rung: (PolicyKey, usize),
+    /// Where a resumed call goes on: a retry rung, the retries it had drawn, the first delay.
+    start: Option<(PolicyKey, usize, u32, Duration)>,
+}
+
+impl<'a> Walk<'a> {
+    pub(super) fn new(
+        registry: &'a Registry,
+        ctx: &'a RunContext,
+        (tool, policy): (&'a ToolDef, &'a ResolvedPolicy),
+        call: &'a ToolCall,
+        failure: Failure,
+        extensions: Extensions,
+    ) -> Self {
+        Walk {
+            registry,
+            ctx,
+            tool,
+            policy,
+            call,
+            raw: Cow::Borrowed(&call.arguments),
+            failure,
+            walked: Vec::with_capacity(2),
+            repair_steps: 0,
+            extensions,
+            rung: (PolicyKey::Execution, 0),
+            start: None,
+        }
+    }
+
+    /// A walk for a call of a resumed run: the repairs it already spent stay spent, and the
+    /// arguments a fixer wrote are the ones sent.
+    pub(super) fn resumed(mut self, progress: &CallProgress) -> Self {
+        self.repair_steps = progress.repair_steps;
+        if let Some(arguments) = &progress.arguments {
+            self.raw = Cow::Owned(arguments.clone());
+        }
+        self
+    }
+
+    /// Starts on the retry rung `place` names, its drawn retries spent, the next attempt made
+    /// after `delay`; a ladder that no longer has a retry rung there is walked from its top.
+    pub(super) fn at_retry(mut self, place: &RetryPlace, delay: Duration) -> Self {
+        if let Some(key) = place.key() {
+            self.start = Some((key, place.rung, place.retries, delay));
+        }
+        self
+    }
+
+    /// Walks the ladders until the call succeeds, is shown to the model, or stops the run.
+    pub(super) async fn run(mut self) -> Handled {
+        'ladders: loop {
+            let (key, ladder) = self.entry();
+            self.walked.push(key);
+            let from = match self.start {
+                Some((start_key, rung, _, _))
+                    if start_key == key
+                        && matches!(ladder.actions().get(rung), Some(Action::Retry(_))) =>
+                {
+                    rung
+                }
+                _ => {
+                    self.start = None;
+                    0
+                }
+            };
+            for (index, action) in ladder.actions().iter().enumerate().skip(from) {
+                self.rung = (key, index);
+                match self.rung(action).await {
+                    Next::Done(handled) => return handled,
+                    Next::Stop(reason) => return Handled::stop(reason, self.failure),
+                    Next::Down => {}
+                    Next::Switch => continue 'ladders,
+                }
+            }
+            return Handled::default_fate(self.ctx, self.tool.name(), self.failure);
+        }
+    }
+
+    /// The key that answers the current failure, and its ladder.
+    fn entry(&self) -> (PolicyKey, &'a Ladder) {
+        if self.failure.error.is_invalid_args() {
+            (PolicyKey::InvalidArgs, self.policy.for_invalid_args().0)
+        } else {
+            let (key, ladder, _) = self.policy.for_kind(self.failure.class.kind);
+            (key, ladder)
+        }
+    }
+
+    /// Takes a new failure; true when its key has a ladder not walked yet.
+    fn failed_again(&mut self, failure: Failure) -> bool {
+        self.failure = failure;
+        !self.walked.contains(&self.entry().0)
+    }
+
+    async fn rung(&mut self, action: &Action) -> Next {
+        match action {
+            Action::Retry(retry) => self.retry(retry).await,
+            Action::Fix(fix) => self.fix(fix).await,
+            Action::Fallback { tool } => self.fallback(tool).await,
+            Action::Escalate => self.escalate(),
+            Action::Throw => self.throw(),
+            Action::Degrade => self.degrade(),
+        }
+    }
+
+    /// Records how far the call got; false when the save failed and the call must stop here.
+    async fn save(&self, retry: Option<RetryPlace>, backoff: Option<Duration>) -> bool {
+        let recorder = self.ctx.recorder();
+        if !recorder.records() {
+            return true;
+        }
+        let progress = CallProgress {
+            attempts: self.failure.attempts,
+            repair_steps: self.repair_steps,
+            arguments: match &self.raw {
+                Cow::Owned(raw) => Some(raw.clone()),
+                Cow::Borrowed(_) => None,
+            },
+            retry,
+            backoff_ms: backoff.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        };
+        recorder.progress(&self.call.id, progress, self.ctx).await
+    }
+
+    /// `fallback(tool = ..)`: call another tool once with the same arguments, outside its own
+    /// policy. The arguments pass the gate as the fallback's: an unavailable fallback is
+    /// skipped, a denied one answers the call as a denial. Auth ends the run, naming the
+    /// fallback; any other failure goes on down the ladder.
+    async fn fallback(&mut self, target: &str) -> Next {
+        let Some(fallback) = self.registry.tool(target) else {
+            return Next::Down;
+        };
+        match gate::pass(self.ctx, fallback, self.call, &self.raw) {
+            Ok(()) => {}
+            Err(Refused::Unavailable(_)) => return Next::Down,
+            Err(Refused::Denied(handled)) => return Next::Done(handled),
+            Err(Refused::Invalid(error)) => {
+                self.failure = Failure::new(error, self.failure.attempts, self.ctx.classifier());
+                self.failure.blamed = Some(fallback.name().to_owned());
+                return Next::Down;
+            }
+        }
+        self.ctx.events().emit(Event::FellBack {
+            tool: self.tool.name().to_owned(),
+            to: fallback.name().to_owned(),
+        });
+        self.failure.attempts += 1;
+        if !self.save(None, None).await {
+            return Next::Done(Handled::Cancelled);
+        }
+        match attempt(self.ctx, fallback, &self.raw, &self.extensions).await {
+            Ok(output) => Next::Done(Handled::Ok(output)),
+            Err(Missed::Tripped { failures }) => self.tripped(fallback.name(), failures),
+            Err(Missed::Failed(error)) => {
+                self.failure = Failure::new(error, self.failure.attempts, self.ctx.classifier());
+                self.failure.blamed = Some(fallback.name().to_owned());
+                if self.failure.class.kind == ErrorKind::Auth {
+                    return Next::Stop(TerminationReason::Auth);
+                }
+                Next::Down
+            }
+        }
+    }
+
+    /// `escalate`: show the failure to the model.
+    fn escalate(&mut self) -> Next {
+        let tool = self.tool.name();
+        Next::Done(Handled::escalate_failure(self.ctx, tool, &self.failure))
+    }
+
+    /// `throw`: end the run. An auth failure says so; anything else carries its message.
+    fn throw(&mut self) -> Next {
+        if self.failure.class.kind == ErrorKind::Auth {
+            return Next::Stop(TerminationReason::Auth);
+        }
+        let reason = scrub(&self.failure.message(), self.ctx.limits().max_message_chars);
+        Next::Stop(TerminationReason::Thrown(reason))
+    }
+
+    /// `degrade`: drop the tool for the rest of the run and tell the model to go on without it.
+    fn degrade(&mut self) -> Next {
+        let tool = self.tool.name();
+        self.ctx.degrade(tool);
+        self.ctx.events().emit(Event::Degraded {
+            tool: tool.to_owned(),
+        });
+        let limit = self.ctx.limits().max_message_chars;
+        let kind = self.failure.class.kind;
+        let surfaced = SurfacedError::bounded(tool, kind, &self.failure.message(), limit)
+            .with_suggestion(format!(
+                "`{tool}` is unavailable for the rest of this run. Continue without it."
+            ));
+        Next::Done(Handled::Error(surfaced))
+    }
+
+    /// A retry or repair failed again: a new key's ladder, or the next rung of this one.
+    fn after_failure(&mut self, error: impl Into<Failed>, attempts: u32) -> Next {
+        if self.failed_again(Failure::new(error, attempts, self.ctx.classifier())) {
+            Next::Switch
+        } else {
+            Next::Down
+        }
+    }
+
+    fn tripped(&self, tool: &str, failures: u32) -> Next {
+        let tool = tool.to_owned();
+        Next::Done(Handled::Tripped { tool, failures })
+    }
+}

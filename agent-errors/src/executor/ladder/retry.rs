@@ -1,0 +1,159 @@
+//! The `retry(n)` rung: the failed call made again, as a policy of the crate's one retry loop,
+//! each retry paid for by the run's allowance (and the fleet's budget when it shares one), and
+//! its place recorded before each sleep and each call so a resumed run goes on from it.
+
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+use super::{Next, Walk};
+use crate::events::Event;
+use crate::executor::attempt::{Missed, attempt};
+use crate::executor::context::RunContext;
+use crate::executor::outcome::Handled;
+use crate::executor::resume::RetryPlace;
+use crate::policy::RetryAction;
+use crate::retry::{Policy, Retrier, Step, Stop};
+use crate::sanitize::scrub;
+use crate::tool::ToolDef;
+
+impl Walk<'_> {
+    /// `retry(n)`: call again while the failure is retryable, the schedule allows and the
+    /// retry budget (if the run has one) pays for it; a server's `Retry-After` replaces the
+    /// computed delay.
+    ///
+    /// In a durable run the call's place is saved before each sleep and again before the
+    /// attempt after it, so a crash in either is told apart on resume.
+    pub(super) async fn retry(&mut self, retry: &RetryAction) -> Next {
+        let mut rung = RetryRung {
+            retrier: Retrier::new(retry.schedule().delays()),
+            retries: 0,
+            resumed_delay: None,
+            walk: self,
+        };
+        if let Some((_, _, drawn, delay)) = rung.walk.start.take() {
+            rung.retrier.skip(drawn);
+            rung.retries = drawn;
+            rung.resumed_delay = Some(delay);
+        }
+        // The call already failed: the loop starts by asking the rung whether to call again.
+        crate::retry::retry(&mut rung, ())
+            .await
+            .unwrap_or(Next::Down)
+    }
+
+    /// The retry rung being walked, having drawn `retries`.
+    fn retry_place(&self, retries: u32) -> RetryPlace {
+        let limit = self.ctx.limits().max_message_chars;
+        RetryPlace {
+            key: self.rung.0.as_str().to_owned(),
+            rung: self.rung.1,
+            retries,
+            kind: self.failure.class.kind,
+            message: scrub(&self.failure.message(), limit),
+        }
+    }
+
+    /// Records the call's place on this retry rung: asleep for `backoff`, or about to call.
+    async fn save_retry(&self, retries: u32, backoff: Option<Duration>) -> bool {
+        if !self.ctx.recorder().records() {
+            return true;
+        }
+        self.save(Some(self.retry_place(retries)), backoff).await
+    }
+}
+
+/// The retry rung as a policy of the retry loop. The failure in hand is the walk's own (a new
+/// failure of the same key replaces it), so the loop's error carries nothing.
+struct RetryRung<'w, 'a, D> {
+    walk: &'w mut Walk<'a>,
+    retrier: Retrier<D>,
+    /// Retries drawn on this rung, counting those a resumed call had drawn.
+    retries: u32,
+    /// The delay a resumed call was sleeping when its run stopped: slept before anything else.
+    resumed_delay: Option<Duration>,
+}
+
+impl<D: Iterator<Item = Duration>> Policy for RetryRung<'_, '_, D> {
+    /// How the rung ended when it answered or switched keys.
+    type Output = Next;
+    /// The call failed again on this key; the walk holds the failure.
+    type Error = ();
+
+    async fn call(&mut self) -> Result<Next, ()> {
+        let walk = &mut *self.walk;
+        match attempt(walk.ctx, walk.tool, &walk.raw, &walk.extensions).await {
+            Ok(output) => Ok(Next::Done(Handled::Ok(output))),
+            Err(Missed::Tripped { failures }) => Ok(walk.tripped(walk.tool.name(), failures)),
+            Err(Missed::Failed(error)) => {
+                let attempts = walk.failure.attempts;
+                match walk.after_failure(error, attempts) {
+                    Next::Switch => Ok(Next::Switch),
+                    _ => Err(()),
+                }
+            }
+        }
+    }
+
+    async fn retry(&mut self, (): &()) -> Step {
+        if let Some(delay) = self.resumed_delay.take() {
+            return Step::Wait(delay);
+        }
+        let walk = &mut *self.walk;
+        let class = &walk.failure.class;
+        let step = self
+            .retrier
+            .after_failure(class.is_retryable(), class.retry_after);
+        let Step::Wait(delay) = step else {
+            return step;
+        };
+        if !spend_retry(walk.ctx, walk.tool).await {
+            return Step::Stop(Stop::Exhausted);
+        }
+        walk.ctx.events().emit(Event::ToolRetry {
+            tool: walk.tool.name().to_owned(),
+            attempt: walk.failure.attempts,
+            kind: class.kind,
+            delay,
+        });
+        self.retries += 1;
+        walk.failure.attempts += 1;
+        step
+    }
+
+    async fn before_sleep(&mut self, delay: Duration) -> ControlFlow<Next> {
+        self.saved(Some(delay)).await
+    }
+
+    async fn before_call(&mut self) -> ControlFlow<Next> {
+        self.saved(None).await
+    }
+}
+
+impl<D> RetryRung<'_, '_, D> {
+    /// Saves the call's place (asleep for `backoff`, or about to call) when the run is
+    /// durable; a failed save stops the call here.
+    async fn saved(&self, backoff: Option<Duration>) -> ControlFlow<Next> {
+        if self.walk.save_retry(self.retries, backoff).await {
+            ControlFlow::Continue(())
+        } else {
+            ControlFlow::Break(Next::Done(Handled::Cancelled))
+        }
+    }
+}
+
+/// Pays for one retry of `tool` from the run's own allowance and, when the run shares one, the
+/// fleet's retry budget; a refusal is an event.
+async fn spend_retry(ctx: &RunContext, tool: &ToolDef) -> bool {
+    let paid = ctx.retries().try_spend()
+        && match ctx.retry_budget() {
+            None => true,
+            Some(budget) => budget.try_spend_retry(tool.breaker_key()).await,
+        };
+    if paid {
+        return true;
+    }
+    ctx.events().emit(Event::RetryBudgetExhausted {
+        tool: tool.name().to_owned(),
+    });
+    false
+}
