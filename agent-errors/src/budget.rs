@@ -36,6 +36,8 @@ pub enum BudgetError {
 /// Kept in this process by default; with the `redis` feature it can be shared by a fleet
 /// (`RetryBudget::shared_on`).
 ///
+/// # Examples
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use std::time::Duration;

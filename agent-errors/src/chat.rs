@@ -250,6 +250,8 @@ impl ChatRequest {
 ///
 /// A provider that cannot honour an option leaves it out of the request rather than failing.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::llm::{RequestOptions, ToolChoice};
 ///

@@ -73,6 +73,8 @@ impl FromStr for Severity {
 /// them on its side, say. Arguments a handler rejects while parsing are
 /// [`ToolError::InvalidArgs`] and [`ToolError::Deserialization`] already.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::{BoxError, ToolError, call::InvalidArguments};
 ///

@@ -17,6 +17,8 @@ type Values = HashMap<TypeId, Arc<dyn Any + Send + Sync>>;
 ///
 /// Cloning is cheap: the values are shared, never copied.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::call::Extensions;
 ///
@@ -142,6 +144,8 @@ impl PartialEq for Extensions {
 /// A `#[tool]` or `#[fixer]` parameter of type `Ctx<T>` is filled from the run instead of the
 /// model's arguments, and the schema does not show it. A run that was not given a `T` answers
 /// the call with a [`MissingContext`] error result (the tool does not run).
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::prelude::*;

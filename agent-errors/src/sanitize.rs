@@ -121,6 +121,8 @@ pub fn sanitize(text: &str, max_chars: usize) -> String {
 /// [`MAX_SCANNED_BYTES`](crate::redact::MAX_SCANNED_BYTES) of `text` are read (cut as
 /// redaction cuts), so the cost is bounded whatever the length.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::sanitize::scrub;
 ///

@@ -105,6 +105,8 @@ where
 /// Build one by hand from a closure over a typed argument struct when a `#[tool]` fn does not
 /// fit (a tool made at run time, a closure that owns a client):
 ///
+/// # Examples
+///
 /// ```
 /// use std::time::Duration;
 /// use agent_errors::{HttpError, ToolDef, policy::{Action, Policy, PolicyKey}};

@@ -47,6 +47,8 @@ impl AgentOutput for String {
 /// strict-compatible, set your own format with
 /// [`AgentBuilder::request_options`](crate::AgentBuilder::request_options); it replaces this one.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::{AgentBuilder, llm::ResponseFormat, run::Json};
 /// use agent_errors::testing::ScriptedModel;

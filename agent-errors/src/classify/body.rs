@@ -170,6 +170,8 @@ pub(crate) fn is_overloaded(status: u16, body: &str) -> bool {
 /// or 5xx whose message says "overloaded"; when the chain has no `HttpError`, any level whose
 /// text says "overloaded".
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::HttpError;
 /// use agent_errors::classify::is_overload_error;

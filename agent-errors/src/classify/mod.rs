@@ -181,6 +181,8 @@ pub const DEFAULT_RETRY_AFTER_CAP: Duration = Duration::from_secs(5 * 60);
 /// Classifies an error by what it is, using the rules registered with [`register`]: see the
 /// [module docs](self) for the order of evidence.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::{classify::classify, ErrorKind};
 ///
@@ -209,6 +211,8 @@ where
 /// A classifier with its own rules and `Retry-After` cap, independent of the global registry.
 ///
 /// Cheap to clone (rules are shared).
+///
+/// # Examples
 ///
 /// ```
 /// use std::time::Duration;
@@ -287,6 +291,8 @@ const MAX_DEPTH: usize = 64;
 /// (`io::Error::source` skips it). The walk stops after 64 levels, a guard against
 /// pathological chains.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::HttpError;
 /// use agent_errors::classify::chain;
@@ -301,6 +307,8 @@ pub fn chain<'a>(
 }
 
 /// The first `T` in an error's [`chain`], the error itself included.
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::HttpError;

@@ -18,6 +18,8 @@ pub enum Permission {
 /// A hook that needs the run's context values (who is asking) or how often this run was
 /// already denied implements [`check_in`](PermissionHook::check_in) too.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::{ToolCall, permission::{Permission, PermissionContext, PermissionHook}};
 ///

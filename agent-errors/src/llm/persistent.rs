@@ -62,6 +62,8 @@ type HeartbeatFn = Arc<dyn Fn(&Heartbeat) + Send + Sync>;
 /// Each retry emits an `llm_retry` `tracing` event, also recorded on the run's report inside an
 /// agent run and on an [`EventLog`] attached with [`PersistentRetry::event_log`].
 ///
+/// # Examples
+///
 /// ```
 /// use std::time::Duration;
 /// use agent_errors::llm::PersistentRetry;

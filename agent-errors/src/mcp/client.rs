@@ -22,6 +22,8 @@ use crate::tool::{ToolDef, ToolFuture, ToolHandler};
 
 /// An MCP server to connect to, and how its tools are registered.
 ///
+/// # Examples
+///
 /// ```no_run
 /// use agent_errors::mcp::McpServer;
 /// use agent_errors::{Agent, policy};

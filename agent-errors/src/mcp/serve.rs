@@ -29,6 +29,8 @@ use crate::registry::Registry;
 /// idempotency key under [`IDEMPOTENCY_KEY_META`] (as this crate's client sends) gives the tool
 /// that key as its [`IdempotencyKey`](crate::call::IdempotencyKey).
 ///
+/// # Examples
+///
 /// ```no_run
 /// use agent_errors::Registry;
 /// use agent_errors::mcp::McpService;

@@ -251,6 +251,8 @@ static REGISTERED: RwLock<Redactor> = RwLock::new(Redactor::new());
 /// `text` with every secret replaced by [`REDACTED`], by the built-in rules and everything
 /// registered with [`register_secret`] and [`register_pattern`].
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::redact::redact;
 ///

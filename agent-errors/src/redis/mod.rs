@@ -75,6 +75,8 @@ pub enum StoreHealth {
 /// [`cache_ttl`](RedisStoreBuilder::cache_ttl) old (read again, one round trip, by the first
 /// call after that); the half-open probe is always taken from Redis itself.
 ///
+/// # Examples
+///
 /// ```no_run
 /// # async fn demo() -> Result<(), agent_errors::redis::RedisStoreError> {
 /// use std::sync::Arc;

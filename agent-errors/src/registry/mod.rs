@@ -227,6 +227,8 @@ fn check_shadowed(tool: &ToolDef, policy: &ResolvedPolicy, problems: &mut Vec<Co
 /// [`execute_turn`](Registry::execute_turn)). Send every [`CallOutcome::Result`](crate::call::CallOutcome::Result) back to the
 /// model; end the run on a [`CallOutcome::Stop`](crate::call::CallOutcome::Stop).
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::{Registry, RunContext, ToolCall, ToolDef, call::CallOutcome};
 ///

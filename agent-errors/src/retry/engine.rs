@@ -215,6 +215,8 @@ impl<E: std::error::Error + 'static> std::error::Error for RetryFailure<E> {
 /// feature. `notify` is told before every sleep. On success the value is returned; otherwise the
 /// last error, with the number of calls made.
 ///
+/// # Examples
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use agent_errors::{ErrorKind, HttpError, classify::classify, retry::RetrySchedule};

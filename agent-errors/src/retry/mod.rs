@@ -109,6 +109,8 @@ pub(crate) use policy::{Policy, call, retry};
 ///
 /// See the [module docs](self) for the exact bounds.
 ///
+/// # Examples
+///
 /// ```
 /// use std::time::Duration;
 /// use agent_errors::retry::RetrySchedule;

@@ -62,6 +62,8 @@ struct State {
 /// that ran (arguments that do not parse never reach the tool, so they are not counted and use
 /// up no fault).
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::HttpError;
 /// use agent_errors::testing::{FaultyTool, echo_tool};

@@ -105,6 +105,8 @@ struct State {
 /// runs out the model fails with [`ScriptExhausted`] (or with the error set by
 /// [`ScriptedModel::then_fail_forever`]); it never panics.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::{Agent, HttpError};
 /// use agent_errors::testing::ScriptedModel;

@@ -162,6 +162,10 @@ impl PostgresCheckpointsBuilder {
 /// [`CheckpointError::Store`]; a store built from a connection string opens a new one on its
 /// next call. Neither its `Debug` nor its errors show the password.
 ///
+/// # Examples
+///
+/// It needs a PostgreSQL server, hence `no_run`:
+///
 /// ```no_run
 /// # async fn demo() -> Result<(), agent_errors::checkpoint::CheckpointError> {
 /// use std::time::Duration;
