@@ -149,7 +149,8 @@ impl InvalidArguments {
 /// ```
 /// use agent_errors::ToolError;
 ///
-/// let error = ToolError::invalid_args("{\"city\": ", serde_json::from_str::<()>("{").unwrap_err());
+/// let raw = r#"{"city": "#;
+/// let error = ToolError::invalid_args(raw, serde_json::from_str::<serde_json::Value>(raw).unwrap_err());
 /// let note = match &error {
 ///     ToolError::InvalidArgs { raw, .. } => format!("not JSON: {raw}"),
 ///     ToolError::Deserialization { path, .. } => format!("wrong shape at `{path}`"),
@@ -157,7 +158,7 @@ impl InvalidArguments {
 ///     ToolError::Escalation { reason, severity, .. } => format!("escalated ({severity}): {reason}"),
 ///     _ => error.to_string(), // the enum is non-exhaustive
 /// };
-/// assert_eq!(note, "not JSON: {\"city\": ");
+/// assert_eq!(note, r#"not JSON: {"city": "#);
 /// assert!(error.is_invalid_args());
 /// ```
 #[derive(Debug, thiserror::Error)]
