@@ -17,6 +17,18 @@ use crate::extensions::{Extensions, MissingContext};
 use crate::tool::{ToolDef, ToolOutput};
 
 /// A tool panicked; classified [`ErrorKind::Bug`].
+///
+/// # Examples
+///
+/// A panicking tool does not take the process down: the call fails as a `Bug`.
+///
+/// ```
+/// use agent_errors::{ErrorKind, classify::classify, call::ToolPanic};
+///
+/// let panic = ToolPanic { message: "index out of bounds".into() };
+/// assert_eq!(classify(&panic).kind, ErrorKind::Bug);
+/// assert_eq!(panic.to_string(), "the tool panicked: index out of bounds");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the tool panicked: {message}")]
 pub struct ToolPanic {
@@ -36,6 +48,20 @@ impl ToolPanic {
 }
 
 /// The service breaker was open, so the tool was not called.
+///
+/// # Examples
+///
+/// The error a call fails with when its service breaker refused it; a fixer, fallback or log
+/// line can tell it from the tool's own failures:
+///
+/// ```
+/// use agent_errors::ToolError;
+/// use agent_errors::call::CircuitOpen;
+///
+/// let error = ToolError::execution(serde_json::json!({}), CircuitOpen { tool: "search".into() });
+/// let not_called = error.cause().downcast_ref::<CircuitOpen>().is_some();
+/// assert!(not_called);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{tool}` is failing and its circuit is open: not called")]
 pub struct CircuitOpen {
