@@ -17,13 +17,13 @@ use crate::retry::{RetrySchedule, ZeroAttempts};
 /// use agent_errors::ErrorKind;
 /// use agent_errors::policy::PolicyKey;
 ///
-/// let key = PolicyKey::Kind(ErrorKind::RateLimit);
+/// let key = PolicyKey::Kind(ErrorKind::Timeout);
 /// let written = match key {
 ///     PolicyKey::InvalidArgs => "bad arguments".to_owned(),
 ///     PolicyKey::Execution => "any failure of the tool".to_owned(),
 ///     PolicyKey::Kind(kind) => format!("a `{kind}` failure"),
 /// };
-/// assert_eq!(written, "a `rate_limit` failure");
+/// assert_eq!(written, "a `timeout` failure");
 /// assert_eq!(PolicyKey::all().next(), Some(PolicyKey::InvalidArgs));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -70,7 +70,7 @@ impl fmt::Display for PolicyKey {
 ///
 /// let Action::Retry(retry) = Action::retry(3)? else { unreachable!() };
 /// let slower = RetryAction { initial: Some(Duration::from_secs(2)), ..retry };
-/// assert_eq!(slower.to_owned().max_attempts.get(), 3);
+/// assert_eq!(slower.max_attempts.get(), 3);
 /// assert_eq!(Action::Retry(slower).to_string(), r#"retry(max_attempts = 3, initial = "2s")"#);
 /// # Ok::<(), agent_errors::retry::ZeroAttempts>(())
 /// ```

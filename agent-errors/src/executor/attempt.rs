@@ -20,14 +20,23 @@ use crate::tool::{ToolDef, ToolOutput};
 ///
 /// # Examples
 ///
-/// A panicking tool does not take the process down: the call fails as a `Bug`.
+/// A panicking tool does not take the process down: the call fails, and the model is told the
+/// tool crashed.
 ///
 /// ```
-/// use agent_errors::{ErrorKind, classify::classify, call::ToolPanic};
+/// use agent_errors::{Registry, RunContext, ToolCall};
+/// use agent_errors::testing::{FaultyTool, echo_tool};
 ///
-/// let panic = ToolPanic { message: "index out of bounds".into() };
-/// assert_eq!(classify(&panic).kind, ErrorKind::Bug);
-/// assert_eq!(panic.to_string(), "the tool panicked: index out of bounds");
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let crashing = FaultyTool::new(echo_tool("parse")).panic_times(1, "index out of bounds");
+/// let registry = Registry::builder().tool(crashing.tool()).build()?;
+/// let call = ToolCall::new("c1", "parse", r#"{"text": "x"}"#);
+/// let outcome = registry.execute(&RunContext::new(), &call).await;
+/// let result = outcome.result().expect("shown to the model, not the end of the run");
+/// assert!(result.is_error && result.content.contains("index out of bounds"));
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the tool panicked: {message}")]
