@@ -15,6 +15,21 @@ use crate::tool::{ToolDef, ToolFuture, ToolHandler};
 type ErrorFactory = Arc<dyn Fn() -> BoxError + Send + Sync>;
 
 /// What one call of a [`FaultyTool`] does instead of (or before) running the real tool.
+///
+/// # Examples
+///
+/// A tool that is slow once, then crashes once, then works:
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::testing::{Fault, FaultyTool, echo_tool};
+///
+/// let tool = FaultyTool::new(echo_tool("fetch"))
+///     .then(Fault::Delay(Duration::from_secs(5)))
+///     .then(Fault::Panic("index out of bounds".into()))
+///     .then(Fault::error(|| std::io::Error::other("reset")));
+/// # let _ = tool;
+/// ```
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum Fault {
@@ -202,6 +217,16 @@ struct EchoArgs {
 
 /// A tool that answers its `text` argument: `{"text": "hi"}` gives `hi`. Handy to wrap in a
 /// [`FaultyTool`].
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::testing::echo_tool;
+///
+/// let echo = echo_tool("say");
+/// assert_eq!(echo.name(), "say");
+/// assert_eq!(echo.parameters()["required"][0], "text");
+/// ```
 pub fn echo_tool(name: impl Into<String>) -> ToolDef {
     ToolDef::new(
         name.into(),
