@@ -12,6 +12,21 @@ use crate::chat::{
 use crate::usage::Usage;
 
 /// Which request field carries the reply budget.
+///
+/// # Examples
+///
+/// OpenAI's reasoning models take the reply budget under another name:
+///
+/// ```
+/// use agent_errors::openai::{MaxTokensField, OpenAiModel};
+///
+/// let model = OpenAiModel::builder()
+///     .model("o4-mini")
+///     .max_tokens(4096)
+///     .max_tokens_field(MaxTokensField::MaxCompletionTokens)
+///     .build();
+/// assert!(model.is_ok());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MaxTokensField {
     /// `max_tokens`: understood by Ollama, vLLM, llama.cpp and most OpenAI models.
