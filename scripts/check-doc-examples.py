@@ -7,12 +7,13 @@ enabled (all features). An item counts as public when it is declared `pub` (not 
 `pub(super)`, `pub(in ..)`) at module level, outside `#[cfg(test)]` and `#[doc(hidden)]` modules
 and without `#[doc(hidden)]` itself. That is the set reachable from the crate root because the
 crate denies `unreachable_pub`: a `pub` item nobody can reach does not compile, so the check
-refuses to run without that lint. Methods are left out: their type's example shows them.
+refuses to run without that lint. Methods are left out: their type's example shows them. In the
+proc-macro crate the public items are its `#[proc_macro*]` functions (rustc allows no others).
 
 The item's doc comment must hold a `# Examples` heading followed by a code block that is not
 `ignore` (`no_run` is fine for what needs a network). Prints `file:line: kind name` per miss.
 
-    python3 scripts/check-doc-examples.py [crate_src_dir]
+    python3 scripts/check-doc-examples.py [crate_dir ...]   (default: both crates of the workspace)
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ class Item:
     kind: str
     name: str
     docs: str
+    attrs: list[str]
 
 
 def attr_text(tokens: list[Token], start: int, end: int) -> str:
@@ -190,7 +192,7 @@ def scan(tokens: list[Token], path: Path, src_root: Path, items: list[Item], mod
         elif keyword in ITEM_KINDS:
             name = tokens[i + 1].text
             if visibility == "pub" and not skipped:
-                items.append(Item(path, tokens[start].line, keyword, name, "\n".join(docs)))
+                items.append(Item(path, tokens[start].line, keyword, name, "\n".join(docs), attrs))
             i = skip_item(tokens, i)
         else:
             i = skip_item(tokens, i)
@@ -255,15 +257,25 @@ def example_problem(docs: str) -> str | None:
     return None
 
 
-def main() -> int:
-    src = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent.parent / "agent-errors" / "src"
+def public_items(crate: Path) -> list[Item]:
+    """The crate's public structs, enums, traits and functions, as described at the top."""
+    src = crate / "src"
     lib = src / "lib.rs"
-    if "#![deny(unreachable_pub)]" not in lib.read_text():
-        print(f"{lib}: needs `#![deny(unreachable_pub)]`: this check takes every `pub` item as reachable")
-        return 2
     items: list[Item] = []
     walk(lib, src, items)
-    root = src.parent.parent
+    if re.search(r"^proc-macro\s*=\s*true", (crate / "Cargo.toml").read_text(), re.MULTILINE):
+        # A proc-macro crate exports its macros and nothing else (rustc refuses other `pub`
+        # items at its root), so those are its public items.
+        return [i for i in items if any(a.startswith("proc_macro") for a in i.attrs)]
+    if "#![deny(unreachable_pub)]" not in lib.read_text():
+        raise SystemExit(f"{lib}: needs `#![deny(unreachable_pub)]`: this check takes every `pub` item as reachable")
+    return items
+
+
+def main() -> int:
+    root = Path(__file__).resolve().parent.parent
+    crates = [Path(a) for a in sys.argv[1:]] or [root / "agent-errors", root / "agent-errors-macros"]
+    items = [item for crate in crates for item in public_items(crate)]
     missing = []
     for item in items:
         problem = example_problem(item.docs)
@@ -272,7 +284,7 @@ def main() -> int:
             missing.append(f"{rel}:{item.line}: {item.kind} {item.name}: {problem}")
     for line in missing:
         print(line)
-    print(f"{len(items) - len(missing)} of {len(items)} public structs, enums, traits and functions have an example")
+    print(f"{len(items) - len(missing)} of {len(items)} public structs, enums, traits, functions and macros have an example")
     return 1 if missing else 0
 
 
