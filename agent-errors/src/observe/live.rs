@@ -26,19 +26,31 @@ pub const DEFAULT_EVENT_CAPACITY: usize = 1024;
 ///
 /// ```
 /// use std::collections::HashMap;
+/// use std::time::Duration;
+/// use agent_errors::{Agent, HttpError, LlmErrorDecision};
 /// use agent_errors::observe::RunId;
+/// use agent_errors::testing::ScriptedModel;
 ///
-/// fn count_by_run(events: &[(RunId, &str)]) -> HashMap<RunId, usize> {
-///     let mut per_run = HashMap::new();
-///     for (run, _name) in events {
-///         *per_run.entry(*run).or_insert(0) += 1;
-///     }
-///     per_run
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let busy = || HttpError::new(503, "busy");
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new().error(busy()).text("one").error(busy()).text("two"))
+///     .on_llm_error(|_, _| LlmErrorDecision::retry(2, Duration::from_millis(100)))
+///     .build()?;
+/// let mut events = agent.subscribe();
+/// agent.run("first").await?;
+/// agent.run("second").await?;
+/// let mut retries: HashMap<RunId, usize> = HashMap::new();
+/// while let Some(Ok(delivered)) = events.try_recv() {
+///     *retries.entry(delivered.run).or_default() += 1;
 /// }
-/// assert!(count_by_run(&[]).is_empty());
+/// assert_eq!(retries.len(), 2); // one model retry in each run, told apart
+/// # Ok(())
+/// # }
 /// ```
 ///
-/// Every [`RunEvent`] carries one; it prints as `run-<n>`.
+/// It prints as `run-<n>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RunId(u64);
 
