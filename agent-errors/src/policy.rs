@@ -444,9 +444,11 @@ pub(crate) struct ResolvedPolicy {
 ///     .tool(tool)
 ///     .on_any_tool_error(policy!(timeout = retry(5)))
 ///     .build()?;
-/// for dead in agent.explain("fetch").expect("registered").shadowed() {
+/// let shadowed = agent.explain("fetch").expect("registered").shadowed();
+/// for dead in &shadowed {
 ///     println!("{} ({}) never decides: {} ({}) does", dead.key, dead.layer, dead.by_key, dead.by_layer);
 /// }
+/// assert_eq!(shadowed.len(), 1);
 /// # Ok::<(), agent_errors::build::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -172,6 +172,7 @@ pub struct Classification {
 ///     _ => "something new".to_owned(), // the enum is non-exhaustive
 /// };
 /// println!("{:?} because of {basis}", class.kind);
+/// assert_ne!(class.evidence, Evidence::Nothing);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
