@@ -10,8 +10,9 @@ crate denies `unreachable_pub`: a `pub` item nobody can reach does not compile, 
 refuses to run without that lint. Methods are left out: their type's example shows them. In the
 proc-macro crate the public items are its `#[proc_macro*]` functions (rustc allows no others).
 
-The item's doc comment must hold a `# Examples` heading followed by a code block that is not
-`ignore` (`no_run` is fine for what needs a network). Prints `file:line: kind name` per miss.
+The item's doc comment must hold a `# Examples` heading followed by a Rust code block that is
+not `ignore` (`no_run` is fine for what needs a network); an enum's example must `match` on it.
+Prints `file:line: kind name: problem` per miss.
 
     python3 scripts/check-doc-examples.py [crate_dir ...]   (default: both crates of the workspace)
 """
@@ -242,7 +243,7 @@ FENCE = re.compile(r"^\s*```(?P<info>[^\n`]*)$", re.MULTILINE)
 RUST_FENCE_WORDS = {"", "rust", "no_run", "should_panic", "compile_fail", "ignore"}
 
 
-def example_problem(docs: str) -> str | None:
+def example_problem(docs: str, kind: str = "") -> str | None:
     heading = EXAMPLES_HEADING.search(docs)
     if heading is None:
         return "no `# Examples` section"
@@ -254,6 +255,8 @@ def example_problem(docs: str) -> str | None:
         return "`# Examples` has no Rust code block"
     if all("ignore" in info for info in rust):
         return "example is `ignore`d (use `no_run` when it needs a network, and say why)"
+    if kind == "enum" and not re.search(r"\bmatch\b", docs[heading.end():]):
+        return "an enum's example shows the `match` a user writes on it"
     return None
 
 
@@ -278,7 +281,7 @@ def main() -> int:
     items = [item for crate in crates for item in public_items(crate)]
     missing = []
     for item in items:
-        problem = example_problem(item.docs)
+        problem = example_problem(item.docs, item.kind)
         if problem:
             rel = item.path.relative_to(root) if item.path.is_relative_to(root) else item.path
             missing.append(f"{rel}:{item.line}: {item.kind} {item.name}: {problem}")

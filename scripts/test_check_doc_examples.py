@@ -40,7 +40,7 @@ class CheckDocExamplesTest(unittest.TestCase):
 
     def missing(self, files, proc_macro=False):
         items = check.public_items(self.crate(files, proc_macro))
-        return sorted(i.name for i in items if check.example_problem(i.docs))
+        return sorted(i.name for i in items if check.example_problem(i.docs, i.kind))
 
     def names(self, files, proc_macro=False):
         return sorted(i.name for i in check.public_items(self.crate(files, proc_macro)))
@@ -85,6 +85,17 @@ class CheckDocExamplesTest(unittest.TestCase):
             pub struct NoRun;
             """
         self.assertEqual(self.missing({"lib.rs": lib}), ["Ignored", "NoHeading", "Sql"])
+
+    def test_an_enum_example_shows_a_match(self):
+        lib = "#![deny(unreachable_pub)]\n" + EXAMPLE + "pub enum Bare { A }\n" + """\
+            /// # Examples
+            ///
+            /// ```
+            /// let n = match Matched::A { Matched::A => 1 };
+            /// ```
+            pub enum Matched { A }
+            """
+        self.assertEqual(self.missing({"lib.rs": lib}), ["Bare"])
 
     def test_restricted_hidden_test_and_method_items_are_not_public(self):
         lib = """\

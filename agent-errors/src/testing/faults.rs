@@ -24,10 +24,22 @@ type ErrorFactory = Arc<dyn Fn() -> BoxError + Send + Sync>;
 /// use std::time::Duration;
 /// use agent_errors::testing::{Fault, FaultyTool, echo_tool};
 ///
-/// let tool = FaultyTool::new(echo_tool("fetch"))
-///     .then(Fault::Delay(Duration::from_secs(5)))
-///     .then(Fault::Panic("index out of bounds".into()))
-///     .then(Fault::error(|| std::io::Error::other("reset")));
+/// let plan = [
+///     Fault::Delay(Duration::from_secs(5)),
+///     Fault::Panic("index out of bounds".into()),
+///     Fault::error(|| std::io::Error::other("reset")),
+/// ];
+/// for fault in &plan {
+///     let what = match fault {
+///         Fault::Error(_) => "fails".to_owned(),
+///         Fault::Panic(message) => format!("panics: {message}"),
+///         Fault::Delay(delay) => format!("runs after {delay:?}"),
+///         Fault::Hang => "never answers".to_owned(),
+///         _ => format!("{fault:?}"), // the enum is non-exhaustive
+///     };
+///     println!("next call {what}");
+/// }
+/// let tool = plan.into_iter().fold(FaultyTool::new(echo_tool("fetch")), FaultyTool::then);
 /// # let _ = tool;
 /// ```
 #[derive(Clone)]
