@@ -105,6 +105,8 @@ use proc_macro::TokenStream;
 /// Declares a tool: the function stays as written, and a hidden sibling function builds the
 /// tool's definition, which [`tools!`] collects.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::prelude::*;
 ///
@@ -216,6 +218,8 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// Declares a fixer: a function that repairs failed tool calls, registered under the function's
 /// name (or `name = "..."`) and named by `fix(agent = "...")` in a policy.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::prelude::*;
 ///
@@ -245,6 +249,8 @@ pub fn fixer(attr: TokenStream, item: TokenStream) -> TokenStream {
 
 /// Makes the `#[tool]` and `#[fixer]` methods of an `impl` block the tools and fixers of one
 /// shared instance, for tools that hold state (a database pool, an HTTP client).
+///
+/// # Examples
 ///
 /// ```
 /// use std::sync::Arc;
@@ -290,6 +296,8 @@ pub fn toolset(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// Builds a `Policy` from the [policy grammar](crate#the-policy-grammar), for an agent's
 /// `on_tool_error(tool, policy)`.
 ///
+/// # Examples
+///
 /// ```
 /// let policy = agent_errors::policy!(
 ///     execution = [retry(5), escalate],
@@ -308,6 +316,8 @@ pub fn policy(input: TokenStream) -> TokenStream {
 
 /// Declares the crate-wide policy that every [`#[tool]`](macro@tool) of this crate inherits,
 /// below the tool's own policy and the agent's `on_tool_error`, above the built-in default.
+///
+/// # Examples
 ///
 /// ```
 /// // at the crate root: lib.rs or main.rs
@@ -329,6 +339,8 @@ pub fn defaults(input: TokenStream) -> TokenStream {
 
 /// The calling crate's [`defaults!`] policy, as an `Option<Policy>` (`None` when the crate
 /// declares none), for a `ToolDef` built by hand: `#[tool]` functions get it on their own.
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::{ToolDef, crate_defaults};
@@ -355,6 +367,8 @@ pub fn crate_defaults(input: TokenStream) -> TokenStream {
 
 /// The `Vec<ToolDef>` of the named [`#[tool]`](macro@tool) functions, by path.
 ///
+/// # Examples
+///
 /// ```
 /// mod web {
 ///     /// Fetches a page.
@@ -376,6 +390,8 @@ pub fn tools(input: TokenStream) -> TokenStream {
 }
 
 /// The `Vec<FixerDef>` of the named [`#[fixer]`](macro@fixer) functions, by path.
+///
+/// # Examples
 ///
 /// ```
 /// mod repair {

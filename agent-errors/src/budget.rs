@@ -15,6 +15,24 @@ use crate::error::BoxFuture;
 pub(crate) const BUCKETS: usize = 10;
 
 /// A budget's settings were out of range.
+///
+/// # Examples
+///
+/// Settings read from configuration are checked when the budget is made:
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::retry::{BudgetError, RetryBudget};
+///
+/// let refused = RetryBudget::new(0.2, Duration::from_millis(1)).err();
+/// let why = match refused {
+///     Some(BudgetError::Ratio(ratio)) => format!("ratio {ratio} is not a share"),
+///     Some(BudgetError::Window(window)) => format!("window {window:?} is too short"),
+///     Some(other) => other.to_string(), // the enum is non-exhaustive
+///     None => "fine".to_owned(),
+/// };
+/// assert_eq!(why, "window 1ms is too short");
+/// ```
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BudgetError {
@@ -35,6 +53,8 @@ pub enum BudgetError {
 /// ladder goes on to its next rung and the run records a `retry_budget_exhausted` event).
 /// Kept in this process by default; with the `redis` feature it can be shared by a fleet
 /// (`RetryBudget::shared_on`).
+///
+/// # Examples
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {

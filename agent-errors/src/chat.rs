@@ -17,6 +17,18 @@ use crate::retry::RunRetries;
 use crate::usage::Usage;
 
 /// A tool call the model asked for.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::{ToolCall, ToolResult};
+///
+/// let call = ToolCall::new("call_1", "get_weather", r#"{"city": "Oslo"}"#);
+/// let args: serde_json::Value = serde_json::from_str(&call.arguments)?; // untrusted text
+/// assert_eq!(args["city"], "Oslo");
+/// assert_eq!(ToolResult::ok(&call, "4°C").call_id, "call_1");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// The id the result must answer.
@@ -43,6 +55,18 @@ impl ToolCall {
 }
 
 /// The answer to one tool call.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::{Message, ToolCall, ToolResult};
+///
+/// let call = ToolCall::new("call_1", "get_weather", r#"{"city": "Atlantis"}"#);
+/// let result = ToolResult::error(&call, "no such city: check the spelling");
+/// assert!(result.is_error);
+/// let reply = Message::Tool(result); // what goes back into the conversation
+/// # let _ = reply;
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolResult {
     /// The id of the call it answers.
@@ -78,6 +102,30 @@ impl ToolResult {
 }
 
 /// One message of a conversation.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::Message;
+///
+/// let history = vec![
+///     Message::system("You answer in one word."),
+///     Message::user("Capital of Norway?"),
+///     Message::assistant(Some("Oslo".into()), vec![]),
+/// ];
+/// for message in &history {
+///     let line = match message {
+///         Message::System { content } => format!("system: {content}"),
+///         Message::User { content } => format!("user: {content}"),
+///         Message::Assistant { content, tool_calls } => {
+///             format!("assistant: {} ({} calls)", content.as_deref().unwrap_or(""), tool_calls.len())
+///         }
+///         Message::Tool(result) => format!("{}: {}", result.name, result.content),
+///         _ => continue, // the enum is non-exhaustive
+///     };
+///     println!("{line}");
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -128,6 +176,23 @@ impl Message {
 }
 
 /// A tool as offered to a model.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::llm::ToolSpec;
+///
+/// let spec = ToolSpec {
+///     name: "get_weather".into(),
+///     description: "The weather in a city now.".into(),
+///     parameters: serde_json::json!({
+///         "type": "object",
+///         "properties": {"city": {"type": "string"}},
+///         "required": ["city"],
+///     }),
+/// };
+/// assert_eq!(spec.parameters["required"][0], "city");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolSpec {
     /// The name.
@@ -140,6 +205,19 @@ pub struct ToolSpec {
 
 /// Who is waiting for a model call: only sources on a foreground allowlist retry on capacity
 /// errors.
+///
+/// # Examples
+///
+/// Mark a request nobody waits on, so capacity errors do not hold it in a retry loop:
+///
+/// ```
+/// use agent_errors::{ChatRequest, Message, llm::CallSource};
+///
+/// let request = ChatRequest::new(vec![Message::user("Title for this chat?")], Vec::new())
+///     .with_source(CallSource::BACKGROUND);
+/// assert_eq!(request.source.as_str(), "background");
+/// assert_eq!(CallSource::new("nightly_report").to_string(), "nightly_report");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CallSource(pub Cow<'static, str>);
 
@@ -175,6 +253,18 @@ impl fmt::Display for CallSource {
 }
 
 /// What the model is asked.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::{ChatRequest, Message};
+/// use agent_errors::llm::{RequestOptions, ToolChoice};
+///
+/// let request = ChatRequest::new(vec![Message::user("Weather in Oslo?")], Vec::new())
+///     .with_max_tokens(Some(256))
+///     .with_options(RequestOptions::new().temperature(0.0).tool_choice(ToolChoice::Auto));
+/// assert_eq!(request.max_tokens, Some(256));
+/// ```
 #[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
 pub struct ChatRequest {
@@ -249,6 +339,8 @@ impl ChatRequest {
 /// unset means the provider's own default, and nothing is sent for it.
 ///
 /// A provider that cannot honour an option leaves it out of the request rather than failing.
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::llm::{RequestOptions, ToolChoice};
@@ -336,6 +428,22 @@ impl RequestOptions {
 }
 
 /// Whether and which tool the model must call.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::llm::{RequestOptions, ToolChoice};
+///
+/// let choice = ToolChoice::Tool("get_weather".into());
+/// let forced = match &choice {
+///     ToolChoice::Auto | ToolChoice::None => None,
+///     ToolChoice::Required => Some("any tool"),
+///     ToolChoice::Tool(name) => Some(name.as_str()),
+///     _ => None, // the enum is non-exhaustive
+/// };
+/// assert_eq!(forced, Some("get_weather"));
+/// let _options = RequestOptions::new().tool_choice(choice);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ToolChoice {
@@ -350,6 +458,25 @@ pub enum ToolChoice {
 }
 
 /// The shape the final answer must take.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::llm::{RequestOptions, ResponseFormat};
+///
+/// let format = ResponseFormat::JsonSchema {
+///     name: "weather".into(),
+///     schema: serde_json::json!({"type": "object", "properties": {"celsius": {"type": "number"}}}),
+///     strict: true,
+/// };
+/// let strict = match &format {
+///     ResponseFormat::JsonObject => false,
+///     ResponseFormat::JsonSchema { strict, .. } => *strict,
+///     _ => false, // the enum is non-exhaustive
+/// };
+/// assert!(strict);
+/// let _options = RequestOptions::new().response_format(format);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum ResponseFormat {
@@ -367,6 +494,23 @@ pub enum ResponseFormat {
 }
 
 /// Why the model stopped answering.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::ChatResponse;
+/// use agent_errors::llm::FinishReason;
+///
+/// let response = ChatResponse::text("The answer is").with_finish_reason(FinishReason::Length);
+/// let complete = match &response.finish_reason {
+///     Some(FinishReason::Stop | FinishReason::ToolCalls) | None => true,
+///     Some(FinishReason::Length) => false, // cut off: ask again with more tokens
+///     Some(FinishReason::ContentFilter | FinishReason::Refusal) => false,
+///     Some(FinishReason::Other(reason)) => reason != "pause_turn",
+///     Some(_) => false, // the enum is non-exhaustive
+/// };
+/// assert!(!complete);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum FinishReason {
@@ -385,6 +529,19 @@ pub enum FinishReason {
 }
 
 /// What the model answered.
+///
+/// # Examples
+///
+/// What a [`ChatModel`](crate::ChatModel) of your own returns:
+///
+/// ```
+/// use agent_errors::{ChatResponse, ToolCall};
+///
+/// let turn = ChatResponse::tool_calls(vec![ToolCall::new("c1", "search", r#"{"q": "rust"}"#)]);
+/// assert!(turn.text.is_none());
+/// let answer = ChatResponse::text("Rust is a language.");
+/// assert_eq!(answer.text.as_deref(), Some("Rust is a language."));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ChatResponse {
@@ -434,6 +591,32 @@ impl ChatResponse {
 /// agent hands it to `on_llm_error` as the model call's error instead of acting on it, so a
 /// handler can retry, respond in its place, or rethrow (the run then ends with
 /// `RunError::Model` holding this).
+///
+/// # Examples
+///
+/// An `on_llm_error` handler that keeps what a cut-off answer said instead of failing the run:
+///
+/// ```
+/// use agent_errors::{Agent, ChatResponse, LlmErrorDecision};
+/// use agent_errors::llm::{FinishReason, Truncated};
+/// use agent_errors::testing::{Reply, ScriptedModel};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let cut_off = ChatResponse::text("The three steps are: first").with_finish_reason(FinishReason::Length);
+/// let agent = Agent::builder("writer")
+///     .model(ScriptedModel::new().reply(Reply::response(cut_off)))
+///     .on_llm_error(|error, _attempt| match error.downcast_ref::<Truncated>() {
+///         Some(truncated) => LlmErrorDecision::RespondWith(
+///             format!("{} [cut off]", truncated.partial.text.as_deref().unwrap_or_default()),
+///         ),
+///         None => LlmErrorDecision::Rethrow,
+///     })
+///     .build()?;
+/// assert_eq!(agent.run("Explain.").await?, "The three steps are: first [cut off]");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the model's answer was cut off at its token budget")]
 pub struct Truncated {

@@ -12,6 +12,21 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// How serious an escalation is. Parsed case-insensitively; defaults to [`Severity::High`].
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::Severity;
+///
+/// let severity: Severity = "Critical".parse()?;
+/// let page_someone = match severity {
+///     Severity::Critical => true,
+///     Severity::Low | Severity::Medium | Severity::High => false,
+/// };
+/// assert!(page_someone);
+/// assert_eq!(Severity::default(), Severity::High);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
 )]
@@ -47,6 +62,16 @@ impl fmt::Display for Severity {
 }
 
 /// The text was not one of `low`, `medium`, `high`, `critical`.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::Severity;
+///
+/// let error = "urgent".parse::<Severity>().unwrap_err();
+/// assert_eq!(error.0, "urgent");
+/// assert!(error.to_string().contains("expected one of `low`, `medium`, `high`, `critical`"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown severity `{0}`: expected one of `low`, `medium`, `high`, `critical`")]
 pub struct UnknownSeverity(pub String);
@@ -72,6 +97,8 @@ impl FromStr for Severity {
 /// For tools that cannot check their arguments before they run: a remote server that validates
 /// them on its side, say. Arguments a handler rejects while parsing are
 /// [`ToolError::InvalidArgs`] and [`ToolError::Deserialization`] already.
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::{BoxError, ToolError, call::InvalidArguments};
@@ -114,6 +141,26 @@ impl InvalidArguments {
 ///
 /// The original error is never erased: [`std::error::Error::source`] on `Execution` returns the
 /// tool's own error, so callers can `downcast_ref` to it.
+///
+/// # Examples
+///
+/// What a hand-written handler returns, and the `match` a caller writes on it:
+///
+/// ```
+/// use agent_errors::ToolError;
+///
+/// let raw = r#"{"city": "#;
+/// let error = ToolError::invalid_args(raw, serde_json::from_str::<serde_json::Value>(raw).unwrap_err());
+/// let note = match &error {
+///     ToolError::InvalidArgs { raw, .. } => format!("not JSON: {raw}"),
+///     ToolError::Deserialization { path, .. } => format!("wrong shape at `{path}`"),
+///     ToolError::Execution { source, .. } => format!("the tool failed: {source}"),
+///     ToolError::Escalation { reason, severity, .. } => format!("escalated ({severity}): {reason}"),
+///     _ => error.to_string(), // the enum is non-exhaustive
+/// };
+/// assert_eq!(note, r#"not JSON: {"city": "#);
+/// assert!(error.is_invalid_args());
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ToolError {

@@ -10,6 +10,35 @@ use label::{ERROR_TYPE, MODEL, TOOL};
 use metrics::counter;
 
 /// Something the recovery layer did.
+///
+/// # Examples
+///
+/// Reading what recovery did in a run:
+///
+/// ```
+/// use agent_errors::{Agent, Event, HttpError, policy::{Action, Policy, PolicyKey}};
+/// use agent_errors::testing::{FaultyTool, ScriptedModel, echo_tool};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let flaky = FaultyTool::new(echo_tool("fetch")).fail_times(1, || HttpError::new(503, "busy"));
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new().tool_call("fetch", r#"{"text": "ok"}"#).text("done"))
+///     .tool(flaky.tool().with_policy(Policy::new().on(PolicyKey::Execution, Action::retry(2)?)))
+///     .build()?;
+/// let outcome = agent.run_with_report("go").await;
+/// for event in &outcome.report.events {
+///     match event {
+///         Event::ToolRetry { tool, attempt, kind, .. } => println!("{tool}: try {attempt} failed ({kind})"),
+///         Event::ToolFailed { tool, message, .. } => println!("{tool} failed: {message}"),
+///         Event::Terminated { tool, .. } => println!("{tool} ended the run"),
+///         other => println!("{}", other.name()),
+///     }
+/// }
+/// assert_eq!(outcome.report.count("tool_retry"), 1);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event {
@@ -191,6 +220,22 @@ impl Event {
 
 /// Collects the events of one run; each is also emitted as a `tracing` event, counted in the
 /// metrics and, inside an agent run, sent to the live streams.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use agent_errors::Event;
+/// use agent_errors::observe::{EventLog, EventSink};
+///
+/// let log = Arc::new(EventLog::new());
+/// let sink = EventSink::new(Arc::clone(&log)); // what a ChatRequest carries
+/// if let Some(log) = sink.log() {
+///     log.emit(Event::LlmFallback { from: "big".into(), to: "small".into() });
+/// }
+/// assert_eq!(log.take().len(), 1);
+/// assert!(log.snapshot().is_empty());
+/// ```
 #[derive(Debug, Default)]
 pub struct EventLog {
     events: Mutex<Vec<Event>>,
@@ -266,6 +311,26 @@ impl EventLog {
 }
 
 /// What happened in one run: the events in order, and a few counts.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::Agent;
+/// use agent_errors::testing::{ScriptedModel, echo_tool};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new().tool_call("echo", r#"{"text": "hi"}"#).text("said hi"))
+///     .tool(echo_tool("echo"))
+///     .build()?;
+/// let report = agent.run_with_report("say hi").await.report;
+/// assert_eq!((report.turns, report.model_calls, report.tool_calls), (2, 2, 1));
+/// assert_eq!(report.count("tool_failed"), 0);
+/// assert_eq!(report.for_tool("echo").count(), 0); // nothing went wrong with it
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RunReport {
@@ -302,6 +367,26 @@ impl RunReport {
 /// The run's event log, carried on a [`ChatRequest`](crate::ChatRequest) so that model wrappers
 /// (`FallbackModel`, `PersistentRetry`) can put their events on the run's report. Empty outside
 /// an agent run. Not part of a request's identity: any two compare equal.
+///
+/// # Examples
+///
+/// A model wrapper of yours puts its events on the run's report through the request's sink:
+///
+/// ```
+/// use agent_errors::{ChatModel, ChatRequest, ChatResponse, Event, call::BoxFuture, BoxError};
+///
+/// struct Cached;
+///
+/// impl ChatModel for Cached {
+///     fn chat<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
+///         if let Some(log) = request.events.log() {
+///             log.emit(Event::LlmFallback { from: "live".into(), to: "cache".into() });
+///         }
+///         Box::pin(async { Ok(ChatResponse::text("from the cache")) })
+///     }
+/// }
+/// # let _ = Cached;
+/// ```
 #[derive(Clone, Default)]
 pub struct EventSink(Option<Arc<EventLog>>);
 

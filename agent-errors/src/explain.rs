@@ -11,6 +11,24 @@ use crate::policy::{Ladder, PolicyKey, PolicyLayer, ResolvedPolicy, Shadowed};
 /// For a failure of kind K, the highest layer that mentions K or `execution` decides, and K
 /// beats `execution` within a layer (auth follows only `auth`). An entry that can never decide
 /// is listed as shadowed, with what decides in its place.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::{Agent, ErrorKind, policy};
+/// use agent_errors::policy::PolicyKey;
+/// use agent_errors::testing::{ScriptedModel, echo_tool};
+///
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new())
+///     .tool(echo_tool("echo").with_policy(policy!(timeout = [retry(3), escalate])))
+///     .build()?;
+/// let explained = agent.explain("echo").expect("a registered tool");
+/// let (key, ladder, _layer) = explained.for_kind(ErrorKind::Timeout);
+/// assert_eq!((key, ladder.to_string().as_str()), (PolicyKey::Kind(ErrorKind::Timeout), "[retry(3), escalate]"));
+/// println!("{explained}"); // the whole table, for people
+/// # Ok::<(), agent_errors::build::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Explanation {
     pub(crate) tool: String,

@@ -17,6 +17,8 @@ type Values = HashMap<TypeId, Arc<dyn Any + Send + Sync>>;
 ///
 /// Cloning is cheap: the values are shared, never copied.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::call::Extensions;
 ///
@@ -143,6 +145,8 @@ impl PartialEq for Extensions {
 /// model's arguments, and the schema does not show it. A run that was not given a `T` answers
 /// the call with a [`MissingContext`] error result (the tool does not run).
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::prelude::*;
 /// use agent_errors::Ctx;
@@ -189,6 +193,19 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for Ctx<T> {
 
 /// A tool or fixer asked for a context value the run was not given. Classified
 /// [`Bug`](crate::ErrorKind::Bug): the caller forgot to pass it, and the model cannot fix that.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::call::{Extensions, MissingContext};
+///
+/// #[derive(Debug)]
+/// struct TenantId(String);
+///
+/// let given = Extensions::new(); // the run was not given a TenantId
+/// let missing: MissingContext = given.ctx::<TenantId>().unwrap_err();
+/// assert!(missing.type_name.ends_with("TenantId"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("this tool needs a `{type_name}` that the run was not given")]
 pub struct MissingContext {

@@ -13,6 +13,27 @@ use crate::error::{BoxError, Severity};
 use crate::policy::PolicyKey;
 
 /// What a fixer is told about the failure it should repair.
+///
+/// # Examples
+///
+/// Testing a fixer without running an agent:
+///
+/// ```
+/// use agent_errors::prelude::*;
+///
+/// #[fixer]
+/// fn trim_commas(req: FixRequest) -> Result<Fix, FixerError> {
+///     Ok(Fix::args(req.raw_args.replace(",}", "}")))
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let request = FixRequest::new("count_keys", r#"{"a": 1,}"#, "trailing comma");
+/// assert!(request.args.is_none()); // not JSON yet
+/// let fixed = fixers![trim_commas][0].fix(request).await;
+/// assert_eq!(fixed.unwrap(), Fix::args(r#"{"a": 1}"#));
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct FixRequest {
@@ -78,6 +99,21 @@ impl FixRequest {
 }
 
 /// A fixer's answer.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::Fix;
+///
+/// let fix = Fix::result(serde_json::json!({"rows": []}))?; // answer in the tool's place
+/// let shown = match &fix {
+///     Fix::Args(raw) => format!("retry with {raw}"),
+///     Fix::Result(value) => format!("use {value}"),
+///     _ => unreachable!("the enum is non-exhaustive"),
+/// };
+/// assert_eq!(shown, r#"use {"rows":[]}"#);
+/// # Ok::<(), agent_errors::FixerError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Fix {
@@ -107,6 +143,28 @@ impl Fix {
 }
 
 /// A fixer could not repair the call.
+///
+/// # Examples
+///
+/// A fixer picks the failure that fits; a test matches on it:
+///
+/// ```
+/// use agent_errors::{FixerError, Severity};
+///
+/// fn refuse(raw: &str) -> FixerError {
+///     if raw.contains("DROP TABLE") {
+///         FixerError::throw("the model tried to drop a table") // ends the run
+///     } else {
+///         FixerError::escalate("send `query` as a string", Severity::Medium) // the model retries
+///     }
+/// }
+/// let ends_run = match refuse("DROP TABLE users") {
+///     FixerError::Throw(_) => true,
+///     FixerError::Escalate { .. } | FixerError::Other(_) => false,
+///     _ => false, // the enum is non-exhaustive
+/// };
+/// assert!(ends_run);
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FixerError {
@@ -148,6 +206,33 @@ impl FixerError {
 
 /// Something that repairs failed calls. Implemented for closures through [`FixerDef`]'s
 /// constructors; implement it by hand for fixers with state.
+///
+/// # Examples
+///
+/// A fixer with state, implemented by hand:
+///
+/// ```
+/// use std::collections::HashMap;
+/// use agent_errors::call::BoxFuture;
+/// use agent_errors::build::{Fixer, FixerDef};
+/// use agent_errors::{Fix, FixRequest, FixerError};
+///
+/// /// Replaces city names the model misspells.
+/// struct CityNames(HashMap<&'static str, &'static str>);
+///
+/// impl Fixer for CityNames {
+///     fn fix(&self, request: FixRequest) -> BoxFuture<'_, Result<Fix, FixerError>> {
+///         let mut raw = request.raw_args;
+///         for (wrong, right) in &self.0 {
+///             raw = raw.replace(wrong, right);
+///         }
+///         Box::pin(async move { Ok(Fix::args(raw)) })
+///     }
+/// }
+///
+/// let fixer = FixerDef::new("city_names", CityNames(HashMap::from([("Olso", "Oslo")])));
+/// assert_eq!(fixer.name(), "city_names");
+/// ```
 pub trait Fixer: Send + Sync + 'static {
     /// Repairs one failure.
     fn fix(&self, request: FixRequest) -> BoxFuture<'_, Result<Fix, FixerError>>;
@@ -178,6 +263,20 @@ where
 }
 
 /// A fixer registered under a name: what `#[fixer]` and `fixers![...]` produce.
+///
+/// # Examples
+///
+/// What `#[fixer]` generates, written out: a name and a function, given to an agent.
+///
+/// ```
+/// use agent_errors::{Agent, Fix};
+/// use agent_errors::build::FixerDef;
+/// use agent_errors::testing::ScriptedModel;
+///
+/// let unquote = FixerDef::from_fn("unquote", |req| Ok(Fix::args(req.raw_args.trim_matches('"'))));
+/// let agent = Agent::builder("a").model(ScriptedModel::new()).fixer(unquote).build();
+/// assert!(agent.is_ok());
+/// ```
 #[derive(Clone)]
 pub struct FixerDef {
     name: Cow<'static, str>,

@@ -13,6 +13,8 @@ use std::sync::Arc;
 /// agent loop gives every call its key (a [`RunContext`](crate::RunContext) of your own gives
 /// one once it has a [run id](crate::RunContext::with_run_id)).
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::prelude::*;
 /// use agent_errors::{Ctx, RunOptions, call::IdempotencyKey};

@@ -11,6 +11,8 @@ use crate::stream::{ChatStream, response_events, stream_of};
 /// The providers (`openai`) and the testing kit's scripted model implement it; so can you, for
 /// a provider this crate does not ship or a model in-process:
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::{
 ///     Agent, BoxError, ChatModel, ChatRequest, ChatResponse, Message, call::BoxFuture,

@@ -10,6 +10,22 @@ use crate::ErrorKind;
 use crate::retry::{RetrySchedule, ZeroAttempts};
 
 /// What a policy entry answers: a failure class, or a refinement by error kind.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::ErrorKind;
+/// use agent_errors::policy::PolicyKey;
+///
+/// let key = PolicyKey::Kind(ErrorKind::Timeout);
+/// let written = match key {
+///     PolicyKey::InvalidArgs => "bad arguments".to_owned(),
+///     PolicyKey::Execution => "any failure of the tool".to_owned(),
+///     PolicyKey::Kind(kind) => format!("a `{kind}` failure"),
+/// };
+/// assert_eq!(written, "a `timeout` failure");
+/// assert_eq!(PolicyKey::all().next(), Some(PolicyKey::InvalidArgs));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PolicyKey {
     /// The arguments were not valid JSON or did not fit the parameter types.
@@ -45,6 +61,19 @@ impl fmt::Display for PolicyKey {
 }
 
 /// `retry(n)`: call again while the failure is retryable, at most `max_attempts` calls in all.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::policy::{Action, RetryAction};
+///
+/// let Action::Retry(retry) = Action::retry(3)? else { unreachable!() };
+/// let slower = RetryAction { initial: Some(Duration::from_secs(2)), ..retry };
+/// assert_eq!(slower.max_attempts.get(), 3);
+/// assert_eq!(Action::Retry(slower).to_string(), r#"retry(max_attempts = 3, initial = "2s")"#);
+/// # Ok::<(), agent_errors::retry::ZeroAttempts>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryAction {
     /// Calls at most, counting the first.
@@ -70,6 +99,17 @@ impl RetryAction {
 }
 
 /// `fix(agent = "name", retries = n)`: ask a fixer to repair the call.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::policy::Action;
+///
+/// if let Action::Fix(fix) = Action::fix("json_fixer", 2)? {
+///     assert_eq!((fix.agent.as_ref(), fix.retries.get()), ("json_fixer", 2));
+/// }
+/// # Ok::<(), agent_errors::retry::ZeroAttempts>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FixAction {
     /// The fixer's registered name.
@@ -79,6 +119,28 @@ pub struct FixAction {
 }
 
 /// One rung of a ladder.
+///
+/// # Examples
+///
+/// What `#[tool(on_error(execution = [retry(3), fallback(tool = "cache"), escalate]))]` builds,
+/// and a `match` that describes a rung:
+///
+/// ```
+/// use agent_errors::policy::{Action, Ladder};
+///
+/// let ladder = Ladder::new([Action::retry(3)?, Action::fallback("cache"), Action::Escalate]);
+/// let plan: Vec<String> = ladder.actions().iter().map(|action| match action {
+///     Action::Retry(retry) => format!("call again, {} calls in all", retry.max_attempts),
+///     Action::Fix(fix) => format!("ask `{}`", fix.agent),
+///     Action::Fallback { tool } => format!("call `{tool}` instead"),
+///     Action::Escalate => "show the model".to_owned(),
+///     Action::Throw => "end the run".to_owned(),
+///     Action::Degrade => "drop the tool".to_owned(),
+///     _ => action.to_string(), // the enum is non-exhaustive
+/// }).collect();
+/// assert_eq!(plan[1], "call `cache` instead");
+/// # Ok::<(), agent_errors::retry::ZeroAttempts>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Action {
@@ -169,6 +231,17 @@ impl fmt::Display for Action {
 ///
 /// A ladder that runs out without a terminal rung gives the failure its default fate: auth and
 /// retryable kinds end the run; every other kind is shown to the model.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::policy::{Action, Ladder};
+///
+/// let ladder: Ladder = [Action::retry(2)?, Action::Escalate].into();
+/// assert_eq!(ladder.to_string(), "[retry(2), escalate]");
+/// assert!(ladder.actions().last().is_some_and(Action::is_terminal));
+/// # Ok::<(), agent_errors::retry::ZeroAttempts>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Ladder(Vec<Action>);
 
@@ -223,6 +296,24 @@ impl fmt::Display for Ladder {
 
 /// A set of `key = ladder` entries: what `on_error(...)`, `policy!(...)` and `defaults!(...)`
 /// build. A key set twice keeps the last.
+///
+/// # Examples
+///
+/// Built in code, the same as `policy!(timeout = retry(5), auth = throw)`:
+///
+/// ```
+/// use agent_errors::{Agent, ErrorKind};
+/// use agent_errors::policy::{Action, Policy, PolicyKey};
+/// use agent_errors::testing::ScriptedModel;
+///
+/// let policy = Policy::new()
+///     .on(PolicyKey::Kind(ErrorKind::Timeout), Action::retry(5)?)
+///     .on(PolicyKey::Kind(ErrorKind::Auth), Action::Throw);
+/// assert_eq!(policy.get(PolicyKey::Kind(ErrorKind::Auth)).map(|l| l.to_string()).as_deref(), Some("throw"));
+/// let agent = Agent::builder("a").model(ScriptedModel::new()).on_any_tool_error(policy).build();
+/// assert!(agent.is_ok());
+/// # Ok::<(), agent_errors::retry::ZeroAttempts>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Policy {
     entries: Vec<(PolicyKey, Ladder)>,
@@ -276,6 +367,31 @@ impl Policy {
 }
 
 /// Where a resolved entry came from.
+///
+/// # Examples
+///
+/// Where a tool's answer to a failure comes from:
+///
+/// ```
+/// use agent_errors::{Agent, policy};
+/// use agent_errors::policy::{PolicyKey, PolicyLayer};
+/// use agent_errors::testing::{ScriptedModel, echo_tool};
+///
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new())
+///     .tool(echo_tool("echo"))
+///     .on_tool_error("echo", policy!(execution = retry(3)))
+///     .build()?;
+/// let explained = agent.explain("echo").expect("a registered tool");
+/// let origin = match explained.source_of(PolicyKey::Execution) {
+///     Some(PolicyLayer::Tool) => "the tool's attribute",
+///     Some(PolicyLayer::Agent | PolicyLayer::AgentDefaults) => "the agent",
+///     Some(PolicyLayer::CrateDefaults) => "the crate's defaults",
+///     Some(PolicyLayer::BuiltIn) | None => "the library",
+/// };
+/// assert_eq!(origin, "the agent");
+/// # Ok::<(), agent_errors::build::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PolicyLayer {
     /// The tool's own `#[tool(on_error(...))]`.
@@ -312,6 +428,29 @@ pub(crate) struct ResolvedPolicy {
 }
 
 /// An entry that never decides anything for a tool, and what does instead.
+///
+/// # Examples
+///
+/// An agent default for `timeout` never decides when the tool's own `execution` entry answers every
+/// kind first:
+///
+/// ```
+/// use agent_errors::{Agent, policy};
+/// use agent_errors::testing::{ScriptedModel, echo_tool};
+///
+/// let tool = echo_tool("fetch").with_policy(policy!(execution = escalate));
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new())
+///     .tool(tool)
+///     .on_any_tool_error(policy!(timeout = retry(5)))
+///     .build()?;
+/// let shadowed = agent.explain("fetch").expect("registered").shadowed();
+/// for dead in &shadowed {
+///     println!("{} ({}) never decides: {} ({}) does", dead.key, dead.layer, dead.by_key, dead.by_layer);
+/// }
+/// assert_eq!(shadowed.len(), 1);
+/// # Ok::<(), agent_errors::build::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Shadowed {

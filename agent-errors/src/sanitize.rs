@@ -86,6 +86,17 @@ pub const MAX_TOOL_NAME_CHARS: usize = 128;
 ///
 /// This does not redact secrets: text that leaves the library goes through [`scrub`], which
 /// redacts first and then calls this.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::sanitize::sanitize;
+///
+/// let raw = "\x1b[31mboom\x1b[0m\n   at handler (server.js:10:5)\n\n\n   retry later";
+/// let clean = sanitize(raw, 300);
+/// assert!(clean.starts_with("boom") && !clean.contains('\x1b') && !clean.contains("server.js"));
+/// assert!(sanitize(&"x".repeat(1000), 50).chars().count() <= 50);
+/// ```
 pub fn sanitize(text: &str, max_chars: usize) -> String {
     if max_chars == 0 {
         return String::new();
@@ -120,6 +131,8 @@ pub fn sanitize(text: &str, max_chars: usize) -> String {
 /// secret's first half in place. Only the first
 /// [`MAX_SCANNED_BYTES`](crate::redact::MAX_SCANNED_BYTES) of `text` are read (cut as
 /// redaction cuts), so the cost is bounded whatever the length.
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::sanitize::scrub;
@@ -274,6 +287,16 @@ static TRACE_LINES: LazyLock<RegexSet> = LazyLock::new(|| {
 });
 
 /// What the model should do about a failure of this kind.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::{ErrorKind, sanitize::suggestion};
+///
+/// // The advice an error result for the model ends with, in a tool result of your own:
+/// let advice = suggestion(ErrorKind::Validation);
+/// assert!(!advice.is_empty());
+/// ```
 pub fn suggestion(kind: ErrorKind) -> &'static str {
     match kind {
         ErrorKind::NotFound => {
@@ -304,6 +327,22 @@ pub fn suggestion(kind: ErrorKind) -> &'static str {
 }
 
 /// An error as a model sees it in an `is_error` tool result.
+///
+/// # Examples
+///
+/// An error result of your own, in the shape the executor gives the model:
+///
+/// ```
+/// use agent_errors::{ErrorKind, Severity, ToolCall, ToolResult};
+/// use agent_errors::sanitize::SurfacedError;
+///
+/// let call = ToolCall::new("c1", "transfer", r#"{"amount": -5}"#);
+/// let surfaced = SurfacedError::new("transfer", ErrorKind::Validation, "amount must be positive")
+///     .with_severity(Severity::Medium)
+///     .with_suggestion("Send a positive `amount`.");
+/// let result = ToolResult::error(&call, surfaced.to_content());
+/// assert!(result.content.contains(r#""severity":"medium""#));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct SurfacedError {

@@ -30,6 +30,30 @@ pub type ToolFuture = BoxFuture<'static, Result<String, BoxError>>;
 /// Parsing happens before the future exists, so bad arguments are told apart from a tool that ran
 /// and failed. `call` must only parse and build the future: the tool's work belongs in the future,
 /// which the executor may drop unpolled (an open circuit, a tripped breaker, a cancelled run).
+///
+/// # Examples
+///
+/// A tool whose schema is written by hand and whose arguments are read as plain JSON:
+///
+/// ```
+/// use agent_errors::{ToolDef, ToolError};
+/// use agent_errors::call::{ToolFuture, ToolHandler};
+///
+/// struct Upper;
+///
+/// impl ToolHandler for Upper {
+///     fn call(&self, raw_args: &str) -> Result<ToolFuture, ToolError> {
+///         let args: serde_json::Value =
+///             serde_json::from_str(raw_args).map_err(|e| ToolError::invalid_args(raw_args, e))?;
+///         let text = args["text"].as_str().unwrap_or_default().to_uppercase();
+///         Ok(Box::pin(async move { Ok(text) })) // the work happens here, when polled
+///     }
+/// }
+///
+/// let schema = serde_json::json!({"type": "object", "properties": {"text": {"type": "string"}}});
+/// let tool = ToolDef::from_handler("upper", "Upper-cases a text.", schema, Upper);
+/// assert!(tool.handler().call("{not json").is_err());
+/// ```
 pub trait ToolHandler: Send + Sync + 'static {
     /// Parses `raw_args`; on success returns the running call.
     fn call(&self, raw_args: &str) -> Result<ToolFuture, ToolError>;
@@ -104,6 +128,8 @@ where
 ///
 /// Build one by hand from a closure over a typed argument struct when a `#[tool]` fn does not
 /// fit (a tool made at run time, a closure that owns a client):
+///
+/// # Examples
 ///
 /// ```
 /// use std::time::Duration;

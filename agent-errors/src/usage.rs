@@ -3,6 +3,19 @@
 use serde::{Deserialize, Serialize};
 
 /// Tokens a model call used.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::ChatResponse;
+/// use agent_errors::llm::Usage;
+///
+/// let mut spent = Usage::default();
+/// for response in [ChatResponse::text("a").with_usage(Usage::new(1200, 40))] {
+///     spent += response.usage.unwrap_or_default();
+/// }
+/// assert_eq!(spent.total(), 1240);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct Usage {
     /// Tokens read: the prompt, the conversation and the tool definitions.

@@ -24,6 +24,26 @@ use crate::tool::ToolDef;
 ///
 /// `O` is the output type of the agent's runs: `String` via [`Agent::builder`], anything
 /// implementing [`AgentOutput`] via `AgentBuilder::<O>::new`.
+///
+/// # Examples
+///
+/// The smallest agent needs a name and a model; everything else has a default:
+///
+/// ```
+/// use agent_errors::{Agent, policy};
+/// use agent_errors::testing::{ScriptedModel, echo_tool};
+///
+/// let agent = Agent::builder("support")
+///     .model(ScriptedModel::new())
+///     .system_prompt("You help customers with their orders.")
+///     .tool(echo_tool("lookup_order"))
+///     .on_any_tool_error(policy!(timeout = retry(3)))
+///     .max_turns(10)
+///     .enable_escalate()
+///     .build()?;
+/// assert_eq!(agent.max_turns(), 10);
+/// # Ok::<(), agent_errors::build::ConfigError>(())
+/// ```
 pub struct AgentBuilder<O = String> {
     name: String,
     model: Option<Arc<dyn ChatModel>>,

@@ -21,6 +21,8 @@ const MAX_QUOTED_ID_CHARS: usize = 64;
 /// `index` counts the messages of the history as handed in, from 0; `call_id` is quoted
 /// sanitized and bounded (it may come from a model).
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::{Message, RunError, ToolCall, ToolResult, run::HistoryError};
 /// use agent_errors::Agent;
@@ -199,6 +201,8 @@ pub(super) fn with_system_prompt(prompt: Option<&str>, history: Vec<Message>) ->
 /// [`send`](Conversation::send) is one run on the history so far plus the new message, and the
 /// run's transcript becomes the history. Each run starts with a fresh per-run breaker and
 /// repair budget; the agent's service breaker carries over.
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::Agent;

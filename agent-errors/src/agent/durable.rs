@@ -25,6 +25,35 @@ const STATE_VERSION: u32 = 2;
 const READS: [u32; 2] = [STATE_VERSION - 1, STATE_VERSION];
 
 /// How a finished durable run ended, as its last checkpoint records it.
+///
+/// # Examples
+///
+/// Resuming a run that already finished says how it ended:
+///
+/// ```
+/// use agent_errors::{Agent, RunError, RunOptions};
+/// use agent_errors::checkpoint::MemoryCheckpoints;
+/// use agent_errors::run::{FinishedRun, ResumeError};
+/// use agent_errors::testing::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new().text("42"))
+///     .checkpoints(MemoryCheckpoints::new())
+///     .build()?;
+/// agent.run_with("question", RunOptions::new().run_id("run-7")).await.result?;
+/// let resumed = agent.resume("run-7", RunOptions::new()).await;
+/// let Err(RunError::Resume(ResumeError::Finished { outcome, .. })) = resumed.result else { unreachable!() };
+/// let answer = match outcome {
+///     FinishedRun::Answered { text } => text,
+///     FinishedRun::Failed { reason, message } => Some(format!("failed ({reason}): {message}")),
+///     _ => None, // the enum is non-exhaustive
+/// };
+/// assert_eq!(answer.as_deref(), Some("42"));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum FinishedRun {
@@ -45,6 +74,35 @@ pub enum FinishedRun {
 }
 
 /// Why [`Agent::resume`](super::Agent::resume) could not go on with a run.
+///
+/// # Examples
+///
+/// What a worker that picks up runs after a restart does with each refusal:
+///
+/// ```
+/// use agent_errors::{Agent, RunError, RunOptions};
+/// use agent_errors::checkpoint::MemoryCheckpoints;
+/// use agent_errors::run::ResumeError;
+/// use agent_errors::testing::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("a").model(ScriptedModel::new()).checkpoints(MemoryCheckpoints::new()).build()?;
+/// let outcome = agent.resume("run-unknown", RunOptions::new()).await;
+/// let action = match outcome.result {
+///     Ok(_) => "done",
+///     Err(RunError::Resume(error)) => match error {
+///         ResumeError::NotFound { .. } | ResumeError::Finished { .. } => "nothing to do",
+///         ResumeError::UnknownTool { .. } => "leave it for an agent that has the tool",
+///         ResumeError::BrokenTranscript { .. } | ResumeError::NoStore => "page a person",
+///         _ => "page a person", // the enum is non-exhaustive
+///     },
+///     Err(_) => "the resumed run failed",
+/// };
+/// assert_eq!(action, "nothing to do");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ResumeError {
@@ -136,6 +194,22 @@ impl RunError {
 }
 
 /// How a checkpoint breaks the one-result rule (see [`ResumeError::BrokenTranscript`]).
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::run::BrokenTranscript;
+///
+/// fn explain(problem: BrokenTranscript) -> &'static str {
+///     match problem {
+///         BrokenTranscript::DuplicateCallId | BrokenTranscript::AnsweredTwice => "a call is there twice",
+///         BrokenTranscript::OrphanResult | BrokenTranscript::PendingMismatch => "a result or pending call has no call",
+///         BrokenTranscript::Unanswered => "an earlier call has no result",
+///         _ => "the checkpoint is inconsistent", // the enum is non-exhaustive
+///     }
+/// }
+/// assert_eq!(explain(BrokenTranscript::Unanswered), "an earlier call has no result");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BrokenTranscript {

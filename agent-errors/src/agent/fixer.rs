@@ -44,6 +44,29 @@ struct AgentFixer {
 }
 
 /// The fixer agent answered in text that is not JSON.
+///
+/// # Examples
+///
+/// A fixer agent that answers in prose fails that try of the fixer with this error:
+///
+/// ```
+/// use agent_errors::{Agent, FixRequest, FixerError};
+/// use agent_errors::run::NotJsonArguments;
+/// use agent_errors::testing::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let chatty = Agent::builder("json_fixer")
+///     .model(ScriptedModel::new().text("Sure! The fixed arguments are below."))
+///     .build()?
+///     .into_fixer("json_fixer");
+/// let failed = chatty.fix(FixRequest::new("search", "{q: cats}", "not JSON")).await.unwrap_err();
+/// let FixerError::Other(error) = failed else { unreachable!() };
+/// let prose = error.downcast_ref::<NotJsonArguments>().expect("an answer that is not JSON");
+/// assert!(prose.answer.starts_with("Sure!"));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[error("the fixer agent's answer is not JSON arguments: {error}")]
 pub struct NotJsonArguments {

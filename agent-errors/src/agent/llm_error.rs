@@ -11,6 +11,22 @@ pub type ModelError = dyn Error + Send + Sync + 'static;
 
 /// What an `on_llm_error` handler may return: a decision, or the `Result` that
 /// [`LlmErrorDecision::retry`] gives, so `|_, _| LlmErrorDecision::retry(3, ms(500))` works as is.
+///
+/// # Examples
+///
+/// Both a decision and the `Result` of [`LlmErrorDecision::retry`] are accepted, and a `Retry` with
+/// zero attempts becomes `Rethrow`:
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::LlmErrorDecision;
+/// use agent_errors::run::IntoLlmDecision;
+///
+/// let plain: Result<LlmErrorDecision, _> = LlmErrorDecision::<String>::Rethrow.into_decision();
+/// assert_eq!(plain, Ok(LlmErrorDecision::Rethrow));
+/// let zero = LlmErrorDecision::<String>::retry(0, Duration::from_secs(1));
+/// assert!(zero.into_decision().is_err());
+/// ```
 pub trait IntoLlmDecision<O> {
     /// The decision. `Err` (a `Retry` built with zero attempts) is treated as `Rethrow`.
     fn into_decision(self) -> Result<LlmErrorDecision<O>, ZeroAttempts>;

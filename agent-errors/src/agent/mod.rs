@@ -76,6 +76,27 @@ pub(crate) const DEFAULT_MAX_TURNS: u32 = 20;
 ///
 /// `O` is what a run returns: the final text by default, or any [`AgentOutput`] such as
 /// [`Json<T>`] (start with [`AgentBuilder::new`] for those).
+///
+/// # Examples
+///
+/// Build once, run many times:
+///
+/// ```
+/// use agent_errors::Agent;
+/// use agent_errors::testing::{ScriptedModel, echo_tool};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let model = ScriptedModel::new()
+///     .tool_call("echo", r#"{"text": "pong"}"#)
+///     .text("pong")
+///     .text("bye");
+/// let agent = Agent::builder("pinger").model(model).tool(echo_tool("echo")).build()?;
+/// assert_eq!(agent.run("ping").await?, "pong");
+/// assert_eq!(agent.run("goodbye").await?, "bye");
+/// # Ok(())
+/// # }
+/// ```
 pub struct Agent<O = String> {
     inner: Arc<AgentInner<O>>,
 }
@@ -202,6 +223,25 @@ impl<O> Agent<O> {
 }
 
 /// How to run: cancellation and the like.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::{Agent, Cancellation, RunOptions};
+/// use agent_errors::testing::ScriptedModel;
+///
+/// struct UserId(u64); // what a tool reads with a `Ctx<UserId>` parameter
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("a").model(ScriptedModel::new().text("done")).build()?;
+/// let cancel = Cancellation::new(); // keep a clone to stop the run from elsewhere
+/// let options = RunOptions::new().run_id("ticket-1234").context(UserId(42)).cancellation(cancel.clone());
+/// let outcome = agent.run_with("close the ticket", options).await;
+/// assert_eq!(outcome.run_id, "ticket-1234");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct RunOptions {
@@ -297,6 +337,26 @@ impl RunOptions {
 }
 
 /// The result of a run together with what happened on the way.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::{Agent, Message};
+/// use agent_errors::testing::{ScriptedModel, echo_tool};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new().tool_call("echo", r#"{"text": "hi"}"#).text("said hi"))
+///     .tool(echo_tool("echo"))
+///     .build()?;
+/// let outcome = agent.run_with_report("say hi").await;
+/// let tool_results = outcome.transcript.iter().filter(|m| matches!(m, Message::Tool(_))).count();
+/// assert_eq!((tool_results, outcome.report.tool_calls), (1, 1));
+/// assert_eq!(outcome.into_result()?, "said hi");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct RunOutcome<O = String> {
@@ -319,6 +379,36 @@ impl<O> RunOutcome<O> {
 }
 
 /// Why a run ended without an output.
+///
+/// # Examples
+///
+/// What a service answers its user, by how the run ended:
+///
+/// ```
+/// use agent_errors::{Agent, HttpError, RunError};
+/// use agent_errors::testing::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("a").model(ScriptedModel::new().error(HttpError::new(500, "down"))).build()?;
+/// let reply = match agent.run("hi").await {
+///     Ok(answer) => answer,
+///     Err(RunError::Terminated(stop)) => stop.user_message.to_owned(),
+///     Err(RunError::Escalated { reason, .. }) => format!("I need your help: {reason}"),
+///     Err(RunError::Cancelled | RunError::DeadlineExceeded { .. }) => "Stopped.".to_owned(),
+///     Err(RunError::Model(failure)) => {
+///         tracing::warn!(error = %failure, "model failed"); // redacted: safe to log
+///         "The assistant is unavailable, try again later.".to_owned()
+///     }
+///     Err(other) => {
+///         tracing::error!(error = %other, "run failed");
+///         "Something went wrong.".to_owned()
+///     }
+/// };
+/// assert_eq!(reply, "The assistant is unavailable, try again later.");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunError {

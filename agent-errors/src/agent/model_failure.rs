@@ -24,6 +24,8 @@ use crate::error::BoxError;
 /// through [`RunError::model_error`](crate::RunError::model_error). `on_llm_error` handlers are
 /// shown the original: only what leaves the run is redacted.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::{Agent, HttpError, RunError};
 /// use agent_errors::testing::ScriptedModel;

@@ -13,6 +13,30 @@ use crate::error::BoxError;
 /// `String` takes the text as it is; [`Json<T>`] deserializes it. Implement it for your own types
 /// to give an agent a typed output: `on_llm_error`'s `RespondWith` is then checked against that
 /// type at compile time.
+///
+/// # Examples
+///
+/// An agent whose runs return a number:
+///
+/// ```
+/// use agent_errors::{AgentBuilder, BoxError, run::AgentOutput};
+/// use agent_errors::testing::ScriptedModel;
+///
+/// struct Score(u8);
+///
+/// impl AgentOutput for Score {
+///     fn from_final_text(text: String) -> Result<Self, BoxError> {
+///         Ok(Score(text.trim().parse()?))
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let judge = AgentBuilder::<Score>::new("judge").model(ScriptedModel::new().text(" 7 ")).build()?;
+/// assert_eq!(judge.run("Rate this essay from 0 to 10.").await?.0, 7);
+/// # Ok(())
+/// # }
+/// ```
 pub trait AgentOutput: Send + Sized + 'static {
     /// Reads the final answer.
     fn from_final_text(text: String) -> Result<Self, BoxError>;
@@ -46,6 +70,8 @@ impl AgentOutput for String {
 /// [`RunError::InvalidOutput`](crate::RunError::InvalidOutput). For a schema you know is
 /// strict-compatible, set your own format with
 /// [`AgentBuilder::request_options`](crate::AgentBuilder::request_options); it replaces this one.
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::{AgentBuilder, llm::ResponseFormat, run::Json};

@@ -10,6 +10,39 @@ use crate::model::ChatModel;
 use crate::stream::{StreamAccumulator, StreamEvent};
 
 /// What a streaming run hands its caller (see `RunOptions::stream_to`).
+///
+/// # Examples
+///
+/// Showing the answer as it arrives:
+///
+/// ```
+/// use agent_errors::{Agent, RunOptions};
+/// use agent_errors::run::RunDelta;
+/// use agent_errors::stream::StreamEvent;
+/// use agent_errors::testing::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("a").model(ScriptedModel::new().text("Hello!")).build()?;
+/// let (sender, mut deltas) = tokio::sync::mpsc::channel(16);
+/// let run = agent.run_with("greet me", RunOptions::new().stream_to(sender));
+/// let show = async {
+///     let mut screen = String::new();
+///     while let Some(delta) = deltas.recv().await {
+///         match delta {
+///             RunDelta::Model(StreamEvent::TextDelta(text)) => screen.push_str(&text),
+///             RunDelta::Model(_) => {} // tool calls, usage, finish
+///             RunDelta::TurnRestarted { .. } => screen.clear(), // a retry: what was shown is void
+///             _ => {} // the enum is non-exhaustive
+///         }
+///     }
+///     screen
+/// };
+/// let (outcome, screen) = tokio::join!(run, show);
+/// assert_eq!((outcome.result?, screen.as_str()), ("Hello!".to_owned(), "Hello!"));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RunDelta {

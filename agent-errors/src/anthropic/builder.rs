@@ -10,6 +10,8 @@ use crate::provider::{Settings, SettingsError, non_empty};
 
 /// Configures an [`AnthropicModel`].
 ///
+/// # Examples
+///
 /// ```
 /// use std::time::Duration;
 /// use agent_errors::anthropic::AnthropicModel;

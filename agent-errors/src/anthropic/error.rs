@@ -15,6 +15,30 @@ pub(crate) const SERVER: &str = "Anthropic messages server";
 
 /// A Messages API call that failed. Retries inside the provider never wrap it: after the last
 /// attempt the caller gets the last attempt's error as it was.
+///
+/// # Examples
+///
+/// [`AnthropicModel::complete`](super::AnthropicModel::complete) returns it typed; a caller decides
+/// what to tell its user:
+///
+/// ```
+/// use agent_errors::anthropic::AnthropicError;
+/// use agent_errors::stream::StreamError;
+///
+/// fn advice(error: &AnthropicError) -> String {
+///     match error {
+///         AnthropicError::Status(status) if status.code() == Some("overloaded_error") => "Claude is busy: try again soon".into(),
+///         AnthropicError::Status(status) => format!("the API answered {}", status.status()),
+///         AnthropicError::Timeout { .. } | AnthropicError::HeadersTimeout { .. } => "it took too long".into(),
+///         AnthropicError::Connection { .. } => "the API cannot be reached".into(),
+///         AnthropicError::Stream(stream) => format!("the answer broke off: {stream}"),
+///         other => other.to_string(), // the rest, and the non-exhaustive future
+///     }
+/// }
+///
+/// let broken = AnthropicError::from(StreamError::Malformed { reason: "not JSON".into(), data: String::new() });
+/// assert_eq!(advice(&broken), "the answer broke off: malformed stream event: not JSON");
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AnthropicError {
@@ -132,6 +156,20 @@ impl AnthropicError {
 }
 
 /// The provider could not be configured.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::anthropic::{AnthropicConfigError, AnthropicModel};
+///
+/// let refused = AnthropicModel::builder().model("claude-sonnet-4-5").max_tokens(0).build();
+/// match refused {
+///     Err(AnthropicConfigError::ZeroMaxTokens) => {} // the API needs a reply budget
+///     Err(AnthropicConfigError::MissingModel) => panic!("set AGENT_ERRORS_MODEL"),
+///     Err(other) => panic!("{other}"), // a URL, a header, the client, and the non-exhaustive rest
+///     Ok(_) => unreachable!("0 tokens is refused"),
+/// }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AnthropicConfigError {

@@ -114,6 +114,25 @@ const MESSAGES_PATH: &str = "/v1/messages";
 
 /// A chat model behind the Anthropic Messages API. See the [module docs](self) for the wire
 /// format and what it retries.
+///
+/// # Examples
+///
+/// Building the model makes no request, so this runs offline:
+///
+/// ```
+/// use agent_errors::Agent;
+/// use agent_errors::anthropic::AnthropicModel;
+///
+/// let model = AnthropicModel::builder()
+///     .api_key("sk-ant-test-only")
+///     .model("claude-sonnet-4-5")
+///     .max_tokens(2048)
+///     .build()?;
+/// assert_eq!(model.url(), "https://api.anthropic.com/v1/messages");
+/// let agent = Agent::builder("assistant").model(model).build()?;
+/// # let _ = agent;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct AnthropicModel {
     client: reqwest::Client,
     url: reqwest::Url,

@@ -19,6 +19,8 @@ struct Circuit {
 /// Breakers kept in this process: closed, open after `threshold` consecutive failures, one
 /// probe after `cooldown`. What every agent uses unless told otherwise.
 ///
+/// # Examples
+///
 /// ```
 /// use std::num::NonZeroU32;
 /// use std::time::Duration;

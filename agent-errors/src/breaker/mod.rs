@@ -82,6 +82,26 @@ impl RunBreaker {
 /// A breaker per upstream, shared by every run of an agent: closed, open (rejects at once),
 /// half-open (one probe after the cooldown). Its state lives in a [`BreakerStore`]: a
 /// [`MemoryStore`] unless [`ServiceBreaker::with_store`] says otherwise.
+///
+/// # Examples
+///
+/// One breaker shared by two agents that call the same upstreams:
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use agent_errors::Agent;
+/// use agent_errors::breaker::{BreakerState, ServiceBreaker};
+/// use agent_errors::testing::ScriptedModel;
+///
+/// let breaker = Arc::new(ServiceBreaker::new(NonZeroU32::new(3).unwrap(), Duration::from_secs(60)));
+/// let support = Agent::builder("support").model(ScriptedModel::new()).service_breaker(Arc::clone(&breaker)).build()?;
+/// let billing = Agent::builder("billing").model(ScriptedModel::new()).service_breaker(Arc::clone(&breaker)).build()?;
+/// assert!(Arc::ptr_eq(support.service_breaker(), billing.service_breaker()));
+/// assert_eq!(breaker.state("crm"), BreakerState::Closed);
+/// # Ok::<(), agent_errors::build::ConfigError>(())
+/// ```
 #[derive(Debug)]
 pub struct ServiceBreaker {
     store: Store,

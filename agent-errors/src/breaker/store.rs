@@ -9,6 +9,22 @@ use std::task::{Context, Poll};
 use crate::error::BoxFuture;
 
 /// A service breaker's state.
+///
+/// # Examples
+///
+/// A health check that reports each upstream's circuit:
+///
+/// ```
+/// use agent_errors::breaker::{BreakerState, ServiceBreaker};
+///
+/// let breaker = ServiceBreaker::default();
+/// let health = match breaker.state("weather-api") {
+///     BreakerState::Closed => "up",
+///     BreakerState::HalfOpen => "recovering",
+///     BreakerState::Open => "down",
+/// };
+/// assert_eq!(health, "up");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BreakerState {
     /// Calls go through; failures are counted.
@@ -20,6 +36,27 @@ pub enum BreakerState {
 }
 
 /// Whether a call may go to the service.
+///
+/// # Examples
+///
+/// Asking a store before calling the service yourself:
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use std::time::Duration;
+/// use agent_errors::breaker::{Admission, BreakerStore, MemoryStore};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let store = MemoryStore::new(NonZeroU32::new(1).unwrap(), Duration::from_secs(30));
+/// store.record("search", false); // one failure opens it
+/// match store.admit("search").await {
+///     Admission::Allowed | Admission::Probe => { /* call, then store.record("search", ok) */ }
+///     Admission::Rejected => println!("search is down: not called"),
+/// }
+/// assert_eq!(store.admit("search").await, Admission::Rejected);
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
     /// Go ahead.
@@ -34,6 +71,27 @@ pub enum Admission {
 /// A store's answer to [`BreakerStore::admit`]: decided from local state at once (the common
 /// case, no allocation), or after asking a shared store (the rare case: a stale cache, a
 /// half-open probe).
+///
+/// # Examples
+///
+/// A store that answers from memory at once, and asks elsewhere only when it must:
+///
+/// ```
+/// use agent_errors::breaker::{Admission, Admit};
+///
+/// fn admit_from(cached: Option<Admission>) -> Admit<'static> {
+///     match cached {
+///         Some(admission) => Admit::Ready(admission), // no allocation
+///         None => Admit::Asking(Box::pin(async { Admission::Allowed })), // a shared store's round trip
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// assert_eq!(admit_from(Some(Admission::Rejected)).await, Admission::Rejected);
+/// assert_eq!(admit_from(None).await, Admission::Allowed);
+/// # }
+/// ```
 #[must_use = "a future does nothing unless awaited"]
 pub enum Admit<'a> {
     /// Decided.
@@ -69,6 +127,39 @@ impl Future for Admit<'_> {
 /// [`MemoryStore`](crate::breaker::MemoryStore) keeps it in this process; `RedisStore` (feature `redis`)
 /// shares it between processes. A store decides; the executor asks it before every call and
 /// tells it how every admitted call went.
+///
+/// # Examples
+///
+/// A store of your own that wraps another, here to count the calls it refused:
+///
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::sync::Arc;
+/// use agent_errors::breaker::{Admission, Admit, BreakerState, BreakerStore, MemoryStore, ServiceBreaker};
+///
+/// #[derive(Debug)]
+/// struct Counting { inner: MemoryStore, refused: AtomicU32 }
+///
+/// impl BreakerStore for Counting {
+///     fn admit<'a>(&'a self, key: &'a str) -> Admit<'a> {
+///         Admit::Asking(Box::pin(async move {
+///             let admission = self.inner.admit(key).await;
+///             if admission == Admission::Rejected {
+///                 self.refused.fetch_add(1, Ordering::Relaxed);
+///             }
+///             admission
+///         }))
+///     }
+///     fn record(&self, key: &str, ok: bool) { self.inner.record(key, ok) }
+///     fn release_probe(&self, key: &str) { self.inner.release_probe(key) }
+///     fn state(&self, key: &str) -> BreakerState { self.inner.state(key) }
+/// }
+///
+/// let store = Counting { inner: MemoryStore::new(5.try_into()?, std::time::Duration::from_secs(30)), refused: AtomicU32::new(0) };
+/// let breaker = Arc::new(ServiceBreaker::with_store(store));
+/// # let _ = breaker;
+/// # Ok::<(), std::num::TryFromIntError>(())
+/// ```
 pub trait BreakerStore: Send + Sync + fmt::Debug + 'static {
     /// Asks to call `key` now. A store that must ask elsewhere returns [`Admit::Asking`] and
     /// must bound that wait itself.

@@ -9,6 +9,8 @@ use crate::error::BoxFuture;
 
 /// A [`CheckpointStore`] in memory.
 ///
+/// # Examples
+///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// use agent_errors::checkpoint::{Checkpoint, CheckpointStore, MemoryCheckpoints};

@@ -31,6 +31,16 @@ use crate::error::BoxError;
 use crate::error::BoxFuture;
 
 /// One saved state of a run.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::checkpoint::Checkpoint;
+///
+/// let first = Checkpoint { run_id: "run-1".into(), sequence: 0, state: b"{}".to_vec() };
+/// let next = Checkpoint { sequence: first.sequence + 1, ..first.clone() };
+/// assert_eq!(format!("{next:?}"), r#"Checkpoint { run_id: "run-1", sequence: 1, state_bytes: 2 }"#);
+/// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct Checkpoint {
     /// The run this state belongs to.
@@ -53,6 +63,28 @@ impl fmt::Debug for Checkpoint {
 }
 
 /// Why a checkpoint could not be saved or loaded.
+///
+/// # Examples
+///
+/// A second save of the same sequence loses, as a second process would:
+///
+/// ```
+/// use agent_errors::checkpoint::{Checkpoint, CheckpointError, CheckpointStore, MemoryCheckpoints};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), CheckpointError> {
+/// let store = MemoryCheckpoints::new();
+/// let first = Checkpoint { run_id: "run-1".into(), sequence: 0, state: b"{}".to_vec() };
+/// store.save(&first).await?;
+/// match store.save(&first).await {
+///     Err(CheckpointError::Conflict { found, .. }) => assert_eq!(found, Some(0)), // someone else owns the run
+///     Err(CheckpointError::Store(error)) => return Err(CheckpointError::Store(error)), // retry later
+///     Err(error) => return Err(error), // `Corrupt`, and the non-exhaustive rest
+///     Ok(()) => unreachable!("sequence 0 is taken"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CheckpointError {
@@ -148,6 +180,18 @@ fn redacted_chain(error: BoxError) -> BoxError {
 
 /// Whether a save of `sequence` may follow the stored sequence `found`: the fencing rule every
 /// store applies.
+///
+/// # Examples
+///
+/// The check a store of yours makes before it writes:
+///
+/// ```
+/// use agent_errors::checkpoint::follows;
+///
+/// assert!(follows(0, None)); // a first save
+/// assert!(follows(4, Some(3)));
+/// assert!(!follows(4, Some(4))); // another process saved first
+/// ```
 pub fn follows(sequence: u64, found: Option<u64>) -> bool {
     match found {
         None => sequence == 0,
@@ -156,6 +200,47 @@ pub fn follows(sequence: u64, found: Option<u64>) -> bool {
 }
 
 /// Where checkpoints live. See the [module documentation](self) for the two rules a store keeps.
+///
+/// # Examples
+///
+/// A store of your own (here a map behind a mutex; a real one writes to a database in one
+/// conditional statement):
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::sync::Mutex;
+/// use agent_errors::call::BoxFuture;
+/// use agent_errors::checkpoint::{Checkpoint, CheckpointError, CheckpointStore, follows};
+///
+/// #[derive(Debug, Default)]
+/// struct MapStore(Mutex<HashMap<String, Checkpoint>>);
+///
+/// impl CheckpointStore for MapStore {
+///     fn save<'a>(&'a self, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
+///         Box::pin(async move {
+///             let mut runs = self.0.lock().unwrap();
+///             let found = runs.get(&checkpoint.run_id).map(|c| c.sequence);
+///             if !follows(checkpoint.sequence, found) {
+///                 return Err(CheckpointError::conflict(&checkpoint.run_id, checkpoint.sequence, found));
+///             }
+///             runs.insert(checkpoint.run_id.clone(), checkpoint.clone());
+///             Ok(())
+///         })
+///     }
+///     fn load<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
+///         Box::pin(async move { Ok(self.0.lock().unwrap().get(run_id).cloned()) })
+///     }
+///     fn delete<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<(), CheckpointError>> {
+///         Box::pin(async move { Ok(drop(self.0.lock().unwrap().remove(run_id))) })
+///     }
+/// }
+///
+/// let agent = agent_errors::Agent::builder("a")
+///     .model(agent_errors::testing::ScriptedModel::new())
+///     .checkpoints(MapStore::default())
+///     .build();
+/// assert!(agent.is_ok());
+/// ```
 pub trait CheckpointStore: Send + Sync + fmt::Debug + 'static {
     /// Saves `checkpoint` atomically if its sequence follows the stored one; otherwise fails with
     /// [`CheckpointError::Conflict`] and changes nothing.

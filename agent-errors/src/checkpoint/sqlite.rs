@@ -20,6 +20,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// is on disk, so a process killed mid-save leaves the previous checkpoint whole. Calls run on
 /// tokio's blocking pool, never on the runtime's threads.
 ///
+/// # Examples
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

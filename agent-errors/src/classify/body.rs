@@ -10,6 +10,19 @@ use regex::Regex;
 use super::{HttpError, chain, find_in_chain};
 
 /// The numbers a context-overflow error reports.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::classify::ContextOverflow;
+///
+/// let message = "input length and `max_tokens` exceed context limit: 188059 + 20000 > 200000";
+/// if let Some(overflow) = ContextOverflow::parse(message) {
+///     // Ask again for what fits, or trim the conversation when too little is left.
+///     assert_eq!(overflow.available(), 11941);
+///     assert_eq!(overflow.max_tokens_for_retry(1024), Some(11941));
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ContextOverflow {
     /// The model's context window, in tokens.
@@ -169,6 +182,8 @@ pub(crate) fn is_overloaded(status: u16, body: &str) -> bool {
 /// Whether a failed call was an overload: an [`HttpError`] in the chain with status 529, or a 429
 /// or 5xx whose message says "overloaded"; when the chain has no `HttpError`, any level whose
 /// text says "overloaded".
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::HttpError;

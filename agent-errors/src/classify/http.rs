@@ -8,6 +8,8 @@ use super::{Classification, ErrorKind, Evidence};
 /// instead of guessing from text. The headers read are `retry-after` (seconds or an HTTP date),
 /// `retry-after-ms` (milliseconds, sent by some model APIs) and `x-should-retry` (`true`/`false`).
 ///
+/// # Examples
+///
 /// ```
 /// use std::time::Duration;
 /// use agent_errors::{ErrorKind, HttpError, classify::classify};
@@ -182,6 +184,8 @@ pub(crate) const fn status_kind(status: u16) -> (ErrorKind, Option<bool>) {
 /// Returns `None` for anything else (garbage is ignored, never guessed at). A date in the past
 /// means "now" (`Duration::ZERO`); an absurd value (a date years ahead, more digits than fit in a
 /// `u64`) is cut to `cap`.
+///
+/// # Examples
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};

@@ -5,6 +5,27 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// What kind of failure an error is. Stable: loops and policies branch on it.
+///
+/// # Examples
+///
+/// A loop of your own branches on the kind, not on the message:
+///
+/// ```
+/// use agent_errors::{ErrorKind, HttpError, classify::classify};
+///
+/// let kind = classify(&HttpError::new(429, "slow down")).kind;
+/// let next_step = match kind {
+///     ErrorKind::Transient | ErrorKind::Timeout | ErrorKind::ServerError => "retry soon",
+///     ErrorKind::Quota => "retry after the window",
+///     ErrorKind::Auth => "stop: fix the credentials",
+///     ErrorKind::NotFound | ErrorKind::Validation => "tell the model",
+///     ErrorKind::OutcomeUnknown => "check before calling again",
+///     ErrorKind::Bug | ErrorKind::Unknown => "show a person",
+///     _ => "show a person", // the enum is non-exhaustive
+/// };
+/// assert_eq!(next_step, "retry after the window");
+/// assert!(kind.is_retryable());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]

@@ -124,6 +124,19 @@ use rules::Rule;
 use typed::Known;
 
 /// What the classifier concluded, and from which evidence.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::{ErrorKind, HttpError, classify::{Evidence, classify}};
+///
+/// let error = HttpError::new(503, "busy").with_header("retry-after", "7");
+/// let class = classify(&error);
+/// assert_eq!((class.kind, class.status, class.evidence), (ErrorKind::Transient, Some(503), Evidence::Status(503)));
+/// assert_eq!(class.retry_after, Some(Duration::from_secs(7)));
+/// assert!(class.is_retryable());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Classification {
@@ -141,6 +154,26 @@ pub struct Classification {
 }
 
 /// What a [`Classification`] rests on, strongest first.
+///
+/// # Examples
+///
+/// How sure a classification is, for a log line or a metric label:
+///
+/// ```
+/// use agent_errors::classify::{Evidence, classify};
+///
+/// let class = classify(&std::io::Error::other("connection reset by peer"));
+/// let basis = match class.evidence {
+///     Evidence::Rule => "your rule".to_owned(),
+///     Evidence::Type(name) => format!("the error type {name}"),
+///     Evidence::Status(status) => format!("HTTP {status}"),
+///     Evidence::Pattern => "the message's words".to_owned(),
+///     Evidence::Nothing => "nothing".to_owned(),
+///     _ => "something new".to_owned(), // the enum is non-exhaustive
+/// };
+/// println!("{:?} because of {basis}", class.kind);
+/// assert_ne!(class.evidence, Evidence::Nothing);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Evidence {
@@ -181,6 +214,8 @@ pub const DEFAULT_RETRY_AFTER_CAP: Duration = Duration::from_secs(5 * 60);
 /// Classifies an error by what it is, using the rules registered with [`register`]: see the
 /// [module docs](self) for the order of evidence.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::{classify::classify, ErrorKind};
 ///
@@ -198,6 +233,28 @@ pub fn classify(error: &(dyn Error + 'static)) -> Classification {
 /// The rule is offered every level of the chain that is an `E`; returning `None` lets the other
 /// rules and the built-in evidence decide. Rules cannot be removed: register them once, at
 /// start-up. For rules scoped to one agent or test, use a [`Classifier`].
+///
+/// # Examples
+///
+/// Once, at start-up: your own error type's variants get their kinds.
+///
+/// ```
+/// use agent_errors::{ErrorKind, classify::{classify, register}};
+///
+/// #[derive(Debug, thiserror::Error)]
+/// enum LedgerError {
+///     #[error("ledger is locked")]
+///     Locked,
+///     #[error("no such account")]
+///     NoAccount,
+/// }
+///
+/// register(|error: &LedgerError| match error {
+///     LedgerError::Locked => Some(ErrorKind::Transient),
+///     LedgerError::NoAccount => Some(ErrorKind::NotFound),
+/// });
+/// assert_eq!(classify(&LedgerError::Locked).kind, ErrorKind::Transient);
+/// ```
 pub fn register<E, F>(rule: F)
 where
     E: Error + 'static,
@@ -209,6 +266,8 @@ where
 /// A classifier with its own rules and `Retry-After` cap, independent of the global registry.
 ///
 /// Cheap to clone (rules are shared).
+///
+/// # Examples
 ///
 /// ```
 /// use std::time::Duration;
@@ -287,6 +346,8 @@ const MAX_DEPTH: usize = 64;
 /// (`io::Error::source` skips it). The walk stops after 64 levels, a guard against
 /// pathological chains.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::HttpError;
 /// use agent_errors::classify::chain;
@@ -301,6 +362,8 @@ pub fn chain<'a>(
 }
 
 /// The first `T` in an error's [`chain`], the error itself included.
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::HttpError;

@@ -28,6 +28,8 @@ pub(crate) type TypedCopy<'a> =
 /// `find_in_chain::<HttpError>` still finds the status. The original error is reachable only
 /// through [`Terminated::unredacted_error`](crate::run::Terminated::unredacted_error).
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::classify::chain;
 /// use agent_errors::classify::RedactedError;

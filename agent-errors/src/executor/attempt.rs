@@ -17,6 +17,27 @@ use crate::extensions::{Extensions, MissingContext};
 use crate::tool::{ToolDef, ToolOutput};
 
 /// A tool panicked; classified [`ErrorKind::Bug`].
+///
+/// # Examples
+///
+/// A panicking tool does not take the process down: the call fails, and the model is told the
+/// tool crashed.
+///
+/// ```
+/// use agent_errors::{Registry, RunContext, ToolCall};
+/// use agent_errors::testing::{FaultyTool, echo_tool};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let crashing = FaultyTool::new(echo_tool("parse")).panic_times(1, "index out of bounds");
+/// let registry = Registry::builder().tool(crashing.tool()).build()?;
+/// let call = ToolCall::new("c1", "parse", r#"{"text": "x"}"#);
+/// let outcome = registry.execute(&RunContext::new(), &call).await;
+/// let result = outcome.result().expect("shown to the model, not the end of the run");
+/// assert!(result.is_error && result.content.contains("index out of bounds"));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the tool panicked: {message}")]
 pub struct ToolPanic {
@@ -36,6 +57,20 @@ impl ToolPanic {
 }
 
 /// The service breaker was open, so the tool was not called.
+///
+/// # Examples
+///
+/// The error a call fails with when its service breaker refused it; a fixer, fallback or log
+/// line can tell it from the tool's own failures:
+///
+/// ```
+/// use agent_errors::ToolError;
+/// use agent_errors::call::CircuitOpen;
+///
+/// let error = ToolError::execution(serde_json::json!({}), CircuitOpen { tool: "search".into() });
+/// let not_called = error.cause().downcast_ref::<CircuitOpen>().is_some();
+/// assert!(not_called);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{tool}` is failing and its circuit is open: not called")]
 pub struct CircuitOpen {

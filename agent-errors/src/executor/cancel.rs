@@ -4,6 +4,8 @@ use tokio_util::sync::CancellationToken;
 
 /// A handle that cancels a run. Clones share the same state.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::Cancellation;
 ///

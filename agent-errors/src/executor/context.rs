@@ -43,6 +43,8 @@ struct RunState {
 /// Make one per run and pass it to every [`Registry::execute`](crate::Registry::execute) of
 /// that run: this is how the recovery layer works inside an agent loop of your own.
 ///
+/// # Examples
+///
 /// ```
 /// use std::num::NonZeroU32;
 /// use agent_errors::{Cancellation, Limits, RunContext};

@@ -4,6 +4,21 @@
 pub const DEFAULT_MAX_PERMISSION_DENIALS: u32 = 20;
 
 /// Bounds that keep recovery finite.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::{Agent, Limits};
+/// use agent_errors::testing::ScriptedModel;
+///
+/// let limits = Limits::default()
+///     .with_run_deadline(Duration::from_secs(120))
+///     .with_default_tool_timeout(Duration::from_secs(10))
+///     .with_max_retries(8);
+/// let agent = Agent::builder("a").model(ScriptedModel::new()).limits(limits).build();
+/// assert!(agent.is_ok());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {

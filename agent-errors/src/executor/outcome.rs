@@ -19,6 +19,33 @@ use crate::tool::ToolOutput;
 pub(crate) const CANCELLED: &str = "operation cancelled";
 
 /// Why a tool failure ended the run.
+///
+/// # Examples
+///
+/// A tool whose credentials are refused ends the run; the caller reads why:
+///
+/// ```
+/// use agent_errors::{Registry, RunContext, ToolCall, HttpError};
+/// use agent_errors::run::TerminationReason;
+/// use agent_errors::testing::{FaultyTool, echo_tool};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let crm = FaultyTool::new(echo_tool("crm")).fail_times(1, || HttpError::new(401, "bad token"));
+/// let registry = Registry::builder().tool(crm.tool()).build()?;
+/// let call = ToolCall::new("c1", "crm", r#"{"text": "x"}"#);
+/// let stop = registry.execute(&RunContext::new(), &call).await;
+/// let page_on_call = match &stop.stop().expect("a refused credential ends the run").reason {
+///     TerminationReason::Auth => true,
+///     TerminationReason::RetriesExhausted { attempts } => *attempts > 3,
+///     TerminationReason::CircuitOpen | TerminationReason::BreakerTripped { .. } => false,
+///     TerminationReason::Thrown(_) | TerminationReason::PermissionDenials { .. } => false,
+///     _ => false, // the enum is non-exhaustive
+/// };
+/// assert!(page_on_call);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TerminationReason {
@@ -86,6 +113,28 @@ impl TerminationReason {
 /// `{:#}`, `eyre`, tracing) prints no secret, and `find_in_chain::<HttpError>` still finds the
 /// status. The original error, to downcast to a type of your own, is
 /// [`unredacted_error`](Terminated::unredacted_error).
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::{Agent, ErrorKind, HttpError, RunError};
+/// use agent_errors::testing::{FaultyTool, ScriptedModel, echo_tool};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let crm = FaultyTool::new(echo_tool("crm")).fail_times(1, || HttpError::new(401, "token sk-4f9a8b7c6d5e4f3a2b1c0d"));
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new().tool_call("crm", r#"{"text": "x"}"#))
+///     .tool(crm.tool())
+///     .build()?;
+/// let error = agent.run("look up the customer").await.unwrap_err();
+/// let stop = error.terminated().expect("the tool ended the run");
+/// assert_eq!((stop.tool.as_str(), stop.kind), ("crm", ErrorKind::Auth));
+/// println!("{}", stop.user_message); // safe to show a user
+/// assert!(!format!("{stop:?}").contains("sk-4f9a")); // and to log
+/// # Ok(())
+/// # }
+/// ```
 #[derive(thiserror::Error)]
 #[error("{user_message}")]
 #[non_exhaustive]
@@ -147,6 +196,32 @@ impl Terminated {
 }
 
 /// The one outcome of one tool call.
+///
+/// # Examples
+///
+/// In a loop of your own, each call's outcome is either a result for the model or the end of the
+/// run:
+///
+/// ```
+/// use agent_errors::{Message, Registry, RunContext, ToolCall};
+/// use agent_errors::call::CallOutcome;
+/// use agent_errors::testing::echo_tool;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let registry = Registry::builder().tool(echo_tool("echo")).build()?;
+/// let calls = [ToolCall::new("c1", "echo", r#"{"text": "hi"}"#)];
+/// let mut transcript = Vec::new();
+/// for outcome in registry.execute_turn(&RunContext::new(), &calls).await {
+///     match outcome {
+///         CallOutcome::Result(result) => transcript.push(Message::Tool(result)),
+///         CallOutcome::Stop(stop) => return Err(stop.into()),
+///     }
+/// }
+/// assert_eq!(transcript.len(), 1);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub enum CallOutcome {
     /// A result for the model (ok or `is_error`).

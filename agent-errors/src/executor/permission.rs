@@ -5,6 +5,24 @@ use crate::chat::ToolCall;
 use crate::extensions::Extensions;
 
 /// A permission hook's verdict on a call.
+///
+/// # Examples
+///
+/// A closure is a hook; its verdict is one of the two:
+///
+/// ```
+/// use agent_errors::{Agent, ToolCall};
+/// use agent_errors::permission::Permission;
+/// use agent_errors::testing::ScriptedModel;
+///
+/// let read_only = |call: &ToolCall| match call.name.as_str() {
+///     "delete_file" | "write_file" => Permission::Deny("this agent may only read".into()),
+///     _ => Permission::Allow,
+/// };
+/// assert_eq!(read_only(&ToolCall::new("c1", "read_file", "{}")), Permission::Allow);
+/// let agent = Agent::builder("a").model(ScriptedModel::new()).permission(read_only).build();
+/// assert!(agent.is_ok());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Permission {
     /// Run it.
@@ -17,6 +35,8 @@ pub enum Permission {
 ///
 /// A hook that needs the run's context values (who is asking) or how often this run was
 /// already denied implements [`check_in`](PermissionHook::check_in) too.
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::{ToolCall, permission::{Permission, PermissionContext, PermissionHook}};
@@ -52,6 +72,31 @@ pub trait PermissionHook: Send + Sync + 'static {
 }
 
 /// What a permission hook knows about the run asking.
+///
+/// # Examples
+///
+/// A hook that gives up on a tool the model keeps asking for:
+///
+/// ```
+/// use agent_errors::ToolCall;
+/// use agent_errors::permission::{Permission, PermissionContext, PermissionHook};
+///
+/// struct Budgeted;
+///
+/// impl PermissionHook for Budgeted {
+///     fn check(&self, _call: &ToolCall) -> Permission {
+///         Permission::Allow
+///     }
+///
+///     fn check_in(&self, call: &ToolCall, run: &PermissionContext<'_>) -> Permission {
+///         if call.name == "send_email" && run.tool_denials() >= 2 {
+///             return Permission::Deny("email is not available in this run".into());
+///         }
+///         self.check(call)
+///     }
+/// }
+/// # let _ = Budgeted;
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct PermissionContext<'a> {
     pub(super) extensions: &'a Extensions,
@@ -78,6 +123,31 @@ impl PermissionContext<'_> {
 
 /// The permission hook denied a call; classified [`Auth`](crate::ErrorKind::Auth) when the run's
 /// budget of denials is used up and the run ends.
+///
+/// # Examples
+///
+/// A run whose model asks for what it may not do ends once the run's budget of denials is spent:
+///
+/// ```
+/// use agent_errors::{Agent, Limits, ToolCall};
+/// use agent_errors::permission::{Permission, PermissionDenied};
+/// use agent_errors::testing::{ScriptedModel, echo_tool};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new().tool_call("echo", r#"{"text": "x"}"#))
+///     .tool(echo_tool("echo"))
+///     .permission(|_: &ToolCall| Permission::Deny("not today".into()))
+///     .limits(Limits::default().with_max_permission_denials(1))
+///     .build()?;
+/// let error = agent.run("go").await.unwrap_err();
+/// let stop = error.terminated().expect("the denials ended the run");
+/// let denied = stop.unredacted_error().and_then(|e| e.cause().downcast_ref::<PermissionDenied>());
+/// assert_eq!(denied.map(|d| d.reason.as_str()), Some("not today"));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("permission denied {denials} times in this run; the last: {reason}")]
 pub struct PermissionDenied {

@@ -84,6 +84,23 @@ impl RetryPlace {
 /// The call was running when the process running it stopped, and its result was never
 /// recorded: it may or may not have taken effect. Classified
 /// [`OutcomeUnknown`](ErrorKind::OutcomeUnknown).
+///
+/// # Examples
+///
+/// A fixer, fallback or log line can tell "this may already have happened" from a plain
+/// failure, and check before doing it again:
+///
+/// ```
+/// use agent_errors::ToolError;
+/// use agent_errors::call::CallInterrupted;
+///
+/// fn may_have_taken_effect(error: &ToolError) -> bool {
+///     error.cause().is::<CallInterrupted>()
+/// }
+///
+/// let refused = ToolError::execution(serde_json::json!({"amount": 10}), std::io::Error::other("refused"));
+/// assert!(!may_have_taken_effect(&refused));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "the call was interrupted (the process running it stopped) before its result was recorded: \

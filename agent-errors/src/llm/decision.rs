@@ -6,6 +6,25 @@ use std::time::Duration;
 use crate::retry::ZeroAttempts;
 
 /// What to do when a model call fails: the answer of an `on_llm_error` handler.
+///
+/// # Examples
+///
+/// Decisions are usually built inside [`AgentBuilder::on_llm_error`](crate::AgentBuilder::on_llm_error);
+/// a wrapper of your own can read one back:
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::LlmErrorDecision;
+///
+/// let decision: LlmErrorDecision = LlmErrorDecision::retry(3, Duration::from_millis(500))?;
+/// let calls_at_most = match &decision {
+///     LlmErrorDecision::Rethrow | LlmErrorDecision::RespondWith(_) => 1,
+///     LlmErrorDecision::Retry { max_attempts, .. }
+///     | LlmErrorDecision::RetryRegardless { max_attempts, .. } => max_attempts.get(),
+/// };
+/// assert_eq!(calls_at_most, 3);
+/// # Ok::<(), agent_errors::retry::ZeroAttempts>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum LlmErrorDecision<O = String> {
     /// Return the original error to the caller (the default).

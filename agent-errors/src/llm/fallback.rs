@@ -34,6 +34,8 @@ use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop, ZeroAttempt
 /// report (inside an agent run the request carries the run's log), and on an [`EventLog`]
 /// attached with [`FallbackModel::event_log`].
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::llm::FallbackModel;
 /// # fn wrap(

@@ -23,6 +23,35 @@ pub(crate) const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(6 * 60 * 6
 pub(crate) const DEFAULT_CHUNK: Duration = Duration::from_secs(30);
 
 /// Sent to the heartbeat callback after each chunk of a wait.
+///
+/// # Examples
+///
+/// A batch job that reports progress while a long `Retry-After` is waited out:
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+/// use agent_errors::{ChatModel, ChatRequest, HttpError, Message};
+/// use agent_errors::llm::{Heartbeat, PersistentRetry};
+/// use agent_errors::testing::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let busy = HttpError::new(503, "busy").with_header("retry-after", "60");
+/// let beats: Arc<Mutex<Vec<Heartbeat>>> = Arc::default();
+/// let seen = Arc::clone(&beats);
+/// let model = PersistentRetry::new(ScriptedModel::new().error(busy).text("done"))
+///     .chunk(Duration::from_secs(30))
+///     .on_heartbeat(move |beat| seen.lock().unwrap().push(beat.clone()));
+/// let request = ChatRequest::new(vec![Message::user("summarize")], Vec::new());
+/// let answer = model.chat(&request).await.expect("answered once the wait is over");
+/// assert_eq!(answer.text.as_deref(), Some("done"));
+/// let beats = beats.lock().unwrap();
+/// assert_eq!(beats.len(), 2); // after 30 s and after 60 s
+/// assert_eq!((beats[0].attempt, beats[0].remaining), (1, Duration::from_secs(30)));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Heartbeat {
@@ -61,6 +90,8 @@ type HeartbeatFn = Arc<dyn Fn(&Heartbeat) + Send + Sync>;
 ///
 /// Each retry emits an `llm_retry` `tracing` event, also recorded on the run's report inside an
 /// agent run and on an [`EventLog`] attached with [`PersistentRetry::event_log`].
+///
+/// # Examples
 ///
 /// ```
 /// use std::time::Duration;

@@ -22,6 +22,10 @@ use crate::tool::{ToolDef, ToolFuture, ToolHandler};
 
 /// An MCP server to connect to, and how its tools are registered.
 ///
+/// # Examples
+///
+/// It starts a real MCP server program, hence `no_run`:
+///
 /// ```no_run
 /// use agent_errors::mcp::McpServer;
 /// use agent_errors::{Agent, policy};
@@ -315,6 +319,22 @@ fn default_restarts() -> RetrySchedule {
 ///
 /// Clones share the connection. The tools hold it too, so it lives as long as an agent that
 /// uses them; [`shutdown`](McpClient::shutdown) ends it for everyone.
+///
+/// # Examples
+///
+/// It starts a real MCP server program, hence `no_run`:
+///
+/// ```no_run
+/// use agent_errors::mcp::McpServer;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), agent_errors::mcp::McpError> {
+/// let client = McpServer::stdio("git", "uvx").arg("mcp-server-git").connect().await?;
+/// println!("`{}` (pid {:?}) offers {} tools", client.name(), client.pid(), client.tools().len());
+/// client.shutdown().await; // also ends the tools' connection on every agent that holds them
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct McpClient {
     connection: Arc<Connection>,

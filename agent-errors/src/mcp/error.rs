@@ -23,6 +23,27 @@ use crate::error::{BoxError, InvalidArguments};
 /// Every variant that stands for a kind of failure carries, as its
 /// [`source`](std::error::Error::source), the typed fact [`classify`](crate::classify::classify()) reads:
 /// see the table in the [module docs](crate::mcp#how-mcp-failures-are-classified).
+///
+/// # Examples
+///
+/// A server whose program is not installed fails to connect with a message that says so:
+///
+/// ```
+/// use agent_errors::mcp::{McpError, McpServer};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let refused = McpServer::stdio("files", "/no/such/mcp-server").connect().await;
+/// let what = match refused {
+///     Err(McpError::Spawn { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => "install the server",
+///     Err(McpError::Spawn { .. } | McpError::Handshake { .. }) => "the server would not start",
+///     Err(McpError::Timeout { .. }) => "the server is too slow",
+///     Err(_) => "see the error", // the rest, and the non-exhaustive future
+///     Ok(_) => "connected",
+/// };
+/// assert_eq!(what, "install the server");
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum McpError {

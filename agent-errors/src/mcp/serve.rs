@@ -29,6 +29,10 @@ use crate::registry::Registry;
 /// idempotency key under [`IDEMPOTENCY_KEY_META`] (as this crate's client sends) gives the tool
 /// that key as its [`IdempotencyKey`](crate::call::IdempotencyKey).
 ///
+/// # Examples
+///
+/// It serves on this process's stdin and stdout until a client closes them, hence `no_run`:
+///
 /// ```no_run
 /// use agent_errors::Registry;
 /// use agent_errors::mcp::McpService;
@@ -55,6 +59,24 @@ struct Inner {
 }
 
 /// Serving over MCP failed before or while the session ran.
+///
+/// # Examples
+///
+/// A server binary's `main` turns the outcome into its exit status:
+///
+/// ```
+/// use std::process::ExitCode;
+/// use agent_errors::mcp::ServeError;
+///
+/// fn exit_code(served: Result<(), ServeError>) -> ExitCode {
+///     match served {
+///         Ok(()) => ExitCode::SUCCESS, // the client closed the session
+///         Err(ServeError::Handshake(why)) => { eprintln!("not an MCP client: {why}"); ExitCode::from(2) }
+///         Err(error) => { eprintln!("{error}"); ExitCode::FAILURE } // `Session`, and the non-exhaustive rest
+///     }
+/// }
+/// assert_eq!(exit_code(Err(ServeError::Handshake("closed".into()))), ExitCode::from(2));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {

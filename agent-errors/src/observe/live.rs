@@ -19,6 +19,38 @@ use crate::model::ChatModel;
 pub const DEFAULT_EVENT_CAPACITY: usize = 1024;
 
 /// Which run an event belongs to: unique within the process, increasing.
+///
+/// # Examples
+///
+/// Telling apart the runs of an agent on its live stream:
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::time::Duration;
+/// use agent_errors::{Agent, HttpError, LlmErrorDecision};
+/// use agent_errors::observe::RunId;
+/// use agent_errors::testing::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let busy = || HttpError::new(503, "busy");
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new().error(busy()).text("one").error(busy()).text("two"))
+///     .on_llm_error(|_, _| LlmErrorDecision::retry(2, Duration::from_millis(100)))
+///     .build()?;
+/// let mut events = agent.subscribe();
+/// agent.run("first").await?;
+/// agent.run("second").await?;
+/// let mut retries: HashMap<RunId, usize> = HashMap::new();
+/// while let Some(Ok(delivered)) = events.try_recv() {
+///     *retries.entry(delivered.run).or_default() += 1;
+/// }
+/// assert_eq!(retries.len(), 2); // one model retry in each run, told apart
+/// # Ok(())
+/// # }
+/// ```
+///
+/// It prints as `run-<n>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RunId(u64);
 
@@ -41,6 +73,32 @@ impl fmt::Display for RunId {
 }
 
 /// One event of one run, as a live stream delivers it.
+///
+/// # Examples
+///
+/// One run's events, live:
+///
+/// ```
+/// use agent_errors::{Agent, Event, HttpError, RunOptions, policy};
+/// use agent_errors::testing::{FaultyTool, ScriptedModel, echo_tool};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let flaky = FaultyTool::new(echo_tool("fetch")).fail_times(1, || HttpError::new(503, "busy"));
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new().tool_call("fetch", r#"{"text": "ok"}"#).text("done"))
+///     .tool(flaky.tool().with_policy(policy!(execution = retry(2))))
+///     .build()?;
+/// let (options, mut events) = RunOptions::new().events(16);
+/// agent.run_with("go", options).await.result?;
+/// while let Some(Ok(delivered)) = events.recv().await {
+///     if let Event::ToolRetry { tool, attempt, .. } = &delivered.event {
+///         println!("{}: {tool} failed on try {attempt}, retrying", delivered.run);
+///     }
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RunEvent {
@@ -51,6 +109,30 @@ pub struct RunEvent {
 }
 
 /// The consumer fell behind: this many events, the oldest, were dropped before the next one.
+///
+/// # Examples
+///
+/// A consumer that keeps only one event behind learns how many it lost:
+///
+/// ```
+/// use agent_errors::{Agent, HttpError, RunOptions, policy};
+/// use agent_errors::observe::Missed;
+/// use agent_errors::testing::{FaultyTool, ScriptedModel, echo_tool};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let flaky = FaultyTool::new(echo_tool("fetch")).fail_times(2, || HttpError::new(503, "busy"));
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new().tool_call("fetch", r#"{"text": "ok"}"#).text("done"))
+///     .tool(flaky.tool().with_policy(policy!(execution = retry(3))))
+///     .build()?;
+/// let (options, mut events) = RunOptions::new().events(1);
+/// agent.run_with("go", options).await.result?; // two retries, nobody reading
+/// assert_eq!(events.recv().await, Some(Err(Missed(1))));
+/// assert!(events.recv().await.is_some_and(|e| e.is_ok())); // then the newest one
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the event stream fell behind and missed {0} events")]
 pub struct Missed(pub u64);
@@ -61,6 +143,35 @@ pub struct Missed(pub u64);
 /// A stream sees the events sent after it was made. It ends (`recv` gives `None`) when no run
 /// can send to it any more: a run's stream when the run is over, an agent's when the agent and
 /// its clones are dropped.
+///
+/// # Examples
+///
+/// A dashboard task that follows every run of an agent:
+///
+/// ```
+/// use agent_errors::Agent;
+/// use agent_errors::testing::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("a").model(ScriptedModel::new().text("hi")).build()?;
+/// let mut events = agent.subscribe();
+/// let dashboard = tokio::spawn(async move {
+///     let mut seen = 0;
+///     while let Some(delivered) = events.recv().await {
+///         match delivered {
+///             Ok(event) => { seen += 1; println!("{} {}", event.run, event.event.name()); }
+///             Err(missed) => eprintln!("{missed}"),
+///         }
+///     }
+///     seen // the stream ends when the agent is dropped
+/// });
+/// agent.run("hello").await?;
+/// drop(agent);
+/// assert_eq!(dashboard.await?, 0); // nothing went wrong, so nothing to tell
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct EventStream {
     receiver: broadcast::Receiver<RunEvent>,

@@ -6,6 +6,25 @@ use super::{DEFAULT_BASE_URL, DEFAULT_TIMEOUT, MaxTokensField, OpenAiConfigError
 use crate::provider::{Settings, SettingsError, non_empty};
 
 /// Configures an [`OpenAiModel`].
+///
+/// # Examples
+///
+/// A local server, with the provider's own retries made shorter:
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::openai::OpenAiModel;
+/// use agent_errors::retry::RetrySchedule;
+///
+/// let model = OpenAiModel::builder()
+///     .base_url("http://localhost:11434/v1") // Ollama
+///     .model("llama3.1")
+///     .timeout(Duration::from_secs(60))
+///     .transport_retry(RetrySchedule::attempts(2)?)
+///     .build()?;
+/// assert_eq!(model.url(), "http://localhost:11434/v1/chat/completions");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct OpenAiBuilder {
     base_url: String,
     api_key: Option<String>,

@@ -15,6 +15,59 @@ pub(crate) const SERVER: &str = "chat completions server";
 
 /// A chat-completions call that failed. Retries inside the provider never wrap it: after the
 /// last attempt the caller gets the last attempt's error as it was.
+///
+/// # Examples
+///
+/// What a caller of the model gets back, here from a server (on loopback) that refuses the request:
+///
+/// ```
+/// use agent_errors::{ChatModel, ChatRequest, Message};
+/// use agent_errors::openai::{OpenAiError, OpenAiModel};
+///
+/// # async fn answer_once(status: &str, body: &str) -> String {
+/// #     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+/// #     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// #     let url = format!("http://{}/v1", listener.local_addr().unwrap());
+/// #     let response = format!(
+/// #         "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+/// #         body.len()
+/// #     );
+/// #     tokio::spawn(async move {
+/// #         let (socket, _) = listener.accept().await.unwrap();
+/// #         let mut reader = BufReader::new(socket);
+/// #         let mut length = 0;
+/// #         loop {
+/// #             let mut line = String::new();
+/// #             reader.read_line(&mut line).await.unwrap();
+/// #             if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+/// #                 length = value.trim().parse().unwrap();
+/// #             }
+/// #             if line == "\r\n" { break; }
+/// #         }
+/// #         reader.read_exact(&mut vec![0; length]).await.unwrap();
+/// #         reader.into_inner().write_all(response.as_bytes()).await.unwrap();
+/// #     });
+/// #     url
+/// # }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let url = answer_once("400 Bad Request", r#"{"error": {"message": "no such model", "code": "model_not_found"}}"#).await;
+/// let model = OpenAiModel::builder().base_url(url).model("gpt-none").build()?;
+/// let error = model.chat(&ChatRequest::new(vec![Message::user("hi")], Vec::new())).await.unwrap_err();
+/// let advice = match error.downcast_ref::<OpenAiError>() {
+///     Some(OpenAiError::Status(status)) if status.status() == 400 => {
+///         format!("fix the request: {}", status.code().unwrap_or("?"))
+///     }
+///     Some(OpenAiError::Status(status)) => format!("the server said {}", status.status()),
+///     Some(OpenAiError::Timeout { .. } | OpenAiError::HeadersTimeout { .. }) => "raise the timeout".into(),
+///     Some(OpenAiError::Connection { .. }) => "is the server up?".into(),
+///     Some(other) => other.to_string(), // the rest, and the non-exhaustive future
+///     None => error.to_string(),
+/// };
+/// assert_eq!(advice, "fix the request: model_not_found");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenAiError {
@@ -155,6 +208,22 @@ impl OpenAiError {
 }
 
 /// The provider could not be configured.
+///
+/// # Examples
+///
+/// Configuration from the environment, with a clear word when something is missing:
+///
+/// ```
+/// use agent_errors::openai::{OpenAiBuilder, OpenAiConfigError};
+///
+/// let unset = |_: &str| None; // an environment without AGENT_ERRORS_MODEL
+/// match OpenAiBuilder::from_vars(unset).build() {
+///     Ok(model) => println!("talking to {}", model.url()),
+///     Err(OpenAiConfigError::MissingModel) => eprintln!("set AGENT_ERRORS_MODEL"),
+///     Err(OpenAiConfigError::InvalidBaseUrl { url }) => eprintln!("bad OPENAI_BASE_URL: {url}"),
+///     Err(other) => eprintln!("{other}"), // `InvalidHeader`, `Client`, and the non-exhaustive rest
+/// }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenAiConfigError {

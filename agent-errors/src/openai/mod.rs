@@ -93,6 +93,23 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A chat model behind an OpenAI-compatible `/chat/completions` endpoint. See the
 /// [module docs](self) for what it retries.
+///
+/// # Examples
+///
+/// Building the model makes no request, so this runs offline; an agent then calls it on every turn:
+///
+/// ```
+/// use agent_errors::Agent;
+/// use agent_errors::openai::OpenAiModel;
+///
+/// let model = OpenAiModel::builder()
+///     .api_key("sk-test-only")
+///     .model("gpt-4o-mini")
+///     .build()?;
+/// let agent = Agent::builder("assistant").model(model).build()?;
+/// assert_eq!(agent.name(), "assistant");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct OpenAiModel {
     client: reqwest::Client,
     url: reqwest::Url,

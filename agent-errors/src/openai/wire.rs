@@ -12,6 +12,27 @@ use crate::chat::{
 use crate::usage::Usage;
 
 /// Which request field carries the reply budget.
+///
+/// # Examples
+///
+/// OpenAI's reasoning models take the reply budget under another name:
+///
+/// ```
+/// use agent_errors::openai::{MaxTokensField, OpenAiModel};
+///
+/// let field = MaxTokensField::MaxCompletionTokens;
+/// let model = OpenAiModel::builder()
+///     .model("o4-mini")
+///     .max_tokens(4096)
+///     .max_tokens_field(field)
+///     .build();
+/// assert!(model.is_ok());
+/// let sent_as = match field {
+///     MaxTokensField::MaxTokens => "max_tokens",
+///     MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+/// };
+/// assert_eq!(sent_as, "max_completion_tokens");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MaxTokensField {
     /// `max_tokens`: understood by Ollama, vLLM, llama.cpp and most OpenAI models.

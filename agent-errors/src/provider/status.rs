@@ -16,6 +16,31 @@ pub(crate) const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// failure. Its `Debug` redacts the message, as [`HttpError`]'s does, and leaves the body out
 /// (only its length): an upstream that echoes a key back must not put it in a log. The body is
 /// [`body`](StatusError::body), untrusted text.
+///
+/// # Examples
+///
+/// An `on_llm_error` handler that reads the provider's error code, whichever provider it is:
+///
+/// ```
+/// use agent_errors::{Agent, LlmErrorDecision};
+/// use agent_errors::classify::find_in_chain;
+/// use agent_errors::provider::StatusError;
+/// use agent_errors::testing::ScriptedModel;
+///
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new())
+///     .on_llm_error(|error, _attempt| match find_in_chain::<StatusError>(error) {
+///         Some(status) if status.code() == Some("insufficient_quota") => {
+///             LlmErrorDecision::RespondWith("The assistant is out of credit today.".to_owned())
+///         }
+///         Some(status) if status.context_overflow().is_some() => {
+///             LlmErrorDecision::RespondWith("That conversation is too long; start a new one.".to_owned())
+///         }
+///         _ => LlmErrorDecision::Rethrow,
+///     })
+///     .build();
+/// assert!(agent.is_ok());
+/// ```
 #[derive(Clone, thiserror::Error)]
 #[error("the {server} answered HTTP {}", http.status())]
 pub struct StatusError {

@@ -116,6 +116,20 @@ pub const MIN_SECRET_CHARS: usize = 8;
 pub const MAX_SCANNED_BYTES: usize = 256 << 10;
 
 /// Why a secret or a pattern was refused.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::redact::{RedactError, Redactor};
+///
+/// let refused = Redactor::new().with_secret("abc").unwrap_err();
+/// let why = match refused {
+///     RedactError::SecretTooShort { min_chars } => format!("secrets have {min_chars}+ characters"),
+///     RedactError::InvalidPattern { problem } => format!("bad pattern: {problem}"),
+///     _ => refused.to_string(), // the enum is non-exhaustive
+/// };
+/// assert_eq!(why, "secrets have 8+ characters");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RedactError {
@@ -137,6 +151,24 @@ pub enum RedactError {
 /// Built-in rules plus secrets and patterns of its own. See the [module docs](self).
 ///
 /// Its `Debug` shows how many secrets and patterns it holds, never the secrets.
+///
+/// # Examples
+///
+/// A redactor for one component, with its own secret and pattern, leaving the process-wide rules
+/// alone:
+///
+/// ```
+/// use agent_errors::redact::Redactor;
+///
+/// let redactor = Redactor::new()
+///     .with_secret("tenant-7f3a9c21")?
+///     .with_pattern(r"session=(\w+)")?; // the group is replaced, the name kept
+/// assert_eq!(
+///     redactor.redact("tenant-7f3a9c21 failed with session=XYZ123"),
+///     "[REDACTED] failed with session=[REDACTED]"
+/// );
+/// # Ok::<(), agent_errors::redact::RedactError>(())
+/// ```
 #[derive(Clone, Default)]
 pub struct Redactor {
     patterns: Vec<Regex>,
@@ -251,6 +283,8 @@ static REGISTERED: RwLock<Redactor> = RwLock::new(Redactor::new());
 /// `text` with every secret replaced by [`REDACTED`], by the built-in rules and everything
 /// registered with [`register_secret`] and [`register_pattern`].
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::redact::redact;
 ///
@@ -273,6 +307,19 @@ pub fn redact(text: &str) -> Cow<'_, str> {
 /// # Errors
 ///
 /// [`RedactError::SecretTooShort`] under [`MIN_SECRET_CHARS`] characters.
+///
+/// # Examples
+///
+/// At start-up, with the keys your program holds:
+///
+/// ```
+/// use agent_errors::redact::{redact, register_secret};
+///
+/// let key = "ak_live_Q2x9Lm4Tz8Vb"; // std::env::var("PAYMENTS_KEY")? in a real program
+/// register_secret(key)?;
+/// assert_eq!(redact("payments refused ak_live_Q2x9Lm4Tz8Vb"), "payments refused [REDACTED]");
+/// # Ok::<(), agent_errors::redact::RedactError>(())
+/// ```
 pub fn register_secret(secret: impl Into<String>) -> Result<(), RedactError> {
     REGISTERED
         .write()
@@ -286,6 +333,16 @@ pub fn register_secret(secret: impl Into<String>) -> Result<(), RedactError> {
 /// # Errors
 ///
 /// [`RedactError::InvalidPattern`] when the pattern does not compile.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::redact::{redact, register_pattern};
+///
+/// register_pattern(r"acct-\d{6}")?; // your account numbers
+/// assert_eq!(redact("acct-123456 is locked"), "[REDACTED] is locked");
+/// # Ok::<(), agent_errors::redact::RedactError>(())
+/// ```
 pub fn register_pattern(pattern: &str) -> Result<(), RedactError> {
     let regex = compile(pattern)?;
     REGISTERED

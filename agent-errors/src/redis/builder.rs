@@ -13,6 +13,26 @@ use super::{Inner, RedisStore, RedisStoreError, StoreHealth, worker};
 use crate::breaker::MemoryStore;
 
 /// Settings of a [`RedisStore`]; every duration has a default that suits a fleet of agents.
+///
+/// # Examples
+///
+/// It needs a Redis server, hence `no_run`:
+///
+/// ```no_run
+/// use std::num::NonZeroU32;
+/// use std::time::Duration;
+/// use agent_errors::redis::RedisStore;
+///
+/// # async fn demo() -> Result<(), agent_errors::redis::RedisStoreError> {
+/// let store = RedisStore::builder("redis://127.0.0.1:6379/")
+///     .prefix("support-agents") // every process that shares breakers uses the same one
+///     .threshold(NonZeroU32::new(10).unwrap())
+///     .cooldown(Duration::from_secs(60))
+///     .command_timeout(Duration::from_millis(50))
+///     .connect()
+///     .await?;
+/// # let _ = store; Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct RedisStoreBuilder {
     pub(super) url: String,

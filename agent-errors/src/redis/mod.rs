@@ -34,6 +34,27 @@ use worker::Job;
 pub use builder::RedisStoreBuilder;
 
 /// The Redis store could not be set up, or could not answer.
+///
+/// # Examples
+///
+/// A URL Redis cannot read is refused before any connection is tried, so this runs without a
+/// server:
+///
+/// ```
+/// use agent_errors::redis::{RedisStore, RedisStoreError};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let refused = RedisStore::builder("not a redis url").connect().await;
+/// let fix = match refused {
+///     Err(RedisStoreError::Config(_)) => "check the URL",
+///     Err(RedisStoreError::Redis(_) | RedisStoreError::TimedOut(_)) => "is Redis up?",
+///     Err(_) => "report a bug", // `Reply`, and the non-exhaustive rest
+///     Ok(_) => "connected",
+/// };
+/// assert_eq!(fix, "check the URL");
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RedisStoreError {
@@ -59,6 +80,28 @@ impl RedisStoreError {
 }
 
 /// Where a [`RedisStore`]'s decisions come from now.
+///
+/// # Examples
+///
+/// Reporting when a process falls back to its own breakers. It needs a Redis server, hence
+/// `no_run`:
+///
+/// ```no_run
+/// use agent_errors::redis::{RedisStore, StoreHealth};
+///
+/// # async fn demo() -> Result<(), agent_errors::redis::RedisStoreError> {
+/// let store = RedisStore::builder("redis://127.0.0.1:6379/").connect().await?;
+/// let mut health = store.watch_health();
+/// tokio::spawn(async move {
+///     while health.changed().await.is_ok() {
+///         match *health.borrow() {
+///             StoreHealth::Shared => tracing::info!("breakers shared with the fleet again"),
+///             StoreHealth::Local => tracing::warn!("Redis unreachable: deciding from this process alone"),
+///         }
+///     }
+/// });
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreHealth {
     /// From the state shared on Redis.
@@ -74,6 +117,10 @@ pub enum StoreHealth {
 /// A decision on the happy path is made from a view of the shared state at most
 /// [`cache_ttl`](RedisStoreBuilder::cache_ttl) old (read again, one round trip, by the first
 /// call after that); the half-open probe is always taken from Redis itself.
+///
+/// # Examples
+///
+/// It needs a Redis server, hence `no_run`:
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), agent_errors::redis::RedisStoreError> {

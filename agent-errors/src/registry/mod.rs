@@ -21,6 +21,24 @@ use problem::closest;
 pub use problem::{ConfigError, ConfigProblem};
 
 /// Collects tools, fixers and agent-level policies; `build` validates them.
+///
+/// # Examples
+///
+/// A registry for a loop of your own (an [`Agent`](crate::Agent) builds one for you):
+///
+/// ```
+/// use agent_errors::{Fix, Registry, policy};
+/// use agent_errors::build::FixerDef;
+/// use agent_errors::testing::echo_tool;
+///
+/// let registry = Registry::builder()
+///     .tools([echo_tool("search"), echo_tool("fetch")])
+///     .fixer(FixerDef::from_fn("trim", |req| Ok(Fix::args(req.raw_args.trim()))))
+///     .on_tool_error("fetch", policy!(execution = [retry(3), fallback(tool = "search")]))
+///     .build()?;
+/// assert_eq!(registry.tool_names().collect::<Vec<_>>(), ["search", "fetch"]);
+/// # Ok::<(), agent_errors::build::ConfigError>(())
+/// ```
 #[derive(Debug, Default, Clone)]
 pub struct RegistryBuilder {
     tools: Vec<ToolDef>,
@@ -226,6 +244,8 @@ fn check_shadowed(tool: &ToolDef, policy: &ResolvedPolicy, problems: &mut Vec<Co
 /// [`execute`](Registry::execute) (or a whole turn with
 /// [`execute_turn`](Registry::execute_turn)). Send every [`CallOutcome::Result`](crate::call::CallOutcome::Result) back to the
 /// model; end the run on a [`CallOutcome::Stop`](crate::call::CallOutcome::Stop).
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::{Registry, RunContext, ToolCall, ToolDef, call::CallOutcome};

@@ -5,6 +5,29 @@ use std::fmt;
 use crate::policy::{PolicyKey, PolicyLayer};
 
 /// One thing wrong with a configuration.
+///
+/// # Examples
+///
+/// A build refuses a policy that names a fixer nobody registered, and says which one was meant:
+///
+/// ```
+/// use agent_errors::{Registry, policy};
+/// use agent_errors::build::{ConfigProblem, FixerDef};
+/// use agent_errors::testing::echo_tool;
+///
+/// let tool = echo_tool("search").with_policy(policy!(invalid_args = fix(agent = "jsn_fixer")));
+/// let fixer = FixerDef::from_fn("json_fixer", |req| Ok(agent_errors::Fix::args(req.raw_args)));
+/// let error = Registry::builder().tool(tool).fixer(fixer).build().unwrap_err();
+/// for problem in error.problems() {
+///     match problem {
+///         ConfigProblem::UnknownFixer { fixer, did_you_mean, .. } => {
+///             assert_eq!((fixer.as_str(), did_you_mean.as_deref()), ("jsn_fixer", Some("json_fixer")));
+///         }
+///         ConfigProblem::DuplicateTool(name) | ConfigProblem::UnknownToolPolicy(name) => panic!("{name}"),
+///         other => panic!("unexpected: {other}"),
+///     }
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigProblem {
@@ -202,6 +225,21 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// The configuration was refused; every problem found is listed.
+///
+/// # Examples
+///
+/// Every problem is reported at once, not the first alone:
+///
+/// ```
+/// use agent_errors::{Agent, Registry};
+/// use agent_errors::testing::echo_tool;
+///
+/// let error = Registry::builder().tool(echo_tool("a")).tool(echo_tool("a")).build().unwrap_err();
+/// assert_eq!(error.problems().len(), 1);
+/// let error = Agent::builder("no-model").tool(echo_tool("a")).tool(echo_tool("a")).build().unwrap_err();
+/// assert_eq!(error.problems().len(), 2); // the duplicate, and the missing model
+/// eprintln!("{error}"); // one line per problem
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ConfigError {
     problems: Vec<ConfigProblem>,

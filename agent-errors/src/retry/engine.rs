@@ -156,6 +156,30 @@ impl fmt::Debug for Sleep {
 }
 
 /// Told before each retry sleep.
+///
+/// # Examples
+///
+/// Logging each retry of a call of your own:
+///
+/// ```
+/// use agent_errors::{HttpError, classify::classify};
+/// use agent_errors::retry::{RetryNotice, RetrySchedule, retry_after_failure};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let mut seen = Vec::new();
+/// let result = retry_after_failure(
+///     &RetrySchedule::attempts(3).unwrap(),
+///     HttpError::new(503, "busy"),
+///     || async { Ok::<_, HttpError>("fresh data") },
+///     |e| classify(e),
+///     |_error, notice: &RetryNotice| seen.push((notice.attempt, notice.classification.kind)),
+/// )
+/// .await;
+/// assert_eq!(result.unwrap(), "fresh data");
+/// assert_eq!(seen.len(), 1); // one sleep, after the first failure
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct RetryNotice {
@@ -168,6 +192,30 @@ pub struct RetryNotice {
 }
 
 /// Retrying ended without success.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::{HttpError, classify::classify};
+/// use agent_errors::retry::{RetrySchedule, retry_after_failure};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let failure = retry_after_failure(
+///     &RetrySchedule::attempts(3).unwrap(),
+///     HttpError::new(503, "busy"),
+///     || async { Err::<(), _>(HttpError::new(503, "still busy")) },
+///     |e| classify(e),
+///     |_, _| {},
+/// )
+/// .await
+/// .unwrap_err();
+/// // Worth retrying, but the schedule ran out:
+/// assert!(failure.exhausted);
+/// assert_eq!(failure.attempts, 3);
+/// assert_eq!(failure.into_error().message(), "still busy");
+/// # }
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct RetryFailure<E> {
@@ -214,6 +262,8 @@ impl<E: std::error::Error + 'static> std::error::Error for RetryFailure<E> {
 /// retry; it alone bounds the number of calls), such as `FromBackoff` with the `backoff`
 /// feature. `notify` is told before every sleep. On success the value is returned; otherwise the
 /// last error, with the number of calls made.
+///
+/// # Examples
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {

@@ -10,6 +10,8 @@ use std::time::Duration;
 /// limits (such as `max_elapsed_time`) still apply; [`FromBackoff::with_max_attempts`] adds a
 /// limit on calls.
 ///
+/// # Examples
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use std::num::NonZeroU32;

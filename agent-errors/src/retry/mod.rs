@@ -109,6 +109,8 @@ pub(crate) use policy::{Policy, call, retry};
 ///
 /// See the [module docs](self) for the exact bounds.
 ///
+/// # Examples
+///
 /// ```
 /// use std::time::Duration;
 /// use agent_errors::retry::RetrySchedule;
@@ -128,6 +130,17 @@ pub struct RetrySchedule {
 /// A count of attempts was zero: every count of attempts includes the first call, so it is at
 /// least 1. Returned by [`RetrySchedule::attempts`], `LlmErrorDecision::retry` and
 /// `FallbackModel::after`.
+///
+/// # Examples
+///
+/// A count read from configuration is checked where it is turned into a schedule:
+///
+/// ```
+/// use agent_errors::retry::{RetrySchedule, ZeroAttempts};
+///
+/// let from_config = 0;
+/// assert_eq!(RetrySchedule::attempts(from_config), Err(ZeroAttempts));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("max_attempts must be at least 1 (it counts the first call)")]
 pub struct ZeroAttempts;

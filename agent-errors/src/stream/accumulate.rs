@@ -10,6 +10,8 @@ use crate::usage::Usage;
 /// Collects a stream's events into the final [`ChatResponse`]: text deltas concatenated, each
 /// tool call's argument fragments appended in order, the last usage and finish reason kept.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::stream::{StreamAccumulator, StreamEvent};
 ///

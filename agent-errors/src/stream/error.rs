@@ -11,6 +11,31 @@ use crate::usage::Usage;
 /// A stream-level failure, as a provider reports it. Each variant's `source()` is what the
 /// status table reads: a timeout is an `io::Error` of kind `TimedOut`, an error event is an
 /// [`HttpError`] with the status the provider's error type stands for (an overload is a 529).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::ErrorKind;
+/// use agent_errors::classify::{classify, find_in_chain};
+/// use agent_errors::stream::StreamError;
+///
+/// let stalled = StreamError::Stalled {
+///     idle: Duration::from_secs(30),
+///     source: std::io::ErrorKind::TimedOut.into(),
+/// };
+/// let error = StreamError::EndedEarly { source: Box::new(stalled) };
+/// assert_eq!(classify(&error).kind, ErrorKind::Timeout);
+/// let what = match find_in_chain::<StreamError>(&error) {
+///     Some(StreamError::FirstEventTimeout { .. }) => "no answer started",
+///     Some(StreamError::EndedEarly { .. }) => "the answer was cut off",
+///     Some(StreamError::Malformed { .. }) => "the provider sent garbage",
+///     Some(StreamError::ErrorEvent { error_type, .. }) => error_type.as_str(),
+///     Some(_) => "another stream failure", // the enum is non-exhaustive
+///     None => "not a stream failure",
+/// };
+/// assert_eq!(what, "the answer was cut off");
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StreamError {
@@ -219,6 +244,30 @@ impl StreamError {
 /// A streamed answer that broke after output began: never passed off as complete. The agent
 /// gives it to `on_llm_error`; `Retry` discards the partial output and asks again.
 /// `classify` reads its cause (a stall is a timeout, an overload event a 529).
+///
+/// # Examples
+///
+/// An `on_llm_error` handler that asks again when a streamed answer broke, and keeps its partial
+/// text for a log:
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::{Agent, LlmErrorDecision};
+/// use agent_errors::stream::StreamInterrupted;
+/// use agent_errors::testing::ScriptedModel;
+///
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new())
+///     .on_llm_error(|error, _attempt| match error.downcast_ref::<StreamInterrupted>() {
+///         Some(broken) => {
+///             eprintln!("stream broke after {} chars", broken.partial_text.len());
+///             LlmErrorDecision::retry(2, Duration::from_secs(1))
+///         }
+///         None => Ok(LlmErrorDecision::Rethrow),
+///     })
+///     .build();
+/// assert!(agent.is_ok());
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[error("the model's answer stream broke after output began")]
 #[non_exhaustive]

@@ -27,6 +27,33 @@ use crate::usage::Usage;
 pub type ChatStream<'a> = Pin<Box<dyn Stream<Item = Result<StreamEvent, BoxError>> + Send + 'a>>;
 
 /// One piece of a streamed answer.
+///
+/// # Examples
+///
+/// A streaming [`ChatModel`](crate::ChatModel) of your own yields these; a consumer matches them:
+///
+/// ```
+/// use agent_errors::stream::StreamEvent;
+///
+/// let events = [
+///     StreamEvent::TextDelta("Checking ".into()),
+///     StreamEvent::ToolCallStarted { index: 0, id: "c1".into(), name: "weather".into() },
+///     StreamEvent::ToolCallDelta { index: 0, arguments: r#"{"city":"Oslo"}"#.into() },
+///     StreamEvent::ToolCallFinished { index: 0 },
+/// ];
+/// let mut text = String::new();
+/// let mut calls = Vec::new();
+/// for event in events {
+///     match event {
+///         StreamEvent::TextDelta(delta) => text.push_str(&delta),
+///         StreamEvent::ToolCallStarted { name, .. } => calls.push(name),
+///         StreamEvent::ToolCallDelta { .. } | StreamEvent::ToolCallFinished { .. } => {}
+///         StreamEvent::Usage(_) | StreamEvent::Finish(_) => {}
+///         _ => {} // the enum is non-exhaustive
+///     }
+/// }
+/// assert_eq!((text.as_str(), calls), ("Checking ", vec!["weather".to_owned()]));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StreamEvent {
@@ -60,6 +87,16 @@ pub enum StreamEvent {
 }
 
 /// The events that replay a whole response: what a model that cannot stream yields.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::ChatResponse;
+/// use agent_errors::stream::{StreamEvent, response_events};
+///
+/// let events = response_events(ChatResponse::text("hi"));
+/// assert_eq!(events, [StreamEvent::TextDelta("hi".into())]);
+/// ```
 pub fn response_events(response: ChatResponse) -> Vec<StreamEvent> {
     let mut events = Vec::with_capacity(3 + 3 * response.tool_calls.len());
     if let Some(text) = response.text {
@@ -83,6 +120,25 @@ pub fn response_events(response: ChatResponse) -> Vec<StreamEvent> {
 }
 
 /// A stream that yields these events, then ends.
+///
+/// # Examples
+///
+/// A stream that breaks after its first piece, to test what your code does with it:
+///
+/// ```
+/// use futures_util::StreamExt;
+/// use agent_errors::stream::{StreamEvent, stream_of};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let mut stream = stream_of(vec![
+///     Ok(StreamEvent::TextDelta("par".into())),
+///     Err("connection reset".into()),
+/// ]);
+/// assert!(stream.next().await.unwrap().is_ok());
+/// assert!(stream.next().await.unwrap().is_err());
+/// # }
+/// ```
 pub fn stream_of<'a>(events: Vec<Result<StreamEvent, BoxError>>) -> ChatStream<'a> {
     Box::pin(futures_util::stream::iter(events))
 }

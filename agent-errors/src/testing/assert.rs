@@ -8,6 +8,31 @@ use crate::events::RunReport;
 
 /// Assertions on a [`RunReport`]: each panics with the whole event list when it fails, and
 /// returns the report so they chain.
+///
+/// # Examples
+///
+/// A test of a tool's policy, written against the report:
+///
+/// ```
+/// use agent_errors::{Agent, HttpError, policy};
+/// use agent_errors::testing::{FaultyTool, ReportAssertions, ScriptedModel, echo_tool};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let flaky = FaultyTool::new(echo_tool("fetch")).fail_times(2, || HttpError::new(503, "busy"));
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new().tool_call("fetch", r#"{"text": "ok"}"#).text("done"))
+///     .tool(flaky.tool().with_policy(policy!(execution = retry(3))))
+///     .build()?;
+/// let outcome = agent.run_with_report("go").await;
+/// outcome.report
+///     .assert_events(&["tool_retry", "tool_retry"])
+///     .assert_turns(2)
+///     .assert_tool_calls(1);
+/// assert_eq!(flaky.calls(), 3);
+/// # Ok(())
+/// # }
+/// ```
 pub trait ReportAssertions {
     /// The events' names, in order.
     fn event_names(&self) -> Vec<&'static str>;
@@ -87,6 +112,27 @@ impl ReportAssertions for RunReport {
 }
 
 /// A break of the loop invariant found in a conversation.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::{Message, ToolCall, ToolResult};
+/// use agent_errors::testing::{TranscriptViolation, transcript_violations};
+///
+/// let call = ToolCall::new("c1", "search", "{}");
+/// let history = [
+///     Message::assistant(None, vec![call.clone()]),
+///     Message::user("never mind"), // the call got no answer
+/// ];
+/// for violation in transcript_violations(&history) {
+///     match violation {
+///         TranscriptViolation::Unanswered { call_id } => assert_eq!(call_id, "c1"),
+///         TranscriptViolation::AnsweredTwice { call_id } | TranscriptViolation::Stray { call_id } => panic!("{call_id}"),
+///         other => panic!("{other}"), // `OutOfOrder`, `DuplicateCallId`, and the non-exhaustive rest
+///     }
+/// }
+/// # let _ = ToolResult::ok(&call, "");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TranscriptViolation {
@@ -144,6 +190,25 @@ impl fmt::Display for TranscriptViolation {
 /// Checks the loop invariant on a conversation: every assistant tool call is followed, before
 /// anything else, by exactly one tool result with its id, in call order. A conversation may end
 /// on an assistant turn whose calls are all answered. Returns every violation found.
+///
+/// # Examples
+///
+/// Every run's transcript keeps the rule, whatever failed on the way:
+///
+/// ```
+/// use agent_errors::Agent;
+/// use agent_errors::testing::{ScriptedModel, transcript_violations};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new().tool_call("no_such_tool", "{}").text("sorry"))
+///     .build()?;
+/// let outcome = agent.run_with_report("go").await;
+/// assert!(transcript_violations(&outcome.transcript).is_empty());
+/// # Ok(())
+/// # }
+/// ```
 pub fn transcript_violations(messages: &[Message]) -> Vec<TranscriptViolation> {
     let mut violations = Vec::new();
     let mut i = 0;

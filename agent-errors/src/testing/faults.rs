@@ -15,6 +15,33 @@ use crate::tool::{ToolDef, ToolFuture, ToolHandler};
 type ErrorFactory = Arc<dyn Fn() -> BoxError + Send + Sync>;
 
 /// What one call of a [`FaultyTool`] does instead of (or before) running the real tool.
+///
+/// # Examples
+///
+/// A tool that is slow once, then crashes once, then works:
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::testing::{Fault, FaultyTool, echo_tool};
+///
+/// let plan = [
+///     Fault::Delay(Duration::from_secs(5)),
+///     Fault::Panic("index out of bounds".into()),
+///     Fault::error(|| std::io::Error::other("reset")),
+/// ];
+/// for fault in &plan {
+///     let what = match fault {
+///         Fault::Error(_) => "fails".to_owned(),
+///         Fault::Panic(message) => format!("panics: {message}"),
+///         Fault::Delay(delay) => format!("runs after {delay:?}"),
+///         Fault::Hang => "never answers".to_owned(),
+///         _ => format!("{fault:?}"), // the enum is non-exhaustive
+///     };
+///     println!("next call {what}");
+/// }
+/// let tool = plan.into_iter().fold(FaultyTool::new(echo_tool("fetch")), FaultyTool::then);
+/// # let _ = tool;
+/// ```
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum Fault {
@@ -61,6 +88,8 @@ struct State {
 /// Wraps a tool so that its next calls fail as scripted, then behave normally; counts the calls
 /// that ran (arguments that do not parse never reach the tool, so they are not counted and use
 /// up no fault).
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::HttpError;
@@ -200,6 +229,16 @@ struct EchoArgs {
 
 /// A tool that answers its `text` argument: `{"text": "hi"}` gives `hi`. Handy to wrap in a
 /// [`FaultyTool`].
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::testing::echo_tool;
+///
+/// let echo = echo_tool("say");
+/// assert_eq!(echo.name(), "say");
+/// assert_eq!(echo.parameters()["required"][0], "text");
+/// ```
 pub fn echo_tool(name: impl Into<String>) -> ToolDef {
     ToolDef::new(
         name.into(),

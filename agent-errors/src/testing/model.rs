@@ -22,6 +22,28 @@ enum ReplyKind {
 }
 
 /// One scripted answer of a [`ScriptedModel`].
+///
+/// # Examples
+///
+/// A reply computed from what the model was sent, arriving after a delay:
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::{ChatResponse, Message};
+/// use agent_errors::testing::{Reply, ScriptedModel};
+///
+/// let model = ScriptedModel::new().reply(
+///     Reply::computed(|request| {
+///         let tool_said = request.messages.iter().rev().find_map(|m| match m {
+///             Message::Tool(result) => Some(result.content.clone()),
+///             _ => None,
+///         });
+///         Ok(ChatResponse::text(tool_said.unwrap_or_default()))
+///     })
+///     .after(Duration::from_millis(300)),
+/// );
+/// assert_eq!(model.remaining(), 1);
+/// ```
 pub struct Reply {
     kind: ReplyKind,
     latency: Duration,
@@ -80,6 +102,24 @@ impl Reply {
 }
 
 /// The script ran out: the model was called more often than replies were queued.
+///
+/// # Examples
+///
+/// A test whose agent calls the model more often than scripted fails with this, never a hang:
+///
+/// ```
+/// use agent_errors::{Agent, RunError};
+/// use agent_errors::testing::{ScriptExhausted, ScriptedModel};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("a").model(ScriptedModel::new()).build()?;
+/// let error = agent.run("hi").await.unwrap_err();
+/// let exhausted = error.model_error().and_then(|e| e.downcast_ref::<ScriptExhausted>());
+/// assert_eq!(exhausted, Some(&ScriptExhausted { call: 1, scripted: 0 }));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the scripted model has no reply left for call {call} ({scripted} replies were scripted)")]
 pub struct ScriptExhausted {
@@ -104,6 +144,8 @@ struct State {
 /// Tool calls get ids `call_1`, `call_2`, ... in the order they are scripted. When the script
 /// runs out the model fails with [`ScriptExhausted`] (or with the error set by
 /// [`ScriptedModel::then_fail_forever`]); it never panics.
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::{Agent, HttpError};

@@ -27,6 +27,27 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the PostgreSQL store failed: the source of [`CheckpointError::Store`] (downcast it to
 /// tell the cases apart). Messages are redacted: no password reaches them.
+///
+/// # Examples
+///
+/// A bad table name is refused before any connection is made, so this runs without a server:
+///
+/// ```
+/// use agent_errors::checkpoint::{CheckpointError, PostgresCheckpoints, PostgresStoreError};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let refused = PostgresCheckpoints::builder().table("runs; drop").connect("host=127.0.0.1").await;
+/// let Err(CheckpointError::Store(error)) = refused else { unreachable!() };
+/// let retry_later = match error.downcast_ref::<PostgresStoreError>() {
+///     Some(PostgresStoreError::Database { .. } | PostgresStoreError::TimedOut(_)) => true,
+///     Some(PostgresStoreError::Closed) => false, // build a new store on a new client
+///     Some(PostgresStoreError::Config(_) | PostgresStoreError::TableName(_)) => false, // fix the settings
+///     Some(_) | None => false, // the enum is non-exhaustive
+/// };
+/// assert!(!retry_later);
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PostgresStoreError {
@@ -65,6 +86,23 @@ impl From<PostgresStoreError> for CheckpointError {
 }
 
 /// Settings of a [`PostgresCheckpoints`]: the table and how long to wait for PostgreSQL.
+///
+/// # Examples
+///
+/// It needs a PostgreSQL server, hence `no_run`:
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use agent_errors::checkpoint::PostgresCheckpoints;
+///
+/// # async fn demo() -> Result<(), agent_errors::checkpoint::CheckpointError> {
+/// let store = PostgresCheckpoints::builder()
+///     .table("support.checkpoints")
+///     .timeout(Duration::from_secs(2))
+///     .connect("postgres://agent@127.0.0.1/runs")
+///     .await?;
+/// # let _ = store; Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct PostgresCheckpointsBuilder {
     table: String,
@@ -161,6 +199,10 @@ impl PostgresCheckpointsBuilder {
 /// [`timeout`](PostgresCheckpointsBuilder::timeout). A lost connection fails the call with
 /// [`CheckpointError::Store`]; a store built from a connection string opens a new one on its
 /// next call. Neither its `Debug` nor its errors show the password.
+///
+/// # Examples
+///
+/// It needs a PostgreSQL server, hence `no_run`:
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), agent_errors::checkpoint::CheckpointError> {
