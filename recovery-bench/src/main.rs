@@ -53,7 +53,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
     let mut parsed = Args {
         seed: 1,
         runs_per_task: 40,
-        out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/recovery"),
+        out: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/recovery")),
         plots: true,
         columns: Columns::All,
     };
@@ -149,6 +149,7 @@ fn write_plots(
         out.join("model_calls.svg"),
         plots::svg(results, mixes, Measure::ModelCallsPerTask)?,
     )?;
-    println!("\nplots written to {}", out.display());
+    let shown = out.canonicalize().unwrap_or_else(|_| out.to_owned());
+    println!("\nplots written to {}", shown.display());
     Ok(())
 }

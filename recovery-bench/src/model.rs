@@ -349,7 +349,9 @@ fn decide(
         return call(spec.tool, args);
     }
     let error = state.last_error.as_deref().unwrap_or_default();
-    if state.last_was_broken {
+    // Its own slip, told back as such, it corrects; a slip that reached the service and got a
+    // status back is a failure like any other.
+    if state.last_was_broken && !error.contains("http 4") {
         return call(spec.tool, spec.args.to_string());
     }
     let limit = if spec.alternative.is_some() {
