@@ -78,7 +78,7 @@ fn draw(
             (most * 1.1).max(1.0)
         }
     };
-    for (panel, &mix) in root.split_evenly((rows, 3)).iter().zip(mixes) {
+    for (i, (panel, &mix)) in root.split_evenly((rows, 3)).iter().zip(mixes).enumerate() {
         let mut chart = ChartBuilder::on(panel)
             .caption(mix.label(), ("sans-serif", 18))
             .margin(10)
@@ -94,8 +94,8 @@ fn draw(
             .x_desc("fault rate %")
             .y_desc(measure.axis())
             .draw()?;
-        for (i, &strategy) in strategies.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
+        for (n, &strategy) in strategies.iter().enumerate() {
+            let color = COLORS[n % COLORS.len()];
             let points: Vec<(f64, f64)> = results
                 .cells
                 .iter()
@@ -108,6 +108,10 @@ fn draw(
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
                 });
+        }
+        if i > 0 {
+            // One legend for the figure: the lines keep their colours in every panel.
+            continue;
         }
         chart
             .configure_series_labels()
