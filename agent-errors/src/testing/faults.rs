@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::error::{BoxError, ToolError};
+use crate::extensions::Extensions;
 use crate::tool::{ToolDef, ToolFuture, ToolHandler};
 
 type ErrorFactory = Arc<dyn Fn() -> BoxError + Send + Sync>;
@@ -122,7 +123,13 @@ struct FaultyHandler {
 
 impl ToolHandler for FaultyHandler {
     fn call(&self, raw_args: &str) -> Result<ToolFuture, ToolError> {
-        let real = self.inner.handler().call(raw_args)?;
+        self.call_with(raw_args, &Extensions::new())
+    }
+
+    // The wrapped tool gets the run's values (its `Ctx` parameters, the call's idempotency key)
+    // as it would unwrapped.
+    fn call_with(&self, raw_args: &str, extensions: &Extensions) -> Result<ToolFuture, ToolError> {
+        let real = self.inner.handler().call_with(raw_args, extensions)?;
         let state = Arc::clone(&self.state);
         // Counted and planned when polled, like real work: a call the executor drops unpolled
         // (an open circuit) never happened.
@@ -287,6 +294,33 @@ mod tests {
                 .await
                 .is_err()
         );
+    }
+
+    #[tokio::test]
+    async fn the_wrapped_tool_gets_the_runs_values() {
+        struct NeedsKey;
+        impl ToolHandler for NeedsKey {
+            fn call(&self, _: &str) -> Result<ToolFuture, ToolError> {
+                Ok(Box::pin(async { Err("no key".into()) }))
+            }
+            fn call_with(&self, _: &str, ext: &Extensions) -> Result<ToolFuture, ToolError> {
+                let key = ext.get::<String>().cloned();
+                Ok(Box::pin(async move { key.ok_or_else(|| "no key".into()) }))
+            }
+        }
+        let tool = ToolDef::from_handler("k", "Reads a key.", serde_json::json!({}), NeedsKey);
+        let flaky = FaultyTool::new(tool);
+        let mut extensions = Extensions::new();
+        extensions.insert(String::from("run-1:call_1"));
+        let output = flaky
+            .tool()
+            .handler()
+            .call_with("{}", &extensions)
+            .unwrap()
+            .await
+            .unwrap();
+        assert_eq!(output, "run-1:call_1");
+        assert_eq!(flaky.calls(), 1);
     }
 
     #[tokio::test]

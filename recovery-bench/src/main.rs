@@ -1,0 +1,155 @@
+//! The recovery benchmark: the same task suite under the same injected faults, through several
+//! recovery strategies, on the testing kit's scripted model and fault-injecting tools with
+//! tokio's paused clock. Prints a markdown table per fault mix and the goal's verdict, and
+//! writes the plots into `docs/recovery/`.
+//!
+//! ```sh
+//! cargo run --release -p agent-errors-recovery-bench -- --seed 1
+//! ```
+//!
+//! Options: `--seed N` (default 1), `--runs-per-task N` (default 40), `--out DIR` (default the
+//! repository's `docs/recovery`), `--no-plots`, `--no-cpu` (leave out the measured CPU time,
+//! the one column that is not the same for a seed, to diff two runs).
+
+mod bench;
+mod faults;
+mod metrics;
+mod model;
+mod plots;
+mod report;
+mod strategies;
+mod tasks;
+mod world;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::bench::{BenchConfig, run_all};
+use crate::faults::{Mix, RATES};
+use crate::plots::Measure;
+use crate::report::Columns;
+use crate::strategies::{LibraryTuned, Strategy, every_strategy};
+
+/// The command line did not make sense.
+#[derive(Debug, thiserror::Error)]
+enum ArgsError {
+    #[error("`{0}` needs a value")]
+    Missing(String),
+    #[error("`{flag}` wants a positive whole number, not `{value}`")]
+    NotANumber { flag: String, value: String },
+    #[error("unknown option `{0}` (expected --seed, --runs-per-task, --out, --no-plots, --no-cpu)")]
+    Unknown(String),
+}
+
+struct Args {
+    seed: u64,
+    runs_per_task: u64,
+    out: PathBuf,
+    plots: bool,
+    columns: Columns,
+}
+
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError> {
+    let mut parsed = Args {
+        seed: 1,
+        runs_per_task: 40,
+        out: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/recovery")),
+        plots: true,
+        columns: Columns::All,
+    };
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or_else(|| ArgsError::Missing(flag.clone()));
+        let number = |value: String| {
+            value
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0 || flag == "--seed")
+                .ok_or_else(|| ArgsError::NotANumber {
+                    flag: flag.clone(),
+                    value,
+                })
+        };
+        match flag.as_str() {
+            "--seed" => parsed.seed = number(value()?)?,
+            "--runs-per-task" => parsed.runs_per_task = number(value()?)?,
+            "--out" => parsed.out = PathBuf::from(value()?),
+            "--no-plots" => parsed.plots = false,
+            "--no-cpu" => parsed.columns = Columns::Deterministic,
+            _ => return Err(ArgsError::Unknown(flag)),
+        }
+    }
+    Ok(parsed)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("recovery-bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = BenchConfig {
+        seed: args.seed,
+        runs_per_task: args.runs_per_task,
+        mixes: Mix::EVERY.to_vec(),
+        rates: RATES.to_vec(),
+    };
+    let suite = tasks::suite();
+    let started = std::time::Instant::now();
+    let results = run_all(&every_strategy(), &suite, &config);
+    println!(
+        "seed {}, {} tasks x {} runs per cell, {} cells, {:.1} s\n",
+        config.seed,
+        suite.len(),
+        config.runs_per_task,
+        results.cells.len(),
+        started.elapsed().as_secs_f64()
+    );
+    println!("{}", report::suite_table(&suite));
+    print!("{}", report::tables(&results, &config.mixes, args.columns));
+    print!("{}", report::goal(&results, LibraryTuned.name()));
+    if args.plots {
+        if let Err(e) = write_plots(&results, &config.mixes, &args.out) {
+            eprintln!("recovery-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+#[derive(Debug, thiserror::Error)]
+enum OutputError {
+    #[error(transparent)]
+    Plot(#[from] plots::PlotError),
+    #[error("writing {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn write_plots(
+    results: &metrics::Results,
+    mixes: &[Mix],
+    out: &std::path::Path,
+) -> Result<(), OutputError> {
+    let write = |path: PathBuf, text: String| {
+        std::fs::write(&path, text).map_err(|source| OutputError::Write { path, source })
+    };
+    std::fs::create_dir_all(out).map_err(|source| OutputError::Write {
+        path: out.to_owned(),
+        source,
+    })?;
+    write(
+        out.join("success.svg"),
+        plots::svg(results, mixes, Measure::SuccessRate)?,
+    )?;
+    write(
+        out.join("model_calls.svg"),
+        plots::svg(results, mixes, Measure::ModelCallsPerTask)?,
+    )?;
+    let shown = out.canonicalize().unwrap_or_else(|_| out.to_owned());
+    println!("\nplots written to {}", shown.display());
+    Ok(())
+}

@@ -1,0 +1,65 @@
+//! The recovery strategies compared, each a way to run one task to its end.
+//!
+//! A strategy gets the task's environment (the tools, behind their fault injectors, and the
+//! models) and returns the run's answer or why it stopped. Adding one (a rig agent on rig's own
+//! loop, with and without this library's policies) is one more type implementing [`Strategy`]
+//! and one more entry in [`every_strategy`].
+
+mod baseline;
+mod library;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use agent_errors::testing::FaultyTool;
+use futures_util::future::BoxFuture;
+
+use crate::model::ReactingModel;
+use crate::tasks::Task;
+use crate::world::World;
+
+pub(crate) use baseline::{Baseline, BaselineKind};
+pub(crate) use library::{LibraryDefaults, LibraryTuned};
+
+/// Everything one task run is made of.
+pub(crate) struct TaskEnv {
+    pub(crate) task: Arc<Task>,
+    pub(crate) world: Arc<World>,
+    pub(crate) tools: Vec<FaultyTool>,
+    pub(crate) primary: ReactingModel,
+    pub(crate) backup: ReactingModel,
+    pub(crate) run_id: String,
+}
+
+/// How a run ended: the final answer, or why there was none.
+pub(crate) type RunEnd = Result<String, String>;
+
+/// One way to run a task.
+pub(crate) trait Strategy: Send + Sync {
+    /// The name in tables and plots.
+    fn name(&self) -> &'static str;
+
+    /// Runs the task to its end, surviving (or not) a crash of the process mid-run.
+    fn run<'a>(&'a self, env: &'a TaskEnv) -> BoxFuture<'a, RunEnd>;
+}
+
+/// Every strategy, in table order.
+pub(crate) fn every_strategy() -> Vec<Box<dyn Strategy>> {
+    vec![
+        Box::new(Baseline(BaselineKind::NoRecovery)),
+        Box::new(Baseline(BaselineKind::ErrorsToModel)),
+        Box::new(Baseline(BaselineKind::NaiveRetry)),
+        Box::new(LibraryDefaults),
+        Box::new(LibraryTuned),
+    ]
+}
+
+/// Runs `run` until it ends or the process "dies" (`None`): the run's future is dropped
+/// where it stands, as a killed process leaves it.
+pub(crate) async fn until_crash<T>(world: &World, run: impl Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        biased;
+        out = run => Some(out),
+        () = world.crash.fired() => None,
+    }
+}
