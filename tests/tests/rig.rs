@@ -10,7 +10,8 @@ use agent_errors::classify::classify;
 use agent_errors::llm::FallbackModel;
 use agent_errors::policy::{Action, Policy, PolicyKey};
 use agent_errors::prelude::*;
-use agent_errors::rig::{GuardedTool, RigModel};
+use agent_errors::retry::RetrySchedule;
+use agent_errors::rig::{GuardedTool, RigModel, recovering};
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{ErrorKind, Registry, RunContext};
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -41,11 +42,12 @@ fn unauthorized() -> ProviderError {
     ProviderError::InvalidAuthentication(reply(401, "invalid x-api-key"))
 }
 
-/// rig's scripted model behind a transport that first fails with `failures`, one per call, as
-/// a provider's HTTP transport would; it records the model each request named.
+/// rig's scripted model behind a transport that fails as a provider's HTTP transport would: the
+/// n-th call fails with the n-th entry of its script when that is an error, and is answered by
+/// the scripted model otherwise. It records the model each request named.
 #[derive(Clone)]
 struct Failing {
-    failures: Arc<Mutex<VecDeque<ProviderError>>>,
+    failures: Arc<Mutex<VecDeque<Option<ProviderError>>>>,
     calls: Arc<AtomicU32>,
     models: Arc<Mutex<Vec<Option<String>>>>,
     inner: MockRuntime,
@@ -55,20 +57,29 @@ impl Transport<MockScript> for Failing {
     fn send(&self, request: CompletionRequest, exchange: Exchange) -> Opening<MockFrame> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.models.lock().unwrap().push(request.model.clone());
-        match self.failures.lock().unwrap().pop_front() {
+        match self.failures.lock().unwrap().pop_front().flatten() {
             Some(error) => Opening::failed(error),
             None => self.inner.send(request, exchange),
         }
     }
 }
 
+/// A model whose first calls fail with `failures`, then answer `turns`.
 fn failing(
     failures: impl IntoIterator<Item = ProviderError>,
     turns: impl IntoIterator<Item = MockTurn>,
 ) -> (Model<MockScript, Failing>, Failing) {
+    failing_as(failures.into_iter().map(Some), turns)
+}
+
+/// A model whose calls go by `script`: `None` is answered from `turns`, an error fails the call.
+fn failing_as(
+    script: impl IntoIterator<Item = Option<ProviderError>>,
+    turns: impl IntoIterator<Item = MockTurn>,
+) -> (Model<MockScript, Failing>, Failing) {
     let mock = MockCompletionModel::from_turns(turns);
     let transport = Failing {
-        failures: Arc::new(Mutex::new(failures.into_iter().collect())),
+        failures: Arc::new(Mutex::new(script.into_iter().collect())),
         calls: Arc::new(AtomicU32::new(0)),
         models: Arc::new(Mutex::new(Vec::new())),
         inner: mock.transport.clone(),
@@ -401,4 +412,56 @@ async fn inside_rigs_own_loop_an_auth_failure_ends_the_run_before_the_next_model
         "no model call after the run ended"
     );
     assert!(guarded.stopped().unwrap().contains("flaky"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn inside_rigs_own_loop_a_transient_model_failure_no_longer_ends_the_run() {
+    let turns = || {
+        [
+            MockTurn::tool_call("call-1", "flaky", serde_json::json!({"n": 21})),
+            MockTurn::text("it is 42"),
+        ]
+    };
+    // The first call answers; the call after the tool turn fails twice: 503, then a 429 asking
+    // for 7 s.
+    let script = || [None, Some(status(503)), Some(rate_limited("7"))];
+    let agent = |model: rig_core::DynModel<rig_core::operation::Completion>| {
+        let registry = Registry::builder()
+            .tool(ToolDef::from_rig(flaky(ToolErrorKind::Network, 0)))
+            .build()
+            .unwrap();
+        let guarded =
+            GuardedTool::<Flaky>::new(Arc::new(registry), Arc::new(RunContext::new())).unwrap();
+        rig_agent::AgentBuilder::new(model)
+            .default_max_turns(3)
+            .tool(guarded.clone())
+            .add_hook(guarded.stop_hook())
+            .build()
+    };
+
+    // rig alone: the 503 ends the run.
+    let (model, transport) = failing_as(script(), turns());
+    agent(model.erase()).prompt("double 21").await.unwrap_err();
+    assert_eq!(transport.calls.load(Ordering::SeqCst), 2);
+
+    let (model, transport) = failing_as(script(), turns());
+    let schedule = RetrySchedule::attempts(4).unwrap().with_jitter(0.0);
+    let start = Instant::now();
+    let response = agent(recovering(model, schedule))
+        .prompt("double 21")
+        .await
+        .unwrap();
+    assert_eq!(response.output(), "it is 42");
+    assert_eq!(transport.calls.load(Ordering::SeqCst), 4);
+    // 500 ms after the 503, then the 7 s the 429 asked for.
+    assert_eq!(Instant::now() - start, Duration::from_millis(7_500));
+
+    // What cannot succeed is not called again: rig's run ends as before.
+    let (model, transport) = failing_as([None, Some(status(400))], turns());
+    let schedule = RetrySchedule::attempts(4).unwrap();
+    agent(recovering(model, schedule))
+        .prompt("double 21")
+        .await
+        .unwrap_err();
+    assert_eq!(transport.calls.load(Ordering::SeqCst), 2);
 }
