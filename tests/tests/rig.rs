@@ -465,3 +465,208 @@ async fn inside_rigs_own_loop_a_transient_model_failure_no_longer_ends_the_run()
         .unwrap_err();
     assert_eq!(transport.calls.load(Ordering::SeqCst), 2);
 }
+
+mod fallback {
+    //! Fallback across providers, rig's and ours, by failure kind.
+
+    use agent_errors::llm::{FallbackOn, FinishReason, RequestOptions, ResponseFormat};
+    use agent_errors::observe::EventLog;
+    use agent_errors::testing::Reply;
+    use agent_errors::{ChatModel, ChatRequest, ChatResponse, Event, Message};
+
+    use super::*;
+
+    fn ask() -> ChatRequest {
+        ChatRequest::new(vec![Message::user("hi")], Vec::new())
+    }
+
+    fn all_triggers() -> [FallbackOn; 5] {
+        [
+            FallbackOn::Overload,
+            FallbackOn::RateLimit {
+                patience: Duration::from_secs(5),
+            },
+            FallbackOn::Outage,
+            FallbackOn::AuthOrConfig,
+            FallbackOn::BadAnswer,
+        ]
+    }
+
+    fn backup() -> ScriptedModel {
+        ScriptedModel::named("backup").text("from the backup")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rate_limit_longer_than_the_callers_patience_falls_back_at_once() {
+        let (primary, calls) = failing([rate_limited("30")], []);
+        let model = FallbackModel::new(RigModel::new(primary), backup()).on(all_triggers());
+        let start = Instant::now();
+        let answer = model.chat(&ask()).await.unwrap();
+        assert_eq!(answer.text.as_deref(), Some("from the backup"));
+        assert_eq!(answer.model.as_deref(), Some("backup"));
+        assert_eq!(
+            Instant::now(),
+            start,
+            "no wait for a limit the caller will not wait out"
+        );
+        assert_eq!(calls.calls.load(Ordering::SeqCst), 1);
+
+        // Within its patience, the primary is waited for.
+        let (primary, calls) = failing([rate_limited("2")], [MockTurn::text("primary")]);
+        let backup = backup();
+        let model = FallbackModel::new(RigModel::new(primary).with_model_id("a"), backup.clone())
+            .on(all_triggers());
+        let answer = model.chat(&ask()).await.unwrap();
+        assert_eq!(answer.text.as_deref(), Some("primary"));
+        assert_eq!(Instant::now() - start, Duration::from_secs(2));
+        assert_eq!(calls.calls.load(Ordering::SeqCst), 2);
+        assert_eq!(backup.calls(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outage_that_outlasts_the_primarys_retries_falls_back() {
+        let outage = || [status(503), status(503), status(503)];
+        let (primary, calls) = failing(outage(), []);
+        let model = FallbackModel::new(RigModel::new(primary), backup())
+            .on([FallbackOn::Outage])
+            .after(3)
+            .unwrap();
+        let answer = model.chat(&ask()).await.unwrap();
+        assert_eq!(answer.text.as_deref(), Some("from the backup"));
+        assert_eq!(calls.calls.load(Ordering::SeqCst), 3);
+
+        // The default triggers are overload only: an outage comes back as it was.
+        let (primary, _) = failing(outage(), []);
+        let backup = backup();
+        let model = FallbackModel::new(RigModel::new(primary), backup.clone());
+        let error = model.chat(&ask()).await.unwrap_err();
+        assert!(error.downcast_ref::<ProviderError>().is_some());
+        assert_eq!(backup.calls(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_primarys_auth_or_configuration_failure_falls_back_at_once() {
+        for error in [unauthorized(), status(404)] {
+            let (primary, calls) = failing([error], []);
+            let model =
+                FallbackModel::new(RigModel::new(primary), backup()).on([FallbackOn::AuthOrConfig]);
+            let answer = model.chat(&ask()).await.unwrap();
+            assert_eq!(answer.text.as_deref(), Some("from the backup"));
+            assert_eq!(calls.calls.load(Ordering::SeqCst), 1);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bad_answer_falls_back() {
+        let structured = ResponseFormat::JsonSchema {
+            name: "city".into(),
+            schema: serde_json::json!({"type": "object", "required": ["city"]}),
+            strict: true,
+        };
+        let cases = [
+            (ChatResponse::text("  "), None),
+            (
+                ChatResponse::text("The answer is").with_finish_reason(FinishReason::Length),
+                None,
+            ),
+            (
+                ChatResponse::text("I can't help with that.")
+                    .with_finish_reason(FinishReason::Refusal),
+                None,
+            ),
+            (
+                ChatResponse::text(r#"{"town": "Lyon"}"#),
+                Some(structured.clone()),
+            ),
+            (ChatResponse::text("Lyon"), Some(structured.clone())),
+        ];
+        for (bad, format) in cases {
+            let primary = ScriptedModel::named("primary").reply(Reply::response(bad.clone()));
+            let model = FallbackModel::new(primary, backup()).on([FallbackOn::BadAnswer]);
+            let mut request = ask();
+            if let Some(format) = &format {
+                request =
+                    request.with_options(RequestOptions::new().response_format(format.clone()));
+            }
+            let answer = model.chat(&request).await.unwrap();
+            assert_eq!(answer.model.as_deref(), Some("backup"), "{bad:?}");
+        }
+        // A good structured answer stays.
+        let primary = ScriptedModel::named("primary").reply(Reply::text(r#"{"city": "Lyon"}"#));
+        let model = FallbackModel::new(primary, backup()).on([FallbackOn::BadAnswer]);
+        let request = ask().with_options(RequestOptions::new().response_format(structured));
+        assert_eq!(
+            model.chat(&request).await.unwrap().model.as_deref(),
+            Some("primary")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_invalid_request_does_not_cascade_through_the_chain() {
+        let (primary, primary_calls) = failing([status(400)], []);
+        let (second, second_calls) = failing([], [MockTurn::text("never")]);
+        let last = backup();
+        let model = FallbackModel::new(
+            RigModel::new(primary),
+            FallbackModel::new(RigModel::new(second), last.clone()).on(all_triggers()),
+        )
+        .on(all_triggers());
+        let error = model.chat(&ask()).await.unwrap_err();
+        assert_eq!(
+            error
+                .downcast_ref::<ProviderError>()
+                .and_then(ProviderError::provider_response_status),
+            Some(StatusCode::BAD_REQUEST)
+        );
+        assert_eq!(primary_calls.calls.load(Ordering::SeqCst), 1);
+        assert_eq!(second_calls.calls.load(Ordering::SeqCst), 0);
+        assert_eq!(last.calls(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_three_model_chain_across_rig_and_ours_each_model_naming_itself() {
+        let (first, first_calls) = failing([rate_limited("60")], []);
+        let (second, second_calls) = failing([], [MockTurn::from_contents([])]);
+        let last = ScriptedModel::named("ours").text("answered by ours");
+        let log = Arc::new(EventLog::new());
+        let model = FallbackModel::new(
+            RigModel::new(first).with_model_id("first-model"),
+            FallbackModel::new(
+                RigModel::new(second).with_model_id("second-model"),
+                last.clone(),
+            )
+            .on(all_triggers())
+            .event_log(Arc::clone(&log)),
+        )
+        .on(all_triggers())
+        .event_log(Arc::clone(&log));
+
+        let answer = model.chat(&ask()).await.unwrap();
+        assert_eq!(answer.text.as_deref(), Some("answered by ours"));
+        assert_eq!(answer.model.as_deref(), Some("ours"));
+        assert_eq!(
+            *first_calls.models.lock().unwrap(),
+            [Some("first-model".to_owned())]
+        );
+        assert_eq!(
+            *second_calls.models.lock().unwrap(),
+            [Some("second-model".to_owned())]
+        );
+        assert_eq!(last.calls(), 1);
+        let switches: Vec<(String, String)> = log
+            .snapshot()
+            .into_iter()
+            .filter_map(|event| match event {
+                Event::LlmFallback { from, to } => Some((from, to)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            switches,
+            [
+                ("first-model".to_owned(), "second-model".to_owned()),
+                ("second-model".to_owned(), "ours".to_owned()),
+            ]
+        );
+    }
+}
