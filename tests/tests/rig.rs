@@ -670,3 +670,91 @@ mod fallback {
         );
     }
 }
+
+mod streaming {
+    //! A rig provider streamed through our agent: deltas as they arrive, a reply broken in the
+    //! middle handed to `on_llm_error` with what had arrived.
+
+    use agent_errors::RunOptions;
+    use agent_errors::run::RunDelta;
+    use agent_errors::stream::{StreamEvent, StreamInterrupted};
+    use rig_core::test_utils::MockStreamEvent;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rig_stream_broken_mid_answer_reaches_on_llm_error_and_is_retried() {
+        let usage = rig_core::completion::Usage::new()
+            .input_tokens(5)
+            .output_tokens(1);
+        let model = MockCompletionModel::from_stream_turns([
+            vec![
+                MockStreamEvent::text("Hel"),
+                MockStreamEvent::Error(rig_core::test_utils::MockError::ProviderResponse(reply(
+                    503, "busy",
+                ))),
+            ],
+            vec![
+                MockStreamEvent::text("Hello"),
+                MockStreamEvent::final_response(usage),
+            ],
+        ]);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let agent = Agent::builder("streamer")
+            .model(RigModel::new(model.clone()))
+            .on_llm_error(move |error, _| {
+                let cut = error.downcast_ref::<StreamInterrupted>().unwrap();
+                log.lock().unwrap().push(cut.partial_text.clone());
+                LlmErrorDecision::retry(2, Duration::from_millis(1))
+            })
+            .build()
+            .unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let outcome = agent.run_with("hi", RunOptions::new().stream_to(tx)).await;
+        assert_eq!(outcome.result.unwrap(), "Hello");
+        assert_eq!(*seen.lock().unwrap(), ["Hel"]);
+        assert_eq!(model.request_count(), 2);
+        let mut deltas = Vec::new();
+        while let Ok(delta) = rx.try_recv() {
+            deltas.push(delta);
+        }
+        assert_eq!(
+            deltas[0],
+            RunDelta::Model(StreamEvent::TextDelta("Hel".into()))
+        );
+        assert!(deltas.contains(&RunDelta::Model(StreamEvent::TextDelta("Hello".into()))));
+        assert!(
+            deltas.contains(&RunDelta::Model(StreamEvent::Usage(
+                agent_errors::llm::Usage::new(5, 1)
+            ))),
+            "{deltas:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_streamed_rig_tool_call_is_run() {
+        let model = MockCompletionModel::from_stream_turns([
+            vec![
+                MockStreamEvent::tool_call("call-1", "add", serde_json::json!({"x": 2, "y": 3})),
+                MockStreamEvent::final_response_with_default_usage(),
+            ],
+            vec![
+                MockStreamEvent::text("5"),
+                MockStreamEvent::final_response_with_default_usage(),
+            ],
+        ]);
+        let agent = Agent::builder("calc")
+            .model(RigModel::new(model.clone()))
+            .tool(ToolDef::from_rig(rig_agent::test_utils::MockAddTool))
+            .build()
+            .unwrap();
+        let (tx, _rx) = tokio::sync::mpsc::channel(64);
+        let outcome = agent
+            .run_with("2 + 3?", RunOptions::new().stream_to(tx))
+            .await;
+        assert_eq!(outcome.result.unwrap(), "5");
+        let history = serde_json::to_string(&model.requests()[1].chat_history).unwrap();
+        assert!(history.contains("call-1"), "{history}");
+    }
+}

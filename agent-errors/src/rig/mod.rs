@@ -16,6 +16,7 @@ mod agent;
 mod convert;
 mod model;
 mod recover;
+mod stream;
 mod tool;
 
 pub use agent::{GuardError, GuardedTool, StopHook};

@@ -3,10 +3,13 @@
 use rig_core::DynModel;
 use rig_core::operation::Completion;
 
+use futures_util::StreamExt;
+
 use super::convert::{Settings, from_rig, to_rig};
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::error::{BoxError, BoxFuture};
 use crate::model::ChatModel;
+use crate::stream::ChatStream;
 
 /// A rig model (any of rig's providers, erased as `DynModel<Completion>`) as a [`ChatModel`]:
 /// our agent loop, `on_llm_error`, [`FallbackModel`](crate::llm::FallbackModel) and
@@ -23,6 +26,11 @@ use crate::model::ChatModel;
 /// 429 is `quota` and waits as the server said, 503 and 529 are passing, 401 and 403 are `auth`
 /// and 400 `validation`, neither ever retried. Its `Display` carries the provider's body: log
 /// it through [`redact`](crate::redact::redact).
+///
+/// Streamed (`Agent::run_stream`), text goes out as rig delivers it and each tool call whole at
+/// its end (rig names a call's id only then); a failure before any output is a failed call, one
+/// after is the stream's last item, which the agent turns into an interrupted answer for
+/// `on_llm_error`.
 ///
 /// rig itself does not retry a failed call: wrap the model (or set `on_llm_error`) for that.
 ///
@@ -114,6 +122,26 @@ impl ChatModel for RigModel {
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
         Box::pin(self.answer(request))
+    }
+
+    fn chat_stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ChatStream<'a>, BoxError>> {
+        Box::pin(async move {
+            let reply = self.model.stream(to_rig(request, &self.settings)?)?;
+            let mut events = super::stream::events(reply);
+            // A reply that fails before its first event is a failed call, not an interrupted
+            // answer.
+            match events.next().await {
+                Some(Err(error)) => Err(error),
+                Some(Ok(first)) => {
+                    let first = futures_util::stream::iter([Ok(first)]);
+                    Ok(Box::pin(first.chain(events)) as ChatStream<'a>)
+                }
+                None => Ok(events),
+            }
+        })
     }
 
     fn name(&self) -> &str {
