@@ -758,3 +758,55 @@ mod streaming {
         assert!(history.contains("call-1"), "{history}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn persistent_retry_and_the_runs_retry_budget_hold_over_a_rig_provider() {
+    let (model, transport) = failing([status(503), status(503)], [MockTurn::text("ok")]);
+    let model = agent_errors::llm::PersistentRetry::new(RigModel::new(model));
+    let agent = Agent::builder("a").model(model).build().unwrap();
+    assert_eq!(agent.run("hi").await.unwrap(), "ok");
+    assert_eq!(transport.calls.load(Ordering::SeqCst), 3);
+
+    // One retry allowed for the whole run: the second 503 ends it.
+    let (model, transport) = failing([status(503), status(503)], [MockTurn::text("ok")]);
+    let agent = Agent::builder("a")
+        .model(RigModel::new(model))
+        .on_llm_error(retry_three_times())
+        .limits(agent_errors::Limits::default().with_max_retries(1))
+        .build()
+        .unwrap();
+    agent.run("hi").await.unwrap_err();
+    assert_eq!(transport.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn inside_rigs_own_loop_a_fixer_repairs_a_rig_tools_arguments() {
+    let tool = flaky(ToolErrorKind::Network, 0);
+    let calls = Arc::clone(&tool.calls);
+    let registry = Registry::builder()
+        .tool(ToolDef::from_rig(tool).with_policy(Policy::new().on(
+            PolicyKey::InvalidArgs,
+            Action::fix("stringly_n", 1).unwrap(),
+        )))
+        .fixers(fixers![stringly_n])
+        .build()
+        .unwrap();
+    let guarded =
+        GuardedTool::<Flaky>::new(Arc::new(registry), Arc::new(RunContext::new())).unwrap();
+    let model = MockCompletionModel::from_turns([
+        MockTurn::tool_call("call-1", "flaky", serde_json::json!({"n": "21"})),
+        MockTurn::text("it is 42"),
+    ]);
+    let agent = rig_agent::AgentBuilder::new(model.clone())
+        .default_max_turns(3)
+        .tool(guarded.clone())
+        .add_hook(guarded.stop_hook())
+        .build();
+    assert_eq!(
+        agent.prompt("double 21").await.unwrap().output(),
+        "it is 42"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let history = serde_json::to_string(&model.requests()[1].chat_history).unwrap();
+    assert!(history.contains("42"), "{history}");
+}
