@@ -13,7 +13,33 @@ use crate::chat::ToolCall;
 use crate::executor::{CallOutcome, RunContext};
 use crate::registry::Registry;
 
-/// The registry has no tool of the name a [`GuardedTool`] is for.
+/// Why a [`GuardedTool`] could not be made.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use agent_errors::{Registry, RunContext};
+/// use agent_errors::rig::{GuardError, GuardedTool};
+/// # use rig_core::tool::{PortableTool, ToolExecutionError};
+/// # struct Ping;
+/// # impl PortableTool for Ping {
+/// #     const NAME: &'static str = "ping";
+/// #     type Args = serde_json::Value;
+/// #     type Output = String;
+/// #     type Error = ToolExecutionError;
+/// #     fn description(&self) -> String { "Pings.".into() }
+/// #     fn parameters(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
+/// #     async fn call(&self, _: serde_json::Value) -> Result<String, ToolExecutionError> { Ok("pong".into()) }
+/// # }
+///
+/// let empty = Arc::new(Registry::builder().build().unwrap());
+/// match GuardedTool::<Ping>::new(empty, Arc::new(RunContext::new())) {
+///     Err(GuardError::UnknownTool(name)) => assert_eq!(name, "ping"),
+///     Err(other) => panic!("{other}"),
+///     Ok(_) => unreachable!("the registry is empty"),
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum GuardError {

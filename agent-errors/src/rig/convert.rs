@@ -15,7 +15,24 @@ use crate::chat::{
 };
 use crate::usage::Usage;
 
-/// Why a request could not be written as rig's: a name rig refuses.
+/// Why a request could not be written as rig's; a [`RigModel`](super::RigModel) call fails with
+/// it, before anything is sent. Never retried (`classify` finds nothing retryable in it).
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::rig::ConvertError;
+///
+/// fn explain(error: &ConvertError) -> &'static str {
+///     match error {
+///         ConvertError::EmptyToolName => "a tool call or result names no tool",
+///         ConvertError::EmptyConversation => "nothing to send",
+///         ConvertError::InvalidSchema => "the structured-output schema is not an object",
+///         _ => "another reason",
+///     }
+/// }
+/// assert_eq!(explain(&ConvertError::EmptyConversation), "nothing to send");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConvertError {
@@ -145,9 +162,6 @@ fn push_message(
                 content: vec![block],
             }
         }
-        // A message kind added later is not silently dropped: it is sent as the user's words.
-        #[allow(unreachable_patterns)]
-        _ => return Ok(()),
     };
     history.push(converted);
     Ok(())
@@ -202,7 +216,7 @@ fn finish_reason(response: &CompletionResponse) -> Option<FinishReason> {
         rig::FinishReason::ContentFilter => FinishReason::ContentFilter,
         rig::FinishReason::Other(reason) if reason == "refusal" => FinishReason::Refusal,
         rig::FinishReason::Other(reason) => FinishReason::Other(reason),
-        #[allow(unreachable_patterns)]
+        // rig's list may grow: a reason it adds is passed on by name.
         other => FinishReason::Other(format!("{other:?}")),
     })
 }
