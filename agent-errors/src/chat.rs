@@ -553,6 +553,10 @@ pub struct ChatResponse {
     pub finish_reason: Option<FinishReason>,
     /// Tokens used, when the provider said.
     pub usage: Option<Usage>,
+    /// The model that answered, when known: the provider's model id, so a fallback chain's
+    /// answer says which of its models gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl ChatResponse {
@@ -583,6 +587,13 @@ impl ChatResponse {
     #[must_use]
     pub fn with_usage(mut self, usage: Usage) -> Self {
         self.usage = Some(usage);
+        self
+    }
+
+    /// Sets the model that answered.
+    #[must_use]
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
         self
     }
 }

@@ -91,6 +91,9 @@ pub mod redact;
 pub mod redis;
 mod registry;
 pub mod retry;
+#[cfg(feature = "rig")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rig")))]
+pub mod rig;
 pub mod sanitize;
 pub mod stream;
 #[cfg(feature = "testing")]

@@ -426,3 +426,25 @@ async fn a_service_breaker_opening_half_opening_and_closing_is_counted_per_key()
         metrics.keys()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_chat_span_names_the_model_that_answered_behind_a_fallback() {
+    let _serial = serial().await;
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+
+    let overloaded = || HttpError::new(529, "overloaded");
+    let primary = ScriptedModel::named("big").errors(3, overloaded);
+    let fallback = ScriptedModel::named("small").text("done");
+    let model = agent_errors::llm::FallbackModel::new(primary, fallback);
+    let agent = Agent::builder("a").model(model).build().unwrap();
+    assert_eq!(agent.run("go").await.unwrap(), "done");
+
+    let spans = capture.spans();
+    let chat = spans.iter().find(|s| s.name == "chat").unwrap();
+    let field = |name: &str| chat.fields.get(name).map(String::as_str);
+    assert_eq!(field("gen_ai.request.model"), Some("big"));
+    assert_eq!(field("gen_ai.response.model"), Some("small"));
+}

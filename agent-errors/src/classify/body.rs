@@ -180,8 +180,9 @@ pub(crate) fn is_overloaded(status: u16, body: &str) -> bool {
 }
 
 /// Whether a failed call was an overload: an [`HttpError`] in the chain with status 529, or a 429
-/// or 5xx whose message says "overloaded"; when the chain has no `HttpError`, any level whose
-/// text says "overloaded".
+/// or 5xx whose message says "overloaded"; with the `rig` feature, a rig `ProviderError` whose
+/// status or machine code says so (`overloaded_error`); when the chain has neither, any level
+/// whose text says "overloaded".
 ///
 /// # Examples
 ///
@@ -196,6 +197,11 @@ pub fn is_overload_error(error: &(dyn Error + 'static)) -> bool {
     if let Some(http) = find_in_chain::<HttpError>(error) {
         return is_overloaded(http.status(), http.message());
     }
+    #[cfg(feature = "rig")]
+    if let Some(rig) = find_in_chain::<rig_core::error::ProviderError>(error) {
+        return super::rig::http_view(rig)
+            .is_some_and(|http| is_overloaded(http.status(), http.message()));
+    }
     chain(error).any(|level| {
         level
             .to_string()
@@ -207,9 +213,14 @@ pub fn is_overload_error(error: &(dyn Error + 'static)) -> bool {
 /// How long the server asked us to wait, read from the first [`HttpError`] in the chain
 /// (`retry-after-ms`, else `retry-after`), cut to `cap`.
 pub(crate) fn server_delay(error: &(dyn Error + 'static), cap: Duration) -> Option<Duration> {
-    find_in_chain::<HttpError>(error)?
-        .classification(cap)
-        .retry_after
+    if let Some(http) = find_in_chain::<HttpError>(error) {
+        return http.classification(cap).retry_after;
+    }
+    #[cfg(feature = "rig")]
+    if let Some(rig) = find_in_chain::<rig_core::error::ProviderError>(error) {
+        return super::rig::http_view(rig)?.classification(cap).retry_after;
+    }
+    None
 }
 
 /// Whether the server (`x-should-retry: false`) or the status table (402, 501) rules out calling

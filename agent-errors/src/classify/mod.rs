@@ -10,7 +10,9 @@
 //! 2. **Typed facts**, found by downcasting each level of the chain: [`std::io::Error`] by its
 //!    [`io::ErrorKind`](std::io::ErrorKind) (see `impl From<io::ErrorKind> for ErrorKind`),
 //!    [`tokio::time::error::Elapsed`] (timeout), [`serde_json::Error`] (validation),
-//!    [`HttpError`] and, with the `reqwest` feature, `reqwest::Error`.
+//!    [`HttpError`] and, with the `reqwest` feature, `reqwest::Error`. With the `rig` feature, a
+//!    rig `ProviderError` (by its variant, status, retry headers and machine code, never its
+//!    body) and a rig tool's `ToolExecutionError` (by its kind, status and retryable flag).
 //! 3. **Status codes**, carried by [`HttpError`] and `reqwest::Error` (table below).
 //! 4. **The `source()` chain.** Steps 2 and 3 are read at every level and the *deepest*
 //!    conclusive fact wins: a wrapper that says "request timed out" around an `io::Error` of kind
@@ -98,6 +100,8 @@ mod http_response;
 pub(crate) mod kind;
 mod patterns;
 mod redacted;
+#[cfg(feature = "rig")]
+pub(crate) mod rig;
 mod rules;
 mod typed;
 

@@ -125,6 +125,15 @@ fn stand_in(
         // An `HttpError` has no source: nothing below it is lost.
         return Box::new(http.redacted());
     }
+    // A rig provider's failure keeps what it is classified by: its status, retry headers and
+    // code, as an `HttpError` (its body, the provider's words, is what is left out).
+    #[cfg(feature = "rig")]
+    if let Some(http) = level
+        .downcast_ref::<rig_core::error::ProviderError>()
+        .and_then(super::rig::http_view)
+    {
+        return Box::new(http.redacted());
+    }
     if let Some(copy) = typed(level, &mut below) {
         return copy;
     }

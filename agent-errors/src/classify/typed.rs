@@ -16,6 +16,10 @@ pub(super) enum Known<'a> {
     Json(&'a serde_json::Error),
     #[cfg(feature = "reqwest")]
     Reqwest(&'a reqwest::Error),
+    #[cfg(feature = "rig")]
+    RigProvider(&'a rig_core::error::ProviderError),
+    #[cfg(feature = "rig")]
+    RigTool(&'a rig_core::tool::ToolExecutionError),
 }
 
 impl<'a> Known<'a> {
@@ -36,6 +40,14 @@ impl<'a> Known<'a> {
         if let Some(err) = level.downcast_ref::<reqwest::Error>() {
             return Some(Known::Reqwest(err));
         }
+        #[cfg(feature = "rig")]
+        if let Some(err) = level.downcast_ref::<rig_core::error::ProviderError>() {
+            return Some(Known::RigProvider(err));
+        }
+        #[cfg(feature = "rig")]
+        if let Some(err) = level.downcast_ref::<rig_core::tool::ToolExecutionError>() {
+            return Some(Known::RigTool(err));
+        }
         None
     }
 
@@ -50,6 +62,10 @@ impl<'a> Known<'a> {
             Known::Json(_) => ErrorKind::Validation,
             #[cfg(feature = "reqwest")]
             Known::Reqwest(err) => reqwest_kind(err),
+            #[cfg(feature = "rig")]
+            Known::RigProvider(_) | Known::RigTool(_) => {
+                self.classification(super::DEFAULT_RETRY_AFTER_CAP).kind
+            }
         }
     }
 
@@ -59,6 +75,10 @@ impl<'a> Known<'a> {
             Known::Http(_) => true,
             #[cfg(feature = "reqwest")]
             Known::Reqwest(err) => err.status().is_some(),
+            #[cfg(feature = "rig")]
+            Known::RigProvider(err) => super::rig::http_view(err).is_some(),
+            #[cfg(feature = "rig")]
+            Known::RigTool(err) => err.http_status().is_some(),
             _ => false,
         }
     }
@@ -71,6 +91,10 @@ impl<'a> Known<'a> {
             // `Validation`.
             #[cfg(feature = "reqwest")]
             Known::Reqwest(err) => !(err.status().is_none() && err.is_decode()),
+            // rig's own classification is the whole fact: what lies below (a JSON error
+            // about a reply, a tool's source) must not overrule it, nor its text be read.
+            #[cfg(feature = "rig")]
+            Known::RigProvider(_) => false,
             _ => true,
         }
     }
@@ -79,6 +103,8 @@ impl<'a> Known<'a> {
     pub(super) fn server_verdict(self) -> Option<bool> {
         match self {
             Known::Http(http) => http.server_verdict(),
+            #[cfg(feature = "rig")]
+            Known::RigProvider(err) => super::rig::http_view(err)?.server_verdict(),
             _ => None,
         }
     }
@@ -96,6 +122,10 @@ impl<'a> Known<'a> {
                 Some(status) => Classification::from_status(status.as_u16()),
                 None => typed("reqwest::Error"),
             },
+            #[cfg(feature = "rig")]
+            Known::RigProvider(err) => super::rig::provider_classification(err, retry_after_cap),
+            #[cfg(feature = "rig")]
+            Known::RigTool(err) => super::rig::tool_classification(err, retry_after_cap),
         }
     }
 

@@ -1,5 +1,5 @@
-//! Model fallback: after N consecutive overload errors on the primary model, the same request
-//! goes to a fallback model.
+//! Model fallback: when the primary model fails in a way its triggers name (by default: N
+//! consecutive overloads), the same request goes to a fallback model.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -9,15 +9,28 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use super::{CallSource, ChatModel, ChatRequest, ChatResponse, MAX_RETRY_AFTER};
-use crate::classify::{is_overload_error, server_delay};
+use super::trigger::{FallbackOn, Triggers};
+use super::{CallSource, ChatModel, ChatRequest, ChatResponse};
 use crate::error::BoxError;
 use crate::events::{Event, EventLog, emit_to};
 use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop, ZeroAttempts};
 
 /// A [`ChatModel`] that answers from `primary` and, once the primary has been overloaded
-/// (529, or "overloaded", see [`is_overload_error`]) `n` times in a row for one
-/// request, answers that request from `fallback`.
+/// (529, or "overloaded", see [`is_overload_error`](crate::classify::is_overload_error)) `n`
+/// times in a row for one request, answers that request from `fallback`.
+///
+/// More triggers are chosen with [`on`](FallbackModel::on) (see [`FallbackOn`]): a rate limit
+/// that asks for longer than the caller will wait, an outage that outlasts the primary's
+/// retries, the primary's credentials or configuration failing, and an unusable answer (empty,
+/// cut off, a refusal, structured output that does not fit). An invalid request (a 400) never
+/// falls back, whatever the triggers: the fallback could not serve it either.
+///
+/// A chain of any length is fallbacks nested as fallbacks (`FallbackModel::new(a,
+/// FallbackModel::new(b, c))`), rig's models and ours mixed; each model sends its own model name
+/// and settings, since each is its own [`ChatModel`]. Which model answered is on the response
+/// ([`ChatResponse::model`], filled with the answering model's name when the provider did not
+/// say), on the `chat` span (`gen_ai.response.model`), and each switch is an `llm_fallback`
+/// event naming both models.
 ///
 /// Between overloads the primary is called again after a backoff (default 500 ms · 2^(k-1),
 /// capped at 32 s, with up to 25% jitter; a `Retry-After` replaces it, cut to 60 s). Only calls whose
@@ -52,6 +65,7 @@ pub struct FallbackModel<P, F> {
     after: NonZeroU32,
     foreground: HashSet<CallSource>,
     backoff: RetrySchedule,
+    triggers: Triggers,
     events: Option<Arc<EventLog>>,
 }
 
@@ -63,6 +77,7 @@ impl<P: ChatModel, F: ChatModel> fmt::Debug for FallbackModel<P, F> {
             .field("after", &self.after)
             .field("foreground", &self.foreground)
             .field("backoff", &self.backoff)
+            .field("triggers", &self.triggers)
             .finish_non_exhaustive()
     }
 }
@@ -76,11 +91,33 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
             after: NonZeroU32::new(3).expect("3 is not zero"),
             foreground: HashSet::from([CallSource::MAIN_AGENT]),
             backoff: RetrySchedule::default(),
+            triggers: Triggers::OVERLOAD,
             events: None,
         }
     }
 
-    /// Falls back after `n` consecutive overloads; `n` counts the first call, so it is at least 1.
+    /// What sends a request to the fallback; replaces the default `[FallbackOn::Overload]`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use agent_errors::llm::{FallbackModel, FallbackOn};
+    /// # fn wrap(primary: impl agent_errors::ChatModel, fallback: impl agent_errors::ChatModel) {
+    /// let model = FallbackModel::new(primary, fallback).on([
+    ///     FallbackOn::Overload,
+    ///     FallbackOn::RateLimit { patience: Duration::from_secs(10) },
+    ///     FallbackOn::AuthOrConfig,
+    ///     FallbackOn::BadAnswer,
+    /// ]);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn on(mut self, triggers: impl IntoIterator<Item = FallbackOn>) -> Self {
+        self.triggers = Triggers::of(triggers);
+        self
+    }
+
+    /// Falls back after `n` consecutive overloads (or outages, or rate limits within the
+    /// caller's patience); `n` counts the first call, so it is at least 1.
     pub fn after(mut self, n: u32) -> Result<Self, ZeroAttempts> {
         self.after = NonZeroU32::new(n).ok_or(ZeroAttempts)?;
         Ok(self)
@@ -108,24 +145,32 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
     }
 
     async fn answer(&self, request: &ChatRequest) -> Result<ChatResponse, BoxError> {
-        // The budget is `after` calls to an overloaded primary; a caller off the foreground list
-        // is not worth a second one.
-        let mut policy = OverloadRetry {
+        // The budget is `after` calls to a failing primary; a caller off the foreground list is
+        // not worth a second one.
+        let mut policy = PrimaryRetry {
             primary: &self.primary,
             request,
             retrier: Retrier::new(self.backoff.clone().with_attempts(self.after).delays()),
             foreground: self.foreground.contains(&request.source),
+            triggers: &self.triggers,
         };
-        match retry::call(&mut policy).await {
-            Err(error) if is_overload_error(&*error) => {
-                self.record_switch(request);
-                self.fallback.chat(request).await
-            }
-            answered => answered,
-        }
+        let reason = match retry::call(&mut policy).await {
+            Ok(answer) => match self.triggers.on_answer(request, &answer) {
+                Some(reason) => reason,
+                None => return Ok(answered_by(answer, &self.primary)),
+            },
+            Err(error) => match self.triggers.on_failure(&*error) {
+                Some(reason) => reason,
+                None => return Err(error),
+            },
+        };
+        self.record_switch(request, reason);
+        let answer = self.fallback.chat(request).await?;
+        Ok(answered_by(answer, &self.fallback))
     }
 
-    fn record_switch(&self, request: &ChatRequest) {
+    fn record_switch(&self, request: &ChatRequest, reason: &'static str) {
+        tracing::debug!(reason, "falling back");
         let event = Event::LlmFallback {
             from: self.primary.name().to_owned(),
             to: self.fallback.name().to_owned(),
@@ -134,17 +179,27 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
     }
 }
 
-/// Calling an overloaded primary again, as a policy of the retry loop: only overloads are
-/// retried, within `after` calls and the run's retry allowance; whatever ends it overloaded
-/// goes to the fallback (which is a switch, not a retry, and spends nothing).
-struct OverloadRetry<'a, P, D> {
+/// `answer`, saying which model gave it when the provider did not.
+fn answered_by(mut answer: ChatResponse, model: &impl ChatModel) -> ChatResponse {
+    if answer.model.is_none() {
+        answer.model = Some(model.name().to_owned());
+    }
+    answer
+}
+
+/// Calling a failing primary again, as a policy of the retry loop: only what the triggers say
+/// is worth waiting for on the primary (an overload, an outage, a rate limit within the caller's
+/// patience) is retried, within `after` calls and the run's retry allowance; whatever ends it
+/// goes to the triggers (a switch is not a retry, and spends nothing).
+struct PrimaryRetry<'a, P, D> {
     primary: &'a P,
     request: &'a ChatRequest,
     retrier: Retrier<D>,
     foreground: bool,
+    triggers: &'a Triggers,
 }
 
-impl<P: ChatModel, D: Iterator<Item = Duration>> Policy for OverloadRetry<'_, P, D> {
+impl<P: ChatModel, D: Iterator<Item = Duration>> Policy for PrimaryRetry<'_, P, D> {
     type Output = ChatResponse;
     type Error = BoxError;
 
@@ -153,10 +208,9 @@ impl<P: ChatModel, D: Iterator<Item = Duration>> Policy for OverloadRetry<'_, P,
     }
 
     async fn retry(&mut self, error: &BoxError) -> Step {
-        if !is_overload_error(&**error) {
+        let Some(server) = self.triggers.retry_primary(&**error) else {
             return Step::Stop(Stop::Never);
-        }
-        let server = server_delay(&**error, MAX_RETRY_AFTER);
+        };
         match self.retrier.after_failure(self.foreground, server) {
             Step::Wait(delay) if !self.request.retries.try_spend() => {
                 tracing::debug!(?delay, "the run's retry allowance is spent: falling back");

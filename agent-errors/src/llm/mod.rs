@@ -18,11 +18,13 @@ mod fallback;
 mod persistent;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) mod retryability;
+mod trigger;
 
 // `LlmErrorDecision` is named at the crate root.
 pub(crate) use decision::LlmErrorDecision;
 pub use fallback::FallbackModel;
 pub use persistent::{Heartbeat, PersistentRetry};
+pub use trigger::FallbackOn;
 
 /// The longest `Retry-After` a model-call retry waits before calling again; longer requests are
 /// cut to this. (`PersistentRetry` waits as long as asked, bounded by its own time cap.)

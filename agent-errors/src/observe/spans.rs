@@ -66,6 +66,7 @@ pub(crate) fn chat(model: &dyn ChatModel) -> Span {
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         gen_ai.response.finish_reasons = Empty,
+        gen_ai.response.model = Empty,
         "error.type" = Empty,
     );
     record_provider(&span, model);
@@ -112,6 +113,10 @@ pub(crate) fn record_response(span: &Span, model: &dyn ChatModel, response: &Cha
     }
     if let Some(reason) = &response.finish_reason {
         record_finish_reasons(span, &[finish_reason_name(reason)]);
+    }
+    // Which model answered: behind a fallback, not always the one requested.
+    if let Some(answered) = &response.model {
+        span.record("gen_ai.response.model", tracing::field::display(Bounded(answered)));
     }
 }
 

@@ -1,0 +1,280 @@
+//! Our policies inside rig's own agent loop: [`GuardedTool`], a rig `Tool` that runs each call
+//! through a [`Registry`], and [`StopHook`], which ends rig's run when one of them must.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rig_agent::agent::hook::{AgentHook, CompletionCallAction, CompletionCallEvent, HookContext};
+use rig_core::tool::{Tool, ToolContext, ToolExecutionError, ToolOutput};
+
+use crate::chat::ToolCall;
+use crate::executor::{CallOutcome, RunContext};
+use crate::registry::Registry;
+
+/// Why a [`GuardedTool`] could not be made.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use agent_errors::{Registry, RunContext};
+/// use agent_errors::rig::{GuardError, GuardedTool};
+/// # use rig_core::tool::{PortableTool, ToolExecutionError};
+/// # struct Ping;
+/// # impl PortableTool for Ping {
+/// #     const NAME: &'static str = "ping";
+/// #     type Args = serde_json::Value;
+/// #     type Output = String;
+/// #     type Error = ToolExecutionError;
+/// #     fn description(&self) -> String { "Pings.".into() }
+/// #     fn parameters(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
+/// #     async fn call(&self, _: serde_json::Value) -> Result<String, ToolExecutionError> { Ok("pong".into()) }
+/// # }
+///
+/// let empty = Arc::new(Registry::builder().build().unwrap());
+/// match GuardedTool::<Ping>::new(empty, Arc::new(RunContext::new())) {
+///     Err(GuardError::UnknownTool(name)) => assert_eq!(name, "ping"),
+///     Err(other) => panic!("{other}"),
+///     Ok(_) => unreachable!("the registry is empty"),
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GuardError {
+    /// No tool of this name is registered.
+    #[error("the registry has no tool named `{0}`: register `ToolDef::from_rig(tool)` first")]
+    UnknownTool(&'static str),
+}
+
+/// Why a guarded tool ended the run, shared by the tools of one run and its [`StopHook`].
+#[derive(Debug, Clone, Default)]
+struct RunStop(Arc<Mutex<Option<String>>>);
+
+impl RunStop {
+    fn set(&self, reason: String) {
+        let mut stop = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        stop.get_or_insert(reason);
+    }
+
+    fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+}
+
+/// The rig tool `T`, run through our policies inside rig's own agent loop (`rig_agent`).
+///
+/// It is itself a rig `Tool` (same name, description and schema as `T`), so rig's agent offers
+/// and dispatches it as it would `T`; each call goes to `registry.execute`, where the tool
+/// (registered with [`ToolDef::from_rig`](crate::ToolDef::from_rig)) runs under its resolved
+/// policy: retries and backoff, fixers repairing its arguments, fallbacks, degrade, escalate,
+/// per-run and service breakers, the permission gate and the retry budget, all kept in one
+/// [`RunContext`] shared by every guarded tool made from it. The model sees our sanitized
+/// result; a failure that is still a failure reaches rig as an error result (kind `other`, our
+/// surfaced text as its model feedback).
+///
+/// A failure that must end the run (an `auth` failure, an escalation, a tripped breaker) cannot
+/// end rig's loop from inside a tool: the tool answers "cancelled", and the [`StopHook`] made by
+/// [`GuardedTool::stop_hook`] stops rig's run before its next model call. Add that hook to the
+/// agent.
+///
+/// ```
+/// use std::sync::Arc;
+/// use agent_errors::{Registry, RunContext, ToolDef, policy::{Action, Policy, PolicyKey}};
+/// use agent_errors::rig::GuardedTool;
+/// use rig_core::tool::{PortableTool, ToolExecutionError};
+///
+/// struct Ping;
+///
+/// impl PortableTool for Ping {
+///     const NAME: &'static str = "ping";
+///     type Args = serde_json::Value;
+///     type Output = String;
+///     type Error = ToolExecutionError;
+///     fn description(&self) -> String { "Pings.".into() }
+///     fn parameters(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
+///     async fn call(&self, _: serde_json::Value) -> Result<String, ToolExecutionError> {
+///         Ok("pong".into())
+///     }
+/// }
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let ping = ToolDef::from_rig(Ping).with_policy(Policy::new().on(PolicyKey::Execution, Action::retry(3)?));
+/// let registry = Arc::new(Registry::builder().tool(ping).build()?);
+/// let guarded = GuardedTool::<Ping>::new(registry, Arc::new(RunContext::new()))?;
+/// let stop = guarded.stop_hook();
+/// // rig_agent::AgentBuilder::new(model).tool(guarded).add_hook(stop).build()
+/// # let _ = stop;
+/// # Ok(())
+/// # }
+/// ```
+pub struct GuardedTool<T> {
+    registry: Arc<Registry>,
+    ctx: Arc<RunContext>,
+    description: String,
+    parameters: serde_json::Value,
+    next_call: Arc<AtomicU64>,
+    stop: RunStop,
+    tool: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for GuardedTool<T> {
+    fn clone(&self) -> Self {
+        GuardedTool {
+            registry: Arc::clone(&self.registry),
+            ctx: Arc::clone(&self.ctx),
+            description: self.description.clone(),
+            parameters: self.parameters.clone(),
+            next_call: Arc::clone(&self.next_call),
+            stop: self.stop.clone(),
+            tool: PhantomData,
+        }
+    }
+}
+
+impl<T: Tool> fmt::Debug for GuardedTool<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GuardedTool")
+            .field("tool", &T::NAME)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Tool> GuardedTool<T> {
+    /// `T`, as registered in `registry`, guarded in the run `ctx`. Fails when the registry has
+    /// no tool named `T::NAME`.
+    pub fn new(registry: Arc<Registry>, ctx: Arc<RunContext>) -> Result<Self, GuardError> {
+        let def = registry
+            .tool(T::NAME)
+            .ok_or(GuardError::UnknownTool(T::NAME))?;
+        let (description, parameters) = (def.description().to_owned(), def.parameters().clone());
+        Ok(GuardedTool {
+            registry,
+            ctx,
+            description,
+            parameters,
+            next_call: Arc::new(AtomicU64::new(1)),
+            stop: RunStop::default(),
+            tool: PhantomData,
+        })
+    }
+
+    /// The same registry and run, guarding another of its tools: the tools of one rig agent
+    /// share breakers, budget and the [`StopHook`].
+    pub fn sibling<U: Tool>(&self) -> Result<GuardedTool<U>, GuardError> {
+        let mut sibling = GuardedTool::<U>::new(Arc::clone(&self.registry), Arc::clone(&self.ctx))?;
+        sibling.next_call = Arc::clone(&self.next_call);
+        sibling.stop = self.stop.clone();
+        Ok(sibling)
+    }
+
+    /// The hook that stops rig's run before its next model call once a guarded tool of this
+    /// run ended it.
+    pub fn stop_hook(&self) -> StopHook {
+        StopHook {
+            stop: self.stop.clone(),
+        }
+    }
+
+    /// Why a guarded tool of this run ended it, if one did.
+    pub fn stopped(&self) -> Option<String> {
+        self.stop.get()
+    }
+
+    async fn run(&self, arguments: serde_json::Value) -> Result<ToolOutput, ToolExecutionError> {
+        let id = format!("rig-{}", self.next_call.fetch_add(1, Ordering::Relaxed));
+        let call = ToolCall::new(id, T::NAME, arguments.to_string());
+        match self.registry.execute(&self.ctx, &call).await {
+            CallOutcome::Result(result) if result.is_error => {
+                Err(ToolExecutionError::other(result.content).with_retryable(false))
+            }
+            CallOutcome::Result(result) => Ok(ToolOutput::text(result.content)),
+            CallOutcome::Stop(terminated) => {
+                let reason = format!("`{}` ended the run: {}", terminated.tool, terminated.kind);
+                self.stop.set(reason);
+                Err(ToolExecutionError::cancelled(terminated.user_message).with_retryable(false))
+            }
+        }
+    }
+}
+
+impl<T: Tool> Tool for GuardedTool<T> {
+    const NAME: &'static str = T::NAME;
+    // The raw arguments: our gate parses them, so a fixer can repair what `T::Args` refuses.
+    type Args = serde_json::Value;
+    type Output = ToolOutput;
+    type Error = ToolExecutionError;
+
+    fn description(&self) -> String {
+        self.description.clone()
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        self.parameters.clone()
+    }
+
+    async fn call(
+        &self,
+        _context: &mut ToolContext,
+        arguments: serde_json::Value,
+    ) -> Result<ToolOutput, ToolExecutionError> {
+        self.run(arguments).await
+    }
+}
+
+/// A rig `AgentHook` that stops rig's run before its next model call once a [`GuardedTool`]
+/// of the run ended it (rig's loop cannot be ended from inside a tool). Made by
+/// [`GuardedTool::stop_hook`].
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use agent_errors::{Registry, RunContext, ToolDef};
+/// # use agent_errors::rig::{GuardedTool, StopHook};
+/// # use rig_core::tool::{PortableTool, ToolExecutionError};
+/// # struct Ping;
+/// # impl PortableTool for Ping {
+/// #     const NAME: &'static str = "ping";
+/// #     type Args = serde_json::Value;
+/// #     type Output = String;
+/// #     type Error = ToolExecutionError;
+/// #     fn description(&self) -> String { "Pings.".into() }
+/// #     fn parameters(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
+/// #     async fn call(&self, _: serde_json::Value) -> Result<String, ToolExecutionError> { Ok("pong".into()) }
+/// # }
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let registry = Arc::new(Registry::builder().tool(ToolDef::from_rig(Ping)).build()?);
+/// let guarded = GuardedTool::<Ping>::new(registry, Arc::new(RunContext::new()))?;
+/// let hook: StopHook = guarded.stop_hook();
+/// assert!(guarded.stopped().is_none());
+/// # let _ = hook;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct StopHook {
+    stop: RunStop,
+}
+
+impl AgentHook for StopHook {
+    fn name(&self) -> Option<String> {
+        Some("agent_errors::StopHook".to_owned())
+    }
+
+    async fn on_completion_call(
+        &self,
+        _ctx: &HookContext,
+        _event: CompletionCallEvent<'_>,
+    ) -> CompletionCallAction {
+        match self.stop.get() {
+            Some(reason) => CompletionCallAction::Stop(reason),
+            None => CompletionCallAction::Continue,
+        }
+    }
+}

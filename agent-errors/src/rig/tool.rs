@@ -1,0 +1,140 @@
+//! Any rig `Tool` as a tool of ours: [`ToolDef::from_rig`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use rig_core::tool::{IntoToolOutput, Tool, ToolContext, ToolErrorKind, ToolExecutionError};
+
+use crate::arguments::parse_args;
+use crate::error::{BoxError, InvalidArguments, ToolError};
+use crate::tool::{ToolDef, ToolFuture, ToolHandler};
+
+impl ToolDef {
+    /// A rig `Tool` as a tool of ours, unchanged: its name, description and argument schema
+    /// come from the tool's own definition, and every policy of ours applies to it (per-tool,
+    /// the agent's, the crate's `defaults!`, fixers, breakers, the permission gate, the run's
+    /// retry budget) and shows in [`explain`](crate::Registry::explain).
+    ///
+    /// Its arguments are parsed as the tool's `Args` before it runs, so a call the model got
+    /// wrong takes the `invalid_args` path (a fixer can repair it). A failure is the tool's
+    /// `map_error` result, rig's `ToolExecutionError`, read by its `ToolErrorKind` (`rate_limited`
+    /// is `quota`, `network` `transient`, `timeout` `timeout`, `permission_denied` `auth`,
+    /// `not_found` `not_found`, `provider` `server_error`), its HTTP status when it names one,
+    /// and its retryable flag (`false`, or a refusal, is never retried); an `invalid_args` one
+    /// takes the `invalid_args` path. The model sees the tool's own model feedback, sanitized.
+    ///
+    /// Each call gets a fresh, empty rig `ToolContext`.
+    ///
+    /// ```
+    /// use agent_errors::{Agent, ToolDef, policy::{Action, Policy, PolicyKey}};
+    /// use agent_errors::testing::ScriptedModel;
+    /// use rig_core::tool::{PortableTool, ToolExecutionError};
+    ///
+    /// /// A rig tool, as written for rig.
+    /// struct Add;
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct AddArgs { x: i64, y: i64 }
+    ///
+    /// impl PortableTool for Add {
+    ///     const NAME: &'static str = "add";
+    ///     type Args = AddArgs;
+    ///     type Output = i64;
+    ///     type Error = ToolExecutionError;
+    ///
+    ///     fn description(&self) -> String { "Adds two numbers.".into() }
+    ///     fn parameters(&self) -> serde_json::Value {
+    ///         serde_json::json!({"type": "object", "properties": {
+    ///             "x": {"type": "integer"}, "y": {"type": "integer"}}, "required": ["x", "y"]})
+    ///     }
+    ///     async fn call(&self, args: AddArgs) -> Result<i64, ToolExecutionError> {
+    ///         Ok(args.x + args.y)
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let add = ToolDef::from_rig(Add).with_policy(Policy::new().on(PolicyKey::Execution, Action::retry(3)?));
+    /// assert_eq!(add.name(), "add");
+    ///
+    /// let model = ScriptedModel::new().tool_call("add", r#"{"x": 2, "y": 3}"#).text("5");
+    /// let agent = Agent::builder("calculator").model(model).tool(add).build()?;
+    /// assert_eq!(agent.run("2 + 3?").await?, "5");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn from_rig<T>(tool: T) -> ToolDef
+    where
+        T: Tool + 'static,
+        T::Args: Send + 'static,
+    {
+        let description = tool.description();
+        let parameters = tool.parameters();
+        ToolDef::from_handler(
+            T::NAME,
+            description,
+            parameters,
+            RigToolHandler {
+                tool: Arc::new(tool),
+            },
+        )
+    }
+}
+
+/// Runs a rig tool for our executor.
+struct RigToolHandler<T> {
+    tool: Arc<T>,
+}
+
+impl<T: Tool> fmt::Debug for RigToolHandler<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RigToolHandler")
+            .field("tool", &T::NAME)
+            .finish()
+    }
+}
+
+impl<T> ToolHandler for RigToolHandler<T>
+where
+    T: Tool + 'static,
+    T::Args: Send + 'static,
+{
+    fn call(&self, raw_args: &str) -> Result<ToolFuture, ToolError> {
+        let args = parse_args::<T::Args>(raw_args)?;
+        let tool = Arc::clone(&self.tool);
+        Ok(Box::pin(async move {
+            let mut context = ToolContext::default();
+            let output = match tool.call(&mut context, args).await {
+                Ok(output) => output.into_tool_output(),
+                Err(error) => Err(tool.map_error(error)),
+            };
+            match output {
+                Ok(output) => Ok(output.render()),
+                Err(error) => Err(failure(error)),
+            }
+        }))
+    }
+}
+
+/// A rig tool's failure as the executor reads it: arguments the tool refused go the
+/// `invalid_args` way; anything else is classified from the `ToolExecutionError` below. Either
+/// way its text is the tool's model feedback, not its operator message (which rig keeps from
+/// the model: it may hold a source error's details).
+fn failure(error: ToolExecutionError) -> BoxError {
+    let feedback = error
+        .model_feedback()
+        .map_or_else(|| error.kind().as_str().replace('_', " "), str::to_owned);
+    if error.kind() == ToolErrorKind::InvalidArgs {
+        return Box::new(InvalidArguments::new(feedback).with_source(error));
+    }
+    Box::new(RigToolFailure { feedback, error })
+}
+
+/// A rig tool's failure, shown by its model feedback.
+#[derive(Debug, thiserror::Error)]
+#[error("{feedback}")]
+struct RigToolFailure {
+    feedback: String,
+    #[source]
+    error: ToolExecutionError,
+}
