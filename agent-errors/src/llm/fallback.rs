@@ -14,6 +14,7 @@ use super::{CallSource, ChatModel, ChatRequest, ChatResponse};
 use crate::error::BoxError;
 use crate::events::{Event, EventLog, emit_to};
 use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop, ZeroAttempts};
+use crate::stream::ChatStream;
 
 /// A [`ChatModel`] that answers from `primary` and, once the primary has been overloaded
 /// (529, or "overloaded", see [`is_overload_error`](crate::classify::is_overload_error)) `n`
@@ -144,16 +145,25 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
         self
     }
 
-    async fn answer(&self, request: &ChatRequest) -> Result<ChatResponse, BoxError> {
-        // The budget is `after` calls to a failing primary; a caller off the foreground list is
-        // not worth a second one.
-        let mut policy = PrimaryRetry {
+    /// The primary asked `ask`, called again as the triggers allow. The budget is `after` calls
+    /// to a failing primary; a caller off the foreground list is not worth a second one.
+    fn primary_retry<'a, T>(
+        &'a self,
+        request: &'a ChatRequest,
+        ask: Ask<'a, P, T>,
+    ) -> PrimaryRetry<'a, P, impl Iterator<Item = Duration> + use<'a, P, F, T>, T> {
+        PrimaryRetry {
             primary: &self.primary,
             request,
             retrier: Retrier::new(self.backoff.clone().with_attempts(self.after).delays()),
             foreground: self.foreground.contains(&request.source),
             triggers: &self.triggers,
-        };
+            ask,
+        }
+    }
+
+    async fn answer(&self, request: &ChatRequest) -> Result<ChatResponse, BoxError> {
+        let mut policy = self.primary_retry(request, |model, request| model.chat(request));
         let reason = match retry::call(&mut policy).await {
             Ok(answer) => match self.triggers.on_answer(request, &answer) {
                 Some(reason) => reason,
@@ -167,6 +177,24 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
         self.record_switch(request, reason);
         let answer = self.fallback.chat(request).await?;
         Ok(answered_by(answer, &self.fallback))
+    }
+
+    /// A stream from the primary or, when opening it fails as the triggers name, from the
+    /// fallback. Only a failure before any output switches: an answer judged whole (an unusable
+    /// answer) can't be judged before it has streamed, and a stream that breaks after output began
+    /// is the run's to recover (`on_llm_error`), like any broken stream.
+    async fn open<'a>(&'a self, request: &'a ChatRequest) -> Result<ChatStream<'a>, BoxError> {
+        let mut policy = self.primary_retry(request, |model, request| model.chat_stream(request));
+        match retry::call(&mut policy).await {
+            Ok(stream) => Ok(stream),
+            Err(error) => match self.triggers.on_failure(&*error) {
+                Some(reason) => {
+                    self.record_switch(request, reason);
+                    self.fallback.chat_stream(request).await
+                }
+                None => Err(error),
+            },
+        }
     }
 
     fn record_switch(&self, request: &ChatRequest, reason: &'static str) {
@@ -191,20 +219,25 @@ fn answered_by(mut answer: ChatResponse, model: &impl ChatModel) -> ChatResponse
 /// is worth waiting for on the primary (an overload, an outage, a rate limit within the caller's
 /// patience) is retried, within `after` calls and the run's retry allowance; whatever ends it
 /// goes to the triggers (a switch is not a retry, and spends nothing).
-struct PrimaryRetry<'a, P, D> {
+struct PrimaryRetry<'a, P, D, T> {
     primary: &'a P,
     request: &'a ChatRequest,
     retrier: Retrier<D>,
     foreground: bool,
     triggers: &'a Triggers,
+    ask: Ask<'a, P, T>,
 }
 
-impl<P: ChatModel, D: Iterator<Item = Duration>> Policy for PrimaryRetry<'_, P, D> {
-    type Output = ChatResponse;
+/// How a request is put to a model: answered whole ([`ChatModel::chat`]) or opened as a stream
+/// ([`ChatModel::chat_stream`]).
+type Ask<'a, M, T> = fn(&'a M, &'a ChatRequest) -> BoxFuture<'a, Result<T, BoxError>>;
+
+impl<'a, P: ChatModel, D: Iterator<Item = Duration>, T> Policy for PrimaryRetry<'a, P, D, T> {
+    type Output = T;
     type Error = BoxError;
 
-    async fn call(&mut self) -> Result<ChatResponse, BoxError> {
-        self.primary.chat(self.request).await
+    async fn call(&mut self) -> Result<T, BoxError> {
+        (self.ask)(self.primary, self.request).await
     }
 
     async fn retry(&mut self, error: &BoxError) -> Step {
@@ -227,6 +260,13 @@ impl<P: ChatModel, F: ChatModel> ChatModel for FallbackModel<P, F> {
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
         Box::pin(self.answer(request))
+    }
+
+    fn chat_stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ChatStream<'a>, BoxError>> {
+        Box::pin(self.open(request))
     }
 
     fn name(&self) -> &str {

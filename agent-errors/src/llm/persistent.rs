@@ -15,6 +15,7 @@ use crate::classify::{
 use crate::error::BoxError;
 use crate::events::{Event, EventLog, emit_to};
 use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop};
+use crate::stream::ChatStream;
 
 /// The default hard cap on one call's retrying: 6 hours.
 pub(crate) const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(6 * 60 * 60);
@@ -171,7 +172,14 @@ impl<M: ChatModel> PersistentRetry<M> {
         self
     }
 
-    async fn answer(&self, request: &ChatRequest) -> Result<ChatResponse, BoxError> {
+    /// Asks the model with `ask` until it answers, the time cap passes, or waiting can't help.
+    /// A stream is retried only while opening it fails: once output began, a broken stream is
+    /// the run's to recover (`on_llm_error`), like any broken stream.
+    async fn ask<'a, T>(
+        &'a self,
+        request: &'a ChatRequest,
+        ask: Ask<'a, M, T>,
+    ) -> Result<T, BoxError> {
         let start = Instant::now();
         let retrier = Retrier::new(self.backoff.unbounded_delays())
             .with_deadline(start.checked_add(self.max_duration));
@@ -180,6 +188,7 @@ impl<M: ChatModel> PersistentRetry<M> {
             request,
             retrier,
             start,
+            ask,
         };
         retry::call(&mut policy).await
     }
@@ -192,19 +201,24 @@ impl<M: ChatModel> PersistentRetry<M> {
 
 /// Persistent retry as a policy of the retry loop: no attempt limit of its own, but the time
 /// cap and (inside a run) the run's retry allowance; every wait in heartbeat-sized pieces.
-struct WaitItOut<'a, M, D> {
+struct WaitItOut<'a, M, D, T> {
     wrapper: &'a PersistentRetry<M>,
     request: &'a ChatRequest,
     retrier: Retrier<D>,
     start: Instant,
+    ask: Ask<'a, M, T>,
 }
 
-impl<M: ChatModel, D: Iterator<Item = Duration>> Policy for WaitItOut<'_, M, D> {
-    type Output = ChatResponse;
+/// How a request is put to the model: answered whole ([`ChatModel::chat`]) or opened as a
+/// stream ([`ChatModel::chat_stream`]).
+type Ask<'a, M, T> = fn(&'a M, &'a ChatRequest) -> BoxFuture<'a, Result<T, BoxError>>;
+
+impl<M: ChatModel, D: Iterator<Item = Duration>, T> Policy for WaitItOut<'_, M, D, T> {
+    type Output = T;
     type Error = BoxError;
 
-    async fn call(&mut self) -> Result<ChatResponse, BoxError> {
-        self.wrapper.model.chat(self.request).await
+    async fn call(&mut self) -> Result<T, BoxError> {
+        (self.ask)(&self.wrapper.model, self.request).await
     }
 
     async fn retry(&mut self, error: &BoxError) -> Step {
@@ -258,7 +272,14 @@ impl<M: ChatModel> ChatModel for PersistentRetry<M> {
         &'a self,
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
-        Box::pin(self.answer(request))
+        Box::pin(self.ask(request, |model, request| model.chat(request)))
+    }
+
+    fn chat_stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ChatStream<'a>, BoxError>> {
+        Box::pin(self.ask(request, |model, request| model.chat_stream(request)))
     }
 
     fn name(&self) -> &str {
