@@ -2,7 +2,7 @@
 //! demand (real sockets, short real limits), and the agent loop on in-process streams under
 //! paused time.
 
-mod support;
+use crate::support;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
