@@ -1,5 +1,5 @@
-//! Every misuse of the DSL is a compile error on the token at fault (`tests/ui/*.stderr`), and
-//! valid declarations compile with no warning (`tests/ui/pass`).
+//! Every misuse of the DSL is a compile error on the token at fault (`tests-ui/ui/*.stderr`), and
+//! valid declarations compile with no warning (`tests-ui/ui/pass`).
 //!
 //! Regenerate the expected output with `TRYBUILD=overwrite`, then read every changed `.stderr`.
 //!
