@@ -1,1 +1,1 @@
-//! Integration and UI tests for agent-errors live in `tests/` and `ui/`.
+//! Integration and UI tests for agent-errors live in `tests/`; the UI tests of the macros in the `tests-ui` package.

@@ -3,9 +3,7 @@
 //! resumes the run from the store: a SQLite file, and a real PostgreSQL server started on a free
 //! loopback port for the test.
 
-#[path = "support/postgres.rs"]
-#[allow(dead_code)] // the tests' helper: only its start and connection string are used here
-mod postgres_server;
+use crate::support::postgres as postgres_server;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -1,7 +1,7 @@
 //! MCP failures, against the Rust fault server of this package (`src/bin/mcp_fault_server.rs`)
 //! over stdio: a server that dies mid-call, answers invalid params, hangs, answers `isError`.
 
-mod common;
+use crate::common;
 
 use std::num::NonZeroU32;
 use std::sync::Arc;

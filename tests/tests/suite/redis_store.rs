@@ -1,7 +1,7 @@
 //! The Redis store against a real `redis-server`: several stores on one Redis stand for several
 //! processes. Redis keeps real time, so these tests use short real cooldowns and bounded waits.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;

@@ -8,7 +8,7 @@ use agent_errors::policy::PolicyKey;
 use agent_errors::prelude::*;
 use agent_errors::testing::{ReportAssertions, ScriptedModel};
 
-agent_errors::defaults!(on_error(execution = retry(3)));
+// The crate-wide `defaults!` these tools inherit (`execution = retry(3)`) is in `main.rs`.
 
 #[derive(Debug, thiserror::Error)]
 #[error("not a JSON object")]

@@ -3,7 +3,7 @@
 //! Real sockets, so real time: the provider's retry sleeps go to a recorder and each test
 //! asserts the exact delays asked for; the stream limits are a few hundred milliseconds.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

@@ -11,7 +11,7 @@ use agent_errors::{
 };
 use agent_errors::{Event, ToolResult};
 
-agent_errors::defaults!(on_error(execution = retry(3)));
+// The crate-wide `defaults!` these tools inherit (`execution = retry(3)`) is in `main.rs`.
 
 static UPSTREAM_FAILURES: AtomicU32 = AtomicU32::new(0);
 static COUNT_CALLS: AtomicU32 = AtomicU32::new(0);

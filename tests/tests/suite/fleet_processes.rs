@@ -3,7 +3,7 @@
 //! processes answered; real time is used only where processes and sockets need it, and every
 //! wait is bounded.
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::process::Stdio;

@@ -2,7 +2,7 @@
 //! demand (real sockets, short real limits), and the agent loop on in-process streams under
 //! paused time.
 
-mod support;
+use crate::support;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -617,4 +617,50 @@ async fn the_stream_and_status_errors_a_provider_error_wraps_are_in_its_chain() 
         Some(400)
     );
     assert_eq!(classify(&error).kind, ErrorKind::Validation);
+}
+
+/// Two text deltas and a stop, as a provider streams "Hello".
+fn hello_stream() -> Vec<Result<StreamEvent, BoxError>> {
+    vec![
+        Ok(StreamEvent::TextDelta("Hel".into())),
+        Ok(StreamEvent::TextDelta("lo".into())),
+        Ok(StreamEvent::Finish(FinishReason::Stop)),
+    ]
+}
+
+/// What an agent streaming through `model` sends its listener, and its answer.
+async fn streamed_through(model: impl ChatModel) -> (String, Vec<RunDelta>) {
+    let agent = Agent::builder("a").model(model).build().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let outcome = agent.run_with("hi", RunOptions::new().stream_to(tx)).await;
+    let mut deltas = Vec::new();
+    while let Ok(delta) = rx.try_recv() {
+        deltas.push(delta);
+    }
+    (outcome.result.unwrap(), deltas)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_model_streams_its_primarys_stream_as_it_comes() {
+    use agent_errors::llm::FallbackModel;
+    let primary = StreamScript(Mutex::new(VecDeque::from([hello_stream()])));
+    let fallback = agent_errors::testing::ScriptedModel::new().text("from the fallback");
+    let (answer, deltas) = streamed_through(FallbackModel::new(primary, fallback)).await;
+    assert_eq!(answer, "Hello");
+    assert_eq!(
+        deltas[..2],
+        [
+            RunDelta::Model(StreamEvent::TextDelta("Hel".into())),
+            RunDelta::Model(StreamEvent::TextDelta("lo".into())),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_persistent_retry_model_streams_its_models_stream_as_it_comes() {
+    use agent_errors::llm::PersistentRetry;
+    let model = StreamScript(Mutex::new(VecDeque::from([hello_stream()])));
+    let (answer, deltas) = streamed_through(PersistentRetry::new(model)).await;
+    assert_eq!(answer, "Hello");
+    assert_eq!(deltas[0], RunDelta::Model(StreamEvent::TextDelta("Hel".into())));
 }

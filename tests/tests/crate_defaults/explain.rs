@@ -9,7 +9,7 @@ use agent_errors::{
     policy::{PolicyKey, PolicyLayer},
 };
 
-agent_errors::defaults!(on_error(execution = retry(3)));
+// The crate-wide `defaults!` these tools inherit (`execution = retry(3)`) is in `main.rs`.
 
 /// Count the top-level keys of a JSON object.
 #[tool(on_error(invalid_args = fix(agent = "json_fixer"), execution = [retry(2), escalate]))]

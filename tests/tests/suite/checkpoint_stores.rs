@@ -2,7 +2,7 @@
 //! its table, sequences past `bigint`, a fleet starting at once, a server that goes away, and
 //! passwords. Every PostgreSQL test starts its own server (`initdb` + `postgres`).
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

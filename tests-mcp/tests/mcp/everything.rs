@@ -2,7 +2,7 @@
 //! by `scripts/install-mcp-server.sh`), started over stdio: its tools registered like local ones
 //! and driven through policies.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
