@@ -18,6 +18,7 @@ use crate::extensions::Extensions;
 use crate::idempotency::IdempotencyKey;
 use crate::retry::RetryAllowance;
 
+use super::approval::Approvals;
 use super::cancel::Cancellation;
 use super::limits::Limits;
 use super::permission::{PermissionContext, PermissionHook};
@@ -78,6 +79,8 @@ pub struct RunContext {
     recorder: Arc<dyn CallRecorder>,
     /// The run's retries, spent by every layer that calls something again.
     retries: Arc<RetryAllowance>,
+    /// Who answers calls that need a person, when anyone can.
+    approvals: Option<Arc<Approvals>>,
 }
 
 /// Every part of a [`RunContext`], for [`RunContext::for_run`].
@@ -92,6 +95,7 @@ pub(crate) struct RunSetup {
     pub(crate) events: EventLog,
     pub(crate) run_id: Option<Arc<str>>,
     pub(crate) recorder: Arc<dyn CallRecorder>,
+    pub(crate) approvals: Option<Arc<Approvals>>,
 }
 
 /// The per-run recovery state a durable run saves: the per-run breaker's counts and trip, the
@@ -142,6 +146,7 @@ impl RunContext {
             events: EventLog::new(),
             run_id: None,
             recorder: NoRecorder::shared(),
+            approvals: None,
         })
     }
 
@@ -160,6 +165,7 @@ impl RunContext {
             events,
             run_id,
             recorder,
+            approvals,
         } = setup;
         RunContext {
             events: Arc::new(events),
@@ -180,6 +186,7 @@ impl RunContext {
             denials: AtomicU32::new(0),
             run_id,
             recorder,
+            approvals,
         }
     }
 
@@ -442,6 +449,11 @@ impl RunContext {
     /// The run's retry allowance: every retry of the run, at any layer, spends from it.
     pub(crate) fn retries(&self) -> &Arc<RetryAllowance> {
         &self.retries
+    }
+
+    /// Who answers this run's calls that need a person, when anyone can.
+    pub(crate) fn approvals(&self) -> Option<&Approvals> {
+        self.approvals.as_deref()
     }
 
     /// Where this run records how its calls get on.
