@@ -210,8 +210,8 @@ where
         pending: &'a PendingApproval,
         _: ApprovalContext<'a>,
     ) -> BoxFuture<'a, Decision> {
-        let decision = self(pending);
-        Box::pin(std::future::ready(decision))
+        // Answered inside the future, so a closure that panics is caught with the future.
+        Box::pin(async move { self(pending) })
     }
 }
 
