@@ -451,3 +451,24 @@ async fn an_approver_that_panics_has_denied_the_call() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert!(sent.lock().unwrap().is_empty());
 }
+
+/// Charges a card once a person approves; a failure goes to a person, then to the model.
+#[agent_errors::tool(approval = required, on_error(execution = [ask_person, escalate]))]
+async fn charge(cents: u64) -> u64 {
+    cents
+}
+
+#[test]
+fn the_dsl_marks_a_tool_for_approval_and_writes_ask_person_as_an_action() {
+    let tools = agent_errors::tools![charge];
+    assert!(tools[0].is_approval_required());
+    let ladder = tools[0].policy().get(PolicyKey::Execution).unwrap();
+    assert_eq!(ladder.actions(), [Action::AskPerson, Action::Escalate]);
+    assert_eq!(ladder.to_string(), "[ask_person, escalate]");
+    assert!(
+        transfer(&Arc::default())
+            .policy()
+            .get(PolicyKey::Execution)
+            .is_none()
+    );
+}
