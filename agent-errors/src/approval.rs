@@ -31,6 +31,8 @@ use crate::extensions::Extensions;
 
 /// A person's answer to a call that waits for one.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::approval::Decision;
 ///
@@ -64,6 +66,8 @@ pub enum Decision {
 
 /// Why a call waits for a person.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::approval::WaitReason;
 ///
@@ -94,6 +98,8 @@ pub enum WaitReason {
 
 /// A call waiting for a person: what an [`Approver`] is asked about, and what
 /// [`RunError::WaitingForPerson`](crate::RunError::WaitingForPerson) names.
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::approval::{PendingApproval, WaitReason};
@@ -140,6 +146,33 @@ impl fmt::Display for PendingApproval {
 }
 
 /// What an [`Approver`] knows about the run asking.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::approval::{ApprovalContext, Approver, Decision, PendingApproval};
+/// use agent_errors::call::BoxFuture;
+///
+/// /// Who is asking, as the run was given it with `RunOptions::context`.
+/// struct Role(&'static str);
+///
+/// /// Managers approve their own calls; everyone else's wait for one.
+/// struct Managers;
+///
+/// impl Approver for Managers {
+///     fn decide<'a>(
+///         &'a self,
+///         _pending: &'a PendingApproval,
+///         run: ApprovalContext<'a>,
+///     ) -> BoxFuture<'a, Decision> {
+///         let decision = match run.extensions().get::<Role>() {
+///             Some(Role("manager")) => Decision::Approve,
+///             _ => Decision::Later,
+///         };
+///         Box::pin(async move { decision })
+///     }
+/// }
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct ApprovalContext<'a> {
     pub(crate) run_id: Option<&'a str>,
@@ -167,6 +200,8 @@ impl ApprovalContext<'_> {
 /// [`Decision::Later`], and a checkpointed run then ends until it is resumed with the answer.
 /// A run with no approver answers every such call `Later`. An approver that panics has denied
 /// the call.
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::approval::{ApprovalContext, Approver, Decision, PendingApproval};

@@ -472,3 +472,89 @@ fn the_dsl_marks_a_tool_for_approval_and_writes_ask_person_as_an_action() {
             .is_none()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_run_that_waits_keeps_the_retries_it_spent_and_spends_none_while_waiting() {
+    use agent_errors::checkpoint::{CheckpointStore, MemoryCheckpoints};
+    let store: Arc<dyn CheckpointStore> = Arc::new(MemoryCheckpoints::new());
+    let unavailable = || HttpError::new(503, "try later");
+    let retry_then_person = Policy::new().on(
+        PolicyKey::Execution,
+        [Action::retry(2).unwrap(), Action::AskPerson],
+    );
+    let handed_over =
+        FaultyTool::new(agent_errors::testing::echo_tool("lookup")).fail_times(2, unavailable);
+    let later =
+        FaultyTool::new(agent_errors::testing::echo_tool("report")).fail_times(1, unavailable);
+    let tools = vec![
+        handed_over.tool().with_policy(retry_then_person),
+        later
+            .tool()
+            .with_policy(Policy::new().on(PolicyKey::Execution, Action::retry(2).unwrap())),
+    ];
+    let build = |model: ScriptedModel| {
+        Agent::builder("clerk")
+            .model(model)
+            .tools(tools.clone())
+            .limits(Limits::default().with_max_retries(1))
+            .shared_checkpoints(Arc::clone(&store))
+            .build()
+            .unwrap()
+    };
+
+    // One retry spent (the run's whole allowance), then the failure goes to a person.
+    let model = ScriptedModel::new().tool_call("lookup", r#"{"text": "found"}"#);
+    let outcome = build(model)
+        .run_with("look", RunOptions::new().run_id("look"))
+        .await;
+    assert!(matches!(
+        outcome.result,
+        Err(RunError::WaitingForPerson { .. })
+    ));
+    assert_eq!(handed_over.calls(), 2);
+
+    // Approved, the call is tried once more (a person's try, not a retry) and succeeds; the
+    // next tool's failure finds the allowance still spent, so it is not retried.
+    let model = ScriptedModel::new()
+        .tool_call("report", r#"{"text": "sent"}"#)
+        .text("never reached");
+    let options = RunOptions::new().answer("call_1", Decision::Approve);
+    let outcome = build(model).resume("look", options).await;
+    assert_eq!(handed_over.calls(), 3);
+    assert_eq!(later.calls(), 1, "no retry was left to spend");
+    let error = outcome.result.unwrap_err();
+    assert!(
+        matches!(
+            error.terminated().map(|t| &t.reason),
+            Some(TerminationReason::RetriesExhausted { .. })
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_loop_of_your_own_asks_the_contexts_approver() {
+    use agent_errors::call::CallOutcome;
+    use agent_errors::{Registry, RunContext};
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let registry = Registry::builder().tool(transfer(&sent)).build().unwrap();
+    let call = ToolCall::new("call_1", "transfer", r#"{"amount": 900}"#);
+
+    let waiting = registry.execute(&RunContext::new(), &call).await;
+    let CallOutcome::Stop(stop) = waiting else {
+        panic!("expected the call to wait: {waiting:?}");
+    };
+    assert!(matches!(
+        stop.reason,
+        TerminationReason::WaitingForPerson(ref pending) if pending.call_id == "call_1"
+    ));
+
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let ctx = RunContext::new().with_approver(answering(Decision::Approve, &asked));
+    let approved = registry.execute(&ctx, &call).await;
+    assert_eq!(
+        approved.result().map(|r| r.content.as_str()),
+        Some("sent 900")
+    );
+    assert_eq!(*sent.lock().unwrap(), [900]);
+}

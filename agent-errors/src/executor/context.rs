@@ -227,6 +227,20 @@ impl RunContext {
         self
     }
 
+    /// Asks `approver` when a call needs a person (its tool requires approval, or an
+    /// `ask_person` rung hands it a failure); without one such a call ends with a
+    /// [`CallOutcome::Stop`](crate::call::CallOutcome) whose reason is
+    /// [`WaitingForPerson`](crate::run::TerminationReason::WaitingForPerson).
+    #[must_use]
+    pub fn with_approver(mut self, approver: impl crate::approval::Approver) -> Self {
+        let approvals = Approvals {
+            approver: Some(Arc::new(approver)),
+            ..Approvals::default()
+        };
+        self.approvals = Some(Arc::new(approvals));
+        self
+    }
+
     /// Sets the limits.
     #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
