@@ -1,18 +1,23 @@
 //! A person in the loop: a call that needs a person runs only once one approves it (with the
 //! arguments they approved, through the same checks as any other), a denial tells the model and
 //! never runs the tool, a policy can hand a failure to a person, and a checkpointed run nobody
-//! answers ends waiting and goes on when resumed with the answer, on a new agent and store.
+//! answers ends waiting and goes on when resumed with the answer, on a new agent and store
+//! handle (SQLite, and PostgreSQL on a server the test starts).
+
+mod support;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_errors::approval::{Decision, PendingApproval, WaitReason};
-use agent_errors::checkpoint::SqliteCheckpoints;
+use agent_errors::checkpoint::{CheckpointStore, PostgresCheckpoints, SqliteCheckpoints};
 use agent_errors::permission::Permission;
 use agent_errors::policy::{Action, Policy, PolicyKey};
 use agent_errors::run::{ResumeError, TerminationReason};
 use agent_errors::testing::{FaultyTool, ScriptedModel};
+use support::postgres::PostgresServer;
+
 use agent_errors::{
     Agent, AgentBuilder, ErrorKind, HttpError, Limits, Message, RunError, RunOptions, ToolCall,
     ToolDef, ToolResult,
@@ -287,6 +292,25 @@ impl Scratch {
     }
 }
 
+/// Where a checkpointed run is saved: each handle a new one, as another process would open.
+enum Store {
+    Sqlite(Scratch),
+    Postgres(PostgresServer),
+}
+
+impl Store {
+    async fn open(&self) -> Arc<dyn CheckpointStore> {
+        match self {
+            Store::Sqlite(scratch) => Arc::new(scratch.store()),
+            Store::Postgres(server) => {
+                let address = server.connection_string();
+                let connected = PostgresCheckpoints::connect(&address).await;
+                Arc::new(connected.expect("the store connects to the test server"))
+            }
+        }
+    }
+}
+
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
@@ -294,10 +318,10 @@ impl Drop for Scratch {
 }
 
 /// Starts a checkpointed run that waits for a person on `transfer`, and checks it waits.
-async fn start_waiting(scratch: &Scratch, sent: &Arc<Mutex<Vec<u32>>>) -> ScriptedModel {
+async fn start_waiting(store: &Store, sent: &Arc<Mutex<Vec<u32>>>) -> ScriptedModel {
     let model = ScriptedModel::new().tool_call("transfer", r#"{"amount": 900}"#);
     let agent = builder(&model, sent)
-        .checkpoints(scratch.store())
+        .shared_checkpoints(store.open().await)
         .build()
         .unwrap();
     let outcome = agent
@@ -318,21 +342,29 @@ async fn start_waiting(scratch: &Scratch, sent: &Arc<Mutex<Vec<u32>>>) -> Script
 }
 
 /// A new agent on a new handle of the same store, as another process would build.
-fn resumer(scratch: &Scratch, model: &ScriptedModel, sent: &Arc<Mutex<Vec<u32>>>) -> Agent {
+async fn resumer(store: &Store, model: &ScriptedModel, sent: &Arc<Mutex<Vec<u32>>>) -> Agent {
     builder(model, sent)
-        .checkpoints(scratch.store())
+        .shared_checkpoints(store.open().await)
         .build()
         .unwrap()
 }
 
 #[tokio::test]
-async fn a_checkpointed_run_waits_and_an_approval_resumes_it_on_a_new_agent() {
-    let scratch = Scratch::new("approve");
+async fn a_sqlite_run_waits_and_an_approval_resumes_it_on_a_new_agent() {
+    approval_resumes(Store::Sqlite(Scratch::new("approve"))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_run_waits_and_an_approval_resumes_it_on_a_new_agent() {
+    approval_resumes(Store::Postgres(PostgresServer::start())).await;
+}
+
+async fn approval_resumes(store: Store) {
     let sent = Arc::new(Mutex::new(Vec::new()));
-    let first = start_waiting(&scratch, &sent).await;
+    let first = start_waiting(&store, &sent).await;
 
     let model = ScriptedModel::new().text("sent it");
-    let agent = resumer(&scratch, &model, &sent);
+    let agent = resumer(&store, &model, &sent).await;
     let options = RunOptions::new().answer("call_1", Decision::Approve);
     let outcome = agent.resume("rent", options).await;
     assert_eq!(outcome.result.unwrap(), "sent it");
@@ -341,7 +373,8 @@ async fn a_checkpointed_run_waits_and_an_approval_resumes_it_on_a_new_agent() {
     assert_eq!((first.calls(), model.calls()), (1, 1));
     assert_eq!(shown_to_model(&model)[0].content, "sent 900");
 
-    let again = resumer(&scratch, &model, &sent)
+    let again = resumer(&store, &model, &sent)
+        .await
         .resume("rent", RunOptions::new())
         .await;
     assert!(matches!(
@@ -351,13 +384,21 @@ async fn a_checkpointed_run_waits_and_an_approval_resumes_it_on_a_new_agent() {
 }
 
 #[tokio::test]
-async fn a_checkpointed_run_resumed_with_a_denial_never_runs_the_tool() {
-    let scratch = Scratch::new("deny");
+async fn a_sqlite_run_resumed_with_a_denial_never_runs_the_tool() {
+    denial_resumes(Store::Sqlite(Scratch::new("deny"))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_run_resumed_with_a_denial_never_runs_the_tool() {
+    denial_resumes(Store::Postgres(PostgresServer::start())).await;
+}
+
+async fn denial_resumes(store: Store) {
     let sent = Arc::new(Mutex::new(Vec::new()));
-    start_waiting(&scratch, &sent).await;
+    start_waiting(&store, &sent).await;
 
     let model = ScriptedModel::new().text("could not");
-    let agent = resumer(&scratch, &model, &sent);
+    let agent = resumer(&store, &model, &sent).await;
     let options = RunOptions::new().answer("call_1", Decision::Deny("not this month".into()));
     let outcome = agent.resume("rent", options).await;
     assert_eq!(outcome.result.unwrap(), "could not");
@@ -368,12 +409,13 @@ async fn a_checkpointed_run_resumed_with_a_denial_never_runs_the_tool() {
 
 #[tokio::test]
 async fn a_run_resumed_without_an_answer_waits_again() {
-    let scratch = Scratch::new("again");
+    let store = Store::Sqlite(Scratch::new("again"));
     let sent = Arc::new(Mutex::new(Vec::new()));
-    start_waiting(&scratch, &sent).await;
+    start_waiting(&store, &sent).await;
 
     let model = ScriptedModel::new().text("never reached");
-    let outcome = resumer(&scratch, &model, &sent)
+    let outcome = resumer(&store, &model, &sent)
+        .await
         .resume("rent", RunOptions::new())
         .await;
     let Err(RunError::WaitingForPerson { pending }) = outcome.result else {
@@ -384,7 +426,8 @@ async fn a_run_resumed_without_an_answer_waits_again() {
 
     let approved = RunOptions::new().answer("call_1", Decision::Approve);
     let model = ScriptedModel::new().text("sent it");
-    let outcome = resumer(&scratch, &model, &sent)
+    let outcome = resumer(&store, &model, &sent)
+        .await
         .resume("rent", approved)
         .await;
     assert_eq!(outcome.result.unwrap(), "sent it");
