@@ -601,3 +601,47 @@ async fn a_loop_of_your_own_asks_the_contexts_approver() {
     );
     assert_eq!(*sent.lock().unwrap(), [900]);
 }
+
+#[tokio::test]
+async fn a_turns_other_calls_are_answered_while_one_waits_and_never_run_again() {
+    let store = Store::Sqlite(Scratch::new("turn"));
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let looked_up = FaultyTool::new(agent_errors::testing::echo_tool("balance"));
+    let build = |model: &ScriptedModel, store: Arc<dyn CheckpointStore>| {
+        builder(model, &sent)
+            .tool(looked_up.tool())
+            .shared_checkpoints(store)
+            .build()
+            .unwrap()
+    };
+    let model = ScriptedModel::new().tool_calls([
+        ("transfer", r#"{"amount": 900}"#),
+        ("balance", r#"{"text": "1000"}"#),
+    ]);
+    let outcome = build(&model, store.open().await)
+        .run_with("pay if we can", RunOptions::new().run_id("both"))
+        .await;
+    let Err(RunError::WaitingForPerson { pending }) = outcome.result else {
+        panic!("expected the run to wait: {:?}", outcome.result);
+    };
+    assert_eq!(pending.len(), 1, "only the transfer waits");
+    assert_eq!(looked_up.calls(), 1, "the other call ran while it waited");
+
+    let model = ScriptedModel::new().text("paid");
+    let options = RunOptions::new().answer(&pending[0].call_id, Decision::Approve);
+    let outcome = build(&model, store.open().await)
+        .resume("both", options)
+        .await;
+    assert_eq!(outcome.result.unwrap(), "paid");
+    assert_eq!(
+        looked_up.calls(),
+        1,
+        "its saved answer was given back, not run again"
+    );
+    assert_eq!(*sent.lock().unwrap(), [900]);
+    let shown: Vec<String> = shown_to_model(&model)
+        .into_iter()
+        .map(|r| r.content)
+        .collect();
+    assert_eq!(shown, ["sent 900", "1000"]);
+}

@@ -23,22 +23,31 @@ struct Answered {
 /// Why a batch of calls ends the run, if it does: the first stop in call order, except that a
 /// tripped breaker gives way to any other stop (an auth failure says more about what to fix),
 /// and calls waiting for a person give way to both; calls that wait are named together.
-fn batch_verdict(stops: Vec<RunError>) -> Option<RunError> {
-    let (waits, stops): (Vec<_>, Vec<_>) = stops.into_iter().partition(waits_for_person);
+fn batch_verdict(mut stops: Vec<RunError>) -> Option<RunError> {
     if stops.is_empty() {
-        let pending = waits.into_iter().flat_map(|wait| match wait {
-            RunError::WaitingForPerson { pending } => pending,
-            _ => Vec::new(),
-        });
-        let pending: Vec<_> = pending.collect();
-        return (!pending.is_empty()).then_some(RunError::WaitingForPerson { pending });
+        return None;
     }
+    if stops.iter().all(waits_for_person) {
+        return Some(all_waiting(stops));
+    }
+    stops.retain(|stop| !waits_for_person(stop));
     let is_trip = |stop: &RunError| matches!(stop, RunError::BreakerTripped { .. });
     let first_other = stops.iter().position(|s| !is_trip(s));
     let mut stops = stops;
     match first_other {
         Some(i) => Some(stops.swap_remove(i)),
         None => stops.into_iter().next(),
+    }
+}
+
+/// The calls of a turn that all wait for a person, as one stop naming each.
+fn all_waiting(waits: Vec<RunError>) -> RunError {
+    let pending = waits.into_iter().flat_map(|wait| match wait {
+        RunError::WaitingForPerson { pending } => pending,
+        _ => Vec::new(),
+    });
+    RunError::WaitingForPerson {
+        pending: pending.collect(),
     }
 }
 

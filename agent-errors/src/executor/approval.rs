@@ -39,7 +39,7 @@ impl Approvals {
     /// The approvals of one run given `answers`; `None` when there is nothing to ask or answer
     /// with, so a run without a person in the loop carries nothing.
     pub(crate) fn for_run(&self, answers: Vec<(String, Decision)>) -> Option<Arc<Approvals>> {
-        if self.approver.is_none() && self.rule.is_none() && answers.is_empty() {
+        if answers.is_empty() && self.approver.is_none() && self.rule.is_none() {
             return None;
         }
         Some(Arc::new(Approvals {
@@ -62,11 +62,14 @@ pub(crate) struct Waiting {
 
 /// Whether a call of `tool` needs a person's approval before it runs: the tool requires it, or
 /// the agent's rule says so (a rule that panics has said so).
+#[inline]
 pub(crate) fn required(ctx: &RunContext, tool: &ToolDef, call: &ToolCall) -> bool {
-    if tool.is_approval_required() {
-        return true;
-    }
-    let Some(rule) = ctx.approvals().and_then(|a| a.rule.as_deref()) else {
+    tool.is_approval_required() || ctx.approvals().is_some_and(|a| by_rule(a, call))
+}
+
+/// Whether the agent's rule, if it has one, picks `call`.
+fn by_rule(approvals: &Approvals, call: &ToolCall) -> bool {
+    let Some(rule) = approvals.rule.as_deref() else {
         return false;
     };
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rule(call))).unwrap_or(true)
