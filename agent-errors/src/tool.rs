@@ -373,6 +373,7 @@ impl fmt::Debug for ToolDef {
             .field("policy", &self.policy)
             .field("optional", &self.optional)
             .field("idempotent", &self.idempotent)
+            .field("approval_required", &self.approval_required)
             .field("timeout", &self.timeout)
             .field("breaker_key", &self.breaker_key)
             .finish_non_exhaustive()

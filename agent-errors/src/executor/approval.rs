@@ -86,8 +86,8 @@ pub(crate) fn question(
     PendingApproval::new(call.id.as_str(), call.name.as_str(), shown, reason)
 }
 
-/// The answer for `pending`: one given to the run, else the approver's, else "later". An
-/// approver that panics has denied the call.
+/// The answer for `pending`: one given to the run (the first, if given twice), else the
+/// approver's, else "later". An approver that panics has denied the call.
 async fn decision(ctx: &RunContext, pending: &PendingApproval) -> Decision {
     let Some(approvals) = ctx.approvals() else {
         return Decision::Later;
