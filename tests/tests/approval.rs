@@ -19,8 +19,8 @@ use agent_errors::testing::{FaultyTool, ScriptedModel};
 use support::postgres::PostgresServer;
 
 use agent_errors::{
-    Agent, AgentBuilder, ErrorKind, HttpError, Limits, Message, RunError, RunOptions, ToolCall,
-    ToolDef, ToolResult,
+    Agent, AgentBuilder, ErrorKind, Event, HttpError, Limits, Message, RunError, RunOptions,
+    ToolCall, ToolDef, ToolResult,
 };
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -90,8 +90,14 @@ async fn an_approved_call_runs_once_and_the_run_finishes() {
         .build()
         .unwrap();
 
-    assert_eq!(agent.run("pay the rent").await.unwrap(), "sent it");
+    let outcome = agent.run_with_report("pay the rent").await;
+    assert_eq!(outcome.result.unwrap(), "sent it");
     assert_eq!(*sent.lock().unwrap(), [900]);
+    let answered = Event::PersonAsked {
+        tool: "transfer".into(),
+        answer: "approved",
+    };
+    assert_eq!(outcome.report.events, [answered]);
     let asked = asked.lock().unwrap();
     assert_eq!(
         *asked,

@@ -19,6 +19,7 @@ use crate::approval::{
     ApprovalContext, ApprovalRule, Approver, Decision, PendingApproval, WaitReason,
 };
 use crate::chat::ToolCall;
+use crate::events::Event;
 use crate::extensions::Extensions;
 use crate::policy::{PolicyKey, ResolvedPolicy};
 use crate::registry::Registry;
@@ -86,9 +87,23 @@ pub(crate) fn question(
     PendingApproval::new(call.id.as_str(), call.name.as_str(), shown, reason)
 }
 
+/// The answer for `pending`, reported as an event: see [`answer_for`].
+async fn decision(ctx: &RunContext, pending: &PendingApproval) -> Decision {
+    let decision = answer_for(ctx, pending).await;
+    let answer = match &decision {
+        Decision::Approve => "approved",
+        Decision::ApproveWith(_) => "edited",
+        Decision::Deny(_) => "denied",
+        Decision::Later => "later",
+    };
+    let tool = pending.tool.clone();
+    ctx.events().emit(Event::PersonAsked { tool, answer });
+    decision
+}
+
 /// The answer for `pending`: one given to the run (the first, if given twice), else the
 /// approver's, else "later". An approver that panics has denied the call.
-async fn decision(ctx: &RunContext, pending: &PendingApproval) -> Decision {
+async fn answer_for(ctx: &RunContext, pending: &PendingApproval) -> Decision {
     let Some(approvals) = ctx.approvals() else {
         return Decision::Later;
     };
