@@ -112,6 +112,15 @@ pub enum Event {
         /// The kind.
         kind: ErrorKind,
     },
+    /// A call was put to a person (its tool requires approval, or `ask_person` handed over a
+    /// failure) and this was the answer: `approved`, `edited` (approved with other arguments),
+    /// `denied`, or `later` (the run waits for it).
+    PersonAsked {
+        /// The tool.
+        tool: String,
+        /// The answer.
+        answer: &'static str,
+    },
     /// A model call failed and is retried after `delay`.
     LlmRetry {
         /// The attempt that failed (1-based, within the turn).
@@ -141,6 +150,7 @@ impl Event {
             Event::BreakerTripped { .. } => "breaker_tripped",
             Event::RetryBudgetExhausted { .. } => "retry_budget_exhausted",
             Event::Terminated { .. } => "terminated",
+            Event::PersonAsked { .. } => "person_asked",
             Event::LlmRetry { .. } => "llm_retry",
             Event::LlmFallback { .. } => "llm_fallback",
         }
@@ -157,7 +167,8 @@ impl Event {
             | Event::Degraded { tool }
             | Event::BreakerTripped { tool, .. }
             | Event::RetryBudgetExhausted { tool }
-            | Event::Terminated { tool, .. } => Some(tool),
+            | Event::Terminated { tool, .. }
+            | Event::PersonAsked { tool, .. } => Some(tool),
             Event::LlmRetry { .. } | Event::LlmFallback { .. } => None,
         }
     }
@@ -205,6 +216,9 @@ impl Event {
             }
             Event::Terminated { tool, kind } => {
                 tracing::error!(event = "terminated", tool = %tool, kind = %kind)
+            }
+            Event::PersonAsked { tool, answer } => {
+                tracing::info!(event = "person_asked", tool = %tool, answer)
             }
             Event::LlmRetry { attempt, delay } => tracing::warn!(
                 event = "llm_retry",
@@ -493,6 +507,10 @@ fn count(event: &Event, model: &str) {
         }
         Event::Terminated { kind, .. } => {
             counter!("agent_errors.tool.terminations", TOOL => tool(), ERROR_TYPE => kind.as_str())
+                .increment(1);
+        }
+        Event::PersonAsked { answer, .. } => {
+            counter!("agent_errors.tool.person_answers", TOOL => tool(), "answer" => *answer)
                 .increment(1);
         }
         Event::LlmRetry { .. } => {

@@ -18,6 +18,7 @@ use crate::extensions::Extensions;
 use crate::idempotency::IdempotencyKey;
 use crate::retry::RetryAllowance;
 
+use super::approval::Approvals;
 use super::cancel::Cancellation;
 use super::limits::Limits;
 use super::permission::{PermissionContext, PermissionHook};
@@ -80,6 +81,8 @@ pub struct RunContext {
     recorder: Arc<dyn CallRecorder>,
     /// The run's retries, spent by every layer that calls something again.
     retries: Arc<RetryAllowance>,
+    /// Who answers calls that need a person, when anyone can.
+    approvals: Option<Arc<Approvals>>,
 }
 
 /// Every part of a [`RunContext`], for [`RunContext::for_run`].
@@ -94,6 +97,7 @@ pub(crate) struct RunSetup {
     pub(crate) events: EventLog,
     pub(crate) run_id: Option<Arc<str>>,
     pub(crate) recorder: Arc<dyn CallRecorder>,
+    pub(crate) approvals: Option<Arc<Approvals>>,
 }
 
 /// The per-run recovery state a durable run saves: the per-run breaker's counts and trip, the
@@ -144,6 +148,7 @@ impl RunContext {
             events: EventLog::new(),
             run_id: None,
             recorder: NoRecorder::shared(),
+            approvals: None,
         })
     }
 
@@ -162,6 +167,7 @@ impl RunContext {
             events,
             run_id,
             recorder,
+            approvals,
         } = setup;
         RunContext {
             events: Arc::new(events),
@@ -182,6 +188,7 @@ impl RunContext {
             denials: AtomicU32::new(0),
             run_id,
             recorder,
+            approvals,
         }
     }
 
@@ -219,6 +226,20 @@ impl RunContext {
     #[must_use]
     pub fn with_permission(mut self, hook: Arc<dyn PermissionHook>) -> Self {
         self.permission = Some(hook);
+        self
+    }
+
+    /// Asks `approver` when a call needs a person (its tool requires approval, or an
+    /// `ask_person` rung hands it a failure); without one such a call ends with a
+    /// [`CallOutcome::Stop`](crate::call::CallOutcome) whose reason is
+    /// [`WaitingForPerson`](crate::run::TerminationReason::WaitingForPerson).
+    #[must_use]
+    pub fn with_approver(mut self, approver: impl crate::approval::Approver) -> Self {
+        let approvals = Approvals {
+            approver: Some(Arc::new(approver)),
+            ..Approvals::default()
+        };
+        self.approvals = Some(Arc::new(approvals));
         self
     }
 
@@ -444,6 +465,11 @@ impl RunContext {
     /// The run's retry allowance: every retry of the run, at any layer, spends from it.
     pub(crate) fn retries(&self) -> &Arc<RetryAllowance> {
         &self.retries
+    }
+
+    /// Who answers this run's calls that need a person, when anyone can.
+    pub(crate) fn approvals(&self) -> Option<&Approvals> {
+        self.approvals.as_deref()
     }
 
     /// Where this run records how its calls get on.

@@ -18,6 +18,7 @@ mod agent;
 mod agent_builtins;
 mod agent_options;
 mod anthropic;
+mod approval;
 mod architecture;
 mod arguments;
 mod blocking;
