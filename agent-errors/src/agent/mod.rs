@@ -217,6 +217,8 @@ pub struct RunOptions {
     pub(crate) feed: Option<Feed>,
     /// The run's id, when the caller chose it.
     pub(crate) run_id: Option<String>,
+    /// The engine journal the run steps through, when it runs on a durable-execution engine.
+    pub(crate) journal: Option<crate::journal::RunJournal>,
 }
 
 impl RunOptions {

@@ -16,6 +16,7 @@ use crate::classify::Classifier;
 use crate::events::{EventLog, EventSink};
 use crate::extensions::Extensions;
 use crate::idempotency::IdempotencyKey;
+use crate::journal::RunJournal;
 use crate::retry::RetryAllowance;
 
 use super::cancel::Cancellation;
@@ -78,6 +79,8 @@ pub struct RunContext {
     recorder: Arc<dyn CallRecorder>,
     /// The run's retries, spent by every layer that calls something again.
     retries: Arc<RetryAllowance>,
+    /// The engine journal a run on a durable-execution engine steps through, when it has one.
+    journal: Option<RunJournal>,
 }
 
 /// Every part of a [`RunContext`], for [`RunContext::for_run`].
@@ -92,6 +95,7 @@ pub(crate) struct RunSetup {
     pub(crate) events: EventLog,
     pub(crate) run_id: Option<Arc<str>>,
     pub(crate) recorder: Arc<dyn CallRecorder>,
+    pub(crate) journal: Option<RunJournal>,
 }
 
 /// The per-run recovery state a durable run saves: the per-run breaker's counts and trip, the
@@ -142,6 +146,7 @@ impl RunContext {
             events: EventLog::new(),
             run_id: None,
             recorder: NoRecorder::shared(),
+            journal: None,
         })
     }
 
@@ -160,6 +165,7 @@ impl RunContext {
             events,
             run_id,
             recorder,
+            journal,
         } = setup;
         RunContext {
             events: Arc::new(events),
@@ -180,6 +186,7 @@ impl RunContext {
             denials: AtomicU32::new(0),
             run_id,
             recorder,
+            journal,
         }
     }
 
@@ -447,6 +454,18 @@ impl RunContext {
     /// Where this run records how its calls get on.
     pub(crate) fn recorder(&self) -> &dyn CallRecorder {
         &*self.recorder
+    }
+
+    /// The engine journal this run steps through, when it runs on one.
+    pub(crate) fn journal(&self) -> Option<&RunJournal> {
+        self.journal.as_ref()
+    }
+
+    /// How this run's retry loops wait: the journal's durable sleep when it has one.
+    pub(crate) fn sleeper(&self) -> crate::retry::Sleep {
+        self.journal
+            .as_ref()
+            .map_or_else(crate::retry::Sleep::default, RunJournal::sleeper)
     }
 
     fn troubled(&self) -> bool {

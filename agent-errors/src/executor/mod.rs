@@ -49,7 +49,7 @@ pub(crate) use context::{RecoveryState, RunSetup};
 pub(crate) use outcome::CANCELLED;
 pub(crate) use record::{CallRecorder, NoRecorder, Recorded};
 pub use resume::CallInterrupted;
-pub(crate) use resume::{CallProgress, CallStart};
+pub(crate) use resume::{CallProgress, CallStart, SavedFailure};
 
 use tokio_util::sync::CancellationToken;
 
