@@ -53,9 +53,10 @@ impl RunJournal {
         T: Serialize + for<'de> Deserialize<'de>,
         F: Future<Output = T> + Send,
     {
-        let work = Box::pin(async move {
-            serde_json::to_value(work.await).unwrap_or(serde_json::Value::Null)
-        });
+        let work =
+            Box::pin(
+                async move { serde_json::to_value(work.await).unwrap_or(serde_json::Value::Null) },
+            );
         let value = self.0.step(name, work).await?;
         match serde_json::from_value(value) {
             Ok(value) => Some(value),
@@ -147,7 +148,11 @@ impl JournaledModelCall {
     }
 
     /// The failed request's error as the retry decisions read it.
-    pub(crate) fn error(message: String, status: Option<u16>, retry_after: Option<u64>) -> BoxError {
+    pub(crate) fn error(
+        message: String,
+        status: Option<u16>,
+        retry_after: Option<u64>,
+    ) -> BoxError {
         match status {
             Some(status) => {
                 let error = HttpError::new(status, message);

@@ -87,13 +87,13 @@ pub mod policy;
 #[cfg_attr(docsrs, doc(cfg(any(feature = "openai", feature = "anthropic"))))]
 pub mod provider;
 pub mod redact;
-#[cfg(feature = "restate")]
-#[cfg_attr(docsrs, doc(cfg(feature = "restate")))]
-pub mod restate;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 mod registry;
+#[cfg(feature = "restate")]
+#[cfg_attr(docsrs, doc(cfg(feature = "restate")))]
+pub mod restate;
 pub mod retry;
 pub mod sanitize;
 pub mod stream;

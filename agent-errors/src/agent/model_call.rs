@@ -13,8 +13,8 @@ use crate::chat::{ChatRequest, ChatResponse};
 use crate::classify::server_delay;
 use crate::error::BoxError;
 use crate::events::Event;
-use crate::journal::{JournaledModelCall, RunJournal};
 use crate::executor::{RunContext, ToolPanic};
+use crate::journal::{JournaledModelCall, RunJournal};
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER, cannot_succeed_on_retry};
 use crate::retry::{self, Policy, RetrySchedule, Step, Stop, decide};
 

@@ -75,7 +75,8 @@ impl Model {
             "charge" => "charge",
             "flaky" => "flaky",
             _ => {
-                let earlier = std::fs::read_to_string(self.dir.join("model.log")).unwrap_or_default();
+                let earlier =
+                    std::fs::read_to_string(self.dir.join("model.log")).unwrap_or_default();
                 if earlier.is_empty() {
                     let busy = HttpError::new(429, "slow down").with_header("retry-after", "1");
                     return Err(busy.into());
@@ -91,9 +92,15 @@ impl Model {
 }
 
 impl ChatModel for Model {
-    fn chat<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
         Box::pin(async move {
-            let after_tool = request.messages.iter().any(|m| matches!(m, Message::Tool(_)));
+            let after_tool = request
+                .messages
+                .iter()
+                .any(|m| matches!(m, Message::Tool(_)));
             if after_tool && self.gate != Gate::Open {
                 say("MODEL_WAITING");
                 if self.gate == Gate::Hang {
@@ -180,7 +187,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [port, scenario, dir, gate] = args.as_slice() else {
-        return Err("usage: restate_service <port> <charge|flaky|rate-limited> <dir> <gate>".into());
+        return Err(
+            "usage: restate_service <port> <charge|flaky|rate-limited> <dir> <gate>".into(),
+        );
     };
     let dir = PathBuf::from(dir);
     let gate = match gate.as_str() {
@@ -206,7 +215,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .retry_policy_initial_interval(Duration::from_millis(100))
         .retry_policy_max_interval(Duration::from_millis(500));
     let endpoint = Endpoint::builder()
-        .bind(Assistant { agent }.into_service_definition().options(options))
+        .bind(
+            Assistant { agent }
+                .into_service_definition()
+                .options(options),
+        )
         .build();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port.parse::<u16>()?)).await?;
     say("LISTENING");
