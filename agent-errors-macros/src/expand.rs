@@ -77,6 +77,7 @@ fn rung(p: &TokenStream, action: &ActionNode) -> TokenStream {
         ActionKind::Escalate => quote!(#p::Rung::Escalate),
         ActionKind::Throw => quote!(#p::Rung::Throw),
         ActionKind::Degrade => quote!(#p::Rung::Degrade),
+        ActionKind::AskPerson => quote!(#p::Rung::AskPerson),
         ActionKind::Fallback { tool } => quote!(#p::Rung::Fallback(#tool)),
     }
 }
@@ -355,6 +356,7 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
     };
     let optional = args.optional;
     let idempotent = args.idempotent;
+    let approval_required = args.approval.is_some();
     let timeout = optional_duration(args.timeout.as_ref());
     let breaker = match &args.breaker {
         Some(key) => quote!(::core::option::Option::Some(#key)),
@@ -375,6 +377,7 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
             policy: #policy,
             optional: #optional,
             idempotent: #idempotent,
+            approval_required: #approval_required,
             timeout: #timeout,
             breaker: #breaker,
             unique_keys: #unique_keys,

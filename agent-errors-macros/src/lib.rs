@@ -27,7 +27,7 @@
 //!           | "retry" "(" retry_arg ("," retry_arg)* ")"
 //!           | "fix" "(" "agent" "=" STRING ("," "retries" "=" count)? ")"
 //!           | "fallback" "(" "tool" "=" STRING ")"
-//!           | "escalate" | "throw" | "degrade"
+//!           | "escalate" | "throw" | "degrade" | "ask_person"
 //! retry_arg:= count | "max_attempts" "=" count
 //!           | "initial" "=" duration | "max" "=" duration
 //! count    := a positive integer literal (u32)
@@ -60,6 +60,10 @@
 //! * `throw`: end the run. Ends the ladder.
 //! * `degrade`: drop the tool for the rest of the run and tell the model. Ends the ladder; the
 //!   tool must be `optional`.
+//! * `ask_person`: hand the failure to a person (the agent's approver). Approved, the tool is
+//!   called once more (with the person's arguments, if edited) and a new failure goes on down
+//!   the ladder; denied, the model is told; with nobody to answer now, a checkpointed run ends
+//!   waiting for the person.
 //!
 //! # Checked at compile time
 //!
@@ -156,6 +160,9 @@ use proc_macro::TokenStream;
 /// * `idempotent`: calling the tool twice with the same arguments does no more than calling it
 ///   once, so a call a crash interrupted is run again when its durable run resumes (any other
 ///   tool's interrupted call is answered by its `outcome_unknown` policy instead).
+/// * `approval = required`: each call waits for a person's approval before it runs: the
+///   agent's approver is asked, and a checkpointed run with nobody to answer now ends waiting
+///   for the person (see `agent_errors::approval`).
 /// * `timeout = "30s"`: a call still running after this fails with kind `timeout` (and is then
 ///   handled by the policy like any other failure), so a tool that hangs cannot hold a run open.
 /// * `blocking`: says that the body blocks its thread. Every plain `fn` is run that way,

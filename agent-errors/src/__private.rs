@@ -76,6 +76,8 @@ pub enum Rung {
     Throw,
     /// `degrade`.
     Degrade,
+    /// `ask_person`.
+    AskPerson,
 }
 
 /// `key = [rungs]` entries, in the order written.
@@ -107,6 +109,7 @@ impl Rung {
             Rung::Escalate => Action::Escalate,
             Rung::Throw => Action::Throw,
             Rung::Degrade => Action::Degrade,
+            Rung::AskPerson => Action::AskPerson,
         }
     }
 }
@@ -131,6 +134,8 @@ pub struct ToolSpec {
     pub optional: bool,
     /// Whether running it twice with the same arguments does no more than once.
     pub idempotent: bool,
+    /// Whether each call waits for a person's approval before it runs.
+    pub approval_required: bool,
     /// The bound on one call.
     pub timeout: Option<Duration>,
     /// The upstream whose service breaker it shares, when not its own name.
@@ -160,6 +165,7 @@ fn with_spec(def: ToolDef, spec: &'static ToolSpec, crate_defaults: Option<Polic
         .with_crate_defaults(crate_defaults)
         .optional(spec.optional)
         .idempotent(spec.idempotent)
+        .requires_approval(spec.approval_required)
         .with_unique_keys(spec.unique_keys);
     let def = match spec.breaker {
         Some(key) => def.with_breaker_key(key),

@@ -58,6 +58,7 @@ mod agent;
 #[cfg(feature = "anthropic")]
 #[cfg_attr(docsrs, doc(cfg(feature = "anthropic")))]
 pub mod anthropic;
+pub mod approval;
 mod arguments;
 pub mod breaker;
 mod budget;

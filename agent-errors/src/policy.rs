@@ -97,6 +97,11 @@ pub enum Action {
     },
     /// Drop the tool for the rest of the run and tell the model. Ends the ladder.
     Degrade,
+    /// Hand the failure to a person (the run's [`Approver`](crate::approval::Approver)):
+    /// approved, the tool is called again (with the person's arguments, if edited) and a new
+    /// failure goes on down the ladder; denied, the model is told. With nobody to answer now, a
+    /// checkpointed run ends waiting for the person.
+    AskPerson,
 }
 
 impl Action {
@@ -161,6 +166,7 @@ impl fmt::Display for Action {
             Action::Throw => f.write_str("throw"),
             Action::Fallback { tool } => write!(f, "fallback(tool = {tool:?})"),
             Action::Degrade => f.write_str("degrade"),
+            Action::AskPerson => f.write_str("ask_person"),
         }
     }
 }

@@ -138,6 +138,7 @@ pub struct ToolDef {
     crate_defaults: Option<Policy>,
     optional: bool,
     idempotent: bool,
+    approval_required: bool,
     timeout: Option<Duration>,
     breaker_key: Option<Cow<'static, str>>,
     handler: Arc<dyn ToolHandler>,
@@ -184,6 +185,7 @@ impl ToolDef {
             crate_defaults: None,
             optional: false,
             idempotent: false,
+            approval_required: false,
             timeout: None,
             breaker_key: None,
             handler: Arc::new(handler),
@@ -244,6 +246,29 @@ impl ToolDef {
     /// Whether the tool may run twice for one call (see [`ToolDef::idempotent`]).
     pub fn is_idempotent(&self) -> bool {
         self.idempotent
+    }
+
+    /// Requires a person's approval before each call of the tool runs (`#[tool(approval =
+    /// required)]`): the run asks its [`Approver`](crate::approval::Approver), and a checkpointed
+    /// run with nobody to answer now ends waiting for a person (see [`crate::approval`]).
+    ///
+    /// ```
+    /// use agent_errors::ToolDef;
+    ///
+    /// async fn transfer(_: serde_json::Value) -> Result<String, std::io::Error> { Ok("sent".into()) }
+    /// let tool = ToolDef::new("transfer", "Sends money.", transfer).requires_approval(true);
+    /// assert!(tool.is_approval_required());
+    /// ```
+    #[must_use]
+    pub fn requires_approval(mut self, required: bool) -> Self {
+        self.approval_required = required;
+        self
+    }
+
+    /// Whether each call of the tool waits for a person's approval (see
+    /// [`ToolDef::requires_approval`]).
+    pub fn is_approval_required(&self) -> bool {
+        self.approval_required
     }
 
     /// Bounds every call of the tool: a call still running after `timeout` fails with

@@ -70,6 +70,7 @@ pub(super) enum ToolArg {
     Description(Named<LitStr>),
     Optional(Ident),
     Idempotent(Ident),
+    Approval(Named<ApprovalValue>),
     Blocking(Ident),
     Timeout(Named<DurationLit>),
     Breaker(Named<LitStr>),
@@ -86,6 +87,7 @@ impl Parse for ToolArg {
                 "description",
                 "optional",
                 "idempotent",
+                "approval",
                 "blocking",
                 "timeout",
                 "breaker",
@@ -108,6 +110,16 @@ impl Parse for ToolArg {
                 }
                 ToolArg::Idempotent(ident)
             }
+            "approval" => {
+                if !input.peek(Token![=]) {
+                    return Err(syn::Error::new(
+                        ident.span(),
+                        "`approval` needs a value: write `#[tool(approval = required)]` for a \
+                         tool whose calls wait for a person's approval",
+                    ));
+                }
+                ToolArg::Approval(Named::parse_after(ident, input)?)
+            }
             "blocking" => ToolArg::Blocking(flag(ident, input)?),
             "timeout" => ToolArg::Timeout(Named::parse_after(ident, input)?),
             "breaker" => {
@@ -129,6 +141,34 @@ impl Parse for ToolArg {
     }
 }
 
+/// The value of `approval = ...`: `required`, the one there is.
+#[derive(Debug, Clone)]
+pub(crate) struct ApprovalValue;
+
+impl ArgValue for ApprovalValue {
+    fn parse_value(input: ParseStream<'_>, _: &Ident) -> syn::Result<Self> {
+        if input.peek(LitStr) {
+            let lit: LitStr = input.parse()?;
+            return Err(syn::Error::new(
+                lit.span(),
+                "expected `required` without quotes: write `approval = required`",
+            ));
+        }
+        let value = any_ident(input, "`required`: write `approval = required`")?;
+        if value.unraw() != "required" {
+            return Err(syn::Error::new(
+                value.span(),
+                format_args!(
+                    "unknown approval `{}`, expected `required`: write `approval = required`, or \
+                     leave it out for a tool that runs without one",
+                    value.unraw()
+                ),
+            ));
+        }
+        Ok(ApprovalValue)
+    }
+}
+
 /// A flag such as `optional`: its presence says it all, so a value after it is an error.
 fn flag(ident: Ident, input: ParseStream<'_>) -> syn::Result<Ident> {
     if input.peek(Token![=]) {
@@ -146,6 +186,8 @@ pub(crate) struct ToolArgs {
     pub(crate) description: Option<LitStr>,
     pub(crate) optional: bool,
     pub(crate) idempotent: bool,
+    /// `approval = required`: each call waits for a person's approval before it runs.
+    pub(crate) approval: Option<ApprovalValue>,
     /// `blocking`, kept for its span: the body runs on tokio's blocking pool.
     pub(crate) blocking: Option<Ident>,
     pub(crate) timeout: Option<DurationLit>,
@@ -161,6 +203,7 @@ impl ToolArgs {
         let mut description = SetOnce::new("argument");
         let mut optional = SetOnce::new("argument");
         let mut idempotent = SetOnce::new("argument");
+        let mut approval = SetOnce::new("argument");
         let mut blocking = SetOnce::new("argument");
         let mut timeout = SetOnce::new("argument");
         let mut breaker = SetOnce::new("argument");
@@ -172,6 +215,7 @@ impl ToolArgs {
                 ToolArg::Description(arg) => arg.set_in(&mut description, cx),
                 ToolArg::Optional(ident) => optional.set(cx, &ident, "optional", ()),
                 ToolArg::Idempotent(ident) => idempotent.set(cx, &ident, "idempotent", ()),
+                ToolArg::Approval(arg) => arg.set_in(&mut approval, cx),
                 ToolArg::Blocking(ident) => blocking.set(cx, &ident, "blocking", ident.clone()),
                 ToolArg::Timeout(arg) => arg.set_in(&mut timeout, cx),
                 ToolArg::Breaker(arg) => arg.set_in(&mut breaker, cx),
@@ -184,6 +228,7 @@ impl ToolArgs {
             description: description.get(),
             optional: optional.get().is_some(),
             idempotent: idempotent.get().is_some(),
+            approval: approval.get(),
             blocking: blocking.get(),
             timeout: timeout.get(),
             breaker: breaker.get(),

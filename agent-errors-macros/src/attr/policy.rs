@@ -26,6 +26,7 @@ pub(crate) enum ActionKind {
         tool: LitStr,
     },
     Degrade,
+    AskPerson,
 }
 
 impl ActionKind {
@@ -38,7 +39,15 @@ impl ActionKind {
     }
 }
 
-pub(super) const ACTIONS: [&str; 6] = ["retry", "fix", "escalate", "throw", "fallback", "degrade"];
+pub(super) const ACTIONS: [&str; 7] = [
+    "retry",
+    "fix",
+    "escalate",
+    "throw",
+    "fallback",
+    "degrade",
+    "ask_person",
+];
 
 impl Parse for ActionNode {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
@@ -78,7 +87,7 @@ impl Parse for ActionNode {
                 Some((_, content)) => parse_fallback(&name, &content)?,
                 None => return Err(needs_arguments("a tool: `fallback(tool = \"name\")`")),
             },
-            bare @ ("escalate" | "throw" | "degrade") => {
+            bare @ ("escalate" | "throw" | "degrade" | "ask_person") => {
                 if let Some((parens, _content)) = parens {
                     return Err(syn::Error::new(
                         parens.span.join(),
@@ -88,7 +97,8 @@ impl Parse for ActionNode {
                 match bare {
                     "escalate" => ActionKind::Escalate,
                     "throw" => ActionKind::Throw,
-                    _ => ActionKind::Degrade,
+                    "degrade" => ActionKind::Degrade,
+                    _ => ActionKind::AskPerson,
                 }
             }
             other => {

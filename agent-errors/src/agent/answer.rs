@@ -21,8 +21,18 @@ struct Answered {
 }
 
 /// Why a batch of calls ends the run, if it does: the first stop in call order, except that a
-/// tripped breaker gives way to any other stop (an auth failure says more about what to fix).
+/// tripped breaker gives way to any other stop (an auth failure says more about what to fix),
+/// and calls waiting for a person give way to both; calls that wait are named together.
 fn batch_verdict(stops: Vec<RunError>) -> Option<RunError> {
+    let (waits, stops): (Vec<_>, Vec<_>) = stops.into_iter().partition(waits_for_person);
+    if stops.is_empty() {
+        let pending = waits.into_iter().flat_map(|wait| match wait {
+            RunError::WaitingForPerson { pending } => pending,
+            _ => Vec::new(),
+        });
+        let pending: Vec<_> = pending.collect();
+        return (!pending.is_empty()).then_some(RunError::WaitingForPerson { pending });
+    }
     let is_trip = |stop: &RunError| matches!(stop, RunError::BreakerTripped { .. });
     let first_other = stops.iter().position(|s| !is_trip(s));
     let mut stops = stops;
@@ -32,9 +42,18 @@ fn batch_verdict(stops: Vec<RunError>) -> Option<RunError> {
     }
 }
 
+/// Whether `stop` is a call waiting for a person: it ends the run once the turn is answered,
+/// without halting the turn's other calls.
+fn waits_for_person(stop: &RunError) -> bool {
+    matches!(stop, RunError::WaitingForPerson { .. })
+}
+
 /// The run error a tool's stop becomes.
 fn stopped(terminated: Box<Terminated>) -> RunError {
     match terminated.reason {
+        TerminationReason::WaitingForPerson(pending) => RunError::WaitingForPerson {
+            pending: vec![*pending],
+        },
         TerminationReason::BreakerTripped { failures } => RunError::BreakerTripped {
             tool: terminated.tool,
             failures,
@@ -65,7 +84,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 // would otherwise copy it as it collects and polls the turn's calls.
                 Box::pin(self.answer(ctx, call, recorder, saved))
             },
-            |a: &Answered| a.stop.is_some(),
+            |a: &Answered| a.stop.as_ref().is_some_and(|stop| !waits_for_person(stop)),
         )
         .await;
         request.messages.push(asked);
@@ -115,6 +134,10 @@ impl<O: AgentOutput> AgentInner<O> {
             )
         };
         let stop = answered.stop.as_ref();
+        if stop.is_some_and(waits_for_person) {
+            // Saved as waiting, not answered: a resumed run asks again.
+            return answered;
+        }
         // A record that was not kept halts the run; the turn's end reports it.
         recorder
             .answered(&call.id, &answered.result, stop, ctx)

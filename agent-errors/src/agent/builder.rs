@@ -8,11 +8,12 @@ use std::sync::Arc;
 use super::builtins::Builtins;
 use super::llm_error::{IntoLlmDecision, LlmErrorHandler, ModelError, erase_handler};
 use super::{Agent, AgentInner, AgentOutput, DEFAULT_MAX_TURNS};
+use crate::approval::Approver;
 use crate::breaker::{DEFAULT_THRESHOLD, ServiceBreaker};
 use crate::budget::RetryBudget;
-use crate::chat::{CallSource, RequestOptions};
+use crate::chat::{CallSource, RequestOptions, ToolCall};
 use crate::checkpoint::CheckpointStore;
-use crate::executor::{Limits, PermissionHook};
+use crate::executor::{Approvals, Limits, PermissionHook};
 use crate::fix::FixerDef;
 use crate::model::ChatModel;
 use crate::observe::{AgentMeters, DEFAULT_EVENT_CAPACITY, Feed};
@@ -34,6 +35,7 @@ pub struct AgentBuilder<O = String> {
     service_breaker: Option<Arc<ServiceBreaker>>,
     retry_budget: Option<Arc<RetryBudget>>,
     permission: Option<Arc<dyn PermissionHook>>,
+    approvals: Approvals,
     system_prompt: Option<String>,
     builtins: Builtins,
     limits: Limits,
@@ -68,6 +70,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
             service_breaker: None,
             retry_budget: None,
             permission: None,
+            approvals: Approvals::default(),
             system_prompt: None,
             builtins: Builtins::default(),
             limits: Limits::default(),
@@ -228,6 +231,55 @@ impl<O: AgentOutput> AgentBuilder<O> {
         self
     }
 
+    /// Asks `approver` whenever a call needs a person (its tool
+    /// [requires approval](ToolDef::requires_approval), the
+    /// [`require_approval`](AgentBuilder::require_approval) rule says so, or an `ask_person`
+    /// rung hands it a failure). Without one, every such call waits: a checkpointed run ends
+    /// with [`RunError::WaitingForPerson`](crate::RunError::WaitingForPerson) until it is resumed
+    /// with the answers. See [`approval`](crate::approval).
+    ///
+    /// ```
+    /// use agent_errors::{Agent, approval::{Decision, PendingApproval}};
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// let agent = Agent::builder("clerk")
+    ///     .model(ScriptedModel::new().text("done"))
+    ///     .approver(|pending: &PendingApproval| {
+    ///         if pending.tool == "refund" { Decision::Later } else { Decision::Approve }
+    ///     })
+    ///     .build();
+    /// assert!(agent.is_ok());
+    /// ```
+    #[must_use]
+    pub fn approver(mut self, approver: impl Approver) -> Self {
+        self.approvals.approver = Some(Arc::new(approver));
+        self
+    }
+
+    /// Calls for which `rule` answers true need a person's approval before they run, whatever
+    /// their tool: the agent-wide rule beside each tool's own
+    /// [`requires_approval`](ToolDef::requires_approval).
+    ///
+    /// ```
+    /// use agent_errors::{Agent, ToolCall};
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// let agent = Agent::builder("clerk")
+    ///     .model(ScriptedModel::new().text("done"))
+    ///     // Every call whose name starts with `delete_` waits for a person.
+    ///     .require_approval(|call: &ToolCall| call.name.starts_with("delete_"))
+    ///     .build();
+    /// assert!(agent.is_ok());
+    /// ```
+    #[must_use]
+    pub fn require_approval(
+        mut self,
+        rule: impl Fn(&ToolCall) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.approvals.rule = Some(Arc::new(rule));
+        self
+    }
+
     /// Instructions sent first in every run.
     #[must_use]
     pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
@@ -371,6 +423,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
                             .unwrap_or_else(|| Arc::new(ServiceBreaker::default())),
                         retry_budget: self.retry_budget,
                         permission: self.permission,
+                        approvals: self.approvals,
                         system_prompt: self.system_prompt,
                         builtins: self.builtins,
                         limits: self.limits,

@@ -52,13 +52,14 @@ pub use model_failure::ModelFailure;
 pub use output::{AgentOutput, Json};
 pub use stream::RunDelta;
 
+use crate::approval::{Decision, PendingApproval};
 use crate::breaker::ServiceBreaker;
 use crate::budget::RetryBudget;
 use crate::chat::{CallSource, FinishReason, Message, RequestOptions, ToolSpec};
 use crate::checkpoint::{CheckpointError, CheckpointStore};
 use crate::error::{BoxError, Severity};
 use crate::events::RunReport;
-use crate::executor::{Cancellation, Limits, PermissionHook, Terminated};
+use crate::executor::{Approvals, Cancellation, Limits, PermissionHook, Terminated};
 use crate::explain::Explanation;
 use crate::extensions::Extensions;
 use crate::model::ChatModel;
@@ -115,6 +116,8 @@ pub(crate) struct AgentInner<O> {
     pub(crate) service_breaker: Arc<ServiceBreaker>,
     pub(crate) retry_budget: Option<Arc<RetryBudget>>,
     pub(crate) permission: Option<Arc<dyn PermissionHook>>,
+    /// Who answers calls that need a person, and which calls do beyond their tools' own rule.
+    pub(crate) approvals: Approvals,
     pub(crate) system_prompt: Option<String>,
     pub(crate) builtins: Builtins,
     pub(crate) limits: Limits,
@@ -141,6 +144,7 @@ impl<O> Clone for AgentInner<O> {
             service_breaker: Arc::clone(&self.service_breaker),
             retry_budget: self.retry_budget.clone(),
             permission: self.permission.clone(),
+            approvals: self.approvals.clone(),
             system_prompt: self.system_prompt.clone(),
             builtins: self.builtins,
             limits: self.limits,
@@ -217,8 +221,13 @@ pub struct RunOptions {
     pub(crate) feed: Option<Feed>,
     /// The run's id, when the caller chose it.
     pub(crate) run_id: Option<String>,
+<<<<<<< HEAD
     /// The engine journal the run steps through, when it runs on a durable-execution engine.
     pub(crate) journal: Option<crate::journal::RunJournal>,
+=======
+    /// A person's answers to calls the run waits on, by call id.
+    pub(crate) answers: Vec<(String, Decision)>,
+>>>>>>> approval
 }
 
 impl RunOptions {
@@ -241,6 +250,24 @@ impl RunOptions {
     #[must_use]
     pub fn run_id(mut self, run_id: impl Into<String>) -> Self {
         self.run_id = Some(run_id.into());
+        self
+    }
+
+    /// Answers the call `call_id` that a run waits on (see
+    /// [`RunError::WaitingForPerson`]): given to [`Agent::resume`], the run goes on with the
+    /// answer instead of asking its approver. An answer for a call that does not wait is unused.
+    ///
+    /// ```
+    /// use agent_errors::{RunOptions, approval::Decision};
+    ///
+    /// let options = RunOptions::new()
+    ///     .answer("call-1", Decision::Approve)
+    ///     .answer("call-2", Decision::Deny("not this month".into()));
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn answer(mut self, call_id: impl Into<String>, decision: Decision) -> Self {
+        self.answers.push((call_id.into(), decision));
         self
     }
 
@@ -396,6 +423,17 @@ pub enum RunError {
     /// [`Agent::resume`] could not go on with the run.
     #[error(transparent)]
     Resume(ResumeError),
+    /// Calls of the run wait for a person (their tool requires approval, or a policy handed a
+    /// failure to a person) and nobody answered yet. Nothing is running and nothing is spent
+    /// while it waits: a checkpointed run keeps its checkpoint as it was, and
+    /// [`Agent::resume`] with [`RunOptions::answer`] for each call goes on with it (in any
+    /// process). The outcome's transcript answers these calls with an error result saying they
+    /// wait, so it stays a valid conversation; the checkpoint does not.
+    #[error("the run is waiting for a person to answer {} call(s)", pending.len())]
+    WaitingForPerson {
+        /// The calls that wait, in the order the model made them.
+        pending: Vec<PendingApproval>,
+    },
     /// The history handed to [`Agent::run_conversation`] (or a [`Conversation`]) breaks the
     /// one-result-per-call rule, so it was not sent to the model; the outcome's transcript is
     /// the history as handed in.

@@ -23,6 +23,7 @@ impl RunError {
             RunError::Checkpoint(_) => "checkpoint",
             RunError::Resume(_) => "resume",
             RunError::InvalidHistory(_) => "invalid_history",
+            RunError::WaitingForPerson { .. } => "waiting_for_person",
         }
     }
 }

@@ -162,7 +162,11 @@ impl<O: AgentOutput> AgentInner<O> {
             events: EventLog::observed(observer),
             run_id: Some(run_id.into()),
             recorder,
+<<<<<<< HEAD
             journal: options.journal,
+=======
+            approvals: self.approvals.for_run(options.answers),
+>>>>>>> approval
         })
     }
 
@@ -319,7 +323,11 @@ impl<O: AgentOutput> AgentInner<O> {
                 }
             },
         };
-        if !matches!(result, Err(RunError::Checkpoint(_))) {
+        // A run waiting for a person keeps its checkpoint as it was: resumed, it goes on.
+        if !matches!(
+            result,
+            Err(RunError::Checkpoint(_) | RunError::WaitingForPerson { .. })
+        ) {
             let outcome = result.as_ref().map(|_| ());
             if !recorder
                 .finished(&request.messages, counts.saved(), outcome)

@@ -59,6 +59,8 @@ impl SavedStop {
                     TerminationReason::PermissionDenials { denials } => {
                         SavedReason::PermissionDenials { denials: *denials }
                     }
+                    // A call that waits is saved as waiting, never as answered.
+                    TerminationReason::WaitingForPerson(_) => return None,
                 },
             },
             RunError::BreakerTripped { tool, failures } => SavedStop::BreakerTripped {

@@ -19,6 +19,7 @@ use crate::idempotency::IdempotencyKey;
 use crate::journal::RunJournal;
 use crate::retry::RetryAllowance;
 
+use super::approval::Approvals;
 use super::cancel::Cancellation;
 use super::limits::Limits;
 use super::permission::{PermissionContext, PermissionHook};
@@ -81,6 +82,8 @@ pub struct RunContext {
     retries: Arc<RetryAllowance>,
     /// The engine journal a run on a durable-execution engine steps through, when it has one.
     journal: Option<RunJournal>,
+    /// Who answers calls that need a person, when anyone can.
+    approvals: Option<Arc<Approvals>>,
 }
 
 /// Every part of a [`RunContext`], for [`RunContext::for_run`].
@@ -96,6 +99,7 @@ pub(crate) struct RunSetup {
     pub(crate) run_id: Option<Arc<str>>,
     pub(crate) recorder: Arc<dyn CallRecorder>,
     pub(crate) journal: Option<RunJournal>,
+    pub(crate) approvals: Option<Arc<Approvals>>,
 }
 
 /// The per-run recovery state a durable run saves: the per-run breaker's counts and trip, the
@@ -147,6 +151,7 @@ impl RunContext {
             run_id: None,
             recorder: NoRecorder::shared(),
             journal: None,
+            approvals: None,
         })
     }
 
@@ -166,6 +171,7 @@ impl RunContext {
             run_id,
             recorder,
             journal,
+            approvals,
         } = setup;
         RunContext {
             events: Arc::new(events),
@@ -187,6 +193,7 @@ impl RunContext {
             run_id,
             recorder,
             journal,
+            approvals,
         }
     }
 
@@ -449,6 +456,11 @@ impl RunContext {
     /// The run's retry allowance: every retry of the run, at any layer, spends from it.
     pub(crate) fn retries(&self) -> &Arc<RetryAllowance> {
         &self.retries
+    }
+
+    /// Who answers this run's calls that need a person, when anyone can.
+    pub(crate) fn approvals(&self) -> Option<&Approvals> {
+        self.approvals.as_deref()
     }
 
     /// Where this run records how its calls get on.

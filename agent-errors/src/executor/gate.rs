@@ -78,7 +78,12 @@ pub(crate) fn pass(
     };
     match asked {
         Ok(Permission::Allow) => Ok(()),
-        Ok(Permission::Deny(reason)) => Err(Refused::Denied(denied(ctx, tool, arguments, reason))),
+        Ok(Permission::Deny(reason)) => {
+            let shown = format!("permission denied: {reason}");
+            Err(Refused::Denied(denied(
+                ctx, tool, arguments, reason, &shown,
+            )))
+        }
         Err(panic) => {
             let message = format!(
                 "the permission hook panicked ({}); the tool did not run",
@@ -108,9 +113,15 @@ fn ask(
     .map_err(ToolPanic::from_payload)
 }
 
-/// A denial: counted, shown to the model, or the end of the run once the run's budget of
-/// denials is spent.
-fn denied(ctx: &RunContext, tool: &ToolDef, arguments: &str, reason: String) -> Handled {
+/// A denial (the hook's, or a person's): counted, shown to the model as `shown`, or the end of
+/// the run once the run's budget of denials is spent.
+pub(super) fn denied(
+    ctx: &RunContext,
+    tool: &ToolDef,
+    arguments: &str,
+    reason: String,
+    shown: &str,
+) -> Handled {
     let denials = ctx.record_denial(tool.name());
     let budget = ctx.limits().max_permission_denials;
     if budget != 0 && denials >= budget {
@@ -122,10 +133,9 @@ fn denied(ctx: &RunContext, tool: &ToolDef, arguments: &str, reason: String) -> 
         let reason = TerminationReason::PermissionDenials { denials };
         return Handled::stop(reason, failure);
     }
-    let message = format!("permission denied: {reason}");
     let limit = ctx.limits().max_message_chars;
     Handled::Error(
-        SurfacedError::bounded(tool.name(), ErrorKind::Auth, &message, limit).with_suggestion(
+        SurfacedError::bounded(tool.name(), ErrorKind::Auth, shown, limit).with_suggestion(
             "The tool did not run. Reframe the request or ask the user for permission.",
         ),
     )

@@ -19,6 +19,7 @@
 //! Whatever happens (an unknown tool, a denial, a panic, a cancelled run) the call gets exactly
 //! one outcome.
 
+mod approval;
 mod attempt;
 mod cancel;
 mod context;
@@ -45,6 +46,7 @@ pub use limits::{DEFAULT_MAX_PERMISSION_DENIALS, Limits};
 pub use outcome::{CallOutcome, Terminated, TerminationReason};
 pub use permission::{Permission, PermissionContext, PermissionDenied, PermissionHook};
 
+pub(crate) use approval::Approvals;
 pub(crate) use context::{RecoveryState, RunSetup};
 pub(crate) use outcome::CANCELLED;
 pub(crate) use record::{CallRecorder, NoRecorder, Recorded};
@@ -104,7 +106,9 @@ async fn execute_call(
     let kind = match &handled {
         Handled::Error(surfaced) => surfaced.kind,
         Handled::Stop(stop) => stop.1.class.kind,
-        Handled::Ok(_) | Handled::Tripped { .. } | Handled::Cancelled => ErrorKind::Unknown,
+        Handled::Ok(_) | Handled::Tripped { .. } | Handled::Cancelled | Handled::Waiting(_) => {
+            ErrorKind::Unknown
+        }
     };
     let outcome = handled.into_outcome(ctx, call);
     if outcome.stop().is_some() {
@@ -223,6 +227,10 @@ async fn handle(
         budget.record_call(tool.breaker_key());
     }
     let extensions = ctx.call_extensions(&call.id);
+    if first.is_none() && matches!(start, CallStart::Fresh) && approval::required(ctx, tool, call) {
+        let asked = approval::first_attempt(registry, ctx, entry, call, sent, extensions);
+        return Box::pin(asked).await;
+    }
     if let CallStart::From(progress) = start {
         if let Some(invalid) = first {
             let failure = Failure::new(invalid, progress.attempts, ctx.classifier());

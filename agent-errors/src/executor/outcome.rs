@@ -5,6 +5,7 @@ use std::fmt;
 
 use super::attempt::{Failed, classify_tool_error};
 use super::context::RunContext;
+use crate::approval::PendingApproval;
 use crate::chat::{ToolCall, ToolResult};
 use crate::classify::Classifier;
 use crate::classify::RedactedError;
@@ -45,6 +46,9 @@ pub enum TerminationReason {
         /// Denials counted, across every tool.
         denials: u32,
     },
+    /// The call waits for a person's answer (see [`crate::approval`]): the run stops without
+    /// holding a process, and a checkpointed run goes on once resumed with the answer.
+    WaitingForPerson(Box<PendingApproval>),
 }
 
 impl TerminationReason {
@@ -71,6 +75,9 @@ impl TerminationReason {
             }
             TerminationReason::Thrown(_) => {
                 "I couldn't finish that: a tool failed in a way that cannot be recovered."
+            }
+            TerminationReason::WaitingForPerson(_) => {
+                "This needs a person's answer before it can go on; it will go on once they answer."
             }
         }
     }
@@ -265,6 +272,8 @@ pub(crate) enum Handled {
     /// The call stopped before running its tool because the run is halting (a durable run
     /// could not save its progress): "operation cancelled".
     Cancelled,
+    /// The call waits for a person's answer.
+    Waiting(Box<PendingApproval>),
 }
 
 impl Handled {
@@ -355,6 +364,11 @@ impl Handled {
             }
             Handled::Tripped { tool, failures } => tripped(tool, ErrorKind::Unknown, failures),
             Handled::Cancelled => CallOutcome::cancelled(call),
+            Handled::Waiting(pending) => {
+                let reason = TerminationReason::WaitingForPerson(pending);
+                let waiting = Terminated::new(call.name.clone(), ErrorKind::Unknown, reason, None);
+                CallOutcome::Stop(Box::new(waiting))
+            }
         }
     }
 }

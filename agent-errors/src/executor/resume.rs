@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::approval::{self, Waiting};
 use super::attempt::{Missed, attempt};
 use super::context::RunContext;
 use super::ladder::Walk;
@@ -44,6 +45,9 @@ pub(crate) struct CallProgress {
     /// Set while the call sleeps before its next retry: no tool is running then, so the
     /// outcome of every attempt so far is known.
     pub(crate) backoff_ms: Option<u64>,
+    /// Set while the call waits for a person: no tool is running then either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) waiting: Option<Waiting>,
 }
 
 impl Default for CallProgress {
@@ -55,6 +59,7 @@ impl Default for CallProgress {
             arguments: None,
             retry: None,
             backoff_ms: None,
+            waiting: None,
         }
     }
 }
@@ -111,6 +116,10 @@ pub(super) async fn go_on(
     progress: &CallProgress,
     extensions: Extensions,
 ) -> Handled {
+    if let Some(waiting) = &progress.waiting {
+        let asked = approval::go_on(registry, ctx, entry, call, progress, waiting, extensions);
+        return Box::pin(asked).await;
+    }
     let raw = progress.arguments.as_deref().unwrap_or(&call.arguments);
     let args = || serde_json::from_str(raw).unwrap_or(serde_json::Value::Null);
     let walk = |failure| {

@@ -37,6 +37,12 @@ fn cached(query: String, limit: Option<u32>) -> Vec<String> {
     vec![query]
 }
 
+/// Sends money once a person approves; a failure is handed to a person too.
+#[tool(approval = required, on_error(execution = [ask_person, escalate]))]
+pub async fn transfer(cents: u64) -> u64 {
+    cents
+}
+
 /// Waits on a synchronous client with a timeout, unmarked: every plain `fn` runs on the
 /// blocking pool, so the timeout holds.
 #[tool(timeout = "2s")]

@@ -11,6 +11,7 @@
 //! The rungs that do the most live in files of their own: [`retry`] and [`fix`].
 
 mod fix;
+mod person;
 mod retry;
 
 use std::borrow::Cow;
@@ -97,6 +98,21 @@ impl<'a> Walk<'a> {
         self
     }
 
+    /// Sends `arguments` (a person's approval) from now on.
+    pub(super) fn with_arguments(mut self, arguments: &str) -> Self {
+        if arguments != self.raw {
+            self.raw = Cow::Owned(arguments.to_owned());
+        }
+        self
+    }
+
+    /// Counts the ladder of `key` as walked already: a person it handed the call to approved
+    /// another try, and a new failure of the same key does not walk it again.
+    pub(super) fn walked(mut self, key: Option<PolicyKey>) -> Self {
+        self.walked.extend(key);
+        self
+    }
+
     /// Starts on the retry rung `place` names, its drawn retries spent, the next attempt made
     /// after `delay`; a ladder that no longer has a retry rung there is walked from its top.
     pub(super) fn at_retry(mut self, place: &RetryPlace, delay: Duration) -> Self {
@@ -160,6 +176,7 @@ impl<'a> Walk<'a> {
             Action::Escalate => self.escalate(),
             Action::Throw => self.throw(),
             Action::Degrade => self.degrade(),
+            Action::AskPerson => self.ask_person().await,
         }
     }
 
@@ -169,17 +186,23 @@ impl<'a> Walk<'a> {
         if !recorder.records() {
             return true;
         }
-        let progress = CallProgress {
+        let mut progress = self.progress();
+        progress.retry = retry;
+        progress.backoff_ms = backoff.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        recorder.progress(&self.call.id, progress, self.ctx).await
+    }
+
+    /// How far the call got, on no retry rung.
+    fn progress(&self) -> CallProgress {
+        CallProgress {
             attempts: self.failure.attempts,
             repair_steps: self.repair_steps,
             arguments: match &self.raw {
                 Cow::Owned(raw) => Some(raw.clone()),
                 Cow::Borrowed(_) => None,
             },
-            retry,
-            backoff_ms: backoff.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        };
-        recorder.progress(&self.call.id, progress, self.ctx).await
+            ..CallProgress::default()
+        }
     }
 
     /// `fallback(tool = ..)`: call another tool once with the same arguments, outside its own

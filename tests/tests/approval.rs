@@ -1,0 +1,474 @@
+//! A person in the loop: a call that needs a person runs only once one approves it (with the
+//! arguments they approved, through the same checks as any other), a denial tells the model and
+//! never runs the tool, a policy can hand a failure to a person, and a checkpointed run nobody
+//! answers ends waiting and goes on when resumed with the answer, on a new agent and store.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use agent_errors::approval::{Decision, PendingApproval, WaitReason};
+use agent_errors::checkpoint::SqliteCheckpoints;
+use agent_errors::permission::Permission;
+use agent_errors::policy::{Action, Policy, PolicyKey};
+use agent_errors::run::{ResumeError, TerminationReason};
+use agent_errors::testing::{FaultyTool, ScriptedModel};
+use agent_errors::{
+    Agent, AgentBuilder, ErrorKind, HttpError, Limits, Message, RunError, RunOptions, ToolCall,
+    ToolDef, ToolResult,
+};
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct TransferArgs {
+    amount: u32,
+}
+
+/// A tool that sends money and requires approval; counts how often its body ran and with what.
+fn transfer(sent: &Arc<Mutex<Vec<u32>>>) -> ToolDef {
+    let sent = Arc::clone(sent);
+    ToolDef::new("transfer", "Sends money.", move |args: TransferArgs| {
+        let sent = Arc::clone(&sent);
+        async move {
+            sent.lock().unwrap().push(args.amount);
+            Ok::<_, std::io::Error>(format!("sent {}", args.amount))
+        }
+    })
+    .requires_approval(true)
+}
+
+/// An approver that answers `decision` and remembers what it was asked.
+fn answering(
+    decision: Decision,
+    asked: &Arc<Mutex<Vec<PendingApproval>>>,
+) -> impl Fn(&PendingApproval) -> Decision + Send + Sync + 'static {
+    let asked = Arc::clone(asked);
+    move |pending: &PendingApproval| {
+        asked.lock().unwrap().push(pending.clone());
+        decision.clone()
+    }
+}
+
+fn builder(model: &ScriptedModel, sent: &Arc<Mutex<Vec<u32>>>) -> AgentBuilder {
+    Agent::builder("clerk")
+        .model(model.clone())
+        .tool(transfer(sent))
+}
+
+fn tool_results(transcript: &[Message]) -> Vec<&ToolResult> {
+    transcript
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool(result) => Some(result),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The tool results the model was shown in its last request.
+fn shown_to_model(model: &ScriptedModel) -> Vec<ToolResult> {
+    let request = model.last_request().expect("the model was asked");
+    tool_results(&request.messages)
+        .into_iter()
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn an_approved_call_runs_once_and_the_run_finishes() {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 900}"#)
+        .text("sent it");
+    let agent = builder(&model, &sent)
+        .approver(answering(Decision::Approve, &asked))
+        .build()
+        .unwrap();
+
+    assert_eq!(agent.run("pay the rent").await.unwrap(), "sent it");
+    assert_eq!(*sent.lock().unwrap(), [900]);
+    let asked = asked.lock().unwrap();
+    assert_eq!(
+        *asked,
+        [PendingApproval::new(
+            "call_1",
+            "transfer",
+            r#"{"amount": 900}"#,
+            WaitReason::ApprovalRequired
+        )]
+    );
+    assert_eq!(shown_to_model(&model)[0].content, "sent 900");
+}
+
+#[tokio::test]
+async fn a_denied_call_never_runs_and_the_model_is_told_why() {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 900}"#)
+        .text("could not");
+    let agent = builder(&model, &sent)
+        .approver(answering(
+            Decision::Deny("too much this month".into()),
+            &asked,
+        ))
+        .build()
+        .unwrap();
+
+    assert_eq!(agent.run("pay the rent").await.unwrap(), "could not");
+    assert!(sent.lock().unwrap().is_empty(), "a denied call never runs");
+    let shown = shown_to_model(&model);
+    assert!(shown[0].is_error);
+    assert!(
+        shown[0].content.contains("too much this month"),
+        "{}",
+        shown[0].content
+    );
+}
+
+#[tokio::test]
+async fn a_persons_denials_count_against_the_runs_budget_of_denials() {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 1}"#)
+        .tool_call("transfer", r#"{"amount": 2}"#)
+        .text("never reached");
+    let agent = builder(&model, &sent)
+        .approver(answering(Decision::Deny("no".into()), &asked))
+        .limits(Limits::default().with_max_permission_denials(2))
+        .build()
+        .unwrap();
+
+    let error = agent.run("pay").await.unwrap_err();
+    let Some(terminated) = error.terminated() else {
+        panic!("expected the denial budget to end the run: {error:?}");
+    };
+    assert_eq!(
+        terminated.reason,
+        TerminationReason::PermissionDenials { denials: 2 }
+    );
+    assert!(sent.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn edited_arguments_run_in_place_of_the_models() {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 900}"#)
+        .text("sent less");
+    let edited = Decision::ApproveWith(r#"{"amount": 500}"#.into());
+    let agent = builder(&model, &sent)
+        .approver(answering(edited, &asked))
+        .build()
+        .unwrap();
+
+    assert_eq!(agent.run("pay").await.unwrap(), "sent less");
+    assert_eq!(*sent.lock().unwrap(), [500]);
+}
+
+#[tokio::test]
+async fn edited_arguments_the_permission_hook_denies_are_denied() {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let hooked = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&hooked);
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 900}"#)
+        .text("could not");
+    let edited = Decision::ApproveWith(r#"{"amount": 5000}"#.into());
+    let agent = builder(&model, &sent)
+        .approver(answering(edited, &asked))
+        .permission(move |call: &ToolCall| {
+            seen.lock().unwrap().push(call.arguments.clone());
+            if call.arguments.contains("5000") {
+                Permission::Deny("over the limit".into())
+            } else {
+                Permission::Allow
+            }
+        })
+        .build()
+        .unwrap();
+
+    assert_eq!(agent.run("pay").await.unwrap(), "could not");
+    assert!(sent.lock().unwrap().is_empty(), "the edited call never ran");
+    // The hook was asked about what the model wrote, and then about what the person approved.
+    assert_eq!(
+        *hooked.lock().unwrap(),
+        [r#"{"amount": 900}"#, r#"{"amount": 5000}"#]
+    );
+    assert!(shown_to_model(&model)[0].content.contains("over the limit"));
+}
+
+#[tokio::test]
+async fn the_agents_rule_makes_any_tool_wait_for_a_person() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new()
+        .tool_call("delete_file", r#"{"text": "notes.txt"}"#)
+        .text("kept it");
+    let agent = Agent::builder("clerk")
+        .model(model.clone())
+        .tool(agent_errors::testing::echo_tool("delete_file"))
+        .require_approval(|call: &ToolCall| call.name.starts_with("delete_"))
+        .approver(answering(Decision::Deny("keep it".into()), &asked))
+        .build()
+        .unwrap();
+
+    assert_eq!(agent.run("clean up").await.unwrap(), "kept it");
+    assert_eq!(asked.lock().unwrap()[0].tool, "delete_file");
+    assert!(shown_to_model(&model)[0].content.contains("keep it"));
+}
+
+#[tokio::test]
+async fn a_failure_handed_to_a_person_is_tried_again_once_they_approve() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let flaky = FaultyTool::new(agent_errors::testing::echo_tool("lookup"))
+        .fail_times(1, || HttpError::new(409, "the record is locked"));
+    let tool = flaky
+        .tool()
+        .with_policy(Policy::new().on(PolicyKey::Execution, Action::AskPerson));
+    let model = ScriptedModel::new()
+        .tool_call("lookup", r#"{"text": "found"}"#)
+        .text("done");
+    let agent = Agent::builder("clerk")
+        .model(model.clone())
+        .tool(tool)
+        .approver(answering(Decision::Approve, &asked))
+        .build()
+        .unwrap();
+
+    assert_eq!(agent.run("look").await.unwrap(), "done");
+    assert_eq!(flaky.calls(), 2, "the person's approval tried it once more");
+    assert_eq!(shown_to_model(&model)[0].content, "found");
+    let asked = asked.lock().unwrap();
+    let WaitReason::Failure { kind, message } = &asked[0].reason else {
+        panic!("expected the failure handed over: {asked:?}");
+    };
+    assert_eq!(*kind, ErrorKind::Transient);
+    assert!(message.contains("the record is locked"), "{message}");
+}
+
+#[tokio::test]
+async fn a_run_with_nobody_to_answer_ends_waiting_and_its_transcript_stays_whole() {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 900}"#)
+        .text("never reached");
+    let agent = builder(&model, &sent).build().unwrap();
+
+    let outcome = agent.run_with("pay", RunOptions::new()).await;
+    let Err(RunError::WaitingForPerson { pending }) = outcome.result else {
+        panic!("expected the run to wait: {:?}", outcome.result);
+    };
+    assert_eq!(pending[0].call_id, "call_1");
+    assert!(sent.lock().unwrap().is_empty());
+    // Every call the model made has exactly one result, so the transcript can be sent again.
+    assert_eq!(tool_results(&outcome.transcript).len(), 1);
+    assert_eq!(model.calls(), 1);
+}
+
+/// A directory of its own for one test, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "agent-errors-approval-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        Scratch(dir)
+    }
+
+    fn store(&self) -> SqliteCheckpoints {
+        SqliteCheckpoints::open(self.0.join("runs.db")).expect("the store opens")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Starts a checkpointed run that waits for a person on `transfer`, and checks it waits.
+async fn start_waiting(scratch: &Scratch, sent: &Arc<Mutex<Vec<u32>>>) -> ScriptedModel {
+    let model = ScriptedModel::new().tool_call("transfer", r#"{"amount": 900}"#);
+    let agent = builder(&model, sent)
+        .checkpoints(scratch.store())
+        .build()
+        .unwrap();
+    let outcome = agent
+        .run_with("pay the rent", RunOptions::new().run_id("rent"))
+        .await;
+    let Err(RunError::WaitingForPerson { pending }) = outcome.result else {
+        panic!("expected the run to wait: {:?}", outcome.result);
+    };
+    let expected = PendingApproval::new(
+        "call_1",
+        "transfer",
+        r#"{"amount": 900}"#,
+        WaitReason::ApprovalRequired,
+    );
+    assert_eq!(pending, [expected]);
+    assert!(sent.lock().unwrap().is_empty());
+    model
+}
+
+/// A new agent on a new handle of the same store, as another process would build.
+fn resumer(scratch: &Scratch, model: &ScriptedModel, sent: &Arc<Mutex<Vec<u32>>>) -> Agent {
+    builder(model, sent)
+        .checkpoints(scratch.store())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_checkpointed_run_waits_and_an_approval_resumes_it_on_a_new_agent() {
+    let scratch = Scratch::new("approve");
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let first = start_waiting(&scratch, &sent).await;
+
+    let model = ScriptedModel::new().text("sent it");
+    let agent = resumer(&scratch, &model, &sent);
+    let options = RunOptions::new().answer("call_1", Decision::Approve);
+    let outcome = agent.resume("rent", options).await;
+    assert_eq!(outcome.result.unwrap(), "sent it");
+    assert_eq!(*sent.lock().unwrap(), [900], "the tool ran once");
+    // The model was asked for the turn once, before the wait, and once after the answer.
+    assert_eq!((first.calls(), model.calls()), (1, 1));
+    assert_eq!(shown_to_model(&model)[0].content, "sent 900");
+
+    let again = resumer(&scratch, &model, &sent)
+        .resume("rent", RunOptions::new())
+        .await;
+    assert!(matches!(
+        again.result,
+        Err(RunError::Resume(ResumeError::Finished { .. }))
+    ));
+}
+
+#[tokio::test]
+async fn a_checkpointed_run_resumed_with_a_denial_never_runs_the_tool() {
+    let scratch = Scratch::new("deny");
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    start_waiting(&scratch, &sent).await;
+
+    let model = ScriptedModel::new().text("could not");
+    let agent = resumer(&scratch, &model, &sent);
+    let options = RunOptions::new().answer("call_1", Decision::Deny("not this month".into()));
+    let outcome = agent.resume("rent", options).await;
+    assert_eq!(outcome.result.unwrap(), "could not");
+    assert!(sent.lock().unwrap().is_empty());
+    let shown = shown_to_model(&model);
+    assert!(shown[0].is_error && shown[0].content.contains("not this month"));
+}
+
+#[tokio::test]
+async fn a_run_resumed_without_an_answer_waits_again() {
+    let scratch = Scratch::new("again");
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    start_waiting(&scratch, &sent).await;
+
+    let model = ScriptedModel::new().text("never reached");
+    let outcome = resumer(&scratch, &model, &sent)
+        .resume("rent", RunOptions::new())
+        .await;
+    let Err(RunError::WaitingForPerson { pending }) = outcome.result else {
+        panic!("expected the run to wait again: {:?}", outcome.result);
+    };
+    assert_eq!(pending[0].call_id, "call_1");
+    assert_eq!(model.calls(), 0);
+
+    let approved = RunOptions::new().answer("call_1", Decision::Approve);
+    let model = ScriptedModel::new().text("sent it");
+    let outcome = resumer(&scratch, &model, &sent)
+        .resume("rent", approved)
+        .await;
+    assert_eq!(outcome.result.unwrap(), "sent it");
+    assert_eq!(*sent.lock().unwrap(), [900]);
+}
+
+#[tokio::test]
+async fn a_failure_handed_to_a_person_waits_in_the_checkpoint_and_is_tried_once_more_on_approval() {
+    let scratch = Scratch::new("failure");
+    let flaky = FaultyTool::new(agent_errors::testing::echo_tool("lookup"))
+        .fail_times(1, || HttpError::new(409, "the record is locked"));
+    let tool = flaky
+        .tool()
+        .with_policy(Policy::new().on(PolicyKey::Execution, Action::AskPerson));
+    let build = |model: &ScriptedModel| {
+        Agent::builder("clerk")
+            .model(model.clone())
+            .tool(tool.clone())
+            .checkpoints(scratch.store())
+            .build()
+            .unwrap()
+    };
+    let model = ScriptedModel::new().tool_call("lookup", r#"{"text": "found"}"#);
+    let outcome = build(&model)
+        .run_with("look", RunOptions::new().run_id("look"))
+        .await;
+    let Err(RunError::WaitingForPerson { pending }) = outcome.result else {
+        panic!("expected the run to wait: {:?}", outcome.result);
+    };
+    assert!(matches!(
+        pending[0].reason,
+        WaitReason::Failure {
+            kind: ErrorKind::Transient,
+            ..
+        }
+    ));
+    assert_eq!(flaky.calls(), 1);
+
+    let model = ScriptedModel::new().text("done");
+    let options = RunOptions::new().answer("call_1", Decision::Approve);
+    let outcome = build(&model).resume("look", options).await;
+    assert_eq!(outcome.result.unwrap(), "done");
+    assert_eq!(flaky.calls(), 2);
+    assert_eq!(shown_to_model(&model)[0].content, "found");
+}
+
+#[tokio::test]
+async fn an_approver_that_panics_has_denied_the_call() {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let runs = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&runs);
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 900}"#)
+        .text("could not");
+    let agent = builder(&model, &sent)
+        .approver(move |_: &PendingApproval| -> Decision {
+            counted.fetch_add(1, Ordering::SeqCst);
+            panic!("the approval service is down")
+        })
+        .build()
+        .unwrap();
+
+    assert_eq!(agent.run("pay").await.unwrap(), "could not");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert!(sent.lock().unwrap().is_empty());
+}
+
+/// Charges a card once a person approves; a failure goes to a person, then to the model.
+#[agent_errors::tool(approval = required, on_error(execution = [ask_person, escalate]))]
+async fn charge(cents: u64) -> u64 {
+    cents
+}
+
+#[test]
+fn the_dsl_marks_a_tool_for_approval_and_writes_ask_person_as_an_action() {
+    let tools = agent_errors::tools![charge];
+    assert!(tools[0].is_approval_required());
+    let ladder = tools[0].policy().get(PolicyKey::Execution).unwrap();
+    assert_eq!(ladder.actions(), [Action::AskPerson, Action::Escalate]);
+    assert_eq!(ladder.to_string(), "[ask_person, escalate]");
+    assert!(
+        transfer(&Arc::default())
+            .policy()
+            .get(PolicyKey::Execution)
+            .is_none()
+    );
+}
