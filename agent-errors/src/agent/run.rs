@@ -162,11 +162,8 @@ impl<O: AgentOutput> AgentInner<O> {
             events: EventLog::observed(observer),
             run_id: Some(run_id.into()),
             recorder,
-<<<<<<< HEAD
             journal: options.journal,
-=======
             approvals: self.approvals.for_run(options.answers),
->>>>>>> approval
         })
     }
 
