@@ -240,6 +240,39 @@ impl Service {
     async fn kill(mut self) {
         self.process.kill().await.expect("the service is killed");
     }
+
+    /// Waits until the service prints `AWAKEABLE <id>`; the id.
+    async fn awakeable(&mut self) -> String {
+        let lines = &mut self.lines;
+        let waited = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.expect("readable stdout") {
+                if let Some(id) = line.strip_prefix("AWAKEABLE ") {
+                    return id.to_owned();
+                }
+            }
+            panic!("the service ended without announcing an awakeable");
+        });
+        waited
+            .await
+            .expect("the call waited for a person within a minute")
+    }
+}
+
+impl Server {
+    /// Answers the awakeable `id` with `decision`, as a person would over Restate's API.
+    async fn answer(&self, id: &str, decision: serde_json::Value) {
+        let url = format!(
+            "http://127.0.0.1:{}/restate/awakeables/{id}/resolve",
+            self.ingress
+        );
+        let response = reqwest::Client::new()
+            .post(url)
+            .json(&decision)
+            .send()
+            .await
+            .expect("ingress");
+        assert!(response.status().is_success(), "{}", response.status());
+    }
 }
 
 /// The requests the model answered, by how many messages each had.
@@ -406,4 +439,62 @@ async fn two_requests_with_one_idempotency_key_are_one_run() {
         format!("\"told: charged 250 with key {first}:call_1\"")
     );
     assert_eq!(scratch.lines("charge.log").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_call_runs_once_even_when_the_service_restarted_while_it_waited() {
+    let scratch = Scratch::new("approve");
+    let server = Server::start(&scratch.0).await;
+    let port = free_port();
+    let mut service = Service::start(port, "transfer", &scratch.service(), "open").await;
+    server.register(port).await;
+
+    let invocation = server.send("send 900", None).await;
+    let awakeable = service.awakeable().await;
+    // Nothing holds the wait: the service goes away and another one takes the answer.
+    service.kill().await;
+    let _service = Service::start(port, "transfer", &scratch.service(), "open").await;
+    assert!(
+        scratch.lines("transfer.log").is_empty(),
+        "not run before the answer"
+    );
+    server
+        .answer(&awakeable, serde_json::json!("Approve"))
+        .await;
+    let answer = server.attach(&invocation).await;
+
+    assert_eq!(
+        scratch.lines("transfer.log").len(),
+        1,
+        "run once, after the approval"
+    );
+    assert_eq!(
+        answer,
+        format!("\"told: charged 250 with key {invocation}:call_1\"")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_call_never_runs_and_the_model_is_told() {
+    let scratch = Scratch::new("deny");
+    let server = Server::start(&scratch.0).await;
+    let port = free_port();
+    let mut service = Service::start(port, "transfer", &scratch.service(), "open").await;
+    server.register(port).await;
+
+    let invocation = server.send("send 900", None).await;
+    let awakeable = service.awakeable().await;
+    server
+        .answer(&awakeable, serde_json::json!({"Deny": "too much"}))
+        .await;
+    let answer = server.attach(&invocation).await;
+
+    assert!(
+        scratch.lines("transfer.log").is_empty(),
+        "the tool never ran"
+    );
+    assert!(
+        answer.contains("too much"),
+        "the model was told why: {answer}"
+    );
 }

@@ -7,12 +7,16 @@
 //! journals the value the run sends back. On replay Restate does not run the closure: the run is
 //! handed the journaled value and its work is dropped unrun.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use restate_sdk::prelude::{Context, ContextSideEffects, ContextTimers, Json, RunFuture};
+use restate_sdk::prelude::{
+    Context, ContextAwakeables, ContextSideEffects, ContextTimers, Json, RunFuture,
+};
 use restate_sdk::prelude::{HandlerResult, TerminalError};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::approval::{Decision, PendingApproval};
 use crate::error::BoxFuture;
 use crate::journal::Journal;
 
@@ -31,7 +35,20 @@ pub(super) enum StepRequest {
         delay: Duration,
         done: oneshot::Sender<()>,
     },
+    /// A call waits for a person: an awakeable, announced once through `notify`.
+    Person {
+        pending: PendingApproval,
+        notify: Arc<Notify>,
+        done: oneshot::Sender<Decision>,
+    },
 }
+
+/// How a person learns that a call waits: the awakeable's id and the call.
+pub(super) type Notify = dyn Fn(&str, &PendingApproval) + Send + Sync;
+
+/// The run's channel to its handler, in the run's extensions, so the run's approver finds it.
+#[derive(Clone)]
+pub(super) struct HandlerChannel(pub(super) mpsc::UnboundedSender<StepRequest>);
 
 /// The run's side of the channel.
 #[derive(Debug)]
@@ -40,9 +57,10 @@ pub(super) struct ChannelJournal {
 }
 
 impl ChannelJournal {
-    pub(super) fn new() -> (ChannelJournal, super::Steps) {
+    pub(super) fn new() -> (ChannelJournal, HandlerChannel, super::Steps) {
         let (requests, steps) = mpsc::unbounded_channel();
-        (ChannelJournal { requests }, steps)
+        let channel = HandlerChannel(requests.clone());
+        (ChannelJournal { requests }, channel, steps)
     }
 }
 
@@ -96,6 +114,26 @@ pub(super) fn serve<'a>(ctx: &'a Context<'_>, request: StepRequest) -> BoxFuture
             if let Ok(Json(value)) = step.await {
                 let _ = done.send(value);
             }
+        }),
+        StepRequest::Person {
+            pending,
+            notify,
+            done,
+        } => Box::pin(async move {
+            let (id, answer) = ctx.awakeable::<Json<Decision>>();
+            tracing::info!(awakeable = %id, call = %pending, "waiting for a person");
+            let announce = move || async move {
+                notify(&id, &pending);
+                HandlerResult::Ok(())
+            };
+            if ctx.run(announce).name("announce approval").await.is_err() {
+                return;
+            }
+            let decision = match answer.await {
+                Ok(Json(decision)) => decision,
+                Err(rejected) => Decision::Deny(rejected.message().to_owned()),
+            };
+            let _ = done.send(decision);
         }),
         StepRequest::Sleep { delay, done } => Box::pin(async move {
             tracing::info!(?delay, "durable sleep");

@@ -23,6 +23,7 @@
 //! id>`) is the same on every replay. Two requests with the same `idempotency-key` header are
 //! one invocation, so one run: Restate answers the second with the first's result.
 
+mod approver;
 mod journal;
 
 use std::sync::Arc;
@@ -35,6 +36,7 @@ use tokio::sync::mpsc;
 use crate::agent::{Agent, AgentOutput, RunError, RunOptions};
 use crate::journal::RunJournal;
 
+pub use approver::AwakeableApprover;
 use journal::{ChannelJournal, serve};
 
 /// Runs `agent` on `input` as this Restate invocation, every model request and tool attempt a
@@ -87,8 +89,8 @@ pub async fn run<O: AgentOutput>(
     input: impl Into<String>,
     options: RunOptions,
 ) -> Result<O, RunError> {
-    let (journal, mut steps) = ChannelJournal::new();
-    let mut options = options.run_id(ctx.invocation_id());
+    let (journal, channel, mut steps) = ChannelJournal::new();
+    let mut options = options.run_id(ctx.invocation_id()).context(channel);
     options.journal = Some(RunJournal(Arc::new(journal)));
     let mut run = std::pin::pin!(agent.run_with(input, options));
     // The run asks for steps through a channel; they are taken up here, on the handler's

@@ -1,7 +1,7 @@
 //! One process serving an agent as a Restate service, for the Restate tests: the test kills it
 //! (and the server) mid-run and starts it again on the same port.
 //!
-//! `restate_service <port> <charge|flaky|rate-limited> <dir> <gate>`
+//! `restate_service <port> <charge|flaky|rate-limited|transfer> <dir> <gate>`
 //!
 //! The service is `Assistant`, its handler `ask`. Its model answers from the request alone (a
 //! restarted process must answer a replayed run the same way), and logs each request it
@@ -10,6 +10,8 @@
 //!   call's idempotency key), then answers with the tool's result.
 //! - `flaky`: the model asks for `flaky`, which fails with a 503 every time under `retry(3)`
 //!   (a line per attempt in `<dir>/flaky.log`), then answers with what it was told.
+//! - `transfer`: the model asks for `transfer`, which requires a person's approval: the process
+//!   prints `AWAKEABLE <id>` for the person to answer (the tool logs to `<dir>/transfer.log`).
 //! - `rate-limited`: the model's first request fails with a 429 and `Retry-After: 1`; later ones
 //!   answer `after the wait`.
 //!
@@ -25,6 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent_errors::call::{BoxFuture, Extensions, IdempotencyKey, ToolFuture, ToolHandler};
 use agent_errors::policy::{Action, Policy, PolicyKey, RetryAction};
+use agent_errors::restate::AwakeableApprover;
 use agent_errors::{
     Agent, BoxError, ChatModel, ChatRequest, ChatResponse, HttpError, LlmErrorDecision, Message,
     RunOptions, ToolCall, ToolDef, ToolError,
@@ -74,6 +77,7 @@ impl Model {
         let tool = match self.scenario.as_str() {
             "charge" => "charge",
             "flaky" => "flaky",
+            "transfer" => "transfer",
             _ => {
                 let earlier =
                     std::fs::read_to_string(self.dir.join("model.log")).unwrap_or_default();
@@ -206,6 +210,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .model(model)
         .tool(tool(&dir, "charge", false))
         .tool(tool(&dir, "flaky", true))
+        .tool(tool(&dir, "transfer", false).requires_approval(true))
+        .approver(AwakeableApprover::new(|awakeable, _| {
+            say(&format!("AWAKEABLE {awakeable}"));
+        }))
         .on_llm_error(|_: &(dyn std::error::Error + Send + Sync + 'static), _| {
             LlmErrorDecision::retry(3, Duration::from_millis(100))
         })
