@@ -49,12 +49,13 @@ use journal::{ChannelJournal, serve};
 ///
 /// # Examples
 ///
-/// ```no_run
+/// ```
 /// use agent_errors::prelude::*;
 /// use agent_errors::testing::ScriptedModel;
 /// use agent_errors::{Agent, RunOptions};
 /// use restate_sdk::prelude::*;
 ///
+/// /// Adds two numbers.
 /// #[tool]
 /// async fn add(a: i64, b: i64) -> i64 {
 ///     a + b
@@ -74,12 +75,18 @@ use journal::{ChannelJournal, serve};
 ///     }
 /// }
 ///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// /// Serves the agent for a Restate server to call (register it with the server's admin API).
+/// async fn serve(endpoint: Endpoint) -> Result<(), Box<dyn std::error::Error>> {
+///     HttpServer::new(endpoint).listen_and_serve("127.0.0.1:9080".parse()?).await;
+///     Ok(())
+/// }
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let model = ScriptedModel::new().tool_call("add", r#"{"a": 2, "b": 3}"#).text("5");
 /// let agent = Agent::builder("assistant").model(model).tools(tools![add]).build()?;
 /// let endpoint = Endpoint::builder().bind(Assistant { agent }).build();
-/// HttpServer::new(endpoint).listen_and_serve("127.0.0.1:9080".parse()?).await;
+/// # let _ = serve;
+/// # drop(endpoint);
 /// # Ok(())
 /// # }
 /// ```
