@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use crate::chat::ChatResponse;
 use crate::classify::{Classification, ErrorKind, Evidence, HttpError};
 use crate::error::{BoxError, BoxFuture};
-use crate::executor::SavedFailure;
 use crate::tool::ToolOutput;
 
 /// An engine's journal, as a run sees it.
@@ -106,17 +105,13 @@ impl JournaledFailure {
         }
     }
 
-    /// The failure as the ladder meets it: the journaled words, and the classification they had.
-    pub(crate) fn into_failure(self) -> (SavedFailure, Classification) {
+    /// The failure's words, and the classification they had.
+    pub(crate) fn into_parts(self) -> (ErrorKind, String, Classification) {
         let mut class = Classification::new(self.kind, Evidence::Type("Journaled"));
         class.retry_after = self.retry_after_ms.map(Duration::from_millis);
         class.should_retry = self.should_retry;
         class.status = self.status;
-        let saved = SavedFailure {
-            kind: self.kind,
-            message: self.message,
-        };
-        (saved, class)
+        (self.kind, self.message, class)
     }
 }
 

@@ -269,8 +269,8 @@ async fn journaled(
         Some(JournaledAttempt::Output(output)) => Ok(output),
         Some(JournaledAttempt::Tripped(failures)) => Err(Missed::Tripped { failures }),
         Some(JournaledAttempt::Failed(failure)) => {
-            let (saved, class) = failure.into_failure();
-            let error = ToolError::execution(parse_value(raw), saved);
+            let (kind, message, class) = failure.into_parts();
+            let error = ToolError::execution(parse_value(raw), SavedFailure { kind, message });
             Err(Missed::Failed(Failed {
                 error,
                 class: Some(class),
