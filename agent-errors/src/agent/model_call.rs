@@ -104,7 +104,8 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
         .catch_unwind();
         let asked = match self.ctx.journal() {
             None => asked.await,
-            Some(journal) => match journaled_ask(journal, asked).await {
+            // Boxed: a request without a journal must not carry this future's space.
+            Some(journal) => match Box::pin(journaled_ask(journal, asked)).await {
                 Some(asked) => asked,
                 None => return Ok(Err(RunError::Cancelled)),
             },

@@ -135,7 +135,8 @@ pub(crate) async fn attempt(
         Err(payload) => return Err(Missed::Failed(panicked(payload).into())),
     };
     if let Some(journal) = ctx.journal() {
-        return journaled(journal, ctx, tool, raw, future).await;
+        // Boxed: an attempt without a journal must not carry this future's space.
+        return Box::pin(journaled(journal, ctx, tool, raw, future)).await;
     }
     run(ctx, tool, raw, future).await
 }
