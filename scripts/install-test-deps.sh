@@ -2,7 +2,8 @@
 # Installs the programs the test suite starts for real, when they are missing: Debian's
 # redis-server (the fleet tests), Debian's PostgreSQL server (the checkpoint store tests, which
 # run `initdb` and `postgres` from /usr/lib/postgresql/*/bin), and the reference MCP server
-# from npm (the MCP tests; it needs Node.js and npm). Safe to run again: it does nothing when
+# from npm (the MCP tests; it needs Node.js and npm), and the Restate server from npm (the
+# durable-run tests on Restate). Safe to run again: it does nothing when
 # everything is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,3 +22,4 @@ fi
 if [ -f scripts/install-mcp-server.sh ]; then
   bash scripts/install-mcp-server.sh
 fi
+bash scripts/install-restate-server.sh

@@ -1,15 +1,18 @@
 //! What durable runs cost, every store side by side in one run: a scripted two-turn run (a
 //! tool call, then an answer) without checkpoints, with `MemoryCheckpoints`, with
-//! `SqliteCheckpoints` on disk and with `PostgresCheckpoints` on loopback; and one save of a
+//! `SqliteCheckpoints` on disk, with `PostgresCheckpoints` on loopback, and on Restate (a
+//! `restate-server` on loopback, the run one invocation of three journaled steps); and one save of a
 //! realistic state (a 20-message transcript of about 8 KB) in each store, PostgreSQL both with
 //! its durable defaults and with `synchronous_commit=off`. A run with one tool call saves four
 //! checkpoints: at its start, after the turn that asks for the tool, after the tool's result,
-//! and at its end. Starts its own PostgreSQL the way the tests do.
+//! and at its end. Starts its own PostgreSQL and Restate server the way the tests do.
 //!
 //! ```text
 //! bash scripts/install-test-deps.sh
-//! cargo bench -p agent-errors --features sqlite,postgres --bench checkpoints
+//! cargo bench -p agent-errors --features sqlite,postgres,restate --bench checkpoints
 //! ```
+
+mod on_restate;
 
 #[path = "../../tests/tests/support/postgres.rs"]
 #[allow(dead_code)] // the tests' helper: the bench uses only its start
@@ -177,6 +180,13 @@ fn bench(c: &mut Criterion) {
             });
         });
     }
+    // The same run on Restate: each model request and the tool attempt a journaled step, the
+    // run one invocation through the ingress.
+    let on_restate = on_restate::OnRestate::start(&rt, agent(None));
+    group.bench_function("restate", |b| {
+        b.iter(|| black_box(rt.block_on(on_restate.run("fetch it"))));
+    });
+    drop(on_restate);
     group.finish();
 
     let state = transcript_state();

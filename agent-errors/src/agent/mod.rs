@@ -261,6 +261,8 @@ pub struct RunOptions {
     pub(crate) feed: Option<Feed>,
     /// The run's id, when the caller chose it.
     pub(crate) run_id: Option<String>,
+    /// The engine journal the run steps through, when it runs on a durable-execution engine.
+    pub(crate) journal: Option<crate::journal::RunJournal>,
     /// A person's answers to calls the run waits on, by call id.
     pub(crate) answers: Vec<(String, Decision)>,
 }

@@ -14,6 +14,7 @@ use crate::classify::server_delay;
 use crate::error::BoxError;
 use crate::events::Event;
 use crate::executor::{RunContext, ToolPanic};
+use crate::journal::{JournaledModelCall, RunJournal};
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER, cannot_succeed_on_retry};
 use crate::retry::{self, Policy, RetrySchedule, Step, Stop, decide};
 
@@ -101,7 +102,15 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
             self.counts.deltas.as_ref(),
         ))
         .catch_unwind();
-        let result = match asked.await {
+        let asked = match self.ctx.journal() {
+            None => asked.await,
+            // Boxed: a request without a journal must not carry this future's space.
+            Some(journal) => match Box::pin(journaled_ask(journal, asked)).await {
+                Some(asked) => asked,
+                None => return Ok(Err(RunError::Cancelled)),
+            },
+        };
+        let result = match asked {
             Ok(result) => result,
             Err(panic) => return Ok(Err(callback_panicked("ChatModel::chat", panic))),
         };
@@ -177,4 +186,38 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
         self.attempt += 1;
         ControlFlow::Continue(())
     }
+
+    fn sleeper(&self) -> crate::retry::Sleep {
+        self.ctx.sleeper()
+    }
+}
+
+type Asked = std::thread::Result<Result<ChatResponse, BoxError>>;
+
+/// A model request as a step of the run's journal: on replay its journaled answer (or failure)
+/// comes back and the model is not asked again. `None` when the journal could not keep it.
+async fn journaled_ask(
+    journal: &RunJournal,
+    asked: impl Future<Output = Asked> + Send,
+) -> Option<Asked> {
+    let work = async {
+        match asked.await {
+            Ok(Ok(response)) => JournaledModelCall::Answered(response),
+            Ok(Err(error)) => JournaledModelCall::failed(&error),
+            Err(panic) => JournaledModelCall::Panicked(ToolPanic::from_payload(panic).message),
+        }
+    };
+    Some(match journal.step("model", work).await? {
+        JournaledModelCall::Answered(response) => Ok(Ok(response)),
+        JournaledModelCall::Failed {
+            message,
+            status,
+            retry_after_secs,
+        } => Ok(Err(JournaledModelCall::error(
+            message,
+            status,
+            retry_after_secs,
+        ))),
+        JournaledModelCall::Panicked(message) => Err(Box::new(message)),
+    })
 }

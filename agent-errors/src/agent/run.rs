@@ -162,6 +162,7 @@ impl<O: AgentOutput> AgentInner<O> {
             events: EventLog::observed(observer),
             run_id: Some(run_id.into()),
             recorder,
+            journal: options.journal,
             approvals: self.approvals.for_run(options.answers),
         })
     }

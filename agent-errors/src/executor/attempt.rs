@@ -14,7 +14,8 @@ use crate::breaker::{Admission, ServiceBreaker};
 use crate::classify::{Classification, Classifier, ErrorKind, Evidence, classify};
 use crate::error::{BoxError, InvalidArguments, ToolError};
 use crate::extensions::{Extensions, MissingContext};
-use crate::tool::{ToolDef, ToolOutput};
+use crate::journal::{JournaledAttempt, JournaledFailure, RunJournal};
+use crate::tool::{ToolDef, ToolFuture, ToolOutput};
 
 /// A tool panicked; classified [`ErrorKind::Bug`].
 ///
@@ -168,6 +169,23 @@ pub(crate) async fn attempt(
         Ok(Err(args_error)) => return Err(Missed::Failed(args_error.into())),
         Err(payload) => return Err(Missed::Failed(panicked(payload).into())),
     };
+    if let Some(journal) = ctx.journal() {
+        // Boxed: an attempt without a journal must not carry this future's space.
+        return Box::pin(journaled(journal, ctx, tool, raw, future)).await;
+    }
+    run(ctx, tool, raw, future).await
+}
+
+/// Runs the tool's `future`, admitted by the service breaker and under its timeout, and
+/// classifies a failure when the breaker needed it.
+async fn run(
+    ctx: &RunContext,
+    tool: &ToolDef,
+    raw: &str,
+    future: ToolFuture,
+) -> Result<ToolOutput, Missed> {
+    let panicked =
+        |payload| ToolError::execution(parse_value(raw), ToolPanic::from_payload(payload));
     let mut admitted = match admit(ctx.service_breaker(), ctx.classifier(), tool, raw).await {
         Ok(admitted) => admitted,
         Err(open) => return Err(Missed::Failed(open.into())),
@@ -259,5 +277,43 @@ impl Drop for Admitted<'_> {
         if self.probe && !self.recorded {
             self.breaker.release_probe(self.key);
         }
+    }
+}
+
+/// An attempt as a step of the run's journal: what it did (output, or failure with its
+/// classification) is journaled as a value, so the engine never retries it on its own and a
+/// replay hands the same outcome to the ladder without calling the tool again.
+async fn journaled(
+    journal: &RunJournal,
+    ctx: &RunContext,
+    tool: &ToolDef,
+    raw: &str,
+    future: ToolFuture,
+) -> Result<ToolOutput, Missed> {
+    let work = async {
+        match run(ctx, tool, raw, future).await {
+            Ok(output) => JournaledAttempt::Output(output),
+            Err(Missed::Tripped { failures }) => JournaledAttempt::Tripped(failures),
+            Err(Missed::Failed(Failed { error, class })) => {
+                let class = class.unwrap_or_else(|| classify_tool_error(&error, ctx.classifier()));
+                JournaledAttempt::Failed(JournaledFailure::new(&error.to_string(), &class))
+            }
+        }
+    };
+    let name = format!("tool:{}", tool.name());
+    match journal.step(&name, work).await {
+        Some(JournaledAttempt::Output(output)) => Ok(output),
+        Some(JournaledAttempt::Tripped(failures)) => Err(Missed::Tripped { failures }),
+        Some(JournaledAttempt::Failed(failure)) => {
+            let (kind, message, class) = failure.into_parts();
+            let error = ToolError::execution(parse_value(raw), SavedFailure { kind, message });
+            Err(Missed::Failed(Failed {
+                error,
+                class: Some(class),
+            }))
+        }
+        None => Err(Missed::Failed(
+            ToolError::execution(parse_value(raw), crate::executor::CallInterrupted).into(),
+        )),
     }
 }

@@ -16,6 +16,7 @@ use crate::classify::Classifier;
 use crate::events::{EventLog, EventSink};
 use crate::extensions::Extensions;
 use crate::idempotency::IdempotencyKey;
+use crate::journal::RunJournal;
 use crate::retry::RetryAllowance;
 
 use super::approval::Approvals;
@@ -81,6 +82,8 @@ pub struct RunContext {
     recorder: Arc<dyn CallRecorder>,
     /// The run's retries, spent by every layer that calls something again.
     retries: Arc<RetryAllowance>,
+    /// The engine journal a run on a durable-execution engine steps through, when it has one.
+    journal: Option<RunJournal>,
     /// Who answers calls that need a person, when anyone can.
     approvals: Option<Arc<Approvals>>,
 }
@@ -97,6 +100,7 @@ pub(crate) struct RunSetup {
     pub(crate) events: EventLog,
     pub(crate) run_id: Option<Arc<str>>,
     pub(crate) recorder: Arc<dyn CallRecorder>,
+    pub(crate) journal: Option<RunJournal>,
     pub(crate) approvals: Option<Arc<Approvals>>,
 }
 
@@ -148,6 +152,7 @@ impl RunContext {
             events: EventLog::new(),
             run_id: None,
             recorder: NoRecorder::shared(),
+            journal: None,
             approvals: None,
         })
     }
@@ -167,6 +172,7 @@ impl RunContext {
             events,
             run_id,
             recorder,
+            journal,
             approvals,
         } = setup;
         RunContext {
@@ -188,6 +194,7 @@ impl RunContext {
             denials: AtomicU32::new(0),
             run_id,
             recorder,
+            journal,
             approvals,
         }
     }
@@ -475,6 +482,18 @@ impl RunContext {
     /// Where this run records how its calls get on.
     pub(crate) fn recorder(&self) -> &dyn CallRecorder {
         &*self.recorder
+    }
+
+    /// The engine journal this run steps through, when it runs on one.
+    pub(crate) fn journal(&self) -> Option<&RunJournal> {
+        self.journal.as_ref()
+    }
+
+    /// How this run's retry loops wait: the journal's durable sleep when it has one.
+    pub(crate) fn sleeper(&self) -> crate::retry::Sleep {
+        self.journal
+            .as_ref()
+            .map_or_else(crate::retry::Sleep::default, RunJournal::sleeper)
     }
 
     fn troubled(&self) -> bool {

@@ -177,6 +177,19 @@ where
     Fut: Future<Output = T>,
 {
     let ends_run = &ends_run;
+    // An engine's journal must see a replay ask for the same steps in the same order: its
+    // calls are answered one after another.
+    if ctx.journal().is_some() {
+        let mut answers = Vec::with_capacity(calls.len());
+        for call in calls {
+            let answer = answer(call).await;
+            if ends_run(&answer) {
+                ctx.halt();
+            }
+            answers.push(answer);
+        }
+        return answers;
+    }
     join_all(calls.iter().map(|call| {
         let answered = answer(call);
         async move {

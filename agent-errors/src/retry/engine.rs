@@ -127,7 +127,6 @@ pub(crate) struct Sleep(Option<Arc<SleepFn>>);
 
 impl Sleep {
     /// Waits with `sleep` instead of tokio's clock.
-    #[cfg(any(feature = "openai", feature = "anthropic"))]
     pub(crate) fn with<F, Fut>(sleep: F) -> Self
     where
         F: Fn(Duration) -> Fut + Send + Sync + 'static,

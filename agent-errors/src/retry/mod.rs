@@ -97,9 +97,7 @@ use std::time::Duration;
 
 pub use crate::budget::{BudgetError, RetryBudget};
 pub(crate) use allowance::{RetryAllowance, RunRetries};
-#[cfg(any(feature = "openai", feature = "anthropic"))]
-pub(crate) use engine::Sleep;
-pub(crate) use engine::{Retrier, Step, Stop, decide};
+pub(crate) use engine::{Retrier, Sleep, Step, Stop, decide};
 pub use engine::{RetryFailure, RetryNotice, retry_after_failure};
 #[cfg(feature = "backoff")]
 pub use from_backoff::FromBackoff;

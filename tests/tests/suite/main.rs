@@ -40,6 +40,7 @@ mod openai;
 mod permissions;
 mod policy_keys;
 mod redis_store;
+mod restate;
 mod retry;
 mod rig;
 mod sanitize;

@@ -124,6 +124,10 @@ impl<D: Iterator<Item = Duration>> Policy for RetryRung<'_, '_, D> {
         self.saved(Some(delay)).await
     }
 
+    fn sleeper(&self) -> crate::retry::Sleep {
+        self.walk.ctx.sleeper()
+    }
+
     async fn before_call(&mut self) -> ControlFlow<Next> {
         self.saved(None).await
     }

@@ -1,0 +1,158 @@
+//! The run's journal on Restate. A run's seams are shared, `'static` objects, and a handler's
+//! context borrows the invocation; so the run asks for each step over a channel, and the handler
+//! ([`serve`]) makes it a `ctx.run` (or a `ctx.sleep`) on its own context.
+//!
+//! A step goes: the run sends its name; the handler calls `ctx.run` with a closure that, when
+//! Restate runs it (the step is not in the journal yet), tells the run to do its work and
+//! journals the value the run sends back. On replay Restate does not run the closure: the run is
+//! handed the journaled value and its work is dropped unrun.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use restate_sdk::prelude::{
+    Context, ContextAwakeables, ContextSideEffects, ContextTimers, Json, RunFuture,
+};
+use restate_sdk::prelude::{HandlerResult, TerminalError};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::approval::{Decision, PendingApproval};
+use crate::error::BoxFuture;
+use crate::journal::Journal;
+
+/// What the run asks the handler for.
+pub(super) enum StepRequest {
+    Step {
+        name: String,
+        /// Sent when Restate runs the step: the run then does its work.
+        start: oneshot::Sender<()>,
+        /// The work's value, from the run.
+        value: oneshot::Receiver<serde_json::Value>,
+        /// The journaled value, for the run; dropped when the step could not be journaled.
+        done: oneshot::Sender<serde_json::Value>,
+    },
+    Sleep {
+        delay: Duration,
+        done: oneshot::Sender<()>,
+    },
+    /// A call waits for a person: an awakeable, announced once through `notify`.
+    Person {
+        pending: PendingApproval,
+        notify: Arc<Notify>,
+        done: oneshot::Sender<Decision>,
+    },
+}
+
+/// How a person learns that a call waits: the awakeable's id and the call.
+pub(super) type Notify = dyn Fn(&str, &PendingApproval) + Send + Sync;
+
+/// The run's channel to its handler, in the run's extensions, so the run's approver finds it.
+#[derive(Clone)]
+pub(super) struct HandlerChannel(pub(super) mpsc::UnboundedSender<StepRequest>);
+
+/// The run's side of the channel.
+#[derive(Debug)]
+pub(super) struct ChannelJournal {
+    requests: mpsc::UnboundedSender<StepRequest>,
+}
+
+impl ChannelJournal {
+    pub(super) fn new() -> (ChannelJournal, HandlerChannel, super::Steps) {
+        let (requests, steps) = mpsc::unbounded_channel();
+        let channel = HandlerChannel(requests.clone());
+        (ChannelJournal { requests }, channel, steps)
+    }
+}
+
+impl Journal for ChannelJournal {
+    fn step<'a>(
+        &'a self,
+        name: &'a str,
+        work: BoxFuture<'a, serde_json::Value>,
+    ) -> BoxFuture<'a, Option<serde_json::Value>> {
+        Box::pin(async move {
+            let (start, started) = oneshot::channel();
+            let (value_tx, value) = oneshot::channel();
+            let (done, journaled) = oneshot::channel();
+            let request = StepRequest::Step {
+                name: name.to_owned(),
+                start,
+                value,
+                done,
+            };
+            self.requests.send(request).ok()?;
+            // A replayed step drops `start` unsent: the work is not done again.
+            if started.await.is_ok() {
+                let _ = value_tx.send(work.await);
+            }
+            journaled.await.ok()
+        })
+    }
+
+    fn sleep(&self, delay: Duration) -> BoxFuture<'static, ()> {
+        let (done, slept) = oneshot::channel();
+        let sent = self.requests.send(StepRequest::Sleep { delay, done });
+        Box::pin(async move {
+            if sent.is_ok() {
+                // A handler gone mid-sleep ends the invocation; the run is dropped with it.
+                let _ = slept.await;
+            }
+        })
+    }
+}
+
+/// Takes up one request of the run on the handler's context.
+pub(super) fn serve<'a>(ctx: &'a Context<'_>, request: StepRequest) -> BoxFuture<'a, ()> {
+    match request {
+        StepRequest::Step {
+            name,
+            start,
+            value,
+            done,
+        } => Box::pin(async move {
+            let step = ctx.run(move || run_step(start, value)).name(name);
+            if let Ok(Json(value)) = step.await {
+                let _ = done.send(value);
+            }
+        }),
+        StepRequest::Person {
+            pending,
+            notify,
+            done,
+        } => Box::pin(async move {
+            let (id, answer) = ctx.awakeable::<Json<Decision>>();
+            tracing::info!(awakeable = %id, call = %pending, "waiting for a person");
+            let announce = move || async move {
+                notify(&id, &pending);
+                HandlerResult::Ok(())
+            };
+            if ctx.run(announce).name("announce approval").await.is_err() {
+                return;
+            }
+            let decision = match answer.await {
+                Ok(Json(decision)) => decision,
+                Err(rejected) => Decision::Deny(rejected.message().to_owned()),
+            };
+            let _ = done.send(decision);
+        }),
+        StepRequest::Sleep { delay, done } => Box::pin(async move {
+            tracing::info!(?delay, "durable sleep");
+            if ctx.sleep(delay).await.is_ok() {
+                let _ = done.send(());
+            }
+        }),
+    }
+}
+
+/// The body of a step Restate runs: tells the run to do its work and journals its value.
+async fn run_step(
+    start: oneshot::Sender<()>,
+    value: oneshot::Receiver<serde_json::Value>,
+) -> HandlerResult<Json<serde_json::Value>> {
+    let _ = start.send(());
+    match value.await {
+        Ok(value) => Ok(Json(value)),
+        // The run ended before its step did: nothing to journal, and nothing to retry.
+        Err(_) => Err(TerminalError::new("the run ended before this step finished").into()),
+    }
+}

@@ -1,0 +1,133 @@
+//! Agent runs as Restate handlers: every model request and every tool attempt is a step of the
+//! invocation's journal, and every wait (a retry's backoff, a `Retry-After`) is a durable
+//! `ctx.sleep`. A run whose service dies anywhere is replayed by Restate on any process serving
+//! the agent: finished steps hand back their journaled outcomes and never run again, and the
+//! run's decisions (retries spent, breaker trips, repairs, usage) come out the same because
+//! they are made from those outcomes.
+//!
+//! What runs inside what, and what a bad case costs:
+//! - Restate retries the invocation (a crashed or disconnected service) from its journal; it
+//!   never retries a step: a step's outcome, failure included, is journaled as a value, and the
+//!   tool's policy ladder decides what happens next, exactly as in a run without Restate.
+//! - Inside a step run only the model request (with the provider's own transport retries, if
+//!   the provider has any) or one tool attempt (under its timeout and service breaker).
+//! - So a tool call costs at most its policy's attempts (`retry(n)`: n + 1), bounded by the run's
+//!   retry allowance, however often the service crashes; only an attempt that was running when
+//!   the service died (its outcome never journaled) is made again, with the same
+//!   [`IdempotencyKey`](crate::call::IdempotencyKey). A model request likewise costs its
+//!   `on_llm_error` attempts, each times the provider's transport attempts.
+//! - A run that ends with an error ends the invocation with a terminal error
+//!   ([`terminal_error`]): Restate does not start it again.
+//!
+//! The run's id is the invocation's id, so each call's idempotency key (`<invocation id>:<call
+//! id>`) is the same on every replay. Two requests with the same `idempotency-key` header are
+//! one invocation, so one run: Restate answers the second with the first's result.
+
+mod approver;
+mod journal;
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use restate_sdk::prelude::{Context, TerminalError};
+use tokio::sync::mpsc;
+
+use crate::agent::{Agent, AgentOutput, RunError, RunOptions};
+use crate::journal::RunJournal;
+
+pub use approver::AwakeableApprover;
+use journal::{ChannelJournal, serve};
+
+/// Runs `agent` on `input` as this Restate invocation, every model request and tool attempt a
+/// journaled step and every wait a durable sleep; `options` as for
+/// [`Agent::run_with`](crate::Agent::run_with) (its run id is replaced by the invocation's).
+///
+/// Call it from a handler of a Restate service and end the invocation with what it returns,
+/// an error as [`terminal_error`] (so Restate does not run it again: the policies already
+/// decided).
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::prelude::*;
+/// use agent_errors::testing::ScriptedModel;
+/// use agent_errors::{Agent, RunOptions};
+/// use restate_sdk::prelude::*;
+///
+/// /// Adds two numbers.
+/// #[tool]
+/// async fn add(a: i64, b: i64) -> i64 {
+///     a + b
+/// }
+///
+/// struct Assistant {
+///     agent: Agent,
+/// }
+///
+/// #[restate_sdk::service]
+/// impl Assistant {
+///     #[handler]
+///     async fn ask(&self, ctx: Context<'_>, question: String) -> HandlerResult<String> {
+///         agent_errors::restate::run(&ctx, &self.agent, question, RunOptions::new())
+///             .await
+///             .map_err(|error| agent_errors::restate::terminal_error(&error).into())
+///     }
+/// }
+///
+/// /// Serves the agent for a Restate server to call (register it with the server's admin API).
+/// async fn serve(endpoint: Endpoint) -> Result<(), Box<dyn std::error::Error>> {
+///     HttpServer::new(endpoint).listen_and_serve("127.0.0.1:9080".parse()?).await;
+///     Ok(())
+/// }
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let model = ScriptedModel::new().tool_call("add", r#"{"a": 2, "b": 3}"#).text("5");
+/// let agent = Agent::builder("assistant").model(model).tools(tools![add]).build()?;
+/// let endpoint = Endpoint::builder().bind(Assistant { agent }).build();
+/// # let _ = serve;
+/// # drop(endpoint);
+/// # Ok(())
+/// # }
+/// ```
+pub async fn run<O: AgentOutput>(
+    ctx: &Context<'_>,
+    agent: &Agent<O>,
+    input: impl Into<String>,
+    options: RunOptions,
+) -> Result<O, RunError> {
+    let (journal, channel, mut steps) = ChannelJournal::new();
+    let mut options = options.run_id(ctx.invocation_id()).context(channel);
+    options.journal = Some(RunJournal(Arc::new(journal)));
+    let mut run = std::pin::pin!(agent.run_with(input, options));
+    // The run asks for steps through a channel; they are taken up here, on the handler's
+    // context, in the order asked. The run's future goes on while they run (a step runs the
+    // run's own work).
+    let mut serving = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            biased;
+            outcome = &mut run => return outcome.result,
+            Some(step) = steps.recv() => serving.push(serve(ctx, step)),
+            Some(()) = serving.next(), if !serving.is_empty() => {}
+        }
+    }
+}
+
+/// `error` as the terminal error a Restate handler ends with: Restate does not retry the
+/// invocation (the run's policies already decided), and the message is the error's, redacted.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::RunError;
+///
+/// let terminal = agent_errors::restate::terminal_error(&RunError::Cancelled);
+/// assert!(terminal.message().contains("cancelled"));
+/// ```
+pub fn terminal_error(error: &RunError) -> TerminalError {
+    TerminalError::new(crate::redact::redact(&error.to_string()).into_owned())
+}
+
+/// Keeps the channel type in one place for [`run`] and the journal.
+type Steps = mpsc::UnboundedReceiver<journal::StepRequest>;

@@ -1,0 +1,500 @@
+//! Agent runs on a real Restate server: each test starts `restate-server` (installed by
+//! `scripts/install-restate-server.sh`) on free loopback ports with a base dir of its own, serves
+//! the agent from `restate_service` in a child process, registers it through the admin API,
+//! kills the service or the server mid-run, and checks what the run did: which steps ran, how
+//! often, and how it ended.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+/// Where `scripts/install-restate-server.sh` puts the server's binary.
+fn server_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("RESTATE_SERVER_BIN") {
+        return PathBuf::from(path);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let binary = root.join(
+        "target/restate-server/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server",
+    );
+    assert!(
+        binary.exists(),
+        "restate-server is not installed (looked for {}): run `bash scripts/install-restate-server.sh` \
+         (or `bash scripts/install-test-deps.sh`), or set RESTATE_SERVER_BIN",
+        binary.display()
+    );
+    binary
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// A directory of its own for one test, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "agent-errors-restate-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("service")).expect("a temporary directory");
+        Scratch(dir)
+    }
+
+    fn service(&self) -> PathBuf {
+        self.0.join("service")
+    }
+
+    fn lines(&self, file: &str) -> Vec<String> {
+        std::fs::read_to_string(self.service().join(file))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A Restate server on loopback ports of its own, its state under the test's directory.
+struct Server {
+    process: Child,
+    admin: u16,
+    ingress: u16,
+    node: u16,
+    base: PathBuf,
+}
+
+impl Server {
+    async fn start(dir: &Path) -> Server {
+        let ports = (free_port(), free_port(), free_port());
+        Server::start_on(dir.join("restate"), ports).await
+    }
+
+    async fn start_on(base: PathBuf, (admin, ingress, node): (u16, u16, u16)) -> Server {
+        let process = Command::new(server_binary())
+            .arg("--base-dir")
+            .arg(&base)
+            .args(["--no-logo", "--default-num-partitions", "1"])
+            .env("RESTATE_LISTEN_MODE", "tcp")
+            .env("RESTATE_BIND_ADDRESS", format!("127.0.0.1:{node}"))
+            .env(
+                "RESTATE_ADVERTISED_ADDRESS",
+                format!("http://127.0.0.1:{node}"),
+            )
+            .env("RESTATE_ADMIN__BIND_ADDRESS", format!("127.0.0.1:{admin}"))
+            .env(
+                "RESTATE_INGRESS__BIND_ADDRESS",
+                format!("127.0.0.1:{ingress}"),
+            )
+            .env(
+                "RESTATE_ADMIN__QUERY_ENGINE__PGSQL_BIND_ADDRESS",
+                format!("127.0.0.1:{}", free_port()),
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("restate-server starts");
+        let server = Server {
+            process,
+            admin,
+            ingress,
+            node,
+            base,
+        };
+        server.wait_ready().await;
+        server
+    }
+
+    async fn wait_ready(&self) {
+        let client = reqwest::Client::new();
+        let admin = format!("http://127.0.0.1:{}/version", self.admin);
+        let ingress = format!("http://127.0.0.1:{}/restate/health", self.ingress);
+        for _ in 0..300 {
+            let admin_up = client
+                .get(&admin)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            let ingress_up = client
+                .get(&ingress)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if admin_up && ingress_up {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("restate-server did not answer on its admin and ingress ports within 30 s");
+    }
+
+    /// Registers the service listening on `port`.
+    async fn register(&self, port: u16) {
+        let client = reqwest::Client::new();
+        let url = format!("http://127.0.0.1:{}/deployments", self.admin);
+        let body = serde_json::json!({ "uri": format!("http://127.0.0.1:{port}") });
+        let response = client
+            .post(url)
+            .json(&body)
+            .send()
+            .await
+            .expect("admin API");
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        assert!(status.is_success(), "registration refused: {status} {text}");
+    }
+
+    /// Starts `Assistant/ask` on `question` without waiting; the invocation's id.
+    async fn send(&self, question: &str, idempotency_key: Option<&str>) -> String {
+        let url = format!("http://127.0.0.1:{}/Assistant/ask/send", self.ingress);
+        let mut request = reqwest::Client::new().post(url).json(&question);
+        if let Some(key) = idempotency_key {
+            request = request.header("idempotency-key", key);
+        }
+        let response = request.send().await.expect("ingress");
+        let body: serde_json::Value = response.json().await.expect("a JSON answer");
+        body["invocationId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no invocation id in {body}"))
+            .to_owned()
+    }
+
+    /// Waits for the invocation's result: the handler's answer, or its terminal error.
+    async fn attach(&self, invocation: &str) -> String {
+        let url = format!(
+            "http://127.0.0.1:{}/restate/invocation/{invocation}/attach",
+            self.ingress
+        );
+        let response = tokio::time::timeout(
+            Duration::from_secs(60),
+            reqwest::Client::new().get(url).send(),
+        )
+        .await
+        .expect("the run finishes within a minute")
+        .expect("ingress");
+        response.text().await.expect("a body")
+    }
+
+    async fn kill(mut self) -> (PathBuf, (u16, u16, u16)) {
+        self.process.kill().await.expect("the server is killed");
+        let ports = (self.admin, self.ingress, self.node);
+        (std::mem::take(&mut self.base), ports)
+    }
+}
+
+/// The agent's service in a child process.
+struct Service {
+    process: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Service {
+    async fn start(port: u16, scenario: &str, dir: &Path, gate: &str) -> Service {
+        let mut process = Command::new(env!("CARGO_BIN_EXE_restate_service"))
+            .arg(port.to_string())
+            .arg(scenario)
+            .arg(dir)
+            .arg(gate)
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("restate_service starts");
+        let stdout = process.stdout.take().expect("piped");
+        let mut service = Service {
+            process,
+            lines: BufReader::new(stdout).lines(),
+        };
+        service.wait_for("LISTENING").await;
+        service
+    }
+
+    /// Waits until the service prints a line containing `signal`.
+    async fn wait_for(&mut self, signal: &str) {
+        let lines = &mut self.lines;
+        let waited = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.expect("readable stdout") {
+                if line.contains(signal) {
+                    return;
+                }
+            }
+            panic!("the service ended without printing {signal}");
+        });
+        waited.await.expect("the service got there within a minute");
+    }
+
+    async fn kill(mut self) {
+        self.process.kill().await.expect("the service is killed");
+    }
+
+    /// Waits until the service prints `AWAKEABLE <id>`; the id.
+    async fn awakeable(&mut self) -> String {
+        let lines = &mut self.lines;
+        let waited = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.expect("readable stdout") {
+                if let Some(id) = line.strip_prefix("AWAKEABLE ") {
+                    return id.to_owned();
+                }
+            }
+            panic!("the service ended without announcing an awakeable");
+        });
+        waited
+            .await
+            .expect("the call waited for a person within a minute")
+    }
+}
+
+impl Server {
+    /// Answers the awakeable `id` with `decision`, as a person would over Restate's API.
+    async fn answer(&self, id: &str, decision: serde_json::Value) {
+        let url = format!(
+            "http://127.0.0.1:{}/restate/awakeables/{id}/resolve",
+            self.ingress
+        );
+        let response = reqwest::Client::new()
+            .post(url)
+            .json(&decision)
+            .send()
+            .await
+            .expect("ingress");
+        assert!(response.status().is_success(), "{}", response.status());
+    }
+}
+
+/// The requests the model answered, by how many messages each had.
+fn model_requests(scratch: &Scratch) -> Vec<usize> {
+    scratch
+        .lines("model.log")
+        .iter()
+        .map(|line| {
+            line.split(' ')
+                .next()
+                .unwrap_or("")
+                .parse()
+                .expect("a count")
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_killed_after_a_side_effect_finishes_the_run_without_doing_it_again() {
+    let scratch = Scratch::new("side-effect");
+    let server = Server::start(&scratch.0).await;
+    let port = free_port();
+    let mut service = Service::start(port, "charge", &scratch.service(), "hang").await;
+    server.register(port).await;
+
+    let invocation = server.send("charge 2.50", None).await;
+    // The charge is journaled; the model's next request is held, and the service dies there.
+    service.wait_for("MODEL_WAITING").await;
+    assert_eq!(scratch.lines("charge.log").len(), 1);
+    service.kill().await;
+    let _service = Service::start(port, "charge", &scratch.service(), "open").await;
+    let answer = server.attach(&invocation).await;
+
+    let charges = scratch.lines("charge.log");
+    assert_eq!(
+        charges.len(),
+        1,
+        "the side effect happened once: {charges:?}"
+    );
+    assert_eq!(
+        charges[0],
+        format!("{invocation}:call_1"),
+        "keyed by the invocation and call"
+    );
+    assert_eq!(
+        answer,
+        format!("\"told: charged 250 with key {invocation}:call_1\"")
+    );
+    // The first request (the question) was answered once, before the crash; the second (after
+    // the tool's result) once, after it.
+    assert_eq!(model_requests(&scratch), vec![1, 3]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_run_and_restarted_on_its_base_dir_gives_the_same_answer() {
+    let scratch = Scratch::new("server-killed");
+    let server = Server::start(&scratch.0).await;
+    let port = free_port();
+    let mut service = Service::start(port, "charge", &scratch.service(), "release").await;
+    server.register(port).await;
+
+    let invocation = server.send("charge 2.50", None).await;
+    service.wait_for("MODEL_WAITING").await;
+    let (base, ports) = server.kill().await;
+    let server = Server::start_on(base, ports).await;
+    std::fs::write(scratch.service().join("release"), "").expect("the release file");
+    let answer = server.attach(&invocation).await;
+
+    assert_eq!(
+        answer,
+        format!("\"told: charged 250 with key {invocation}:call_1\"")
+    );
+    assert_eq!(
+        scratch.lines("charge.log").len(),
+        1,
+        "the side effect happened once"
+    );
+    assert_eq!(model_requests(&scratch).first(), Some(&1));
+    assert_eq!(
+        model_requests(&scratch).iter().filter(|&&n| n == 1).count(),
+        1,
+        "the question was asked once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_loop_spends_no_more_attempts_than_the_retry_policy_allows() {
+    let scratch = Scratch::new("crash-loop");
+    let server = Server::start(&scratch.0).await;
+    let port = free_port();
+    let mut service = Service::start(port, "flaky", &scratch.service(), "open").await;
+    server.register(port).await;
+
+    let invocation = server.send("try it", None).await;
+    // `flaky` fails every time under `retry(3)` (three attempts): the service dies in each
+    // backoff, once the failed attempt was journaled. A restarted service replays the sleeps
+    // already journaled (and says so), so it is killed only in a sleep after a new attempt.
+    for failed in 1..=2 {
+        loop {
+            service.wait_for("durable sleep").await;
+            if scratch.lines("flaky.log").len() >= failed {
+                break;
+            }
+        }
+        service.kill().await;
+        service = Service::start(port, "flaky", &scratch.service(), "open").await;
+    }
+    let answer = server.attach(&invocation).await;
+
+    let attempts = scratch.lines("flaky.log");
+    assert_eq!(
+        attempts.len(),
+        3,
+        "the policy's three attempts, no more: {attempts:?}"
+    );
+    // Out of attempts, the failure ended the run: a terminal error, so Restate does not retry it.
+    assert!(
+        answer.contains("stayed unavailable after several retries"),
+        "{answer}"
+    );
+    drop(service);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_waiting_out_a_retry_after_survives_a_service_restart_and_resumes_after_it() {
+    let scratch = Scratch::new("retry-after");
+    let server = Server::start(&scratch.0).await;
+    let port = free_port();
+    let mut service = Service::start(port, "rate-limited", &scratch.service(), "open").await;
+    server.register(port).await;
+
+    let invocation = server.send("hello", None).await;
+    service.wait_for("durable sleep").await;
+    service.kill().await;
+    let _service = Service::start(port, "rate-limited", &scratch.service(), "open").await;
+    let answer = server.attach(&invocation).await;
+
+    assert_eq!(answer, "\"after the wait\"");
+    let log = scratch.lines("model.log");
+    assert_eq!(log.len(), 2, "the 429 once, then the answer: {log:?}");
+    let at = |line: &str| -> u128 { line.rsplit(' ').next().unwrap_or("").parse().expect("ms") };
+    let waited = at(&log[1]) - at(&log[0]);
+    assert!(
+        waited >= 1000,
+        "the second request came {waited} ms after the 429"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_requests_with_one_idempotency_key_are_one_run() {
+    let scratch = Scratch::new("idempotency");
+    let server = Server::start(&scratch.0).await;
+    let port = free_port();
+    let _service = Service::start(port, "charge", &scratch.service(), "open").await;
+    server.register(port).await;
+
+    let first = server.send("charge 2.50", Some("order-17")).await;
+    let second = server.send("charge 2.50", Some("order-17")).await;
+    assert_eq!(first, second, "one invocation");
+    let answer = server.attach(&first).await;
+
+    assert_eq!(
+        answer,
+        format!("\"told: charged 250 with key {first}:call_1\"")
+    );
+    assert_eq!(scratch.lines("charge.log").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_call_runs_once_even_when_the_service_restarted_while_it_waited() {
+    let scratch = Scratch::new("approve");
+    let server = Server::start(&scratch.0).await;
+    let port = free_port();
+    let mut service = Service::start(port, "transfer", &scratch.service(), "open").await;
+    server.register(port).await;
+
+    let invocation = server.send("send 900", None).await;
+    let awakeable = service.awakeable().await;
+    // Nothing holds the wait: the service goes away and another one takes the answer.
+    service.kill().await;
+    let _service = Service::start(port, "transfer", &scratch.service(), "open").await;
+    assert!(
+        scratch.lines("transfer.log").is_empty(),
+        "not run before the answer"
+    );
+    server
+        .answer(&awakeable, serde_json::json!("Approve"))
+        .await;
+    let answer = server.attach(&invocation).await;
+
+    assert_eq!(
+        scratch.lines("transfer.log").len(),
+        1,
+        "run once, after the approval"
+    );
+    assert_eq!(
+        answer,
+        format!("\"told: charged 250 with key {invocation}:call_1\"")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_call_never_runs_and_the_model_is_told() {
+    let scratch = Scratch::new("deny");
+    let server = Server::start(&scratch.0).await;
+    let port = free_port();
+    let mut service = Service::start(port, "transfer", &scratch.service(), "open").await;
+    server.register(port).await;
+
+    let invocation = server.send("send 900", None).await;
+    let awakeable = service.awakeable().await;
+    server
+        .answer(&awakeable, serde_json::json!({"Deny": "too much"}))
+        .await;
+    let answer = server.attach(&invocation).await;
+
+    assert!(
+        scratch.lines("transfer.log").is_empty(),
+        "the tool never ran"
+    );
+    assert!(
+        answer.contains("too much"),
+        "the model was told why: {answer}"
+    );
+}
