@@ -133,6 +133,10 @@ pub mod run {
         ModelError, ModelFailure, NotJsonArguments, ResumeError, RunDelta, THROW_EXCEPTION,
     };
     pub use crate::executor::{Terminated, TerminationReason};
+    pub use crate::usage::{
+        DEFAULT_MAX_TOOL_CALLS_PER_TURN, ModelPrice, OnExceed, RunUsage, UsageLimit,
+        UsageLimitExceeded, UsageLimits,
+    };
 }
 
 /// One tool call: how a tool is called, what it can reach, and how the call ends.

@@ -37,6 +37,7 @@ mod run;
 mod saved_stop;
 mod stream;
 mod turn;
+mod usage_meter;
 
 use std::fmt;
 use std::num::NonZeroU32;
@@ -64,6 +65,7 @@ use crate::extensions::Extensions;
 use crate::model::ChatModel;
 use crate::observe::{AgentMeters, EventStream, Feed};
 use crate::registry::Registry;
+use crate::usage::{UsageLimitExceeded, UsageLimits};
 
 use builtins::Builtins;
 use llm_error::LlmErrorHandler;
@@ -126,6 +128,8 @@ pub(crate) struct AgentInner<O> {
     pub(crate) meters: AgentMeters,
     /// Where each run's checkpoints go, when its runs are durable.
     pub(crate) checkpoints: Option<Arc<dyn CheckpointStore>>,
+    /// The caps on each run's usage, unless its options give others.
+    pub(crate) usage_limits: Arc<UsageLimits>,
 }
 
 impl<O> Clone for AgentInner<O> {
@@ -149,6 +153,7 @@ impl<O> Clone for AgentInner<O> {
             feed: self.feed.clone(),
             meters: self.meters.clone(),
             checkpoints: self.checkpoints.clone(),
+            usage_limits: Arc::clone(&self.usage_limits),
         }
     }
 }
@@ -217,6 +222,8 @@ pub struct RunOptions {
     pub(crate) feed: Option<Feed>,
     /// The run's id, when the caller chose it.
     pub(crate) run_id: Option<String>,
+    /// This run's caps, when not the agent's.
+    pub(crate) usage_limits: Option<Arc<UsageLimits>>,
 }
 
 impl RunOptions {
@@ -258,6 +265,30 @@ impl RunOptions {
     #[must_use]
     pub fn context<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         self.extensions.insert(value);
+        self
+    }
+
+    /// Caps this run's usage with `limits` instead of the agent's
+    /// ([`AgentBuilder::usage_limits`]). A resumed run keeps the caps it was started with,
+    /// unless these options give it new ones.
+    ///
+    /// ```
+    /// use agent_errors::{Agent, RunError, RunOptions};
+    /// use agent_errors::run::{UsageLimit, UsageLimits};
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let agent = Agent::builder("greeter").model(ScriptedModel::new().text("hi")).build()?;
+    /// let options = RunOptions::new().usage_limits(UsageLimits::new().max_requests(0));
+    /// let error = agent.run_with("say hi", options).await.result.unwrap_err();
+    /// assert_eq!(error.usage_limit().unwrap().limit, UsageLimit::Requests);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn usage_limits(mut self, limits: UsageLimits) -> Self {
+        self.usage_limits = Some(Arc::new(limits));
         self
     }
 
@@ -399,6 +430,11 @@ pub enum RunError {
     /// the history as handed in.
     #[error("the conversation history was refused: {0}")]
     InvalidHistory(HistoryError),
+    /// The run went past one of its [`UsageLimits`]: which, and what it had used. The
+    /// transcript answers every call it holds; calls of a turn the cap refused are answered as
+    /// not run.
+    #[error(transparent)]
+    UsageLimit(Box<UsageLimitExceeded>),
     /// The model declined to answer (finish reason `Refusal`), or the provider withheld its
     /// answer (`ContentFilter`): not an empty response, and not something a retry of the same
     /// request is expected to change.
@@ -427,6 +463,14 @@ impl RunError {
         match self {
             RunError::Model(e) => Ok(e.into_unredacted_error()),
             other => Err(other),
+        }
+    }
+
+    /// The usage limit the run went past, if that ended it.
+    pub fn usage_limit(&self) -> Option<&UsageLimitExceeded> {
+        match self {
+            RunError::UsageLimit(exceeded) => Some(exceeded),
+            _ => None,
         }
     }
 

@@ -23,6 +23,7 @@ impl RunError {
             RunError::Checkpoint(_) => "checkpoint",
             RunError::Resume(_) => "resume",
             RunError::InvalidHistory(_) => "invalid_history",
+            RunError::UsageLimit(_) => "usage_limit",
         }
     }
 }
@@ -39,5 +40,10 @@ impl TurnFailure for RunError {
 impl<O> RunEnd for RunOutcome<O> {
     fn stop_reason(&self) -> Option<&'static str> {
         self.result.as_ref().err().map(RunError::stop_reason)
+    }
+
+    fn usage(&self) -> (u32, crate::usage::Usage, u32) {
+        let report = &self.report;
+        (report.model_calls, report.usage, report.tool_calls)
     }
 }
