@@ -1,0 +1,71 @@
+//! Defaults a new user meets on the first day, each as they would meet it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use agent_errors::policy::{Action, Policy, PolicyKey};
+use agent_errors::testing::ScriptedModel;
+use agent_errors::{Agent, BoxError, ToolDef};
+
+/// A tool that fails twice with `error()`, then answers; and how often it was called.
+fn flaky<E>(error: fn() -> E) -> (ToolDef, Arc<AtomicU32>)
+where
+    E: Into<BoxError> + Send + 'static,
+{
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let tool = ToolDef::new("fetch", "Fetches.", move |_: serde_json::Value| {
+        let counted = Arc::clone(&counted);
+        async move {
+            if counted.fetch_add(1, Ordering::SeqCst) < 2 {
+                return Err(error());
+            }
+            Ok("page".to_owned())
+        }
+    });
+    (tool, calls)
+}
+
+async fn run_under_retry(tool: ToolDef) -> String {
+    let model = ScriptedModel::new().tool_call("fetch", "{}").text("done");
+    let agent = Agent::builder("reader")
+        .model(model.clone())
+        .tool(tool)
+        .on_tool_error(
+            "fetch",
+            Policy::new().on(PolicyKey::Execution, Action::retry(3).unwrap()),
+        )
+        .build()
+        .unwrap();
+    agent.run("go").await.unwrap();
+    let request = model.last_request().unwrap();
+    match request.messages.last() {
+        Some(agent_errors::Message::Tool(result)) => result.content.clone(),
+        other => panic!("the model saw the call's result: {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plain_string_error_is_classified_from_its_text_and_retried() {
+    for text in ["HTTP 503", "connection refused", "timed out"] {
+        let (tool, calls) = match text {
+            "HTTP 503" => flaky(|| "HTTP 503".to_owned()),
+            "connection refused" => flaky(|| "connection refused".to_owned()),
+            _ => flaky(|| "timed out".to_owned()),
+        };
+        assert_eq!(run_under_retry(tool).await, "page", "{text}");
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "{text}: retried twice");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_boxed_error_of_a_message_is_classified_from_its_text() {
+    let boxed = || -> Box<dyn std::error::Error + Send + Sync> { "upstream: HTTP 503".into() };
+    let (tool, calls) = flaky(boxed);
+    assert_eq!(run_under_retry(tool).await, "page");
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+
+    let (tool, calls) = flaky(|| std::io::Error::other("status code: 502"));
+    assert_eq!(run_under_retry(tool).await, "page");
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
