@@ -69,3 +69,19 @@ async fn a_boxed_error_of_a_message_is_classified_from_its_text() {
     assert_eq!(run_under_retry(tool).await, "page");
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
+
+#[test]
+fn a_service_breaker_takes_plain_numbers_and_refuses_those_that_cannot_work() {
+    use agent_errors::breaker::{BreakerSettingsError, ServiceBreaker};
+    use std::time::Duration;
+
+    assert!(ServiceBreaker::new(5, Duration::from_secs(30)).is_ok());
+    assert_eq!(
+        ServiceBreaker::new(0, Duration::from_secs(30)).unwrap_err(),
+        BreakerSettingsError::ZeroThreshold
+    );
+    assert_eq!(
+        ServiceBreaker::new(5, Duration::ZERO).unwrap_err(),
+        BreakerSettingsError::ZeroCooldown
+    );
+}
