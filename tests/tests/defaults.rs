@@ -85,3 +85,34 @@ fn a_service_breaker_takes_plain_numbers_and_refuses_those_that_cannot_work() {
         BreakerSettingsError::ZeroCooldown
     );
 }
+
+/// Arguments of a hand-written tool, derived with the `schemars` agent-errors re-exports.
+#[derive(serde::Deserialize, agent_errors::schemars::JsonSchema)]
+#[schemars(crate = "agent_errors::schemars")]
+struct Lookup {
+    /// The city.
+    city: String,
+}
+
+#[tokio::test]
+async fn a_hand_written_tool_reaches_schemars_through_agent_errors() {
+    let tool = ToolDef::new("lookup", "Looks a city up.", |args: Lookup| async move {
+        Ok::<_, std::io::Error>(format!("found {}", args.city))
+    });
+    let properties = &tool.parameters()["properties"];
+    assert_eq!(properties["city"]["type"], "string");
+    let model = ScriptedModel::new()
+        .tool_call("lookup", r#"{"city":"Oslo"}"#)
+        .text("done");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .tool(tool)
+        .build()
+        .unwrap();
+    agent.run("go").await.unwrap();
+    let request = model.last_request().unwrap();
+    assert!(matches!(
+        request.messages.last(),
+        Some(agent_errors::Message::Tool(r)) if r.content == "found Oslo"
+    ));
+}
