@@ -116,3 +116,46 @@ async fn a_hand_written_tool_reaches_schemars_through_agent_errors() {
         Some(agent_errors::Message::Tool(r)) if r.content == "found Oslo"
     ));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_fix_followed_by_retries_still_announces_the_fix() {
+    use agent_errors::build::FixerDef;
+    use agent_errors::testing::ReportAssertions;
+    use agent_errors::{Fix, HttpError};
+
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let tool = ToolDef::new("lookup", "Looks a city up.", move |args: Lookup| {
+        let counted = Arc::clone(&counted);
+        async move {
+            if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(HttpError::new(503, "busy"));
+            }
+            Ok(format!("found {}", args.city))
+        }
+    });
+    let repair = FixerDef::from_fn("repair", |_| Ok(Fix::Args(r#"{"city":"Oslo"}"#.into())));
+    let model = ScriptedModel::new()
+        .tool_call("lookup", r#"{"town":"Oslo"}"#)
+        .text("done");
+    let agent = Agent::builder("a")
+        .model(model)
+        .tool(tool)
+        .fixer(repair)
+        .on_tool_error(
+            "lookup",
+            Policy::new()
+                .on(PolicyKey::InvalidArgs, Action::fix("repair", 1).unwrap())
+                .on(PolicyKey::Execution, Action::retry(3).unwrap()),
+        )
+        .build()
+        .unwrap();
+    let outcome = agent.run_with_report("go").await;
+    assert_eq!(outcome.result.unwrap(), "done");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        outcome.report.event_names(),
+        ["tool_retry", "tool_fixed"],
+        "the retry after the fix, then the fix once the call succeeded"
+    );
+}
