@@ -159,3 +159,43 @@ async fn a_fix_followed_by_retries_still_announces_the_fix() {
         "the retry after the fix, then the fix once the call succeeded"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_that_opens_the_service_breaker_is_not_slept_on_before_a_retry() {
+    use agent_errors::HttpError;
+    use agent_errors::breaker::ServiceBreaker;
+    use agent_errors::run::TerminationReason;
+    use std::time::Duration;
+
+    let (tool, calls) = flaky(|| HttpError::new(503, "busy"));
+    let model = ScriptedModel::new().tool_call("fetch", "{}").text("done");
+    let breaker = Arc::new(ServiceBreaker::new(1, Duration::from_secs(60)).unwrap());
+    let agent = Agent::builder("reader")
+        .model(model)
+        .tool(tool)
+        .service_breaker(Arc::clone(&breaker))
+        .on_tool_error(
+            "fetch",
+            Policy::new().on(PolicyKey::Execution, Action::retry(3).unwrap()),
+        )
+        .build()
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let outcome = agent.run_with_report("go").await;
+    let error = outcome.result.unwrap_err();
+    let terminated = error.terminated().expect("the open circuit ends the run");
+    assert!(
+        matches!(terminated.reason, TerminationReason::CircuitOpen),
+        "{terminated:?}"
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the open circuit is not called"
+    );
+    assert_eq!(
+        started.elapsed(),
+        Duration::ZERO,
+        "no backoff was slept for a retry the open circuit would refuse"
+    );
+}
