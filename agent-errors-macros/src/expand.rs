@@ -139,6 +139,7 @@ pub(crate) fn tool(args: &ToolArgs, func: &ToolFn) -> TokenStream {
         ext,
         prelude,
         start,
+        requires,
         ..
     } = &parts;
     let crate_defaults = crate_defaults(p);
@@ -160,6 +161,7 @@ pub(crate) fn tool(args: &ToolArgs, func: &ToolFn) -> TokenStream {
                 __agent_errors_call,
                 #crate_defaults,
             )
+            #requires
         }
     }
 }
@@ -178,6 +180,7 @@ pub(crate) fn method_tool(args: &ToolArgs, func: &ToolFn, self_ty: &Type) -> Tok
         prelude,
         start,
         this,
+        requires,
     } = &parts;
     let crate_defaults = crate_defaults(p);
     quote! {
@@ -204,6 +207,7 @@ pub(crate) fn method_tool(args: &ToolArgs, func: &ToolFn, self_ty: &Type) -> Tok
                 __agent_errors_call,
                 #crate_defaults,
             )
+            #requires
         }
     }
 }
@@ -220,6 +224,9 @@ struct ToolParts {
     prelude: TokenStream,
     /// The expression that starts the call.
     start: TokenStream,
+    /// `.requires_context::<T>()` for each `Ctx<T>` parameter, so a run missing one is refused
+    /// when it starts.
+    requires: TokenStream,
 }
 
 impl ToolParts {
@@ -231,6 +238,7 @@ impl ToolParts {
         let ext = Ident::new("__agent_errors_ext", Span::mixed_site());
         let this = Ident::new("__agent_errors_this", Span::mixed_site());
         let mut contexts = Vec::new();
+        let mut requires = TokenStream::new();
         let call_args: Vec<TokenStream> = func
             .params
             .iter()
@@ -246,6 +254,7 @@ impl ToolParts {
                     // Spanned on the held type: one that is not `Send + Sync` is reported there.
                     let read = quote_spanned!(held.span()=> #p::context::<#held>);
                     contexts.push(quote!(let #var = #read(#ext, #raw)?;));
+                    requires.extend(quote!(.requires_context::<#held>()));
                     quote!(#var)
                 }
             })
@@ -279,6 +288,7 @@ impl ToolParts {
             this,
             prelude,
             start,
+            requires,
         }
     }
 }

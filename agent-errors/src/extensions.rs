@@ -70,6 +70,11 @@ impl Extensions {
             })
     }
 
+    /// Whether the map holds a value of the type `id`.
+    pub(crate) fn holds(&self, id: TypeId) -> bool {
+        self.value(id).is_some()
+    }
+
     fn value(&self, id: TypeId) -> Option<&Arc<dyn Any + Send + Sync>> {
         // Only a call's own key answers for its type: a key given as a run value would name no
         // call in particular.

@@ -199,3 +199,36 @@ async fn a_failure_that_opens_the_service_breaker_is_not_slept_on_before_a_retry
         "no backoff was slept for a retry the open circuit would refuse"
     );
 }
+
+/// The user a run is for.
+struct Caller(String);
+
+/// Greets the caller.
+#[agent_errors::tool]
+async fn greet(caller: agent_errors::Ctx<Caller>) -> String {
+    format!("hello {}", caller.0)
+}
+
+#[tokio::test]
+async fn a_run_missing_a_ctx_value_is_refused_before_the_model_is_asked() {
+    use agent_errors::{RunError, RunOptions};
+
+    let model = ScriptedModel::new().tool_call("greet", "{}").text("done");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .tools(agent_errors::tools![greet])
+        .build()
+        .unwrap();
+    let outcome = agent.run_with_report("hi").await;
+    let error = outcome.result.unwrap_err();
+    assert!(
+        matches!(&error, RunError::MissingContext { tool, type_name }
+            if tool == "greet" && type_name.ends_with("Caller")),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("RunOptions::context"), "{error}");
+    assert_eq!(model.calls(), 0);
+
+    let options = RunOptions::new().context(Caller("ada".into()));
+    assert_eq!(agent.run_with("hi", options).await.result.unwrap(), "done");
+}

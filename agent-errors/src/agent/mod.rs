@@ -435,6 +435,19 @@ pub enum RunError {
     /// not run.
     #[error(transparent)]
     UsageLimit(Box<UsageLimitExceeded>),
+    /// A tool of the agent needs a context value (a `Ctx<T>` parameter, or
+    /// [`ToolDef::requires_context`](crate::ToolDef::requires_context)) the run was not given,
+    /// so the run did not start: give it with [`RunOptions::context`].
+    #[error(
+        "the tool `{tool}` needs a `{type_name}` that the run was not given: pass one with \
+         `RunOptions::context`"
+    )]
+    MissingContext {
+        /// The tool.
+        tool: String,
+        /// The type of the value it needs.
+        type_name: &'static str,
+    },
     /// The model declined to answer (finish reason `Refusal`), or the provider withheld its
     /// answer (`ContentFilter`): not an empty response, and not something a retry of the same
     /// request is expected to change.

@@ -24,6 +24,7 @@ impl RunError {
             RunError::Resume(_) => "resume",
             RunError::InvalidHistory(_) => "invalid_history",
             RunError::UsageLimit(_) => "usage_limit",
+            RunError::MissingContext { .. } => "missing_context",
         }
     }
 }

@@ -290,6 +290,24 @@ impl<O: AgentOutput> AgentInner<O> {
             .await
     }
 
+    /// Refuses a run missing a context value one of the agent's tools needs: a developer's
+    /// error, told to the caller before anything runs.
+    fn check_context(&self, given: &crate::extensions::Extensions) -> Result<(), RunError> {
+        for tool in self.registry.tools() {
+            if let Some((_, type_name)) = tool
+                .required_context()
+                .iter()
+                .find(|(id, _)| !given.holds(*id))
+            {
+                return Err(RunError::MissingContext {
+                    tool: tool.name().to_owned(),
+                    type_name,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Whether a call of `name` reaches a tool of this agent.
     fn knows(&self, name: &str) -> bool {
         self.registry.tool(name).is_some() || self.builtins.enabled(name)
@@ -302,6 +320,14 @@ impl<O: AgentOutput> AgentInner<O> {
         start: Start,
         mut options: RunOptions,
     ) -> RunOutcome<O> {
+        if let Err(missing) = self.check_context(&options.extensions) {
+            return RunOutcome {
+                result: Err(missing),
+                report: RunReport::default(),
+                transcript: start.transcript,
+                run_id,
+            };
+        }
         let deltas = options.deltas.take().map(DeltaSender::new);
         let ctx = self.context(options, &run_id, recorders.calls);
         if let Some(recovery) = start.recovery {
