@@ -70,9 +70,10 @@ impl Extensions {
             })
     }
 
-    /// Whether the map holds a value of the type `id`.
+    /// Whether a run given this map has a value of the type `id` for its calls: a call's
+    /// idempotency key is given to each call by the run itself.
     pub(crate) fn holds(&self, id: TypeId) -> bool {
-        self.value(id).is_some()
+        id == TypeId::of::<IdempotencyKey>() || self.value(id).is_some()
     }
 
     fn value(&self, id: TypeId) -> Option<&Arc<dyn Any + Send + Sync>> {

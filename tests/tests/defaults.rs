@@ -232,3 +232,25 @@ async fn a_run_missing_a_ctx_value_is_refused_before_the_model_is_asked() {
     let options = RunOptions::new().context(Caller("ada".into()));
     assert_eq!(agent.run_with("hi", options).await.result.unwrap(), "done");
 }
+
+/// Sends once per call, whatever retries happen.
+#[agent_errors::tool]
+async fn send(key: agent_errors::Ctx<agent_errors::call::IdempotencyKey>) -> String {
+    format!("sent with {}", &*key)
+}
+
+#[tokio::test]
+async fn a_tool_asking_for_its_idempotency_key_needs_nothing_from_the_caller() {
+    let model = ScriptedModel::new().tool_call("send", "{}").text("done");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .tools(agent_errors::tools![send])
+        .build()
+        .unwrap();
+    assert_eq!(agent.run("go").await.unwrap(), "done");
+    let request = model.last_request().unwrap();
+    assert!(matches!(
+        request.messages.last(),
+        Some(agent_errors::Message::Tool(r)) if r.content.starts_with("sent with run-")
+    ));
+}
