@@ -348,6 +348,9 @@ impl<O: AgentOutput> AgentInner<O> {
             let ended = self
                 .drive(&ctx, &mut request, &mut counts, recorder, start.pending)
                 .await;
+            if !matches!(ended, Err(RunError::UsageLimit(_))) {
+                return ended;
+            }
             self.stop_gracefully(&ctx, &mut request, &mut counts, ended)
                 .await
         };

@@ -109,7 +109,9 @@ pub(crate) async fn run<R: RunEnd>(
     if let Some(reason) = stop {
         spans::record_error(Some(&span), reason);
     }
-    spans::record_run_usage(&span, outcome.usage());
+    if !span.is_disabled() {
+        spans::record_run_usage(&span, outcome.usage());
+    }
     metrics::run_ended(meters, agent, stop, started.elapsed());
     outcome
 }

@@ -202,11 +202,11 @@ impl UsageLimits {
     /// it and `made_of` calls of each capped tool.
     pub(crate) fn calls_refused<'a>(
         &self,
-        calls: impl Iterator<Item = &'a str> + Clone,
+        calls: impl ExactSizeIterator<Item = &'a str> + Clone,
         made: u32,
         made_of: &BTreeMap<String, u32>,
     ) -> Option<(UsageLimit, String)> {
-        let asked = u32::try_from(calls.clone().count()).unwrap_or(u32::MAX);
+        let asked = u32::try_from(calls.clone().len()).unwrap_or(u32::MAX);
         if let Some(max) = self.tool_calls_per_turn.filter(|max| asked > *max) {
             return Some((UsageLimit::ToolCallsPerTurn, max.to_string()));
         }
