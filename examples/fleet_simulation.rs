@@ -168,7 +168,9 @@ async fn simulate(fleet: Fleet, trouble: Trouble) -> Outcome {
     for i in 0..REPLICAS {
         let breaker = match fleet {
             Fleet::NoBreaker => None,
-            Fleet::LocalBreakers => Some(Arc::new(ServiceBreaker::new(threshold, cooldown))),
+            Fleet::LocalBreakers => Some(Arc::new(
+                ServiceBreaker::new(threshold.get(), cooldown).expect("valid settings"),
+            )),
             Fleet::SharedBreaker | Fleet::SharedBreakerAndBudget => {
                 Some(Arc::new(ServiceBreaker::with_store(CachedView {
                     shared: Arc::clone(&shared),

@@ -140,6 +140,7 @@ pub(crate) fn tool(args: &ToolArgs, func: &ToolFn) -> TokenStream {
         ext,
         prelude,
         start,
+        requires,
         ..
     } = &parts;
     let crate_defaults = crate_defaults(p);
@@ -161,6 +162,7 @@ pub(crate) fn tool(args: &ToolArgs, func: &ToolFn) -> TokenStream {
                 __agent_errors_call,
                 #crate_defaults,
             )
+            #requires
         }
     }
 }
@@ -179,6 +181,7 @@ pub(crate) fn method_tool(args: &ToolArgs, func: &ToolFn, self_ty: &Type) -> Tok
         prelude,
         start,
         this,
+        requires,
     } = &parts;
     let crate_defaults = crate_defaults(p);
     quote! {
@@ -205,6 +208,7 @@ pub(crate) fn method_tool(args: &ToolArgs, func: &ToolFn, self_ty: &Type) -> Tok
                 __agent_errors_call,
                 #crate_defaults,
             )
+            #requires
         }
     }
 }
@@ -221,6 +225,9 @@ struct ToolParts {
     prelude: TokenStream,
     /// The expression that starts the call.
     start: TokenStream,
+    /// `.requires_context::<T>()` for each `Ctx<T>` parameter, so a run missing one is refused
+    /// when it starts.
+    requires: TokenStream,
 }
 
 impl ToolParts {
@@ -232,6 +239,7 @@ impl ToolParts {
         let ext = Ident::new("__agent_errors_ext", Span::mixed_site());
         let this = Ident::new("__agent_errors_this", Span::mixed_site());
         let mut contexts = Vec::new();
+        let mut requires = TokenStream::new();
         let call_args: Vec<TokenStream> = func
             .params
             .iter()
@@ -247,6 +255,7 @@ impl ToolParts {
                     // Spanned on the held type: one that is not `Send + Sync` is reported there.
                     let read = quote_spanned!(held.span()=> #p::context::<#held>);
                     contexts.push(quote!(let #var = #read(#ext, #raw)?;));
+                    requires.extend(quote!(.requires_context::<#held>()));
                     quote!(#var)
                 }
             })
@@ -280,6 +289,7 @@ impl ToolParts {
             this,
             prelude,
             start,
+            requires,
         }
     }
 }

@@ -135,6 +135,12 @@ pub enum Event {
         /// The model used instead.
         to: String,
     },
+    /// The run went past a usage cap whose limits ask for a final answer: the model is asked
+    /// once more, without tools.
+    UsageLimitReached {
+        /// The cap.
+        limit: crate::usage::UsageLimit,
+    },
 }
 
 impl Event {
@@ -153,6 +159,7 @@ impl Event {
             Event::PersonAsked { .. } => "person_asked",
             Event::LlmRetry { .. } => "llm_retry",
             Event::LlmFallback { .. } => "llm_fallback",
+            Event::UsageLimitReached { .. } => "usage_limit_reached",
         }
     }
 
@@ -169,7 +176,9 @@ impl Event {
             | Event::RetryBudgetExhausted { tool }
             | Event::Terminated { tool, .. }
             | Event::PersonAsked { tool, .. } => Some(tool),
-            Event::LlmRetry { .. } | Event::LlmFallback { .. } => None,
+            Event::LlmRetry { .. }
+            | Event::LlmFallback { .. }
+            | Event::UsageLimitReached { .. } => None,
         }
     }
 
@@ -227,6 +236,9 @@ impl Event {
             ),
             Event::LlmFallback { from, to } => {
                 tracing::warn!(event = "llm_fallback", from = %from, to = %to)
+            }
+            Event::UsageLimitReached { limit } => {
+                tracing::warn!(event = "usage_limit_reached", limit = %limit)
             }
         }
     }
@@ -519,6 +531,10 @@ fn count(event: &Event, model: &str) {
         Event::LlmFallback { to, .. } => {
             let to = to.clone();
             counter!("agent_errors.model.fallbacks", MODEL => model.to_owned(), "to" => to)
+                .increment(1);
+        }
+        Event::UsageLimitReached { .. } => {
+            counter!("agent_errors.run.usage_limits_reached", MODEL => model.to_owned())
                 .increment(1);
         }
     }

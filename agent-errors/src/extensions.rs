@@ -72,6 +72,12 @@ impl Extensions {
             })
     }
 
+    /// Whether a run given this map has a value of the type `id` for its calls: a call's
+    /// idempotency key is given to each call by the run itself.
+    pub(crate) fn holds(&self, id: TypeId) -> bool {
+        id == TypeId::of::<IdempotencyKey>() || self.value(id).is_some()
+    }
+
     fn value(&self, id: TypeId) -> Option<&Arc<dyn Any + Send + Sync>> {
         // Only a call's own key answers for its type: a key given as a run value would name no
         // call in particular.

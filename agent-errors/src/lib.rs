@@ -114,6 +114,26 @@ pub mod __private;
 #[doc(hidden)]
 pub mod fuzz;
 
+/// The `schemars` this crate builds tool schemas with (1.x), for a hand-written tool's
+/// arguments without a `schemars` dependency of your own (and so without a mismatched major
+/// version). Its derive then needs to be told where it is:
+///
+/// ```
+/// use agent_errors::ToolDef;
+///
+/// #[derive(serde::Deserialize, agent_errors::schemars::JsonSchema)]
+/// #[schemars(crate = "agent_errors::schemars")]
+/// struct Lookup {
+///     city: String,
+/// }
+///
+/// let tool = ToolDef::new("lookup", "Looks a city up.", |args: Lookup| async move {
+///     Ok::<_, std::io::Error>(args.city)
+/// });
+/// assert!(tool.spec().parameters.to_string().contains("city"));
+/// ```
+pub use schemars;
+
 pub use agent_errors_macros::{
     crate_defaults, defaults, fixer, fixers, policy, tool, tools, toolset,
 };
@@ -141,6 +161,10 @@ pub mod run {
         ModelError, ModelFailure, NotJsonArguments, ResumeError, RunDelta, THROW_EXCEPTION,
     };
     pub use crate::executor::{Terminated, TerminationReason};
+    pub use crate::usage::{
+        DEFAULT_MAX_TOOL_CALLS_PER_TURN, ModelPrice, OnExceed, RunUsage, UsageLimit,
+        UsageLimitExceeded, UsageLimits,
+    };
 }
 
 /// One tool call: how a tool is called, what it can reach, and how the call ends.

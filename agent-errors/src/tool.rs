@@ -1,6 +1,7 @@
 //! Tools: a name, a description, a JSON Schema for the arguments, a policy, and a handler that
 //! parses the model's arguments and runs the function.
 
+use std::any::TypeId;
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
@@ -173,6 +174,9 @@ pub struct ToolDef {
     /// is the duplicate-key check. False unless known: a `serde_json::Value` or a map reads
     /// `{"a": 1, "a": 2}` as the last value, and the gate must check such arguments itself.
     refuses_duplicate_keys: bool,
+    /// The context values every call needs (a `Ctx<T>` parameter's type): a run that lacks one
+    /// is refused when it starts.
+    requires: Vec<(TypeId, &'static str)>,
 }
 
 impl ToolDef {
@@ -216,6 +220,7 @@ impl ToolDef {
             breaker_key: None,
             handler: Arc::new(handler),
             refuses_duplicate_keys: false,
+            requires: Vec::new(),
         }
     }
 
@@ -363,6 +368,44 @@ impl ToolDef {
     /// Whether `degrade` may drop it.
     pub fn is_optional(&self) -> bool {
         self.optional
+    }
+
+    /// Declares that every call needs the run's value of type `T` (what a `#[tool]` with a
+    /// `Ctx<T>` parameter declares by itself): an agent run not given one
+    /// ([`RunOptions::context`](crate::RunOptions::context)) is refused when it starts, with
+    /// [`RunError::MissingContext`](crate::RunError::MissingContext) naming the tool and the
+    /// type, instead of each call failing where only the model sees it.
+    ///
+    /// ```
+    /// use agent_errors::{Agent, RunError, ToolDef};
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// struct Tenant(String);
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let tool = ToolDef::new("whoami", "Names the tenant.", |_: serde_json::Value| async {
+    ///     Ok::<_, std::io::Error>("someone")
+    /// })
+    /// .requires_context::<Tenant>();
+    /// let agent = Agent::builder("a").model(ScriptedModel::new().text("hi")).tool(tool).build()?;
+    /// let error = agent.run("go").await.unwrap_err();
+    /// assert!(matches!(error, RunError::MissingContext { ref tool, .. } if tool == "whoami"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn requires_context<T: 'static>(mut self) -> Self {
+        let id = TypeId::of::<T>();
+        if !self.requires.iter().any(|(known, _)| *known == id) {
+            self.requires.push((id, std::any::type_name::<T>()));
+        }
+        self
+    }
+
+    /// The context values every call needs, by type.
+    pub(crate) fn required_context(&self) -> &[(TypeId, &'static str)] {
+        &self.requires
     }
 
     /// Whether parsing the arguments already refuses a key given twice at every depth.

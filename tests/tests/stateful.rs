@@ -75,6 +75,11 @@ impl Crm {
     }
 }
 
+/// The user every run of the `crm` tools is for: `greet` needs one.
+fn user() -> User {
+    User { name: "lin".into() }
+}
+
 fn crm(busy_for: u32) -> Arc<Crm> {
     Arc::new(Crm {
         customers: vec!["ada".into(), "grace".into()],
@@ -129,7 +134,11 @@ async fn a_method_tool_shares_its_instance_and_recovers_under_its_policy() {
         .build()
         .unwrap();
 
-    assert_eq!(agent.run("who is 1?").await.unwrap(), "found grace");
+    let options = RunOptions::new().context(user());
+    assert_eq!(
+        agent.run_with("who is 1?", options).await.result.unwrap(),
+        "found grace"
+    );
     assert_eq!(service.calls.load(Ordering::SeqCst), 3);
     let request = model.last_request().unwrap();
     assert_eq!(tool_results(&request)[0].content, "grace");
@@ -148,13 +157,17 @@ async fn a_fixer_method_repairs_a_call() {
         .on_tool_error("lookup", policy!(invalid_args = fix(agent = "id_fixer")))
         .build()
         .unwrap();
-    assert_eq!(agent.run("who is 0?").await.unwrap(), "ada");
+    let options = RunOptions::new().context(user());
+    assert_eq!(
+        agent.run_with("who is 0?", options).await.result.unwrap(),
+        "ada"
+    );
     let request = model.last_request().unwrap();
     assert_eq!(tool_results(&request)[0].content, "ada");
 }
 
 #[tokio::test]
-async fn a_tool_reads_the_runs_context_and_a_missing_one_is_an_error_result() {
+async fn a_tool_reads_the_runs_context_and_a_run_missing_one_is_refused_naming_tool_and_type() {
     let model = ScriptedModel::new()
         .tool_call("greet", r#"{"customer": "ada"}"#)
         .text("done")
@@ -172,10 +185,27 @@ async fn a_tool_reads_the_runs_context_and_a_missing_one_is_an_error_result() {
     let request = model.last_request().unwrap();
     assert_eq!(tool_results(&request)[0].content, "lin greets ada");
 
+    let asked = model.calls();
     let outcome = agent.run_with("greet ada", RunOptions::new()).await;
-    assert_eq!(outcome.result.unwrap(), "done");
-    let request = model.last_request().unwrap();
-    let shown = tool_results(&request)[0];
+    match outcome.result {
+        Err(agent_errors::RunError::MissingContext { tool, type_name }) => {
+            assert_eq!(tool, "greet");
+            assert!(type_name.ends_with("User"), "{type_name}");
+        }
+        other => panic!("a developer's error, before the model is asked: {other:?}"),
+    }
+    assert_eq!(model.calls(), asked, "the model was not asked");
+}
+
+#[tokio::test]
+async fn a_registry_caller_missing_a_context_value_gets_an_error_result() {
+    let registry = agent_errors::Registry::builder()
+        .tools(crm(0).tools())
+        .build()
+        .unwrap();
+    let call = ToolCall::new("c1", "greet", r#"{"customer": "bo"}"#);
+    let outcome = registry.execute(&RunContext::new(), &call).await;
+    let shown = outcome.result().unwrap();
     assert!(shown.is_error);
     assert!(shown.content.contains("User"), "{}", shown.content);
 }
@@ -206,7 +236,7 @@ async fn a_conversation_continues_from_its_history() {
         .tools(crm(0).tools())
         .build()
         .unwrap();
-    let mut chat = agent.conversation();
+    let mut chat = agent.conversation().context(user());
     assert_eq!(chat.send("hi").await.unwrap(), "hello");
     assert_eq!(chat.send("how many?").await.unwrap(), "3 customers");
     assert_eq!(chat.send("thanks").await.unwrap(), "bye");
@@ -447,7 +477,12 @@ async fn an_agents_classifier_makes_its_own_errors_fire_their_keys() {
         .classifier(classifier())
         .build()
         .unwrap();
-    let error = agent.run("who is 9?").await.unwrap_err();
+    let options = RunOptions::new().context(user());
+    let error = agent
+        .run_with("who is 9?", options)
+        .await
+        .result
+        .unwrap_err();
     let terminated = error.terminated().expect("not_found = throw ends the run");
     assert_eq!(terminated.kind, ErrorKind::NotFound);
 
@@ -461,7 +496,9 @@ async fn an_agents_classifier_makes_its_own_errors_fire_their_keys() {
         .on_tool_error("lookup", policy!(not_found = throw))
         .build()
         .unwrap();
-    assert_eq!(plain.run("who is 9?").await.unwrap(), "no such customer");
+    let options = RunOptions::new().context(user());
+    let answer = plain.run_with("who is 9?", options).await.result;
+    assert_eq!(answer.unwrap(), "no such customer");
 }
 
 /// An order, as rig and rmcp tools take it: the struct is the whole argument object.

@@ -20,6 +20,7 @@ use crate::observe::{AgentMeters, DEFAULT_EVENT_CAPACITY, Feed};
 use crate::policy::Policy;
 use crate::registry::{ConfigError, ConfigProblem, Registry, RegistryBuilder};
 use crate::tool::ToolDef;
+use crate::usage::UsageLimits;
 
 /// Collects an agent's configuration; [`AgentBuilder::build`] validates it.
 ///
@@ -59,6 +60,7 @@ pub struct AgentBuilder<O = String> {
     system_prompt: Option<String>,
     builtins: Builtins,
     limits: Limits,
+    usage_limits: UsageLimits,
     source: CallSource,
     options: RequestOptions,
     reserved_names_used: Vec<String>,
@@ -94,6 +96,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
             system_prompt: None,
             builtins: Builtins::default(),
             limits: Limits::default(),
+            usage_limits: UsageLimits::default(),
             source: CallSource::MAIN_AGENT,
             options: RequestOptions::default(),
             reserved_names_used: Vec::new(),
@@ -338,6 +341,29 @@ impl<O: AgentOutput> AgentBuilder<O> {
         self
     }
 
+    /// Caps each run's usage: model requests, tokens, tool calls (per run, per turn, per tool)
+    /// and cost. By default only a turn's tool calls are capped
+    /// ([`DEFAULT_MAX_TOOL_CALLS_PER_TURN`](crate::run::DEFAULT_MAX_TOOL_CALLS_PER_TURN)); a
+    /// run's [`RunOptions::usage_limits`](crate::RunOptions::usage_limits) replaces these.
+    ///
+    /// ```
+    /// use agent_errors::Agent;
+    /// use agent_errors::run::UsageLimits;
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// let agent = Agent::builder("capped")
+    ///     .model(ScriptedModel::new().text("hi"))
+    ///     .usage_limits(UsageLimits::new().max_requests(5).max_total_tokens(20_000))
+    ///     .build()
+    ///     .unwrap();
+    /// # let _ = agent;
+    /// ```
+    #[must_use]
+    pub fn usage_limits(mut self, limits: UsageLimits) -> Self {
+        self.usage_limits = limits;
+        self
+    }
+
     /// Makes every run durable: its state is saved to `store` after each model turn (before any
     /// tool of that turn runs) and after each tool result, so [`Agent::resume`] can go on with it
     /// in another process after this one dies. See [`checkpoint`](crate::checkpoint).
@@ -452,6 +478,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
                         feed: Feed::new(DEFAULT_EVENT_CAPACITY),
                         meters,
                         checkpoints: self.checkpoints,
+                        usage_limits: Arc::new(self.usage_limits),
                     }),
                 })
             }

@@ -3,9 +3,9 @@
 
 use super::durable::SavedCounts;
 use super::stream::DeltaSender;
+use super::usage_meter::UsageMeter;
 use crate::usage::Usage;
 
-#[derive(Default)]
 pub(super) struct Counts {
     pub(super) turns: u32,
     pub(super) model_calls: u32,
@@ -13,15 +13,32 @@ pub(super) struct Counts {
     pub(super) usage: Usage,
     /// Where the run streams the model's answers, if anywhere.
     pub(super) deltas: Option<DeltaSender>,
+    /// What the run's usage caps count.
+    pub(super) meter: UsageMeter,
 }
 
 impl Counts {
+    /// A run's counts from zero, its caps held by `meter`.
+    pub(super) fn new(deltas: Option<DeltaSender>, meter: UsageMeter) -> Counts {
+        Counts {
+            turns: 0,
+            model_calls: 0,
+            tool_calls: 0,
+            usage: Usage::default(),
+            deltas,
+            meter,
+        }
+    }
+
     pub(super) fn saved(&self) -> SavedCounts {
+        let (calls_of, cost) = self.meter.saved();
         SavedCounts {
             turns: self.turns,
             model_calls: self.model_calls,
             tool_calls: self.tool_calls,
             usage: self.usage,
+            calls_of,
+            cost,
         }
     }
 
@@ -30,5 +47,6 @@ impl Counts {
         self.model_calls = saved.model_calls;
         self.tool_calls = saved.tool_calls;
         self.usage = saved.usage;
+        self.meter.restore(saved.calls_of, saved.cost);
     }
 }

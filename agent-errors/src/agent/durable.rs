@@ -10,7 +10,8 @@ use super::saved_stop::SavedStop;
 use crate::chat::{Message, ToolCall, ToolResult};
 use crate::checkpoint::{Checkpoint, CheckpointError};
 use crate::executor::{CallProgress, RecoveryState};
-use crate::usage::Usage;
+use crate::usage::{Usage, UsageLimits};
+use std::collections::BTreeMap;
 
 /// The version of the saved state this build writes.
 ///
@@ -260,12 +261,18 @@ impl PendingCall {
 }
 
 /// The loop's counts, as saved.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(super) struct SavedCounts {
     pub(super) turns: u32,
     pub(super) model_calls: u32,
     pub(super) tool_calls: u32,
     pub(super) usage: Usage,
+    /// Calls of each tool with a cap of its own; added within version 2 (read as none).
+    #[serde(default)]
+    pub(super) calls_of: BTreeMap<String, u32>,
+    /// What the run's tokens cost; added within version 2 (read as 0).
+    #[serde(default)]
+    pub(super) cost: f64,
 }
 
 /// Everything a resumed run needs, serialized as the checkpoint's state.
@@ -281,6 +288,10 @@ pub(super) struct SavedRun {
     /// this much, not a fresh deadline. Version 1 did not save it.
     #[serde(default)]
     pub(super) deadline_left_ms: Option<u64>,
+    /// The caps the run was started with, which a resumed run keeps; added within version 2
+    /// (a checkpoint without them is resumed under the agent's).
+    #[serde(default)]
+    pub(super) usage_limits: Option<UsageLimits>,
     pub(super) finished: Option<FinishedRun>,
 }
 
@@ -294,6 +305,7 @@ impl SavedRun {
             counts: SavedCounts::default(),
             recovery: RecoveryState::default(),
             deadline_left_ms: None,
+            usage_limits: None,
             finished: None,
         }
     }

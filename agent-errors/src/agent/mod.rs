@@ -37,6 +37,7 @@ mod run;
 mod saved_stop;
 mod stream;
 mod turn;
+mod usage_meter;
 
 use std::fmt;
 use std::num::NonZeroU32;
@@ -65,6 +66,7 @@ use crate::extensions::Extensions;
 use crate::model::ChatModel;
 use crate::observe::{AgentMeters, EventStream, Feed};
 use crate::registry::Registry;
+use crate::usage::{UsageLimitExceeded, UsageLimits};
 
 use builtins::Builtins;
 use llm_error::LlmErrorHandler;
@@ -150,6 +152,8 @@ pub(crate) struct AgentInner<O> {
     pub(crate) meters: AgentMeters,
     /// Where each run's checkpoints go, when its runs are durable.
     pub(crate) checkpoints: Option<Arc<dyn CheckpointStore>>,
+    /// The caps on each run's usage, unless its options give others.
+    pub(crate) usage_limits: Arc<UsageLimits>,
 }
 
 impl<O> Clone for AgentInner<O> {
@@ -174,6 +178,7 @@ impl<O> Clone for AgentInner<O> {
             feed: self.feed.clone(),
             meters: self.meters.clone(),
             checkpoints: self.checkpoints.clone(),
+            usage_limits: Arc::clone(&self.usage_limits),
         }
     }
 }
@@ -265,6 +270,8 @@ pub struct RunOptions {
     pub(crate) journal: Option<crate::journal::RunJournal>,
     /// A person's answers to calls the run waits on, by call id.
     pub(crate) answers: Vec<(String, Decision)>,
+    /// This run's caps, when not the agent's.
+    pub(crate) usage_limits: Option<Arc<UsageLimits>>,
 }
 
 impl RunOptions {
@@ -324,6 +331,30 @@ impl RunOptions {
     #[must_use]
     pub fn context<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         self.extensions.insert(value);
+        self
+    }
+
+    /// Caps this run's usage with `limits` instead of the agent's
+    /// ([`AgentBuilder::usage_limits`]). A resumed run keeps the caps it was started with,
+    /// unless these options give it new ones.
+    ///
+    /// ```
+    /// use agent_errors::{Agent, RunError, RunOptions};
+    /// use agent_errors::run::{UsageLimit, UsageLimits};
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let agent = Agent::builder("greeter").model(ScriptedModel::new().text("hi")).build()?;
+    /// let options = RunOptions::new().usage_limits(UsageLimits::new().max_requests(0));
+    /// let error = agent.run_with("say hi", options).await.result.unwrap_err();
+    /// assert_eq!(error.usage_limit().unwrap().limit, UsageLimit::Requests);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn usage_limits(mut self, limits: UsageLimits) -> Self {
+        self.usage_limits = Some(Arc::new(limits));
         self
     }
 
@@ -526,6 +557,24 @@ pub enum RunError {
     /// the history as handed in.
     #[error("the conversation history was refused: {0}")]
     InvalidHistory(HistoryError),
+    /// The run went past one of its [`UsageLimits`]: which, and what it had used. The
+    /// transcript answers every call it holds; calls of a turn the cap refused are answered as
+    /// not run.
+    #[error(transparent)]
+    UsageLimit(Box<UsageLimitExceeded>),
+    /// A tool of the agent needs a context value (a `Ctx<T>` parameter, or
+    /// [`ToolDef::requires_context`](crate::ToolDef::requires_context)) the run was not given,
+    /// so the run did not start: give it with [`RunOptions::context`].
+    #[error(
+        "the tool `{tool}` needs a `{type_name}` that the run was not given: pass one with \
+         `RunOptions::context`"
+    )]
+    MissingContext {
+        /// The tool.
+        tool: String,
+        /// The type of the value it needs.
+        type_name: &'static str,
+    },
     /// The model declined to answer (finish reason `Refusal`), or the provider withheld its
     /// answer (`ContentFilter`): not an empty response, and not something a retry of the same
     /// request is expected to change.
@@ -554,6 +603,14 @@ impl RunError {
         match self {
             RunError::Model(e) => Ok(e.into_unredacted_error()),
             other => Err(other),
+        }
+    }
+
+    /// The usage limit the run went past, if that ended it.
+    pub fn usage_limit(&self) -> Option<&UsageLimitExceeded> {
+        match self {
+            RunError::UsageLimit(exceeded) => Some(exceeded),
+            _ => None,
         }
     }
 

@@ -92,6 +92,9 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
     type Error = BoxError;
 
     async fn call(&mut self) -> Result<Self::Output, BoxError> {
+        if let Err(capped) = self.counts.may_ask() {
+            return Ok(Err(capped));
+        }
         self.counts.model_calls += 1;
         // The model is user code: a panic in `chat` (before or inside its future) ends the
         // run with an error that says so instead of unwinding through `run`.
@@ -114,7 +117,12 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
             Ok(result) => result,
             Err(panic) => return Ok(Err(callback_panicked("ChatModel::chat", panic))),
         };
-        match result.and_then(|response| turn::judge(response, &mut self.counts.usage)) {
+        let used = result.as_ref().ok().and_then(|response| response.usage);
+        let judged = result.and_then(|response| turn::judge(response, &mut self.counts.usage));
+        if let Err(capped) = self.counts.answered(model.name(), used) {
+            return Ok(Err(capped));
+        }
+        match judged {
             Ok(response) => Ok(Ok(Turn::Response(response))),
             Err(error) => Err(error),
         }

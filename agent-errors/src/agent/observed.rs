@@ -24,6 +24,8 @@ impl RunError {
             RunError::Resume(_) => "resume",
             RunError::InvalidHistory(_) => "invalid_history",
             RunError::WaitingForPerson { .. } => "waiting_for_person",
+            RunError::UsageLimit(_) => "usage_limit",
+            RunError::MissingContext { .. } => "missing_context",
         }
     }
 }
@@ -40,5 +42,10 @@ impl TurnFailure for RunError {
 impl<O> RunEnd for RunOutcome<O> {
     fn stop_reason(&self) -> Option<&'static str> {
         self.result.as_ref().err().map(RunError::stop_reason)
+    }
+
+    fn usage(&self) -> (u32, crate::usage::Usage, u32) {
+        let report = &self.report;
+        (report.model_calls, report.usage, report.tool_calls)
     }
 }

@@ -11,6 +11,7 @@ use super::model_call::Turn;
 use super::recorder::Recorder;
 use super::stream::DeltaSender;
 use super::turn;
+use super::usage_meter::{self, UsageMeter};
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
 use crate::breaker::RunBreaker;
 use crate::chat::{ChatRequest, Message, ToolCall, ToolSpec};
@@ -24,6 +25,7 @@ use crate::executor::{
 use crate::observe::{self, Observer};
 use crate::retry::RunRetries;
 use crate::sanitize::SurfacedError;
+use crate::usage::UsageLimits;
 
 impl<O: AgentOutput> Agent<O> {
     /// Runs the agent on `input` and returns its output.
@@ -109,6 +111,8 @@ struct Start {
     /// What the run had learnt; a new run has learnt nothing, and restores nothing.
     recovery: Option<RecoveryState>,
     deadline: Option<Duration>,
+    /// The caps the run is held to: a resumed run keeps those it was started with.
+    usage_limits: Arc<UsageLimits>,
 }
 
 /// The run's one recorder, as the loop holds it and as the executor does.
@@ -179,9 +183,12 @@ impl<O: AgentOutput> AgentInner<O> {
         }
         let transcript =
             super::conversation::with_system_prompt(self.system_prompt.as_deref(), history);
+        let usage_limits =
+            (options.usage_limits.take()).unwrap_or_else(|| self.usage_limits.clone());
         let recorders = match &self.checkpoints {
             Some(store) => {
-                let saved = SavedRun::new(transcript.clone());
+                let mut saved = SavedRun::new(transcript.clone());
+                saved.usage_limits = Some(UsageLimits::clone(&usage_limits));
                 let store = Arc::clone(store);
                 Recorders::checkpoints(CheckpointRecorder::new(store, run_id.clone(), saved, 0))
             }
@@ -193,11 +200,12 @@ impl<O: AgentOutput> AgentInner<O> {
             counts: SavedCounts::default(),
             recovery: None,
             deadline: self.limits.run_deadline,
+            usage_limits,
         };
         self.go(run_id, recorders, start, options).await
     }
 
-    async fn resume(&self, run_id: String, options: RunOptions) -> RunOutcome<O> {
+    async fn resume(&self, run_id: String, mut options: RunOptions) -> RunOutcome<O> {
         let refused = |error: RunError, transcript| RunOutcome {
             result: Err(error.redacted()),
             report: RunReport::default(),
@@ -217,7 +225,7 @@ impl<O: AgentOutput> AgentInner<O> {
             }
             Err(error) => return refused(RunError::Checkpoint(error), Vec::new()),
         };
-        let saved = match SavedRun::read(&checkpoint) {
+        let mut saved = match SavedRun::read(&checkpoint) {
             Ok(saved) => saved,
             Err(error) => return refused(RunError::Checkpoint(error), Vec::new()),
         };
@@ -251,6 +259,14 @@ impl<O: AgentOutput> AgentInner<O> {
             });
             return refused(RunError::Resume(error), transcript);
         }
+        let usage_limits = match options.usage_limits.take() {
+            Some(limits) => limits,
+            None => saved
+                .usage_limits
+                .clone()
+                .map_or_else(|| self.usage_limits.clone(), Arc::new),
+        };
+        saved.usage_limits = Some(UsageLimits::clone(&usage_limits));
         let next = checkpoint.sequence.saturating_add(1);
         let store = Arc::clone(store);
         let mut transcript = saved.transcript.clone();
@@ -263,16 +279,35 @@ impl<O: AgentOutput> AgentInner<O> {
         let start = Start {
             transcript,
             pending,
-            counts: saved.counts,
+            counts: saved.counts.clone(),
             recovery: Some(saved.recovery.clone()),
             deadline: saved
                 .deadline_left_ms
                 .map(Duration::from_millis)
                 .or(self.limits.run_deadline),
+            usage_limits,
         };
         let recorder = CheckpointRecorder::new(store, run_id.clone(), saved, next);
         self.go(run_id, Recorders::checkpoints(recorder), start, options)
             .await
+    }
+
+    /// Refuses a run missing a context value one of the agent's tools needs: a developer's
+    /// error, told to the caller before anything runs.
+    fn check_context(&self, given: &crate::extensions::Extensions) -> Result<(), RunError> {
+        for tool in self.registry.tools() {
+            if let Some((_, type_name)) = tool
+                .required_context()
+                .iter()
+                .find(|(id, _)| !given.holds(*id))
+            {
+                return Err(RunError::MissingContext {
+                    tool: tool.name().to_owned(),
+                    type_name,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Whether a call of `name` reaches a tool of this agent.
@@ -287,6 +322,14 @@ impl<O: AgentOutput> AgentInner<O> {
         start: Start,
         mut options: RunOptions,
     ) -> RunOutcome<O> {
+        if let Err(missing) = self.check_context(&options.extensions) {
+            return RunOutcome {
+                result: Err(missing),
+                report: RunReport::default(),
+                transcript: start.transcript,
+                run_id,
+            };
+        }
         let deltas = options.deltas.take().map(DeltaSender::new);
         let ctx = self.context(options, &run_id, recorders.calls);
         if let Some(recovery) = start.recovery {
@@ -298,16 +341,19 @@ impl<O: AgentOutput> AgentInner<O> {
             .with_options(self.options.clone())
             .with_events(ctx.event_sink())
             .with_retries(RunRetries::new(Arc::clone(ctx.retries())));
-        let mut counts = Counts {
-            deltas,
-            ..Counts::default()
-        };
+        let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits));
         counts.restore(start.counts);
         let driven = async {
             if !recorder.started(&ctx, start.deadline).await {
                 return Err(unsaved(recorder));
             }
-            self.drive(&ctx, &mut request, &mut counts, recorder, start.pending)
+            let ended = self
+                .drive(&ctx, &mut request, &mut counts, recorder, start.pending)
+                .await;
+            if !matches!(ended, Err(RunError::UsageLimit(_))) {
+                return ended;
+            }
+            self.stop_gracefully(&ctx, &mut request, &mut counts, ended)
                 .await
         };
         let mut result = match start.deadline {
@@ -415,7 +461,10 @@ impl<O: AgentOutput> AgentInner<O> {
             }
 
             let calls = response.tool_calls;
-            counts.tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
+            if let Err(capped) = counts.may_run(&calls) {
+                usage_meter::refuse_turn(request, response.text, calls);
+                return Err(capped);
+            }
             // The transcript gets the turn only with its answers, so a run the deadline stops
             // mid-turn never hands back a call without its answer; the recorder has it first.
             let asked = Message::assistant(response.text, calls.clone());

@@ -117,28 +117,64 @@ enum Store {
 
 impl Default for ServiceBreaker {
     fn default() -> Self {
-        ServiceBreaker::new(
+        ServiceBreaker::from_store(MemoryStore::new(
             NonZeroU32::new(5).expect("5 is not zero"),
             Duration::from_secs(30),
-        )
+        ))
     }
+}
+
+/// A service breaker's settings were out of range.
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::breaker::{BreakerSettingsError, ServiceBreaker};
+///
+/// match ServiceBreaker::new(0, Duration::from_secs(30)) {
+///     Err(BreakerSettingsError::ZeroThreshold) => {}
+///     Err(BreakerSettingsError::ZeroCooldown) => unreachable!("the cooldown is 30 s"),
+///     Err(other) => panic!("{other}"),
+///     Ok(_) => unreachable!("a breaker that opens after 0 failures is refused"),
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BreakerSettingsError {
+    /// A threshold of 0 failures would open the circuit before any call.
+    #[error("a service breaker's threshold must be at least 1 failure, got 0")]
+    ZeroThreshold,
+    /// A cooldown of 0 would let every call through as a probe: the circuit never stays open.
+    #[error("a service breaker's cooldown must be longer than 0")]
+    ZeroCooldown,
 }
 
 impl ServiceBreaker {
     /// Opens after `threshold` consecutive failures; lets one probe through after `cooldown`.
     /// The state stays in this process.
     ///
+    /// A threshold of 0 or a zero cooldown is refused with [`BreakerSettingsError`].
+    ///
     /// ```
-    /// use std::num::NonZeroU32;
     /// use std::time::Duration;
     /// use agent_errors::breaker::{BreakerState, ServiceBreaker};
     ///
-    /// let breaker = ServiceBreaker::new(NonZeroU32::new(5).unwrap(), Duration::from_secs(30));
+    /// let breaker = ServiceBreaker::new(5, Duration::from_secs(30))?;
     /// assert_eq!(breaker.state("weather"), BreakerState::Closed);
+    /// # Ok::<(), agent_errors::breaker::BreakerSettingsError>(())
     /// ```
-    pub fn new(threshold: NonZeroU32, cooldown: Duration) -> Self {
+    pub fn new(threshold: u32, cooldown: Duration) -> Result<Self, BreakerSettingsError> {
+        let threshold = NonZeroU32::new(threshold).ok_or(BreakerSettingsError::ZeroThreshold)?;
+        if cooldown.is_zero() {
+            return Err(BreakerSettingsError::ZeroCooldown);
+        }
+        Ok(ServiceBreaker::from_store(MemoryStore::new(
+            threshold, cooldown,
+        )))
+    }
+
+    fn from_store(store: MemoryStore) -> Self {
         ServiceBreaker {
-            store: Store::Memory(MemoryStore::new(threshold, cooldown)),
+            store: Store::Memory(store),
         }
     }
 

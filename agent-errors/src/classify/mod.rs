@@ -25,7 +25,18 @@
 //!    phrases ("timed out", "too many requests", "permission denied", "not found", ...), tried on
 //!    each level's message, deepest level first. Retryable kinds are tried before `Auth`, so
 //!    "cannot access host: connection timed out" is a timeout, and "accessor" or "forbiddenness"
-//!    match nothing. The regexes are compiled once, on first use.
+//!    match nothing. A message without such a phrase that writes an HTTP status ("HTTP 503",
+//!    "HTTP/1.1 429", "status code: 401") gets that status's kind from the table below. The
+//!    regexes are compiled once, on first use.
+//!
+//! Which errors are read by type and which by text: the types of step 2 (and yours, with a
+//! rule) by what they are; an error that is only text has nothing else to read, and gets step
+//! 5. That is every `Result<_, String>` or `Result<_, &str>` tool (the text becomes a
+//! `BoxError`), a `Box<dyn Error>` made from a message, an `anyhow::Error` of `anyhow!("..")`
+//! (its context levels are levels of the chain), and `io::Error::other("...")`. So a tool whose
+//! error says "HTTP 503", "connection refused" or "timed out" is `Transient` or `Timeout`, and
+//! retried by a `retry` policy, whatever type carried the words; a typed fact or a status
+//! anywhere in the chain still comes first.
 //!
 //! Whatever decided the kind, the HTTP facts found anywhere in the chain are kept on the
 //! [`Classification`]: the status, `Retry-After`, and `x-should-retry`. So a rule that says

@@ -2,7 +2,7 @@
 
 use std::sync::LazyLock;
 
-use regex::RegexSet;
+use regex::{Regex, RegexSet};
 
 use super::ErrorKind;
 
@@ -56,6 +56,14 @@ static SET: LazyLock<RegexSet> = LazyLock::new(|| {
     .expect("the patterns are constants covered by unit tests")
 });
 
+/// An HTTP status written in the text ("HTTP 503", "HTTP/1.1 429", "status 502",
+/// "status code: 404"), for errors that are only text: a `String`, a boxed message, an
+/// `anyhow!` message. Its kind is the status table's.
+static STATUS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?-u:\b)(?:https?(?:/[0-9](?:\.[0-9])?)?|status(?:[ _]code)?)[ :=]*([1-5][0-9][0-9])(?-u:\b)")
+        .expect("the pattern is a constant covered by unit tests")
+});
+
 /// How much of a message the patterns read, in bytes (cut down to a character boundary).
 ///
 /// What names the failure comes first in any message worth reading; the rest of a long one is
@@ -66,8 +74,20 @@ pub(super) const MAX_SCANNED_BYTES: usize = 4096;
 /// The kind the message's wording points at, if any phrase matches in its first
 /// [`MAX_SCANNED_BYTES`].
 pub(super) fn kind_of_message(message: &str) -> Option<ErrorKind> {
-    let first = SET.matches(scanned_prefix(message)).into_iter().next()?;
-    Some(PATTERNS[first].0)
+    let scanned = scanned_prefix(message);
+    match SET.matches(scanned).into_iter().next() {
+        Some(first) => Some(PATTERNS[first].0),
+        None => kind_of_written_status(scanned),
+    }
+}
+
+/// The kind of the first HTTP status written in `text`, when the status table knows it.
+fn kind_of_written_status(text: &str) -> Option<ErrorKind> {
+    let status = STATUS.captures(text)?.get(1)?.as_str().parse().ok()?;
+    match super::http::status_kind(status).0 {
+        ErrorKind::Unknown => None,
+        kind => Some(kind),
+    }
 }
 
 /// The longest prefix of `message` of at most [`MAX_SCANNED_BYTES`] that ends on a character
@@ -125,6 +145,26 @@ mod tests {
             assert!(prefix.len() <= MAX_SCANNED_BYTES && prefix.len() > MAX_SCANNED_BYTES - 4);
         }
         assert_eq!(scanned_prefix("short"), "short");
+    }
+
+    #[test]
+    fn a_status_written_in_the_text_is_read_by_the_status_table() {
+        let cases = [
+            ("HTTP 503", Some(ErrorKind::Transient)),
+            ("upstream said HTTP/1.1 429", Some(ErrorKind::Quota)),
+            (
+                "request failed with status code: 401",
+                Some(ErrorKind::Auth),
+            ),
+            ("status 504 from the gateway", Some(ErrorKind::Timeout)),
+            ("http 404", Some(ErrorKind::NotFound)),
+            ("HTTP 200", None),
+            ("HTTP 5030", None),
+            ("order 503 shipped", None),
+        ];
+        for (message, kind) in cases {
+            assert_eq!(kind_of_message(message), kind, "{message:?}");
+        }
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub(crate) trait TurnFailure {
 pub(crate) trait RunEnd {
     /// Why the run ended without an output, when it did: `terminated`, `turn_cap`, ...
     fn stop_reason(&self) -> Option<&'static str>;
+
+    /// What the run used: model requests, tokens, tool calls.
+    fn usage(&self) -> (u32, crate::usage::Usage, u32);
 }
 
 /// Runs one tool call inside its `execute_tool` span and counts it on the tool's `meters` (a
@@ -105,6 +108,9 @@ pub(crate) async fn run<R: RunEnd>(
     let stop = outcome.stop_reason();
     if let Some(reason) = stop {
         spans::record_error(Some(&span), reason);
+    }
+    if !span.is_disabled() {
+        spans::record_run_usage(&span, outcome.usage());
     }
     metrics::run_ended(meters, agent, stop, started.elapsed());
     outcome

@@ -13,6 +13,7 @@ use tracing::field::Empty;
 use crate::chat::{ChatResponse, ToolCall};
 use crate::model::ChatModel;
 use crate::sanitize::MAX_TOOL_NAME_CHARS;
+use crate::usage::Usage;
 
 /// `"{operation} {target}"`, formatted only when a subscriber records it.
 struct Named<'a>(&'static str, &'a str);
@@ -46,10 +47,22 @@ pub(crate) fn invoke_agent(agent: &str, model: &dyn ChatModel) -> Span {
         gen_ai.agent.name = %agent,
         gen_ai.provider.name = Empty,
         gen_ai.request.model = %model.name(),
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        agent_errors.usage.requests = Empty,
+        agent_errors.usage.tool_calls = Empty,
         "error.type" = Empty,
     );
     record_provider(&span, model);
     span
+}
+
+/// What a run used, summed over its model turns, on its `invoke_agent` span.
+pub(crate) fn record_run_usage(span: &Span, (requests, tokens, tool_calls): (u32, Usage, u32)) {
+    span.record("gen_ai.usage.input_tokens", tokens.input_tokens);
+    span.record("gen_ai.usage.output_tokens", tokens.output_tokens);
+    span.record("agent_errors.usage.requests", requests);
+    span.record("agent_errors.usage.tool_calls", tool_calls);
 }
 
 /// The span of one model turn, `on_llm_error`'s retries included (the conventions' "logical

@@ -28,9 +28,9 @@ pub(crate) enum Stop {
 pub(crate) enum Step {
     /// Sleep this long, then call again.
     Wait(Duration),
-    /// Call again at once: the request was changed (a smaller `max_tokens`, a fresh key), so
-    /// there is nothing to wait for. Only the providers' transport changes its request so.
-    #[cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
+    /// Call again at once: the request was changed (a smaller `max_tokens`, a fresh key), or
+    /// the call will be refused without reaching its service (an open circuit), so there is
+    /// nothing to wait for.
     Again,
     /// Give up.
     Stop(Stop),

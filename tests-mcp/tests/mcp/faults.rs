@@ -3,7 +3,6 @@
 
 use crate::common;
 
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -215,10 +214,7 @@ async fn a_server_that_keeps_dying_gives_up_and_opens_the_service_breaker() {
         .await
         .unwrap();
     let registry = registry_of(&client).await;
-    let breaker = Arc::new(ServiceBreaker::new(
-        NonZeroU32::new(4).unwrap(),
-        Duration::from_secs(60),
-    ));
+    let breaker = Arc::new(ServiceBreaker::new(4, Duration::from_secs(60)).unwrap());
     let run = || RunContext::new().with_service_breaker(Arc::clone(&breaker));
     // Died, restarted and died twice, then given up: four transient failures in a row.
     for expected in ["closed", "closed", "closed", "restarts in a row"] {

@@ -1,7 +1,6 @@
 //! The agent loop, driven as a user would: a scripted model, tools that
 //! fail on purpose, and the run's report and transcript.
 
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -327,7 +326,7 @@ async fn the_per_run_breaker_is_fresh_for_every_run() {
 async fn the_service_breaker_is_shared_by_the_agents_runs() {
     let down = FaultyTool::new(echo_tool("fetch"))
         .then_always(Fault::error(|| HttpError::new(503, "down")));
-    let breaker = Arc::new(ServiceBreaker::new(NonZeroU32::new(2).unwrap(), secs(30)));
+    let breaker = Arc::new(ServiceBreaker::new(2, secs(30)).unwrap());
     let model = ScriptedModel::new()
         .tool_call("fetch", r#"{"text": "1"}"#)
         .tool_call("fetch", r#"{"text": "2"}"#);

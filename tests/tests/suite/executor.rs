@@ -1,6 +1,5 @@
 //! The executor, driven as a user would: tools and fixers registered by hand, one call at a time.
 
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -509,10 +508,7 @@ async fn an_open_service_circuit_goes_straight_to_the_fallback() {
         .tool(backup)
         .build()
         .unwrap();
-    let breaker = Arc::new(ServiceBreaker::new(
-        NonZeroU32::new(3).unwrap(),
-        Duration::from_secs(30),
-    ));
+    let breaker = Arc::new(ServiceBreaker::new(3, Duration::from_secs(30)).unwrap());
 
     let first = RunContext::new().with_service_breaker(breaker.clone());
     ok_content(
@@ -764,10 +760,7 @@ async fn a_half_open_probe_is_not_stranded_by_bad_arguments_or_a_cancelled_call(
         }
     });
     let registry = registry_of(tool);
-    let breaker = Arc::new(ServiceBreaker::new(
-        NonZeroU32::new(1).unwrap(),
-        Duration::from_secs(10),
-    ));
+    let breaker = Arc::new(ServiceBreaker::new(1, Duration::from_secs(10)).unwrap());
     let run = || RunContext::new().with_service_breaker(breaker.clone());
 
     // One failure opens the circuit.

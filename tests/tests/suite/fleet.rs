@@ -1,7 +1,6 @@
 //! Breakers keyed by the upstream a tool names, and retry budgets: everything that makes many
 //! runs (or many processes) fail together gracefully, without a shared store.
 
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -49,10 +48,7 @@ async fn tools_that_name_one_upstream_share_its_breaker() {
         .tool(down_tool("geocode", &calls))
         .build()
         .expect("three tools, no policy problems");
-    let breaker = Arc::new(ServiceBreaker::new(
-        NonZeroU32::new(2).expect("2 is not zero"),
-        Duration::from_secs(30),
-    ));
+    let breaker = Arc::new(ServiceBreaker::new(2, Duration::from_secs(30)).unwrap());
     let run = || RunContext::new().with_service_breaker(Arc::clone(&breaker));
 
     registry.execute(&run(), &call("forecast")).await;

@@ -448,3 +448,37 @@ async fn the_chat_span_names_the_model_that_answered_behind_a_fallback() {
     assert_eq!(field("gen_ai.request.model"), Some("big"));
     assert_eq!(field("gen_ai.response.model"), Some("small"));
 }
+
+#[tokio::test]
+async fn a_run_s_span_carries_what_it_used_and_a_usage_limit_stop() {
+    let _serial = serial().await;
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+    let model = ScriptedModel::new();
+    let mut turn = agent_errors::ChatResponse::tool_calls(vec![agent_errors::ToolCall::new(
+        model.next_call_id(),
+        "fetch",
+        r#"{"text":"a"}"#,
+    )]);
+    turn.usage = Some(agent_errors::llm::Usage::new(30, 7));
+    model.push(agent_errors::testing::Reply::response(turn));
+    let agent = Agent::builder("capped")
+        .model(model)
+        .tool(echo_tool("fetch"))
+        .usage_limits(agent_errors::run::UsageLimits::new().max_requests(1))
+        .build()
+        .unwrap();
+
+    assert!(agent.run("go").await.unwrap_err().usage_limit().is_some());
+
+    let spans = capture.spans();
+    let run = spans.iter().find(|s| s.name == "invoke_agent").unwrap();
+    let field = |name: &str| run.fields.get(name).map(String::as_str);
+    assert_eq!(field("error.type"), Some("usage_limit"));
+    assert_eq!(field("gen_ai.usage.input_tokens"), Some("30"));
+    assert_eq!(field("gen_ai.usage.output_tokens"), Some("7"));
+    assert_eq!(field("agent_errors.usage.requests"), Some("1"));
+    assert_eq!(field("agent_errors.usage.tool_calls"), Some("1"));
+}

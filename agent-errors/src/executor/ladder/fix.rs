@@ -7,7 +7,6 @@ use std::panic::AssertUnwindSafe;
 use futures_util::FutureExt;
 
 use super::{Next, Walk};
-use crate::events::Event;
 use crate::executor::attempt::{Missed, ToolPanic, attempt};
 use crate::executor::gate::{self, Refused};
 use crate::executor::outcome::{Handled, TerminationReason};
@@ -31,7 +30,7 @@ impl Walk<'_> {
             let request = self.fix_request(key, attempt_no);
             let next = match ask(fixer, request).await {
                 Ok(Ok(Fix::Result(value))) => {
-                    self.fixed(fixer, attempt_no);
+                    self.fixed_by(fixer, attempt_no);
                     let output = to_output(&value).unwrap_or_else(|_| value.to_string());
                     Next::Done(Handled::Ok(output))
                 }
@@ -93,15 +92,15 @@ impl Walk<'_> {
                 return self.after_failure(error, attempts);
             }
         }
+        // From here the call goes on with the fixer's arguments: a success now, or after the
+        // retries of a failure of another kind, is the fix's.
+        self.fixed_by(fixer, attempt_no);
         self.failure.attempts += 1;
         if !self.save(None, None).await {
             return Next::Done(Handled::Cancelled);
         }
         match attempt(self.ctx, self.tool, &self.raw, &self.extensions).await {
-            Ok(output) => {
-                self.fixed(fixer, attempt_no);
-                Next::Done(Handled::Ok(output))
-            }
+            Ok(output) => Next::Done(Handled::Ok(output)),
             Err(Missed::Failed(error)) => {
                 let attempts = self.failure.attempts;
                 self.after_failure(error, attempts)
@@ -110,12 +109,8 @@ impl Walk<'_> {
         }
     }
 
-    fn fixed(&self, fixer: &FixerDef, attempt: u32) {
-        self.ctx.events().emit(Event::ToolFixed {
-            tool: self.tool.name().to_owned(),
-            fixer: fixer.name().to_owned(),
-            attempt,
-        });
+    fn fixed_by(&mut self, fixer: &FixerDef, attempt: u32) {
+        self.fixed_by = Some((fixer.name().to_owned(), attempt));
     }
 }
 

@@ -61,6 +61,9 @@ pub(super) struct Walk<'a> {
     rung: (PolicyKey, usize),
     /// Where a resumed call goes on: a retry rung, the retries it had drawn, the first delay.
     start: Option<(PolicyKey, usize, u32, Duration)>,
+    /// The fixer (and its try) whose answer the call goes on with: announced as `tool_fixed`
+    /// when the call succeeds, however many retries it took after the fix.
+    fixed_by: Option<(String, u32)>,
 }
 
 impl<'a> Walk<'a> {
@@ -85,6 +88,7 @@ impl<'a> Walk<'a> {
             extensions,
             rung: (PolicyKey::Execution, 0),
             start: None,
+            fixed_by: None,
         }
     }
 
@@ -142,7 +146,7 @@ impl<'a> Walk<'a> {
             for (index, action) in ladder.actions().iter().enumerate().skip(from) {
                 self.rung = (key, index);
                 match self.rung(action).await {
-                    Next::Done(handled) => return handled,
+                    Next::Done(handled) => return self.announced(handled),
                     Next::Stop(reason) => return Handled::stop(reason, self.failure),
                     Next::Down => {}
                     Next::Switch => continue 'ladders,
@@ -150,6 +154,18 @@ impl<'a> Walk<'a> {
             }
             return Handled::default_fate(self.ctx, self.tool.name(), self.failure);
         }
+    }
+
+    /// A call a fixer's answer made succeed says so, once, whichever rung saw the success.
+    fn announced(&mut self, handled: Handled) -> Handled {
+        if let (Handled::Ok(_), Some((fixer, attempt))) = (&handled, self.fixed_by.take()) {
+            self.ctx.events().emit(Event::ToolFixed {
+                tool: self.tool.name().to_owned(),
+                fixer,
+                attempt,
+            });
+        }
+        handled
     }
 
     /// The key that answers the current failure, and its ladder.

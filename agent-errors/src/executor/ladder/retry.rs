@@ -6,6 +6,7 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 
 use super::{Next, Walk};
+use crate::breaker::BreakerState;
 use crate::events::Event;
 use crate::executor::attempt::{Missed, attempt};
 use crate::executor::context::RunContext;
@@ -106,6 +107,12 @@ impl<D: Iterator<Item = Duration>> Policy for RetryRung<'_, '_, D> {
         let Step::Wait(delay) = step else {
             return step;
         };
+        if circuit_open(walk.ctx, walk.tool) {
+            // The failure in hand opened the circuit (or another call did): the retry would be
+            // rejected after its sleep, so it is asked now, and the breaker's refusal (which
+            // no retry follows) is what the ladder goes on with.
+            return Step::Again;
+        }
         if !spend_retry(walk.ctx, walk.tool).await {
             return Step::Stop(Stop::Exhausted);
         }
@@ -143,6 +150,12 @@ impl<D> RetryRung<'_, '_, D> {
             ControlFlow::Break(Next::Done(Handled::Cancelled))
         }
     }
+}
+
+/// Whether the service breaker has the circuit of `tool` open, as it knows without waiting.
+fn circuit_open(ctx: &RunContext, tool: &ToolDef) -> bool {
+    ctx.service_breaker()
+        .is_some_and(|breaker| breaker.state(tool.breaker_key()) == BreakerState::Open)
 }
 
 /// Pays for one retry of `tool` from the run's own allowance and, when the run shares one, the

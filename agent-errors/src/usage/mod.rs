@@ -1,4 +1,12 @@
-//! Tokens a model call used: counted by providers, summed by the agent loop, shown in events.
+//! Tokens a model call used: counted by providers, summed by the agent loop, shown in events;
+//! and the caps a run's usage is held to.
+
+mod limits;
+
+pub use limits::{
+    DEFAULT_MAX_TOOL_CALLS_PER_TURN, ModelPrice, OnExceed, RunUsage, UsageLimit,
+    UsageLimitExceeded, UsageLimits,
+};
 
 use serde::{Deserialize, Serialize};
 

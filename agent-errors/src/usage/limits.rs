@@ -1,0 +1,444 @@
+//! Caps on what one run may use (model requests, tokens, tool calls, cost), what a run has used,
+//! and the error a run ends with when it goes past a cap.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::Usage;
+
+/// The default of [`UsageLimits::max_tool_calls_per_turn`]: far more calls than a model makes
+/// in one turn on purpose, far fewer than a model that has lost its way can ask for.
+pub const DEFAULT_MAX_TOOL_CALLS_PER_TURN: u32 = 128;
+
+/// Caps on what one run may use. Every cap is off by default except the tool calls of one
+/// model turn ([`DEFAULT_MAX_TOOL_CALLS_PER_TURN`]).
+///
+/// The request cap is checked before each model request (a request that would go past it is
+/// not sent); the token and cost caps after each response, from the usage the provider
+/// reports; the tool-call caps when a turn's calls arrive, before any of them runs. A run that
+/// goes past a cap ends with [`RunError::UsageLimit`](crate::RunError::UsageLimit), carrying
+/// what it used, and its transcript answers every call it holds (calls of a refused turn with
+/// an error result saying they were not run). Choose [`OnExceed::FinalAnswer`] for a cap to
+/// have the run ask the model once more, without tools, for its best answer instead.
+///
+/// A request is one call of the agent's model, `on_llm_error`'s retries included; a model
+/// wrapper's own retries inside that call (a fallback, a persistent retry) count as one.
+///
+/// ```
+/// use agent_errors::run::{ModelPrice, OnExceed, UsageLimit, UsageLimits};
+///
+/// let limits = UsageLimits::new()
+///     .max_requests(10)
+///     .max_total_tokens(50_000)
+///     .max_calls_of("search", 3)
+///     .price("gpt-4o", ModelPrice::per_million_tokens(2.5, 10.0))
+///     .max_cost(0.25)
+///     .on_exceed(UsageLimit::Requests, OnExceed::FinalAnswer);
+/// assert_eq!(limits.on_exceeding(&UsageLimit::Requests), OnExceed::FinalAnswer);
+/// assert_eq!(limits.on_exceeding(&UsageLimit::TotalTokens), OnExceed::Error);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageLimits {
+    requests: Option<u32>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    total_tokens: Option<u64>,
+    tool_calls: Option<u32>,
+    tool_calls_per_turn: Option<u32>,
+    calls_of: BTreeMap<String, u32>,
+    max_cost: Option<f64>,
+    prices: BTreeMap<String, ModelPrice>,
+    final_answer: Vec<UsageLimit>,
+}
+
+impl Default for UsageLimits {
+    fn default() -> Self {
+        UsageLimits {
+            tool_calls_per_turn: Some(DEFAULT_MAX_TOOL_CALLS_PER_TURN),
+            ..UsageLimits::none()
+        }
+    }
+}
+
+impl UsageLimits {
+    /// The default caps: only a turn's tool calls are capped.
+    pub fn new() -> Self {
+        UsageLimits::default()
+    }
+
+    /// No cap at all, not even on a turn's tool calls.
+    ///
+    /// ```
+    /// use agent_errors::run::UsageLimits;
+    ///
+    /// assert_ne!(UsageLimits::none(), UsageLimits::new());
+    /// ```
+    pub fn none() -> Self {
+        UsageLimits {
+            requests: None,
+            input_tokens: None,
+            output_tokens: None,
+            total_tokens: None,
+            tool_calls: None,
+            tool_calls_per_turn: None,
+            calls_of: BTreeMap::new(),
+            max_cost: None,
+            prices: BTreeMap::new(),
+            final_answer: Vec::new(),
+        }
+    }
+
+    /// At most `requests` model requests in a run.
+    #[must_use]
+    pub fn max_requests(mut self, requests: u32) -> Self {
+        self.requests = Some(requests);
+        self
+    }
+
+    /// At most `tokens` input tokens in a run, summed over its responses.
+    #[must_use]
+    pub fn max_input_tokens(mut self, tokens: u64) -> Self {
+        self.input_tokens = Some(tokens);
+        self
+    }
+
+    /// At most `tokens` output tokens in a run, summed over its responses.
+    #[must_use]
+    pub fn max_output_tokens(mut self, tokens: u64) -> Self {
+        self.output_tokens = Some(tokens);
+        self
+    }
+
+    /// At most `tokens` input and output tokens together in a run.
+    #[must_use]
+    pub fn max_total_tokens(mut self, tokens: u64) -> Self {
+        self.total_tokens = Some(tokens);
+        self
+    }
+
+    /// At most `calls` tool calls in a run, every tool together.
+    #[must_use]
+    pub fn max_tool_calls(mut self, calls: u32) -> Self {
+        self.tool_calls = Some(calls);
+        self
+    }
+
+    /// At most `calls` tool calls in one model turn ([`DEFAULT_MAX_TOOL_CALLS_PER_TURN`] by
+    /// default): a turn asking for more runs none of them.
+    #[must_use]
+    pub fn max_tool_calls_per_turn(mut self, calls: u32) -> Self {
+        self.tool_calls_per_turn = Some(calls);
+        self
+    }
+
+    /// At most `calls` calls of the tool `tool` in a run.
+    #[must_use]
+    pub fn max_calls_of(mut self, tool: impl Into<String>, calls: u32) -> Self {
+        self.calls_of.insert(tool.into(), calls);
+        self
+    }
+
+    /// At most `cost` spent in a run, in the currency of the prices given with
+    /// [`price`](UsageLimits::price). A response from a model without a price costs nothing
+    /// (and is logged as a warning), so give a price for every model the agent may call.
+    #[must_use]
+    pub fn max_cost(mut self, cost: f64) -> Self {
+        self.max_cost = Some(cost);
+        self
+    }
+
+    /// What the model named `model` (as [`ChatModel::name`](crate::ChatModel::name) says)
+    /// costs per token.
+    #[must_use]
+    pub fn price(mut self, model: impl Into<String>, price: ModelPrice) -> Self {
+        self.prices.insert(model.into(), price);
+        self
+    }
+
+    /// What the run does when it goes past `limit` ([`OnExceed::Error`] by default).
+    #[must_use]
+    pub fn on_exceed(mut self, limit: UsageLimit, then: OnExceed) -> Self {
+        self.final_answer.retain(|l| *l != limit);
+        if then == OnExceed::FinalAnswer {
+            self.final_answer.push(limit);
+        }
+        self
+    }
+
+    /// What the run does when it goes past `limit`.
+    pub fn on_exceeding(&self, limit: &UsageLimit) -> OnExceed {
+        if self.final_answer.contains(limit) {
+            OnExceed::FinalAnswer
+        } else {
+            OnExceed::Error
+        }
+    }
+
+    /// The first cap a request would go past, with `made` requests already made.
+    pub(crate) fn request_refused(&self, made: u32) -> Option<(UsageLimit, String)> {
+        let max = self.requests?;
+        (made >= max).then(|| (UsageLimit::Requests, max.to_string()))
+    }
+
+    /// The first token or cost cap `used` (and `cost`) went past.
+    pub(crate) fn tokens_exceeded(&self, used: &Usage, cost: f64) -> Option<(UsageLimit, String)> {
+        let over = |max: Option<u64>, used: u64| max.filter(|max| used > *max);
+        if let Some(max) = over(self.input_tokens, used.input_tokens) {
+            return Some((UsageLimit::InputTokens, max.to_string()));
+        }
+        if let Some(max) = over(self.output_tokens, used.output_tokens) {
+            return Some((UsageLimit::OutputTokens, max.to_string()));
+        }
+        if let Some(max) = over(self.total_tokens, used.total()) {
+            return Some((UsageLimit::TotalTokens, max.to_string()));
+        }
+        let max = self.max_cost.filter(|max| cost > *max)?;
+        Some((UsageLimit::Cost, max.to_string()))
+    }
+
+    /// The first tool-call cap a turn of `calls` would go past, with `made` calls made before
+    /// it and `made_of` calls of each capped tool.
+    pub(crate) fn calls_refused<'a>(
+        &self,
+        calls: impl ExactSizeIterator<Item = &'a str> + Clone,
+        made: u32,
+        made_of: &BTreeMap<String, u32>,
+    ) -> Option<(UsageLimit, String)> {
+        let asked = u32::try_from(calls.clone().len()).unwrap_or(u32::MAX);
+        if let Some(max) = self.tool_calls_per_turn.filter(|max| asked > *max) {
+            return Some((UsageLimit::ToolCallsPerTurn, max.to_string()));
+        }
+        if let Some(max) = self
+            .tool_calls
+            .filter(|max| made.saturating_add(asked) > *max)
+        {
+            return Some((UsageLimit::ToolCalls, max.to_string()));
+        }
+        for (tool, max) in &self.calls_of {
+            let asked = calls.clone().filter(|name| name == tool).count();
+            let asked = u32::try_from(asked).unwrap_or(u32::MAX);
+            let before = made_of.get(tool).copied().unwrap_or(0);
+            if before.saturating_add(asked) > *max {
+                let limit = UsageLimit::ToolCallsOf { tool: tool.clone() };
+                return Some((limit, max.to_string()));
+            }
+        }
+        None
+    }
+
+    /// Whether calls of `tool` are counted on their own.
+    pub(crate) fn caps(&self, tool: &str) -> bool {
+        self.calls_of.contains_key(tool)
+    }
+
+    /// What `used` cost on `model`, if the model has a price.
+    pub(crate) fn cost_of(&self, model: &str, used: Usage) -> Option<f64> {
+        if self.max_cost.is_none() {
+            return Some(0.0);
+        }
+        let price = self.prices.get(model)?;
+        Some(price.cost(used))
+    }
+}
+
+/// What a model's tokens cost, per million (the way providers list their prices).
+///
+/// ```
+/// use agent_errors::llm::Usage;
+/// use agent_errors::run::ModelPrice;
+///
+/// let price = ModelPrice::per_million_tokens(2.0, 8.0);
+/// assert_eq!(price.cost(Usage::new(500_000, 250_000)), 3.0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ModelPrice {
+    input_per_million: f64,
+    output_per_million: f64,
+}
+
+impl ModelPrice {
+    /// A price of `input` per million input tokens and `output` per million output tokens.
+    pub fn per_million_tokens(input: f64, output: f64) -> Self {
+        ModelPrice {
+            input_per_million: input,
+            output_per_million: output,
+        }
+    }
+
+    /// What `used` costs.
+    pub fn cost(&self, used: Usage) -> f64 {
+        let million = 1_000_000.0;
+        (used.input_tokens as f64 * self.input_per_million
+            + used.output_tokens as f64 * self.output_per_million)
+            / million
+    }
+}
+
+/// One of the caps of [`UsageLimits`].
+///
+/// ```
+/// use agent_errors::RunError;
+/// use agent_errors::run::UsageLimit;
+///
+/// fn explain(error: &RunError) -> String {
+///     let Some(exceeded) = error.usage_limit() else {
+///         return error.to_string();
+///     };
+///     match &exceeded.limit {
+///         UsageLimit::Requests => "too many model requests".to_owned(),
+///         UsageLimit::InputTokens | UsageLimit::OutputTokens | UsageLimit::TotalTokens => {
+///             format!("too many tokens: {}", exceeded.usage.tokens.total())
+///         }
+///         UsageLimit::ToolCalls | UsageLimit::ToolCallsPerTurn => "too many tool calls".to_owned(),
+///         UsageLimit::ToolCallsOf { tool } => format!("too many calls of {tool}"),
+///         UsageLimit::Cost => format!("spent {:.2}", exceeded.usage.cost),
+///         _ => error.to_string(),
+///     }
+/// }
+/// # let _ = explain;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum UsageLimit {
+    /// Model requests in a run.
+    Requests,
+    /// Input tokens in a run.
+    InputTokens,
+    /// Output tokens in a run.
+    OutputTokens,
+    /// Input and output tokens in a run.
+    TotalTokens,
+    /// Tool calls in a run.
+    ToolCalls,
+    /// Tool calls in one model turn.
+    ToolCallsPerTurn,
+    /// Calls of one tool in a run.
+    ToolCallsOf {
+        /// The tool.
+        tool: String,
+    },
+    /// What the run's tokens cost.
+    Cost,
+}
+
+impl fmt::Display for UsageLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UsageLimit::Requests => f.write_str("model requests"),
+            UsageLimit::InputTokens => f.write_str("input tokens"),
+            UsageLimit::OutputTokens => f.write_str("output tokens"),
+            UsageLimit::TotalTokens => f.write_str("total tokens"),
+            UsageLimit::ToolCalls => f.write_str("tool calls"),
+            UsageLimit::ToolCallsPerTurn => f.write_str("tool calls per turn"),
+            UsageLimit::ToolCallsOf { tool } => write!(f, "calls of `{tool}`"),
+            UsageLimit::Cost => f.write_str("cost"),
+        }
+    }
+}
+
+/// What a run does when it goes past one of its [`UsageLimits`].
+///
+/// ```
+/// use agent_errors::run::OnExceed;
+///
+/// fn describe(then: OnExceed) -> &'static str {
+///     match then {
+///         OnExceed::Error => "the run ends with RunError::UsageLimit",
+///         OnExceed::FinalAnswer => "the model is asked once more, without tools",
+///         _ => "something newer",
+///     }
+/// }
+/// assert_eq!(describe(OnExceed::default()), "the run ends with RunError::UsageLimit");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnExceed {
+    /// End the run with [`RunError::UsageLimit`](crate::RunError::UsageLimit).
+    #[default]
+    Error,
+    /// Ask the model once more, without tools, for the best answer it has so far, and end the
+    /// run with that answer. The request is counted and is made once: if it fails, or the
+    /// model answers with tool calls anyway, the run ends with the error.
+    FinalAnswer,
+}
+
+/// What a run used: model requests, tokens, tool calls and their cost. A run that goes past
+/// a cap carries it in [`UsageLimitExceeded::usage`]; every run's report has its parts
+/// ([`RunReport`](crate::RunReport)'s `model_calls`, `usage` and `tool_calls`).
+///
+/// ```
+/// use agent_errors::{Agent, RunOptions};
+/// use agent_errors::run::UsageLimits;
+/// use agent_errors::testing::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let model = ScriptedModel::new().tool_call("lookup", "{}").text("never asked");
+/// let agent = Agent::builder("capped").model(model).build()?;
+/// let options = RunOptions::new().usage_limits(UsageLimits::new().max_requests(1));
+/// let error = agent.run_with("go", options).await.result.unwrap_err();
+/// let used = &error.usage_limit().expect("the request cap ended it").usage;
+/// assert_eq!((used.requests, used.tool_calls), (1, 1));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunUsage {
+    /// Model requests made.
+    pub requests: u32,
+    /// Tokens the responses reported.
+    pub tokens: Usage,
+    /// Tool calls run.
+    pub tool_calls: u32,
+    /// Calls of each tool that has a cap of its own.
+    pub calls_of: BTreeMap<String, u32>,
+    /// What the tokens cost, when the limits gave prices (0 otherwise).
+    pub cost: f64,
+}
+
+/// A run went past one of its [`UsageLimits`]: which, and what the run had used. Reached
+/// through [`RunError::usage_limit`](crate::RunError::usage_limit).
+///
+/// ```
+/// use agent_errors::Agent;
+/// use agent_errors::run::{UsageLimit, UsageLimits};
+/// use agent_errors::testing::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let model = ScriptedModel::new().tool_calls([("a", "{}"), ("b", "{}"), ("c", "{}")]);
+/// let agent = Agent::builder("capped")
+///     .model(model)
+///     .usage_limits(UsageLimits::new().max_tool_calls_per_turn(2))
+///     .build()?;
+/// let error = agent.run("go").await.unwrap_err();
+/// let exceeded = error.usage_limit().expect("the per-turn cap ended it");
+/// assert_eq!(exceeded.limit, UsageLimit::ToolCallsPerTurn);
+/// assert_eq!(exceeded.to_string(), "the run went past its limit on tool calls per turn: at most 2");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the run went past its limit on {limit}: at most {allowed}")]
+#[non_exhaustive]
+pub struct UsageLimitExceeded {
+    /// The cap.
+    pub limit: UsageLimit,
+    /// What the run had used when it stopped.
+    pub usage: RunUsage,
+    /// The cap, in words.
+    allowed: String,
+}
+
+impl UsageLimitExceeded {
+    pub(crate) fn new(limit: UsageLimit, allowed: String, usage: RunUsage) -> Self {
+        UsageLimitExceeded {
+            limit,
+            usage,
+            allowed,
+        }
+    }
+}
