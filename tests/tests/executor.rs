@@ -1194,3 +1194,80 @@ async fn a_fallbacks_retries_spend_the_runs_allowance_and_count_on_its_own_break
     assert_eq!(breaker.state("cached_fetch"), BreakerState::Open);
     assert_eq!(breaker.state("fetch"), BreakerState::Closed);
 }
+
+/// A tool that records the idempotency key each call sees, then hangs past its timeout, fails
+/// with a 504, or answers, in the order given (answering once the script runs out).
+struct KeyProbe {
+    script: Vec<Option<u16>>,
+    keys: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl agent_errors::call::ToolHandler for KeyProbe {
+    fn call(&self, raw: &str) -> Result<agent_errors::call::ToolFuture, ToolError> {
+        self.call_with(raw, &agent_errors::call::Extensions::new())
+    }
+
+    fn call_with(
+        &self,
+        _: &str,
+        extensions: &agent_errors::call::Extensions,
+    ) -> Result<agent_errors::call::ToolFuture, ToolError> {
+        let key = extensions
+            .get::<agent_errors::call::IdempotencyKey>()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let mut keys = self.keys.lock().unwrap();
+        let step = self.script.get(keys.len()).copied();
+        keys.push(key);
+        Ok(Box::pin(async move {
+            match step {
+                // Hangs: the tool's timeout answers.
+                Some(None) => std::future::pending().await,
+                Some(Some(status)) => Err(HttpError::new(status, "gateway timeout").into()),
+                None => Ok("charged".to_owned()),
+            }
+        }))
+    }
+}
+
+fn key_probe(
+    name: &'static str,
+    script: Vec<Option<u16>>,
+) -> (ToolDef, Arc<std::sync::Mutex<Vec<String>>>) {
+    let keys = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let handler = KeyProbe {
+        script,
+        keys: keys.clone(),
+    };
+    let schema = serde_json::json!({"type": "object", "properties": {}});
+    let tool = ToolDef::from_handler(name, "Charges a card.", schema, handler)
+        .with_timeout(Duration::from_secs(1));
+    (tool, keys)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_retried_after_a_timeout_and_a_504_and_its_fallback_keep_one_idempotency_key() {
+    let (charge, charge_keys) = key_probe("charge", vec![None, Some(504), Some(504)]);
+    let (backup, backup_keys) = key_probe("charge_backup", vec![]);
+    let charge = charge.with_policy(Policy::new().on(
+        PolicyKey::Execution,
+        [retry(3), Action::fallback("charge_backup")],
+    ));
+    let registry = Registry::builder()
+        .tool(charge)
+        .tool(backup)
+        .build()
+        .unwrap();
+    let ctx = RunContext::new().with_run_id("run-7");
+
+    let outcome = registry.execute(&ctx, &call("charge", "{}")).await;
+
+    assert_eq!(ok_content(&outcome), "charged");
+    let charge_keys = charge_keys.lock().unwrap().clone();
+    assert_eq!(
+        charge_keys,
+        vec!["run-7:call-1"; 3],
+        "every attempt, one key"
+    );
+    assert_eq!(*backup_keys.lock().unwrap(), vec!["run-7:call-1"]);
+}
