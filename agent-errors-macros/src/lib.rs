@@ -55,7 +55,8 @@
 //!   `initial` is the first delay, `max` caps each computed delay (before the 0-25% jitter).
 //! * `fix(agent = "name", retries = n)`: ask the `#[fixer]` called `name` to repair the call,
 //!   at most `n` times.
-//! * `fallback(tool = "name")`: call another tool with the same arguments.
+//! * `fallback(tool = "name")`: call another tool with the same arguments, under its own
+//!   policy's `retry` rungs but not its `fallback` rungs (one level deep).
 //! * `escalate`: show the error to the model as an error tool result. Ends the ladder.
 //! * `throw`: end the run. Ends the ladder.
 //! * `degrade`: drop the tool for the rest of the run and tell the model. Ends the ladder; the

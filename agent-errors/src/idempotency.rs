@@ -7,7 +7,13 @@ use std::sync::Arc;
 /// A stable name for one tool call: the run's id and the call's id. Every attempt of the call
 /// (its retries, a run again after a fixer repaired it, a run again after the durable run it
 /// belongs to resumed in another process) sees the same key, so a tool that passes it on (an
-/// `Idempotency-Key` header, a unique column) lets the service do the work once.
+/// `Idempotency-Key` header, a unique column) lets the service do the work once. A call the
+/// ladder retries after a timeout or a 504 keeps its key on every attempt, and so does the
+/// fallback it hands the call to.
+///
+/// The key names a call, not an effect: when the model, shown an error, asks for the same thing
+/// again, that is a new call with a new id and so a new key. A tool whose effect must happen once
+/// whatever the model does derives its own key from the arguments (an order number, a hash).
 ///
 /// A tool asks for it like any per-run value, with a `Ctx<IdempotencyKey>` parameter; the
 /// agent loop gives every call its key (a [`RunContext`](crate::RunContext) of your own gives

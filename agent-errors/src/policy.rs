@@ -152,7 +152,10 @@ pub enum Action {
     Escalate,
     /// End the run: a hard failure. Ends the ladder.
     Throw,
-    /// Call another tool with the same arguments.
+    /// Call another tool with the same arguments, under the retry rungs of that tool's own
+    /// policy but not its fallback rungs: fallbacks go one level deep. When it fails, the rest
+    /// of the ladder answers the called tool's own failure (an auth failure of the fallback
+    /// ends the run, naming it).
     Fallback {
         /// The other tool's name.
         tool: Cow<'static, str>,
@@ -186,7 +189,8 @@ impl Action {
         }))
     }
 
-    /// `fallback(tool = name)`.
+    /// `fallback(tool = name)`: see [`Action::Fallback`]. The fallback retries under its own
+    /// policy's `retry` rungs; its own `fallback` rungs are not followed (depth one).
     pub fn fallback(tool: impl Into<Cow<'static, str>>) -> Action {
         Action::Fallback { tool: tool.into() }
     }

@@ -281,6 +281,9 @@ pub(crate) struct Failure {
     pub(crate) attempts: u32,
     /// The tool that failed, when not the one called: a fallback.
     pub(crate) blamed: Option<String>,
+    /// That a fallback was tried for this failure and failed too, sanitized and bounded: said
+    /// after the failure's own words, never in place of them.
+    pub(crate) fallback_failed: Option<String>,
 }
 
 impl Failure {
@@ -297,7 +300,20 @@ impl Failure {
             class,
             attempts,
             blamed: None,
+            fallback_failed: None,
         }
+    }
+
+    /// What the model (or a `throw`) is told: the failure's own words, then, when a fallback
+    /// was tried, that it failed too.
+    pub(crate) fn shown_message(&self) -> String {
+        let mut text = self.message();
+        if let Some(fallback) = &self.fallback_failed {
+            text.push_str(" (");
+            text.push_str(fallback);
+            text.push(')');
+        }
+        text
     }
 
     /// The failure's own words and those of its causes, each said once.
@@ -376,7 +392,7 @@ impl Handled {
 
     /// The failure shown to the model, with the suggestion that fits it.
     pub(crate) fn escalate_failure(ctx: &RunContext, tool: &str, failure: &Failure) -> Handled {
-        let message = failure.message();
+        let message = failure.shown_message();
         let handled = Handled::escalate(ctx, tool, failure.class.kind, &message, Severity::High);
         match (handled, failure.suggestion()) {
             (Handled::Error(surfaced), Some(suggestion)) => {

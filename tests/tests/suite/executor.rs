@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use agent_errors::breaker::ServiceBreaker;
+use agent_errors::breaker::{BreakerState, ServiceBreaker};
 use agent_errors::build::ConfigProblem;
 use agent_errors::policy::{PolicyKey, PolicyLayer};
 use agent_errors::{
@@ -1021,4 +1021,260 @@ async fn a_tool_timeout_turns_a_hang_into_a_timeout_the_policy_handles() {
         waited >= Duration::from_millis(5500) && waited <= Duration::from_millis(5625),
         "{waited:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_fallback_leaves_the_model_the_called_tools_own_failure() {
+    let (search, search_calls) =
+        scripted_tool("search", vec![HttpError::new(400, "unknown field `q`"); 5]);
+    let (cached, cached_calls) =
+        scripted_tool("cached_search", vec![HttpError::new(503, "cache down"); 20]);
+    let search = search.with_policy(Policy::new().on(
+        PolicyKey::Execution,
+        [
+            retry(2),
+            Action::fallback("cached_search"),
+            Action::Escalate,
+        ],
+    ));
+    let registry = Registry::builder()
+        .tool(search)
+        .tool(cached)
+        .build()
+        .unwrap();
+    let ctx = RunContext::new();
+
+    let outcome = registry
+        .execute(&ctx, &call("search", r#"{"name":"x"}"#))
+        .await;
+
+    // The model reads why `search` failed (a request it should not repeat as is), not the
+    // fallback's 503 under `search`'s name.
+    let shown = error_json(&outcome);
+    assert_eq!(shown["tool"], "search", "{shown}");
+    assert_ne!(shown["kind"], "transient", "{shown}");
+    let message = shown["message"].as_str().unwrap();
+    assert!(message.contains("unknown field `q`"), "{shown}");
+    assert!(message.contains("cached_search"), "{shown}");
+    assert_eq!(
+        search_calls.load(Ordering::SeqCst),
+        1,
+        "a 400 is not retried"
+    );
+    assert!(cached_calls.load(Ordering::SeqCst) >= 1);
+    // The run's events keep both failures.
+    let failed: Vec<(String, ErrorKind)> = ctx
+        .events()
+        .snapshot()
+        .iter()
+        .filter_map(|e| match e {
+            agent_errors::Event::ToolFailed { tool, kind, .. } => Some((tool.clone(), *kind)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        failed.contains(&("cached_search".to_owned(), ErrorKind::Transient)),
+        "{failed:?}"
+    );
+    assert!(
+        failed.iter().any(|(tool, _)| tool == "search"),
+        "{failed:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_that_blips_once_is_retried_under_its_own_policy() {
+    let (primary, primary_calls) = scripted_tool("fetch", vec![HttpError::new(503, "down"); 10]);
+    let (backup, backup_calls) = scripted_tool("cached_fetch", vec![HttpError::new(503, "blip")]);
+    let primary = primary.with_policy(Policy::new().on(
+        PolicyKey::Execution,
+        [retry(2), Action::fallback("cached_fetch")],
+    ));
+    let backup = backup.with_policy(Policy::new().on(PolicyKey::Execution, retry(3)));
+    let registry = Registry::builder()
+        .tool(primary)
+        .tool(backup)
+        .build()
+        .unwrap();
+    let ctx = RunContext::new();
+
+    let outcome = registry
+        .execute(&ctx, &call("fetch", r#"{"name":"x"}"#))
+        .await;
+
+    assert_eq!(ok_content(&outcome), "hello x");
+    assert_eq!(primary_calls.load(Ordering::SeqCst), 2);
+    assert_eq!(backup_calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallbacks_own_fallback_is_not_followed_and_the_called_tools_failure_ends_the_run() {
+    let (primary, _) = scripted_tool("fetch", vec![HttpError::new(503, "down"); 10]);
+    let (backup, backup_calls) =
+        scripted_tool("cached_fetch", vec![HttpError::new(503, "cold"); 10]);
+    let (third, third_calls) = scripted_tool("mirror_fetch", vec![]);
+    let primary = primary.with_policy(Policy::new().on(
+        PolicyKey::Execution,
+        [retry(2), Action::fallback("cached_fetch")],
+    ));
+    let backup = backup.with_policy(Policy::new().on(
+        PolicyKey::Execution,
+        [retry(2), Action::fallback("mirror_fetch")],
+    ));
+    let registry = Registry::builder()
+        .tool(primary)
+        .tool(backup)
+        .tool(third)
+        .build()
+        .unwrap();
+
+    let outcome = registry
+        .execute(&RunContext::new(), &call("fetch", r#"{"name":"x"}"#))
+        .await;
+
+    assert_eq!(
+        third_calls.load(Ordering::SeqCst),
+        0,
+        "fallbacks do not chain"
+    );
+    assert_eq!(backup_calls.load(Ordering::SeqCst), 2, "its own retry(2)");
+    let stop = outcome.stop().expect("a service stayed down: the run ends");
+    assert_eq!(stop.tool, "fetch");
+    assert_eq!(
+        stop.reason,
+        TerminationReason::RetriesExhausted { attempts: 4 }
+    );
+}
+
+/// `fetch` under `[retry(2), fallback(cached_fetch)]`, the fallback under its own `retry(5)`,
+/// both always failing 503; returns the registry and the two tools' call counters.
+fn fetch_falling_back_to_a_retried_cache() -> (Registry, Arc<AtomicU32>, Arc<AtomicU32>) {
+    let (primary, primary_calls) = scripted_tool("fetch", vec![HttpError::new(503, "down"); 10]);
+    let (backup, backup_calls) =
+        scripted_tool("cached_fetch", vec![HttpError::new(503, "cold"); 10]);
+    let primary = primary.with_policy(Policy::new().on(
+        PolicyKey::Execution,
+        [retry(2), Action::fallback("cached_fetch")],
+    ));
+    let backup = backup.with_policy(Policy::new().on(PolicyKey::Execution, retry(5)));
+    let registry = Registry::builder()
+        .tool(primary)
+        .tool(backup)
+        .build()
+        .unwrap();
+    (registry, primary_calls, backup_calls)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallbacks_retries_spend_the_runs_allowance() {
+    let (registry, primary_calls, backup_calls) = fetch_falling_back_to_a_retried_cache();
+    // Two retries in the run: one for `fetch`, one for its fallback.
+    let ctx = RunContext::new().with_limits(agent_errors::Limits::default().with_max_retries(2));
+
+    let outcome = registry
+        .execute(&ctx, &call("fetch", r#"{"name":"x"}"#))
+        .await;
+
+    assert_eq!(primary_calls.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        backup_calls.load(Ordering::SeqCst),
+        2,
+        "its first call and the one retry left"
+    );
+    assert_eq!(count_events(&ctx, "retry_budget_exhausted"), 1);
+    assert_eq!(outcome.stop().expect("the retries ran out").tool, "fetch");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallbacks_attempts_count_on_its_own_service_breaker() {
+    let (registry, _, backup_calls) = fetch_falling_back_to_a_retried_cache();
+    let breaker = Arc::new(ServiceBreaker::new(3, Duration::from_secs(30)).unwrap());
+    let ctx = RunContext::new().with_service_breaker(breaker.clone());
+
+    let outcome = registry
+        .execute(&ctx, &call("fetch", r#"{"name":"x"}"#))
+        .await;
+
+    // The third failure opens the fallback's circuit, and its retry rung stops there.
+    assert_eq!(backup_calls.load(Ordering::SeqCst), 3);
+    assert_eq!(outcome.stop().expect("the service stayed down").tool, "fetch");
+    assert_eq!(breaker.state("cached_fetch"), BreakerState::Open);
+    assert_eq!(breaker.state("fetch"), BreakerState::Closed);
+}
+
+/// A tool that records the idempotency key each call sees, then hangs past its timeout, fails
+/// with a 504, or answers, in the order given (answering once the script runs out).
+struct KeyProbe {
+    script: Vec<Option<u16>>,
+    keys: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl agent_errors::call::ToolHandler for KeyProbe {
+    fn call(&self, raw: &str) -> Result<agent_errors::call::ToolFuture, ToolError> {
+        self.call_with(raw, &agent_errors::call::Extensions::new())
+    }
+
+    fn call_with(
+        &self,
+        _: &str,
+        extensions: &agent_errors::call::Extensions,
+    ) -> Result<agent_errors::call::ToolFuture, ToolError> {
+        let key = extensions
+            .get::<agent_errors::call::IdempotencyKey>()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let mut keys = self.keys.lock().unwrap();
+        let step = self.script.get(keys.len()).copied();
+        keys.push(key);
+        Ok(Box::pin(async move {
+            match step {
+                // Hangs: the tool's timeout answers.
+                Some(None) => std::future::pending().await,
+                Some(Some(status)) => Err(HttpError::new(status, "gateway timeout").into()),
+                None => Ok("charged".to_owned()),
+            }
+        }))
+    }
+}
+
+fn key_probe(
+    name: &'static str,
+    script: Vec<Option<u16>>,
+) -> (ToolDef, Arc<std::sync::Mutex<Vec<String>>>) {
+    let keys = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let handler = KeyProbe {
+        script,
+        keys: keys.clone(),
+    };
+    let schema = serde_json::json!({"type": "object", "properties": {}});
+    let tool = ToolDef::from_handler(name, "Charges a card.", schema, handler)
+        .with_timeout(Duration::from_secs(1));
+    (tool, keys)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_retried_after_a_timeout_and_a_504_and_its_fallback_keep_one_idempotency_key() {
+    let (charge, charge_keys) = key_probe("charge", vec![None, Some(504), Some(504)]);
+    let (backup, backup_keys) = key_probe("charge_backup", vec![]);
+    let charge = charge.with_policy(Policy::new().on(
+        PolicyKey::Execution,
+        [retry(3), Action::fallback("charge_backup")],
+    ));
+    let registry = Registry::builder()
+        .tool(charge)
+        .tool(backup)
+        .build()
+        .unwrap();
+    let ctx = RunContext::new().with_run_id("run-7");
+
+    let outcome = registry.execute(&ctx, &call("charge", "{}")).await;
+
+    assert_eq!(ok_content(&outcome), "charged");
+    let charge_keys = charge_keys.lock().unwrap().clone();
+    assert_eq!(
+        charge_keys,
+        vec!["run-7:call-1"; 3],
+        "every attempt, one key"
+    );
+    assert_eq!(*backup_keys.lock().unwrap(), vec!["run-7:call-1"]);
 }

@@ -8,8 +8,9 @@
 //! call and fixers are bounded by [`Limits::max_repair_steps`](crate::Limits), so every walk
 //! ends.
 //!
-//! The rungs that do the most live in files of their own: [`retry`] and [`fix`].
+//! The rungs that do the most live in files of their own: [`retry`], [`fix`] and [`fallback`].
 
+mod fallback;
 mod fix;
 mod person;
 mod retry;
@@ -17,9 +18,8 @@ mod retry;
 use std::borrow::Cow;
 use std::time::Duration;
 
-use super::attempt::{Failed, Missed, attempt};
+use super::attempt::Failed;
 use super::context::RunContext;
-use super::gate::{self, Refused};
 use super::outcome::{Failure, Handled, TerminationReason};
 use super::resume::{CallProgress, RetryPlace};
 use crate::chat::ToolCall;
@@ -64,6 +64,9 @@ pub(super) struct Walk<'a> {
     /// The fixer (and its try) whose answer the call goes on with: announced as `tool_fixed`
     /// when the call succeeds, however many retries it took after the fix.
     fixed_by: Option<(String, u32)>,
+    /// This walk is a fallback's own retries, inside the walk of the call that fell back: its
+    /// place on a retry rung is not saved (a resumed call walks the called tool's ladder).
+    nested: bool,
 }
 
 impl<'a> Walk<'a> {
@@ -89,6 +92,7 @@ impl<'a> Walk<'a> {
             rung: (PolicyKey::Execution, 0),
             start: None,
             fixed_by: None,
+            nested: false,
         }
     }
 
@@ -221,46 +225,6 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// `fallback(tool = ..)`: call another tool once with the same arguments, outside its own
-    /// policy. The arguments pass the gate as the fallback's: an unavailable fallback is
-    /// skipped, a denied one answers the call as a denial. Auth ends the run, naming the
-    /// fallback; any other failure goes on down the ladder.
-    async fn fallback(&mut self, target: &str) -> Next {
-        let Some(fallback) = self.registry.tool(target) else {
-            return Next::Down;
-        };
-        match gate::pass(self.ctx, fallback, self.call, &self.raw) {
-            Ok(()) => {}
-            Err(Refused::Unavailable(_)) => return Next::Down,
-            Err(Refused::Denied(handled)) => return Next::Done(handled),
-            Err(Refused::Invalid(error)) => {
-                self.failure = Failure::new(error, self.failure.attempts, self.ctx.classifier());
-                self.failure.blamed = Some(fallback.name().to_owned());
-                return Next::Down;
-            }
-        }
-        self.ctx.events().emit(Event::FellBack {
-            tool: self.tool.name().to_owned(),
-            to: fallback.name().to_owned(),
-        });
-        self.failure.attempts += 1;
-        if !self.save(None, None).await {
-            return Next::Done(Handled::Cancelled);
-        }
-        match attempt(self.ctx, fallback, &self.raw, &self.extensions).await {
-            Ok(output) => Next::Done(Handled::Ok(output)),
-            Err(Missed::Tripped { failures }) => self.tripped(fallback.name(), failures),
-            Err(Missed::Failed(error)) => {
-                self.failure = Failure::new(error, self.failure.attempts, self.ctx.classifier());
-                self.failure.blamed = Some(fallback.name().to_owned());
-                if self.failure.class.kind == ErrorKind::Auth {
-                    return Next::Stop(TerminationReason::Auth);
-                }
-                Next::Down
-            }
-        }
-    }
-
     /// `escalate`: show the failure to the model.
     fn escalate(&mut self) -> Next {
         let tool = self.tool.name();
@@ -272,7 +236,10 @@ impl<'a> Walk<'a> {
         if self.failure.class.kind == ErrorKind::Auth {
             return Next::Stop(TerminationReason::Auth);
         }
-        let reason = scrub(&self.failure.message(), self.ctx.limits().max_message_chars);
+        let reason = scrub(
+            &self.failure.shown_message(),
+            self.ctx.limits().max_message_chars,
+        );
         Next::Stop(TerminationReason::Thrown(reason))
     }
 
@@ -285,7 +252,7 @@ impl<'a> Walk<'a> {
         });
         let limit = self.ctx.limits().max_message_chars;
         let kind = self.failure.class.kind;
-        let surfaced = SurfacedError::bounded(tool, kind, &self.failure.message(), limit)
+        let surfaced = SurfacedError::bounded(tool, kind, &self.failure.shown_message(), limit)
             .with_suggestion(format!(
                 "`{tool}` is unavailable for the rest of this run. Continue without it."
             ));

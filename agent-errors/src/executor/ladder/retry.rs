@@ -59,6 +59,11 @@ impl Walk<'_> {
         if !self.ctx.recorder().records() {
             return true;
         }
+        if self.nested {
+            // A fallback's own retry rung belongs to another tool's ladder: its place would
+            // name a rung of the wrong ladder on resume. The attempts made are still saved.
+            return self.save(None, None).await;
+        }
         self.save(Some(self.retry_place(retries)), backoff).await
     }
 }
