@@ -425,7 +425,7 @@ async fn a_denied_call_never_runs() {
     let (tool, calls) = scripted_tool("delete", vec![]);
     let registry = registry_of(tool);
     let ctx = RunContext::new().with_permission(Arc::new(|call: &ToolCall| {
-        if call.name == "delete" {
+        if &*call.name == "delete" {
             Permission::Deny("deleting needs the user's approval".into())
         } else {
             Permission::Allow
@@ -818,7 +818,7 @@ async fn a_fallback_the_permission_hook_denies_answers_the_call_as_a_denial() {
         .build()
         .unwrap();
     let ctx = RunContext::new().with_permission(Arc::new(|call: &ToolCall| {
-        if call.name == "admin_fetch" {
+        if &*call.name == "admin_fetch" {
             Permission::Deny("admin tools need approval".into())
         } else {
             Permission::Allow

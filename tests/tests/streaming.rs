@@ -573,7 +573,7 @@ async fn a_hundred_thousand_tool_calls_out_of_order_and_with_gaps_decode_whole()
     for (k, call) in calls.iter().enumerate() {
         let i = index(k);
         assert_eq!(
-            (call.id.as_str(), call.arguments.as_str()),
+            (&*call.id, call.arguments.as_str()),
             (
                 format!("call_{i}").as_str(),
                 format!("{{\"n\":{i}}}").as_str()

@@ -181,7 +181,9 @@ impl Bench {
     /// count for 0 is `n` calls and nothing else.
     pub fn run(&self, workload: Workload, n: u64) {
         match workload {
-            Workload::DirectJson | Workload::Handler | Workload::Executor => self.calls(workload, n),
+            Workload::DirectJson | Workload::Handler | Workload::Executor => {
+                self.calls(workload, n)
+            }
             Workload::AgentRun => self.agent_runs(&self.rt, &self.agent, n),
             Workload::AgentRunMetered => metrics::with_local_recorder(&NoopRecorder, || {
                 self.agent_runs(&self.rt, &self.agent, n);

@@ -113,7 +113,7 @@ impl CallRecorder for CheckpointRecorder {
         // that dies in the sleep must not give them back.
         let recovery = ctx.recovery();
         Box::pin(self.save(move |run| {
-            if let Some(pending) = run.pending.iter_mut().find(|p| p.call.id == call_id) {
+            if let Some(pending) = run.pending.iter_mut().find(|p| *p.call.id == *call_id) {
                 pending.progress = progress;
             }
             run.recovery = recovery;
@@ -168,7 +168,7 @@ impl Recorder for CheckpointRecorder {
     ) -> BoxFuture<'a, bool> {
         let recovery = ctx.recovery();
         Box::pin(self.save(move |run| {
-            if let Some(pending) = run.pending.iter_mut().find(|p| p.call.id == call_id) {
+            if let Some(pending) = run.pending.iter_mut().find(|p| *p.call.id == *call_id) {
                 pending.result = Some(result.clone());
                 pending.stop = stop.and_then(SavedStop::of);
             }

@@ -248,7 +248,7 @@ impl SavedRun {
         self.pending
             .iter()
             .find(|p| p.result.is_none() && p.known && !known(&p.call.name))
-            .map(|p| p.call.name.as_str())
+            .map(|p| &*p.call.name)
     }
 
     /// The transcript with every pending call answered: its saved result, or an error result

@@ -399,13 +399,15 @@ impl<O: AgentOutput> AgentInner<O> {
                 let Some(text) = response.text else {
                     return Err(RunError::EmptyResponse);
                 };
+                let output =
+                    O::from_final_text(text.clone()).map_err(|error| RunError::InvalidOutput {
+                        text: crate::redact::redact(&text).into_owned(),
+                        error,
+                    });
                 request
                     .messages
-                    .push(Message::assistant(Some(text.clone()), Vec::new()));
-                return O::from_final_text(text.clone()).map_err(|error| RunError::InvalidOutput {
-                    text: crate::redact::redact(&text).into_owned(),
-                    error,
-                });
+                    .push(Message::assistant(Some(text), Vec::new()));
+                return output;
             }
 
             let calls = response.tool_calls;

@@ -15,7 +15,6 @@ use crate::budget::RetryBudget;
 use crate::classify::Classifier;
 use crate::events::{EventLog, EventSink};
 use crate::extensions::Extensions;
-use crate::idempotency::IdempotencyKey;
 use crate::retry::RetryAllowance;
 
 use super::cancel::Cancellation;
@@ -277,11 +276,9 @@ impl RunContext {
 
     /// The values one call sees: the run's, and the call's idempotency key when the run has an
     /// id.
-    pub(crate) fn call_extensions(&self, call_id: &str) -> Extensions {
+    pub(crate) fn call_extensions(&self, call_id: &Arc<str>) -> Extensions {
         match &self.run_id {
-            Some(run_id) => self
-                .extensions
-                .for_call(IdempotencyKey::new(Arc::clone(run_id), call_id)),
+            Some(run_id) => self.extensions.for_call(run_id, call_id),
             None => self.extensions.clone(),
         }
     }

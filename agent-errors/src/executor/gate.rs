@@ -10,6 +10,8 @@
 //! A plain retry sends the same arguments to the same tool again: it is not asked about again
 //! (the hook already allowed exactly these), though the attempt still checks the breaker.
 
+use std::sync::Arc;
+
 use super::attempt::ToolPanic;
 use super::context::RunContext;
 use super::outcome::{Failure, Handled, TerminationReason};
@@ -70,10 +72,10 @@ pub(crate) fn pass(
     let Some(hook) = hook else {
         return Ok(());
     };
-    let asked = if tool.name() == call.name && arguments == call.arguments {
+    let asked = if tool.name() == &*call.name && arguments == call.arguments {
         ask(ctx, hook, tool, call)
     } else {
-        let rewritten = ToolCall::new(call.id.as_str(), tool.name(), arguments);
+        let rewritten = ToolCall::new(Arc::clone(&call.id), tool.name(), arguments);
         ask(ctx, hook, tool, &rewritten)
     };
     match asked {

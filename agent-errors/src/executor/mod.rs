@@ -112,7 +112,7 @@ async fn execute_call(
     }
     // An unknown name is the model's text: bound it before it is used as a key.
     let tool = if ok {
-        Cow::Borrowed(call.name.as_str())
+        Cow::Borrowed(&*call.name)
     } else {
         Cow::Owned(sanitize(&call.name, MAX_TOOL_NAME_CHARS))
     };

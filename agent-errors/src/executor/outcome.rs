@@ -339,7 +339,10 @@ impl Handled {
             }
             Handled::Stop(stop) => {
                 let (reason, failure) = *stop;
-                let tool = failure.blamed.clone().unwrap_or_else(|| call.name.clone());
+                let tool = failure
+                    .blamed
+                    .clone()
+                    .unwrap_or_else(|| call.name.to_string());
                 let kind = failure.class.kind;
                 ctx.events().emit(Event::ToolFailed {
                     tool: tool.clone(),
