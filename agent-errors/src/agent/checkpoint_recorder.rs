@@ -129,7 +129,7 @@ impl Recorder for CheckpointRecorder {
     ) -> BoxFuture<'a, bool> {
         // Tied to the run it saves: a failed save halts it, and each save records how much of
         // the deadline is left.
-        *lock(&self.halt) = Some(ctx.halt_token().clone());
+        *lock(&self.halt) = Some(ctx.halting().token().clone());
         *lock(&self.deadline) = deadline.map(|left| Instant::now() + left);
         let recovery = ctx.recovery();
         Box::pin(self.save(move |run| run.recovery = recovery))

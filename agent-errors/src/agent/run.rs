@@ -313,7 +313,7 @@ impl<O: AgentOutput> AgentInner<O> {
             Some(limit) => match tokio::time::timeout(limit, driven).await {
                 Ok(result) => result,
                 Err(_) => {
-                    ctx.halt();
+                    ctx.halting().halt();
                     Err(RunError::DeadlineExceeded { limit })
                 }
             },
@@ -376,7 +376,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 .any(|p| matches!(p.answer(), Some((_, Some(_)))))
             {
                 // A saved answer ended the run: the calls it halted are not run again.
-                ctx.halt();
+                ctx.halting().halt();
             }
             self.answer_turn(ctx, request, recorder, asked, &calls, &pending)
                 .await?;
@@ -415,7 +415,7 @@ impl<O: AgentOutput> AgentInner<O> {
             // The transcript gets the turn only with its answers, so a run the deadline stops
             // mid-turn never hands back a call without its answer; the recorder has it first.
             let asked = Message::assistant(response.text, calls.clone());
-            ctx.begin_turn();
+            ctx.learnt().begin_turn();
             let known = |name: &str| self.knows(name);
             let recorded = recorder.turn(&request.messages, &asked, &known, counts.saved(), ctx);
             if !recorded.await {

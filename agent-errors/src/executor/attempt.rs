@@ -121,7 +121,7 @@ pub(crate) async fn attempt(
     extensions: &Extensions,
 ) -> Result<ToolOutput, Missed> {
     // A retry or fallback still sleeping when a concurrent call tripped the breaker must not call.
-    if let Some(failures) = ctx.breaker_tripped(tool.name()) {
+    if let Some(failures) = ctx.learnt().breaker_tripped(tool.name()) {
         return Err(Missed::Tripped { failures });
     }
     let panicked =
@@ -133,7 +133,14 @@ pub(crate) async fn attempt(
         Ok(Err(args_error)) => return Err(Missed::Failed(args_error.into())),
         Err(payload) => return Err(Missed::Failed(panicked(payload).into())),
     };
-    let mut admitted = match admit(ctx.service_breaker(), ctx.classifier(), tool, raw).await {
+    let mut admitted = match admit(
+        ctx.hooks().service_breaker(),
+        ctx.hooks().classifier(),
+        tool,
+        raw,
+    )
+    .await
+    {
         Ok(admitted) => admitted,
         Err(open) => return Err(Missed::Failed(open.into())),
     };

@@ -57,11 +57,11 @@ pub(crate) fn pass(
                 .with_suggestion("Do not call it again; continue without it."),
         )));
     }
-    if let Some(failures) = ctx.breaker_tripped(tool.name()) {
+    if let Some(failures) = ctx.learnt().breaker_tripped(tool.name()) {
         let tool = tool.name().to_owned();
         return Err(Refused::Unavailable(Handled::Tripped { tool, failures }));
     }
-    let hook = ctx.permission();
+    let hook = ctx.hooks().permission();
     // `{"amount": 1, "amount": 1000}` reads as 1000 to one parser and 1 to another: the hook
     // (whose parser is unknown) and the tool must read one thing. A tool whose argument type
     // refuses a repeated key at every depth reports it itself when it parses, so without a hook
@@ -113,13 +113,13 @@ fn ask(
 /// A denial: counted, shown to the model, or the end of the run once the run's budget of
 /// denials is spent.
 fn denied(ctx: &RunContext, tool: &ToolDef, arguments: &str, reason: String) -> Handled {
-    let denials = ctx.record_denial(tool.name());
+    let denials = ctx.learnt().record_denial(tool.name());
     let budget = ctx.limits().max_permission_denials;
     if budget != 0 && denials >= budget {
         let args = serde_json::from_str(arguments)
             .unwrap_or_else(|_| serde_json::Value::String(arguments.to_owned()));
         let error = ToolError::execution(args, PermissionDenied { denials, reason });
-        let mut failure = Failure::new(error, 0, ctx.classifier());
+        let mut failure = Failure::new(error, 0, ctx.hooks().classifier());
         failure.blamed = Some(tool.name().to_owned());
         let reason = TerminationReason::PermissionDenials { denials };
         return Handled::stop(reason, failure);
@@ -137,7 +137,7 @@ fn denied(ctx: &RunContext, tool: &ToolDef, arguments: &str, reason: String) -> 
 /// again and again trips the per-run breaker like any failing tool.
 pub(crate) fn unknown_tool(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> Handled {
     let name = sanitize(&call.name, MAX_TOOL_NAME_CHARS);
-    if let Some(failures) = ctx.breaker_tripped(&name) {
+    if let Some(failures) = ctx.learnt().breaker_tripped(&name) {
         return Handled::Tripped {
             tool: name,
             failures,

@@ -55,7 +55,7 @@ impl Walk<'_> {
 
     /// Records the call's place on this retry rung: asleep for `backoff`, or about to call.
     async fn save_retry(&self, retries: u32, backoff: Option<Duration>) -> bool {
-        if !self.ctx.recorder().records() {
+        if !self.ctx.hooks().recorder().records() {
             return true;
         }
         self.save(Some(self.retry_place(retries)), backoff).await
@@ -145,7 +145,7 @@ impl<D> RetryRung<'_, '_, D> {
 /// fleet's retry budget; a refusal is an event.
 async fn spend_retry(ctx: &RunContext, tool: &ToolDef) -> bool {
     let paid = ctx.retries().try_spend()
-        && match ctx.retry_budget() {
+        && match ctx.hooks().retry_budget() {
             None => true,
             Some(budget) => budget.try_spend_retry(tool.breaker_key()).await,
         };
