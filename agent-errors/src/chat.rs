@@ -246,13 +246,6 @@ impl ChatRequest {
         self
     }
 
-    /// Spends retries from `retries`: the run's allowance.
-    #[must_use]
-    pub(crate) fn with_retries(mut self, retries: RunRetries) -> Self {
-        self.retries = retries;
-        self
-    }
-
     /// Sets `max_tokens`.
     #[must_use]
     pub fn with_max_tokens(mut self, max_tokens: Option<u32>) -> Self {

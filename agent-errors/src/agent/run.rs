@@ -291,11 +291,16 @@ impl<O: AgentOutput> AgentInner<O> {
             ctx.restore(recovery);
         }
         let recorder = &*recorders.run;
-        let mut request = ChatRequest::new(start.transcript, Vec::new())
-            .with_source(self.source.clone())
-            .with_options(self.options.clone())
-            .with_events(ctx.event_sink())
-            .with_retries(RunRetries::new(Arc::clone(ctx.retries())));
+        // Built in place: a `with_*` chain moves the whole request once per setter.
+        let mut request = ChatRequest {
+            messages: start.transcript,
+            tools: self.offered_tools(&ctx),
+            max_tokens: None,
+            options: self.options.clone(),
+            source: self.source.clone(),
+            events: ctx.event_sink(),
+            retries: RunRetries::new(Arc::clone(ctx.retries())),
+        };
         let mut counts = Counts {
             deltas,
             ..Counts::default()
