@@ -118,7 +118,7 @@ impl PermissionHook for OwnOrdersOnly {
     }
 
     fn check_in(&self, call: &ToolCall, run: &PermissionContext<'_>) -> Permission {
-        if call.name != "refund" {
+        if &*call.name != "refund" {
             return Permission::Allow;
         }
         let Some(customer) = run.extensions().get::<Customer>() else {

@@ -23,9 +23,9 @@ count() { # variant calls
 
 printf '| variant | instructions per call | vs direct + JSON |\n| --- | --- | --- |\n'
 base=""
-for variant in direct_json handler executor agent_run; do
+for variant in direct_json handler executor agent_run agent_run_metered agent_run_retried; do
   calls=$n
-  [ "$variant" = agent_run ] && calls=$((n / 4))
+  case $variant in agent_run*) calls=$((n / 4)) ;; esac
   zero=$(count "$variant" 0)
   many=$(count "$variant" "$calls")
   per=$(( (many - zero) / calls ))

@@ -63,10 +63,10 @@ def main():
 
     print("\nInstructions per call (callgrind, release build):")
     for workload, figure in sorted(figures.items()):
-        print(f"  {workload:<12} {figure:>10,.0f}")
+        print(f"  {workload:<18} {figure:>10,.0f}")
 
     print(f"\nLimits ({limits_file}):")
-    print(f"  {'figure':<28} {'now':>9} {'limit':>9} {'target':>9}")
+    print(f"  {'figure':<34} {'now':>9} {'limit':>9} {'target':>9}")
     failed = []
     for check in checks:
         is_ratio = "per" in check
@@ -75,7 +75,7 @@ def main():
         past = now > check["limit"]
         mark = "  PAST ITS LIMIT" if past else ""
         print(
-            f"  {name:<28} {show(now, is_ratio):>9} {show(check['limit'], is_ratio):>9}"
+            f"  {name:<34} {show(now, is_ratio):>9} {show(check['limit'], is_ratio):>9}"
             f" {show(check['target'], is_ratio):>9}{mark}"
         )
         if past:

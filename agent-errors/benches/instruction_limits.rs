@@ -1,5 +1,6 @@
 //! The hot path's instruction counts for CI, counted by gungraun (callgrind) on a release build:
-//! direct + JSON (the floor), one executor call and one scripted agent run, each counted for
+//! direct + JSON (the floor), one executor call and scripted agent runs (plain, with a metrics
+//! recorder installed, and with one retried tool failure), each counted for
 //! `CALLS` calls and for 0 inside one process's setup-free region, so that
 //! `(count(CALLS) - count(0)) / CALLS` is the cost of one call with nothing else in it. The
 //! limits those figures are held to, and why, are in `benches/limits.toml`; run the check with
@@ -29,6 +30,10 @@ fn prepare(workload: Workload, calls: u64) -> (Bench, Workload, u64) {
 #[bench::executor_1000(args = (Workload::Executor, CALLS), setup = prepare)]
 #[bench::agent_run_0(args = (Workload::AgentRun, 0), setup = prepare)]
 #[bench::agent_run_1000(args = (Workload::AgentRun, CALLS), setup = prepare)]
+#[bench::agent_run_metered_0(args = (Workload::AgentRunMetered, 0), setup = prepare)]
+#[bench::agent_run_metered_1000(args = (Workload::AgentRunMetered, CALLS), setup = prepare)]
+#[bench::agent_run_retried_0(args = (Workload::AgentRunRetried, 0), setup = prepare)]
+#[bench::agent_run_retried_1000(args = (Workload::AgentRunRetried, CALLS), setup = prepare)]
 fn hot_path((bench, workload, calls): (Bench, Workload, u64)) -> Bench {
     bench.run(workload, calls);
     // Returned so that the runtime, registry and agent are dropped outside the count.

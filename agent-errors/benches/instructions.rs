@@ -7,9 +7,11 @@
 //! - `direct_json`: parse the arguments, call the tool's fn, serialize its result (the floor);
 //! - `handler`: the same through the `#[tool]`'s handler (one boxed future);
 //! - `executor`: `Registry::execute` with a fresh-per-run `RunContext`, reused across calls;
-//! - `agent_run`: a whole scripted agent run: one tool call, then a final answer.
+//! - `agent_run`: a whole scripted agent run: one tool call, then a final answer;
+//! - `agent_run_metered`: the same with a metrics recorder installed (one that keeps nothing);
+//! - `agent_run_retried`: a run whose tool fails once (transient) and succeeds on its retry.
 //!
-//! Not a criterion bench: run `bash scripts/callgrind.sh`. CI holds three of these workloads
+//! Not a criterion bench: run `bash scripts/callgrind.sh`. CI holds five of these workloads
 //! to limits through `benches/instruction_limits.rs`.
 
 mod workloads;

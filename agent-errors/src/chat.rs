@@ -18,6 +18,9 @@ use crate::usage::Usage;
 
 /// A tool call the model asked for.
 ///
+/// Its id and name are shared (`Arc<str>`): the result that answers it, the transcript and the
+/// checkpoint hold the same text instead of a copy each.
+///
 /// # Examples
 ///
 /// ```
@@ -26,15 +29,17 @@ use crate::usage::Usage;
 /// let call = ToolCall::new("call_1", "get_weather", r#"{"city": "Oslo"}"#);
 /// let args: serde_json::Value = serde_json::from_str(&call.arguments)?; // untrusted text
 /// assert_eq!(args["city"], "Oslo");
-/// assert_eq!(ToolResult::ok(&call, "4°C").call_id, "call_1");
+/// assert_eq!(&*ToolResult::ok(&call, "4°C").call_id, "call_1");
 /// # Ok::<(), serde_json::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// The id the result must answer.
-    pub id: String,
+    #[serde(with = "shared_str")]
+    pub id: Arc<str>,
     /// The tool's name, as the model spelled it.
-    pub name: String,
+    #[serde(with = "shared_str")]
+    pub name: Arc<str>,
     /// The arguments as raw JSON text, untrusted.
     pub arguments: String,
 }
@@ -42,8 +47,8 @@ pub struct ToolCall {
 impl ToolCall {
     /// A call.
     pub fn new(
-        id: impl Into<String>,
-        name: impl Into<String>,
+        id: impl Into<Arc<str>>,
+        name: impl Into<Arc<str>>,
         arguments: impl Into<String>,
     ) -> Self {
         ToolCall {
@@ -54,7 +59,7 @@ impl ToolCall {
     }
 }
 
-/// The answer to one tool call.
+/// The answer to one tool call: its id and name are the call's own, shared, not copied.
 ///
 /// # Examples
 ///
@@ -70,9 +75,11 @@ impl ToolCall {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolResult {
     /// The id of the call it answers.
-    pub call_id: String,
+    #[serde(with = "shared_str")]
+    pub call_id: Arc<str>,
     /// The tool's name.
-    pub name: String,
+    #[serde(with = "shared_str")]
+    pub name: Arc<str>,
     /// The output, or the surfaced error.
     pub content: String,
     /// Whether this reports a failure.
@@ -98,6 +105,22 @@ impl ToolResult {
             content: content.into(),
             is_error: true,
         }
+    }
+}
+
+/// A shared string as JSON: a plain string either way (serde's own `Arc` support is behind a
+/// feature this crate does not ask for).
+mod shared_str {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(text: &Arc<str>, to: S) -> Result<S::Ok, S::Error> {
+        to.serialize_str(text)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Arc<str>, D::Error> {
+        String::deserialize(from).map(Arc::from)
     }
 }
 
@@ -310,13 +333,6 @@ impl ChatRequest {
     #[must_use]
     pub fn with_events(mut self, events: EventSink) -> Self {
         self.events = events;
-        self
-    }
-
-    /// Spends retries from `retries`: the run's allowance.
-    #[must_use]
-    pub(crate) fn with_retries(mut self, retries: RunRetries) -> Self {
-        self.retries = retries;
         self
     }
 

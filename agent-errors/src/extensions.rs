@@ -5,7 +5,7 @@ use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::idempotency::IdempotencyKey;
 
@@ -32,9 +32,27 @@ type Values = HashMap<TypeId, Arc<dyn Any + Send + Sync>>;
 pub struct Extensions {
     /// `None` until a value is added: a run given no values allocates (and frees) no map.
     values: Option<Arc<Values>>,
-    /// The key of the call these values were handed to: kept beside the map so giving each
-    /// call its key costs no copy of the run's values.
-    call_key: Option<Arc<dyn Any + Send + Sync>>,
+    /// The call these values were handed to: kept beside the map so giving each call its key
+    /// costs no copy of the run's values.
+    call: Option<CallKey>,
+}
+
+/// What a call's [`IdempotencyKey`] is made of, and the key once a tool asks for it: a call
+/// whose tools never ask builds none.
+#[derive(Clone)]
+struct CallKey {
+    run_id: Arc<str>,
+    call_id: Arc<str>,
+    built: OnceLock<Arc<dyn Any + Send + Sync>>,
+}
+
+impl CallKey {
+    fn key(&self) -> &Arc<dyn Any + Send + Sync> {
+        self.built.get_or_init(|| {
+            let key = IdempotencyKey::new(Arc::clone(&self.run_id), Arc::clone(&self.call_id));
+            Arc::new(key)
+        })
+    }
 }
 
 impl Extensions {
@@ -82,22 +100,27 @@ impl Extensions {
         // Only a call's own key answers for its type: a key given as a run value would name no
         // call in particular.
         if id == TypeId::of::<IdempotencyKey>() {
-            return self.call_key.as_ref();
+            return self.call.as_ref().map(CallKey::key);
         }
         self.values.as_ref()?.get(&id)
     }
 
-    /// These values, handed to the call `key` names: its tools and fixers also find the key.
-    pub(crate) fn for_call(&self, key: IdempotencyKey) -> Extensions {
+    /// These values, handed to the call `call_id` of the run `run_id`: its tools and fixers also
+    /// find its [`IdempotencyKey`], built when one first asks.
+    pub(crate) fn for_call(&self, run_id: &Arc<str>, call_id: &Arc<str>) -> Extensions {
         Extensions {
             values: self.values.clone(),
-            call_key: Some(Arc::new(key)),
+            call: Some(CallKey {
+                run_id: Arc::clone(run_id),
+                call_id: Arc::clone(call_id),
+                built: OnceLock::new(),
+            }),
         }
     }
 
     /// How many values the map holds, a call's idempotency key included.
     pub fn len(&self) -> usize {
-        self.values_len() + usize::from(self.call_key.is_some())
+        self.values_len() + usize::from(self.call.is_some())
     }
 
     /// How many values the run was given.
@@ -122,10 +145,10 @@ impl fmt::Debug for Extensions {
 /// Two maps are equal when they hold the same values, shared: a clone equals its original.
 impl PartialEq for Extensions {
     fn eq(&self, other: &Self) -> bool {
-        let same_key = match (&self.call_key, &other.call_key) {
+        let same_key = match (&self.call, &other.call) {
             (None, None) => true,
             (Some(ours), Some(theirs)) => {
-                ours.downcast_ref::<IdempotencyKey>() == theirs.downcast_ref::<IdempotencyKey>()
+                ours.run_id == theirs.run_id && ours.call_id == theirs.call_id
             }
             _ => false,
         };

@@ -46,12 +46,12 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct IdempotencyKey {
     run_id: Arc<str>,
-    call_id: String,
+    call_id: Arc<str>,
 }
 
 impl IdempotencyKey {
     /// The key of call `call_id` of run `run_id`.
-    pub fn new(run_id: impl Into<Arc<str>>, call_id: impl Into<String>) -> Self {
+    pub fn new(run_id: impl Into<Arc<str>>, call_id: impl Into<Arc<str>>) -> Self {
         IdempotencyKey {
             run_id: run_id.into(),
             call_id: call_id.into(),

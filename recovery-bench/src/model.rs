@@ -274,16 +274,16 @@ fn read_transcript(task: &Task, messages: &[Message]) -> (Vec<StepState>, usize)
                     {
                         let broken = serde_json::from_str::<Value>(&call.arguments).ok()
                             != Some(task.steps[step].args.clone());
-                        calls.insert(call.id.as_str(), (step, broken));
+                        calls.insert(&*call.id, (step, broken));
                         furthest_called = furthest_called.max(step + 1);
-                        if Some(call.name.as_str()) == task.steps[step].alternative {
+                        if Some(&*call.name) == task.steps[step].alternative {
                             states[step].used_alternative = true;
                         }
                     }
                 }
             }
             Message::Tool(result) => {
-                let Some(&(step, broken)) = calls.get(result.call_id.as_str()) else {
+                let Some(&(step, broken)) = calls.get(&*result.call_id) else {
                     continue;
                 };
                 let state = &mut states[step];

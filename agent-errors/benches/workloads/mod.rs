@@ -7,9 +7,11 @@
 #![allow(dead_code)]
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use agent_errors::prelude::*;
 use agent_errors::{ChatRequest, ChatResponse, Message, Registry, RunContext, ToolCall};
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, SharedString, Unit};
 use serde::{Deserialize, Serialize};
 
 /// What one counted call does.
@@ -23,6 +25,12 @@ pub enum Workload {
     Executor,
     /// A whole scripted agent run: one tool call, then a final answer.
     AgentRun,
+    /// [`Workload::AgentRun`] with a metrics recorder installed: one that does nothing with
+    /// what it is given but is given every key, so building them is counted.
+    AgentRunMetered,
+    /// A scripted run whose tool fails once with a transient error and succeeds on its retry
+    /// (on a paused clock: the backoff is not slept for real).
+    AgentRunRetried,
 }
 
 impl Workload {
@@ -33,6 +41,8 @@ impl Workload {
             "handler" => Self::Handler,
             "executor" => Self::Executor,
             "agent_run" => Self::AgentRun,
+            "agent_run_metered" => Self::AgentRunMetered,
+            "agent_run_retried" => Self::AgentRunRetried,
             _ => return None,
         })
     }
@@ -55,6 +65,19 @@ async fn forecast(city: String, days: u32) -> Result<Forecast, std::io::Error> {
     Ok(compute(city, days))
 }
 
+/// Fails every other call with a transient error (a reset connection): each run's first call
+/// fails and its retry succeeds.
+static FLAKY_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// Daily highs for a city, from a service that drops every other connection.
+#[tool(on_error(transient = retry(2)))]
+async fn flaky_forecast(city: String, days: u32) -> Result<Forecast, std::io::Error> {
+    if FLAKY_CALLS.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+        return Err(std::io::ErrorKind::ConnectionReset.into());
+    }
+    Ok(compute(city, days))
+}
+
 #[derive(Deserialize)]
 struct ForecastArgs {
     city: String,
@@ -69,8 +92,8 @@ async fn direct_json(raw: &str) -> Result<String, BoxError> {
     Ok(serde_json::to_string(&out)?)
 }
 
-/// Turn 1 calls `forecast`; turn 2 answers with what it returned.
-struct TwoTurns;
+/// Turn 1 calls its tool; turn 2 answers with what it returned.
+struct TwoTurns(&'static str);
 
 impl ChatModel for TwoTurns {
     fn chat<'a>(
@@ -79,17 +102,41 @@ impl ChatModel for TwoTurns {
     ) -> agent_errors::call::BoxFuture<'a, Result<ChatResponse, BoxError>> {
         let reply = match request.messages.last() {
             Some(Message::Tool(result)) => ChatResponse::text(result.content.clone()),
-            _ => ChatResponse::tool_calls(vec![ToolCall::new("call_1", "forecast", ARGS)]),
+            _ => ChatResponse::tool_calls(vec![ToolCall::new("call_1", self.0, ARGS)]),
         };
         Box::pin(async move { Ok(reply) })
+    }
+}
+
+/// A metrics recorder that keeps nothing but is handed every key and label a run builds.
+struct NoopRecorder;
+
+impl metrics::Recorder for NoopRecorder {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        black_box(key);
+        Counter::noop()
+    }
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        black_box(key);
+        Gauge::noop()
+    }
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        black_box(key);
+        Histogram::noop()
     }
 }
 
 /// Everything a workload needs, built before counting starts.
 pub struct Bench {
     rt: tokio::runtime::Runtime,
+    /// For the retried run: its backoff auto-advances a paused clock instead of sleeping.
+    paused: tokio::runtime::Runtime,
     registry: Registry,
     agent: Agent,
+    flaky: Agent,
     ctx: RunContext,
     call: ToolCall,
 }
@@ -104,15 +151,27 @@ impl Bench {
             .tools(tools![forecast])
             .build()
             .expect("one tool");
+        let paused = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a paused current-thread runtime");
         let agent = Agent::builder("bench")
-            .model(TwoTurns)
+            .model(TwoTurns("forecast"))
             .tools(tools![forecast])
+            .build()
+            .expect("a valid agent");
+        let flaky = Agent::builder("bench")
+            .model(TwoTurns("flaky_forecast"))
+            .tools(tools![flaky_forecast])
             .build()
             .expect("a valid agent");
         Self {
             rt,
+            paused,
             registry,
             agent,
+            flaky,
             ctx: RunContext::new(),
             call: ToolCall::new("call-1", "forecast", ARGS),
         }
@@ -121,6 +180,20 @@ impl Bench {
     /// Does `n` calls of `workload` inside one `block_on`, so that a count for `n` minus a
     /// count for 0 is `n` calls and nothing else.
     pub fn run(&self, workload: Workload, n: u64) {
+        match workload {
+            Workload::DirectJson | Workload::Handler | Workload::Executor => {
+                self.calls(workload, n)
+            }
+            Workload::AgentRun => self.agent_runs(&self.rt, &self.agent, n),
+            Workload::AgentRunMetered => metrics::with_local_recorder(&NoopRecorder, || {
+                self.agent_runs(&self.rt, &self.agent, n);
+            }),
+            Workload::AgentRunRetried => self.agent_runs(&self.paused, &self.flaky, n),
+        }
+    }
+
+    /// `n` tool calls without an agent.
+    fn calls(&self, workload: Workload, n: u64) {
         let tool = &self.registry.tools()[0];
         self.rt.block_on(async {
             match workload {
@@ -141,11 +214,17 @@ impl Bench {
                         drop(black_box(result.await));
                     }
                 }
-                Workload::AgentRun => {
-                    for _ in 0..n {
-                        drop(black_box(self.agent.run(black_box("go")).await));
-                    }
-                }
+                _ => unreachable!("agent runs are counted by `agent_runs`"),
+            }
+        });
+    }
+
+    /// `n` scripted runs of `agent` on `rt`, each of which must succeed.
+    fn agent_runs(&self, rt: &tokio::runtime::Runtime, agent: &Agent, n: u64) {
+        rt.block_on(async {
+            for _ in 0..n {
+                let output = agent.run(black_box("go")).await;
+                drop(black_box(output.expect("the run answers")));
             }
         });
     }

@@ -162,16 +162,16 @@ impl<O: AgentOutput> AgentInner<O> {
             };
         }
         let limit = self.limits.max_message_chars;
-        let answered = if call.name == ESCALATE {
+        let answered = if &*call.name == ESCALATE {
             serde_json::from_str(&call.arguments).map(|args| escalated(ctx, call, args, limit))
         } else {
-            debug_assert_eq!(call.name, THROW_EXCEPTION);
+            debug_assert_eq!(&*call.name, THROW_EXCEPTION);
             serde_json::from_str(&call.arguments).map(|args| thrown(ctx, call, args))
         };
         answered.unwrap_or_else(|error| {
             let message = format!("invalid arguments: {error}");
             let shown = SurfacedError::bounded(&call.name, ErrorKind::Validation, &message, limit)
-                .with_suggestion(if call.name == ESCALATE {
+                .with_suggestion(if &*call.name == ESCALATE {
                     r#"Call it as {"reason": "...", "severity": "low|medium|high|critical"}."#
                 } else {
                     r#"Call it as {"reason": "..."}."#

@@ -61,6 +61,7 @@ impl CheckpointRecorder {
         let mut saved = self.saved.lock().await;
         let (run, sequence) = &mut *saved;
         edit(run);
+        run.stamp_version();
         run.deadline_left_ms = left.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let state = serde_json::to_vec(run).map_err(CheckpointError::store);
         let checkpoint = state.map(|state| Checkpoint {
@@ -113,7 +114,7 @@ impl CallRecorder for CheckpointRecorder {
         // that dies in the sleep must not give them back.
         let recovery = ctx.recovery();
         Box::pin(self.save(move |run| {
-            if let Some(pending) = run.pending.iter_mut().find(|p| p.call.id == call_id) {
+            if let Some(pending) = run.pending.iter_mut().find(|p| *p.call.id == *call_id) {
                 pending.progress = progress;
             }
             run.recovery = recovery;
@@ -129,7 +130,7 @@ impl Recorder for CheckpointRecorder {
     ) -> BoxFuture<'a, bool> {
         // Tied to the run it saves: a failed save halts it, and each save records how much of
         // the deadline is left.
-        *lock(&self.halt) = Some(ctx.halt_token().clone());
+        *lock(&self.halt) = Some(ctx.halting().token().clone());
         *lock(&self.deadline) = deadline.map(|left| Instant::now() + left);
         let recovery = ctx.recovery();
         Box::pin(self.save(move |run| run.recovery = recovery))
@@ -168,7 +169,7 @@ impl Recorder for CheckpointRecorder {
     ) -> BoxFuture<'a, bool> {
         let recovery = ctx.recovery();
         Box::pin(self.save(move |run| {
-            if let Some(pending) = run.pending.iter_mut().find(|p| p.call.id == call_id) {
+            if let Some(pending) = run.pending.iter_mut().find(|p| *p.call.id == *call_id) {
                 pending.result = Some(result.clone());
                 pending.stop = stop.and_then(SavedStop::of);
             }

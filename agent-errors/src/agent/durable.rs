@@ -13,17 +13,22 @@ use crate::executor::{CallProgress, RecoveryState};
 use crate::usage::{Usage, UsageLimits};
 use std::collections::BTreeMap;
 
-/// The version of the saved state this build writes.
+/// The version of the saved state this build writes for a run that waits on nobody.
 ///
-/// Compatibility rule: a build reads the state version it writes and the one before it, so a
+/// Compatibility rule: a build reads the state version it writes and the ones before it, so a
 /// fleet can be upgraded one process at a time while runs are resumed across the versions.
 /// Anything else is refused with [`CheckpointError::Corrupt`] naming the version found and the
 /// versions this build reads. Version 2 added the deadline left; version 1 is read as a run
 /// that had no deadline saved (it gets the agent's).
 const STATE_VERSION: u32 = 2;
 
-/// The state versions this build reads: the previous one and its own.
-const READS: [u32; 2] = [STATE_VERSION - 1, STATE_VERSION];
+/// The version written while a call waits for a person. A build that knows no approvals reads
+/// versions 1 and 2 only, so it refuses such a run instead of resuming the waiting call as an
+/// interrupted one and running its tool unapproved; every other run stays readable by it.
+const WAITING_VERSION: u32 = 3;
+
+/// The state versions this build reads.
+const READS: [u32; 3] = [STATE_VERSION - 1, STATE_VERSION, WAITING_VERSION];
 
 /// How a finished durable run ended, as its last checkpoint records it.
 ///
@@ -320,13 +325,24 @@ impl SavedRun {
             serde_json::from_slice(&checkpoint.state).map_err(|e| corrupt(e.to_string()))?;
         if !READS.contains(&run.version) {
             return Err(corrupt(format!(
-                "saved by state version {}, this build reads versions {} and {STATE_VERSION}",
+                "saved by state version {}, this build reads versions {} to {WAITING_VERSION}",
                 run.version, READS[0]
             )));
         }
         // What this build saves next is in its own version.
-        run.version = STATE_VERSION;
+        run.stamp_version();
         Ok(run)
+    }
+
+    /// Sets the version this state is written in: the waiting version while a call waits for
+    /// a person, so that builds which know no approvals refuse it.
+    pub(super) fn stamp_version(&mut self) {
+        let waiting = self.pending.iter().any(|p| p.progress.waiting.is_some());
+        self.version = if waiting {
+            WAITING_VERSION
+        } else {
+            STATE_VERSION
+        };
     }
 
     /// The first pending call without a result whose tool was known then and is not now.
@@ -334,7 +350,7 @@ impl SavedRun {
         self.pending
             .iter()
             .find(|p| p.result.is_none() && p.known && !known(&p.call.name))
-            .map(|p| p.call.name.as_str())
+            .map(|p| &*p.call.name)
     }
 
     /// The transcript with every pending call answered: its saved result, or an error result

@@ -57,7 +57,7 @@ pub(super) fn violation(run: &SavedRun) -> Option<(String, BrokenTranscript)> {
                     }
                     continue;
                 }
-                if let Some(call) = tool_calls.iter().find(|c| answers[c.id.as_str()] == 0) {
+                if let Some(call) = tool_calls.iter().find(|c| answers[&*c.id] == 0) {
                     return found(&call.id, BrokenTranscript::Unanswered);
                 }
             }
@@ -72,7 +72,7 @@ pub(super) fn violation(run: &SavedRun) -> Option<(String, BrokenTranscript)> {
 fn answer_counts(calls: &[ToolCall]) -> Result<HashMap<&str, u32>, &str> {
     let mut answers = HashMap::with_capacity(calls.len());
     for call in calls {
-        if answers.insert(call.id.as_str(), 0).is_some() {
+        if answers.insert(&*call.id, 0).is_some() {
             return Err(&call.id);
         }
     }

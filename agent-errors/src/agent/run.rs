@@ -336,11 +336,16 @@ impl<O: AgentOutput> AgentInner<O> {
             ctx.restore(recovery);
         }
         let recorder = &*recorders.run;
-        let mut request = ChatRequest::new(start.transcript, Vec::new())
-            .with_source(self.source.clone())
-            .with_options(self.options.clone())
-            .with_events(ctx.event_sink())
-            .with_retries(RunRetries::new(Arc::clone(ctx.retries())));
+        // Built in place: a `with_*` chain moves the whole request once per setter.
+        let mut request = ChatRequest {
+            messages: start.transcript,
+            tools: self.offered_tools(&ctx),
+            max_tokens: None,
+            options: self.options.clone(),
+            source: self.source.clone(),
+            events: ctx.event_sink(),
+            retries: RunRetries::new(Arc::clone(ctx.retries())),
+        };
         let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits));
         counts.restore(start.counts);
         let driven = async {
@@ -361,7 +366,7 @@ impl<O: AgentOutput> AgentInner<O> {
             Some(limit) => match tokio::time::timeout(limit, driven).await {
                 Ok(result) => result,
                 Err(_) => {
-                    ctx.halt();
+                    ctx.halting().halt();
                     Err(RunError::DeadlineExceeded { limit })
                 }
             },
@@ -428,7 +433,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 .any(|p| matches!(p.answer(), Some((_, Some(_)))))
             {
                 // A saved answer ended the run: the calls it halted are not run again.
-                ctx.halt();
+                ctx.halting().halt();
             }
             self.answer_turn(ctx, request, recorder, asked, &calls, &pending)
                 .await?;
@@ -451,13 +456,15 @@ impl<O: AgentOutput> AgentInner<O> {
                 let Some(text) = response.text else {
                     return Err(RunError::EmptyResponse);
                 };
+                let output =
+                    O::from_final_text(text.clone()).map_err(|error| RunError::InvalidOutput {
+                        text: crate::redact::redact(&text).into_owned(),
+                        error,
+                    });
                 request
                     .messages
-                    .push(Message::assistant(Some(text.clone()), Vec::new()));
-                return O::from_final_text(text.clone()).map_err(|error| RunError::InvalidOutput {
-                    text: crate::redact::redact(&text).into_owned(),
-                    error,
-                });
+                    .push(Message::assistant(Some(text), Vec::new()));
+                return output;
             }
 
             let calls = response.tool_calls;
@@ -468,7 +475,7 @@ impl<O: AgentOutput> AgentInner<O> {
             // The transcript gets the turn only with its answers, so a run the deadline stops
             // mid-turn never hands back a call without its answer; the recorder has it first.
             let asked = Message::assistant(response.text, calls.clone());
-            ctx.begin_turn();
+            ctx.learnt().begin_turn();
             let known = |name: &str| self.knows(name);
             let recorded = recorder.turn(&request.messages, &asked, &known, counts.saved(), ctx);
             if !recorded.await {

@@ -117,7 +117,7 @@ impl Counts {
     /// When a turn's calls arrive: counted, or refused (none of them runs) when they would go
     /// past a tool-call cap.
     pub(super) fn may_run(&mut self, calls: &[ToolCall]) -> Result<(), RunError> {
-        let names = calls.iter().map(|call| call.name.as_str());
+        let names = calls.iter().map(|call| &*call.name);
         let meter = &self.meter;
         if let Some(refused) = meter
             .limits
@@ -129,7 +129,7 @@ impl Counts {
         let meter = &mut self.meter;
         for call in calls {
             if meter.limits.caps(&call.name) {
-                *meter.calls_of.entry(call.name.clone()).or_default() += 1;
+                *meter.calls_of.entry(call.name.to_string()).or_default() += 1;
             }
         }
         Ok(())

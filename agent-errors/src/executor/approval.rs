@@ -84,7 +84,7 @@ pub(crate) fn question(
     reason: WaitReason,
 ) -> PendingApproval {
     let shown = scrub(sent, ctx.limits().max_message_chars);
-    PendingApproval::new(call.id.as_str(), call.name.as_str(), shown, reason)
+    PendingApproval::new(&*call.id, &*call.name, shown, reason)
 }
 
 /// The answer for `pending`, reported as an event: see [`answer_for`].
@@ -153,7 +153,7 @@ pub(crate) async fn ask<'s>(
         Ok(()) => Ok(arguments),
         Err(Refused::Unavailable(handled) | Refused::Denied(handled)) => Err(handled),
         Err(Refused::Invalid(error)) => {
-            let failure = Failure::new(error, progress.attempts, ctx.classifier());
+            let failure = Failure::new(error, progress.attempts, ctx.hooks().classifier());
             Err(Handled::escalate_failure(ctx, tool.name(), &failure))
         }
     }
@@ -168,7 +168,7 @@ async fn wait_later(
     key: Option<PolicyKey>,
     mut progress: CallProgress,
 ) -> Handled {
-    let recorder = ctx.recorder();
+    let recorder = ctx.hooks().recorder();
     if recorder.records() {
         progress.waiting = Some(Waiting {
             pending: pending.clone(),
@@ -265,7 +265,7 @@ async fn run_approved(
         walked,
     } = approved;
     let attempts = progress.attempts + 1;
-    let recorder = ctx.recorder();
+    let recorder = ctx.hooks().recorder();
     if recorder.records() {
         let running = CallProgress {
             attempts,
@@ -284,7 +284,7 @@ async fn run_approved(
             failures,
         },
         Err(Missed::Failed(error)) => {
-            let failure = Failure::new(error, attempts, ctx.classifier());
+            let failure = Failure::new(error, attempts, ctx.hooks().classifier());
             let walk = Walk::new(registry, ctx, entry, call, failure, extensions)
                 .resumed(progress)
                 .with_arguments(arguments)

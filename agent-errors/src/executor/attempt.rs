@@ -157,7 +157,7 @@ pub(crate) async fn attempt(
     extensions: &Extensions,
 ) -> Result<ToolOutput, Missed> {
     // A retry or fallback still sleeping when a concurrent call tripped the breaker must not call.
-    if let Some(failures) = ctx.breaker_tripped(tool.name()) {
+    if let Some(failures) = ctx.learnt().breaker_tripped(tool.name()) {
         return Err(Missed::Tripped { failures });
     }
     let panicked =
@@ -186,7 +186,14 @@ async fn run(
 ) -> Result<ToolOutput, Missed> {
     let panicked =
         |payload| ToolError::execution(parse_value(raw), ToolPanic::from_payload(payload));
-    let mut admitted = match admit(ctx.service_breaker(), ctx.classifier(), tool, raw).await {
+    let mut admitted = match admit(
+        ctx.hooks().service_breaker(),
+        ctx.hooks().classifier(),
+        tool,
+        raw,
+    )
+    .await
+    {
         Ok(admitted) => admitted,
         Err(open) => return Err(Missed::Failed(open.into())),
     };
@@ -295,7 +302,8 @@ async fn journaled(
             Ok(output) => JournaledAttempt::Output(output),
             Err(Missed::Tripped { failures }) => JournaledAttempt::Tripped(failures),
             Err(Missed::Failed(Failed { error, class })) => {
-                let class = class.unwrap_or_else(|| classify_tool_error(&error, ctx.classifier()));
+                let class =
+                    class.unwrap_or_else(|| classify_tool_error(&error, ctx.hooks().classifier()));
                 JournaledAttempt::Failed(JournaledFailure::new(&error.to_string(), &class))
             }
         }

@@ -10,6 +10,8 @@
 //! A plain retry sends the same arguments to the same tool again: it is not asked about again
 //! (the hook already allowed exactly these), though the attempt still checks the breaker.
 
+use std::sync::Arc;
+
 use super::attempt::ToolPanic;
 use super::context::RunContext;
 use super::outcome::{Failure, Handled, TerminationReason};
@@ -55,11 +57,11 @@ pub(crate) fn pass(
                 .with_suggestion("Do not call it again; continue without it."),
         )));
     }
-    if let Some(failures) = ctx.breaker_tripped(tool.name()) {
+    if let Some(failures) = ctx.learnt().breaker_tripped(tool.name()) {
         let tool = tool.name().to_owned();
         return Err(Refused::Unavailable(Handled::Tripped { tool, failures }));
     }
-    let hook = ctx.permission();
+    let hook = ctx.hooks().permission();
     // `{"amount": 1, "amount": 1000}` reads as 1000 to one parser and 1 to another: the hook
     // (whose parser is unknown) and the tool must read one thing. A tool whose argument type
     // refuses a repeated key at every depth reports it itself when it parses, so without a hook
@@ -70,10 +72,10 @@ pub(crate) fn pass(
     let Some(hook) = hook else {
         return Ok(());
     };
-    let asked = if tool.name() == call.name && arguments == call.arguments {
+    let asked = if tool.name() == &*call.name && arguments == call.arguments {
         ask(ctx, hook, tool, call)
     } else {
-        let rewritten = ToolCall::new(call.id.as_str(), tool.name(), arguments);
+        let rewritten = ToolCall::new(Arc::clone(&call.id), tool.name(), arguments);
         ask(ctx, hook, tool, &rewritten)
     };
     match asked {
@@ -122,13 +124,13 @@ pub(super) fn denied(
     reason: String,
     shown: &str,
 ) -> Handled {
-    let denials = ctx.record_denial(tool.name());
+    let denials = ctx.learnt().record_denial(tool.name());
     let budget = ctx.limits().max_permission_denials;
     if budget != 0 && denials >= budget {
         let args = serde_json::from_str(arguments)
             .unwrap_or_else(|_| serde_json::Value::String(arguments.to_owned()));
         let error = ToolError::execution(args, PermissionDenied { denials, reason });
-        let mut failure = Failure::new(error, 0, ctx.classifier());
+        let mut failure = Failure::new(error, 0, ctx.hooks().classifier());
         failure.blamed = Some(tool.name().to_owned());
         let reason = TerminationReason::PermissionDenials { denials };
         return Handled::stop(reason, failure);
@@ -145,7 +147,7 @@ pub(super) fn denied(
 /// again and again trips the per-run breaker like any failing tool.
 pub(crate) fn unknown_tool(registry: &Registry, ctx: &RunContext, call: &ToolCall) -> Handled {
     let name = sanitize(&call.name, MAX_TOOL_NAME_CHARS);
-    if let Some(failures) = ctx.breaker_tripped(&name) {
+    if let Some(failures) = ctx.learnt().breaker_tripped(&name) {
         return Handled::Tripped {
             tool: name,
             failures,

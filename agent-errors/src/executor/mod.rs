@@ -47,13 +47,12 @@ pub use outcome::{CallOutcome, Terminated, TerminationReason};
 pub use permission::{Permission, PermissionContext, PermissionDenied, PermissionHook};
 
 pub(crate) use approval::Approvals;
+use context::Halt;
 pub(crate) use context::{RecoveryState, RunSetup};
 pub(crate) use outcome::CANCELLED;
 pub(crate) use record::{CallRecorder, NoRecorder, Recorded};
 pub use resume::CallInterrupted;
 pub(crate) use resume::{CallProgress, CallStart};
-
-use tokio_util::sync::CancellationToken;
 
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
@@ -91,12 +90,11 @@ async fn execute_call(
     call: &ToolCall,
     handled: impl Future<Output = Handled>,
 ) -> CallOutcome {
-    ctx.adopt_classifier(registry.classifier());
-    let halt = ctx.halt_token();
-    if halt.is_cancelled() {
+    ctx.hooks().adopt_classifier(registry.classifier());
+    if ctx.halting().is_halted() {
         return CallOutcome::cancelled(call);
     }
-    let Some(handled) = until_halted(halt, handled).await else {
+    let Some(handled) = until_halted(ctx.halting(), handled).await else {
         return CallOutcome::cancelled(call);
     };
     if matches!(handled, Handled::Cancelled) {
@@ -116,11 +114,11 @@ async fn execute_call(
     }
     // An unknown name is the model's text: bound it before it is used as a key.
     let tool = if ok {
-        Cow::Borrowed(call.name.as_str())
+        Cow::Borrowed(&*call.name)
     } else {
         Cow::Owned(sanitize(&call.name, MAX_TOOL_NAME_CHARS))
     };
-    match ctx.record_outcome(&tool, ok) {
+    match ctx.learnt().record_outcome(&tool, ok) {
         None => outcome,
         Some(failures) => {
             let tool = tool.into_owned();
@@ -134,15 +132,21 @@ async fn execute_call(
 }
 
 /// Runs `work` until it finishes (`Some`) or the run halts (`None`). Work that is ready on its
-/// first poll never registers for the halt's wake-up.
-async fn until_halted<T>(halt: &CancellationToken, work: impl Future<Output = T>) -> Option<T> {
+/// first poll never makes the halt's token nor registers for its wake-up.
+async fn until_halted<T>(halt: &Halt, work: impl Future<Output = T>) -> Option<T> {
     let mut work = pin!(work);
-    let mut halted = pin!(halt.cancelled());
+    let mut halted = pin!(None);
     poll_fn(|cx| {
         if let Poll::Ready(out) = work.as_mut().poll(cx) {
             return Poll::Ready(Some(out));
         }
-        halted.as_mut().poll(cx).map(|()| None)
+        if halted.is_none() {
+            halted.set(Some(halt.token().cancelled()));
+        }
+        match halted.as_mut().as_pin_mut() {
+            Some(halted) => halted.poll(cx).map(|()| None),
+            None => Poll::Pending,
+        }
     })
     .await
 }
@@ -161,7 +165,7 @@ pub(crate) async fn execute_turn<'a, T, Fut>(
 where
     Fut: Future<Output = T>,
 {
-    ctx.begin_turn();
+    ctx.learnt().begin_turn();
     answer_all(ctx, calls, answer, ends_run).await
 }
 
@@ -184,7 +188,7 @@ where
         for call in calls {
             let answer = answer(call).await;
             if ends_run(&answer) {
-                ctx.halt();
+                ctx.halting().halt();
             }
             answers.push(answer);
         }
@@ -197,7 +201,7 @@ where
             // This call ends the run: the others answer "operation cancelled" now rather than
             // holding the stop up until they finish.
             if ends_run(&answer) {
-                ctx.halt();
+                ctx.halting().halt();
             }
             answer
         }
@@ -236,7 +240,7 @@ async fn handle(
         Err(Refused::Unavailable(handled) | Refused::Denied(handled)) => return handled,
         Err(Refused::Invalid(error)) => Some(error),
     };
-    if let Some(budget) = ctx.retry_budget() {
+    if let Some(budget) = ctx.hooks().retry_budget() {
         budget.record_call(tool.breaker_key());
     }
     let extensions = ctx.call_extensions(&call.id);
@@ -246,7 +250,7 @@ async fn handle(
     }
     if let CallStart::From(progress) = start {
         if let Some(invalid) = first {
-            let failure = Failure::new(invalid, progress.attempts, ctx.classifier());
+            let failure = Failure::new(invalid, progress.attempts, ctx.hooks().classifier());
             let walk = Walk::new(registry, ctx, entry, call, failure, extensions);
             return Box::pin(walk.resumed(progress).run()).await;
         }
@@ -272,7 +276,7 @@ async fn handle(
                 ctx,
                 entry,
                 call,
-                Failure::new(error, 1, ctx.classifier()),
+                Failure::new(error, 1, ctx.hooks().classifier()),
                 extensions,
             );
             Box::pin(walk.run()).await

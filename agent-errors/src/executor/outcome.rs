@@ -439,7 +439,10 @@ impl Handled {
             }
             Handled::Stop(stop) => {
                 let (reason, failure) = *stop;
-                let tool = failure.blamed.clone().unwrap_or_else(|| call.name.clone());
+                let tool = failure
+                    .blamed
+                    .clone()
+                    .unwrap_or_else(|| call.name.to_string());
                 let kind = failure.class.kind;
                 ctx.events().emit(Event::ToolFailed {
                     tool: tool.clone(),
@@ -457,7 +460,8 @@ impl Handled {
             Handled::Cancelled => CallOutcome::cancelled(call),
             Handled::Waiting(pending) => {
                 let reason = TerminationReason::WaitingForPerson(pending);
-                let waiting = Terminated::new(call.name.clone(), ErrorKind::Unknown, reason, None);
+                let waiting =
+                    Terminated::new(call.name.to_string(), ErrorKind::Unknown, reason, None);
                 CallOutcome::Stop(Box::new(waiting))
             }
         }

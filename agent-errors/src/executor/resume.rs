@@ -149,7 +149,7 @@ pub(super) async fn go_on(
     }
     if !tool.is_idempotent() {
         let error = ToolError::execution(args(), CallInterrupted);
-        let failure = Failure::new(error, progress.attempts, ctx.classifier());
+        let failure = Failure::new(error, progress.attempts, ctx.hooks().classifier());
         return walk(failure).run().await;
     }
     // Idempotent: the attempt that was running is made again, in the place it was made.
@@ -164,7 +164,7 @@ pub(super) async fn go_on(
             failures,
         },
         Err(Missed::Failed(error)) => {
-            let failure = Failure::new(error, progress.attempts, ctx.classifier());
+            let failure = Failure::new(error, progress.attempts, ctx.hooks().classifier());
             walk(failure).run().await
         }
     }
@@ -183,6 +183,6 @@ fn saved_failure(
     Failure::new(
         ToolError::execution(args, saved),
         attempts,
-        ctx.classifier(),
+        ctx.hooks().classifier(),
     )
 }

@@ -129,7 +129,10 @@ pub(crate) fn record_response(span: &Span, model: &dyn ChatModel, response: &Cha
     }
     // Which model answered: behind a fallback, not always the one requested.
     if let Some(answered) = &response.model {
-        span.record("gen_ai.response.model", tracing::field::display(Bounded(answered)));
+        span.record(
+            "gen_ai.response.model",
+            tracing::field::display(Bounded(answered)),
+        );
     }
 }
 

@@ -136,7 +136,7 @@ fn push_message(
             for call in tool_calls {
                 blocks.push(AssistantContent::ToolCall(
                     rig_message::ToolCall::from_wire(
-                        call.id.clone(),
+                        call.id.to_string(),
                         ToolFunction::parse(tool_name(&call.name)?, &call.arguments),
                     ),
                 ));
@@ -145,7 +145,7 @@ fn push_message(
         }
         Message::Tool(result) => {
             let block = UserContent::ToolResult(rig_message::ToolResult {
-                call: CallId::from_wire(result.call_id.clone()),
+                call: CallId::from_wire(result.call_id.to_string()),
                 name: tool_name(&result.name)?,
                 content: vec![ToolResultContent::text(result.content.clone())],
                 is_error: result.is_error,

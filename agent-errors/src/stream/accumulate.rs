@@ -1,6 +1,7 @@
 //! Building the final answer from a stream's events.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::{StreamEvent, StreamInterrupted};
 use crate::chat::{ChatResponse, FinishReason, ToolCall};
@@ -48,9 +49,14 @@ impl StreamAccumulator {
             StreamEvent::ToolCallStarted { index, id, name } => {
                 let call = self.call(*index);
                 if !id.is_empty() {
-                    call.id.clone_from(id);
+                    call.id = Arc::from(id.as_str());
                 }
-                call.name.push_str(name);
+                // A name comes whole in one event, or in pieces to be joined.
+                if call.name.is_empty() {
+                    call.name = Arc::from(name.as_str());
+                } else if !name.is_empty() {
+                    call.name = Arc::from(format!("{}{name}", call.name));
+                }
             }
             StreamEvent::ToolCallDelta { index, arguments } => {
                 self.call(*index).arguments.push_str(arguments);
@@ -107,7 +113,7 @@ impl StreamAccumulator {
             .into_iter()
             .map(|(index, mut call)| {
                 if call.id.is_empty() {
-                    call.id = format!("call_{index}");
+                    call.id = Arc::from(format!("call_{index}"));
                 }
                 if call.arguments.trim().is_empty() {
                     call.arguments = "{}".to_owned();
@@ -153,7 +159,7 @@ mod tests {
             .into_response()
             .tool_calls
             .into_iter()
-            .map(|c| (c.id, c.name, c.arguments))
+            .map(|c| (c.id.to_string(), c.name.to_string(), c.arguments))
             .collect();
         let call = |id: &str, name: &str, args: &str| (id.into(), name.into(), args.into());
         assert_eq!(

@@ -105,8 +105,8 @@ pub fn response_events(response: ChatResponse) -> Vec<StreamEvent> {
     for (index, call) in response.tool_calls.into_iter().enumerate() {
         events.push(StreamEvent::ToolCallStarted {
             index,
-            id: call.id,
-            name: call.name,
+            id: call.id.to_string(),
+            name: call.name.to_string(),
         });
         events.push(StreamEvent::ToolCallDelta {
             index,

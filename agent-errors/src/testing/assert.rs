@@ -217,30 +217,30 @@ pub fn transcript_violations(messages: &[Message]) -> Vec<TranscriptViolation> {
             Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
                 let mut seen: HashMap<&str, u32> = HashMap::new();
                 for call in tool_calls {
-                    if seen.insert(call.id.as_str(), 0).is_some() {
+                    if seen.insert(&*call.id, 0).is_some() {
                         violations.push(TranscriptViolation::DuplicateCallId {
-                            call_id: call.id.clone(),
+                            call_id: call.id.to_string(),
                         });
                     }
                 }
                 let mut j = i + 1;
                 let mut position = 0;
                 while let Some(Message::Tool(result)) = messages.get(j) {
-                    match seen.get_mut(result.call_id.as_str()) {
+                    match seen.get_mut(&*result.call_id) {
                         None => violations.push(TranscriptViolation::Stray {
-                            call_id: result.call_id.clone(),
+                            call_id: result.call_id.to_string(),
                         }),
                         Some(count) => {
                             *count += 1;
                             if *count > 1 {
                                 violations.push(TranscriptViolation::AnsweredTwice {
-                                    call_id: result.call_id.clone(),
+                                    call_id: result.call_id.to_string(),
                                 });
                             } else if let Some(expected) = tool_calls.get(position) {
                                 if expected.id != result.call_id {
                                     violations.push(TranscriptViolation::OutOfOrder {
-                                        expected: expected.id.clone(),
-                                        found: result.call_id.clone(),
+                                        expected: expected.id.to_string(),
+                                        found: result.call_id.to_string(),
                                     });
                                 }
                             }
@@ -250,9 +250,9 @@ pub fn transcript_violations(messages: &[Message]) -> Vec<TranscriptViolation> {
                     j += 1;
                 }
                 for call in tool_calls {
-                    if seen.get(call.id.as_str()) == Some(&0) {
+                    if seen.get(&*call.id) == Some(&0) {
                         violations.push(TranscriptViolation::Unanswered {
-                            call_id: call.id.clone(),
+                            call_id: call.id.to_string(),
                         });
                     }
                 }
@@ -260,7 +260,7 @@ pub fn transcript_violations(messages: &[Message]) -> Vec<TranscriptViolation> {
             }
             Message::Tool(result) => {
                 violations.push(TranscriptViolation::Stray {
-                    call_id: result.call_id.clone(),
+                    call_id: result.call_id.to_string(),
                 });
                 i += 1;
             }

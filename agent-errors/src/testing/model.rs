@@ -246,7 +246,7 @@ impl ScriptedModel {
     {
         let calls = calls
             .into_iter()
-            .map(|(name, args)| ToolCall::new(self.next_call_id(), name, args.to_string()))
+            .map(|(name, args)| ToolCall::new(self.next_call_id(), name.into(), args.to_string()))
             .collect();
         self.reply(Reply::response(ChatResponse::tool_calls(calls)))
     }
@@ -376,7 +376,7 @@ mod tests {
             .text("done");
         let request = ChatRequest::new(vec![Message::user("hi")], Vec::new());
         let first = model.chat(&request).await.unwrap();
-        let ids: Vec<_> = first.tool_calls.iter().map(|c| c.id.as_str()).collect();
+        let ids: Vec<_> = first.tool_calls.iter().map(|c| &*c.id).collect();
         assert_eq!(ids, ["call_1", "call_2"]);
         assert_eq!(first.tool_calls[1].arguments, "not json");
         assert_eq!(

@@ -76,7 +76,7 @@ async fn run_loop(kind: BaselineKind, env: &TaskEnv) -> RunEnd {
             response.tool_calls.clone(),
         ));
         for call in &response.tool_calls {
-            let result = match tool_call(kind, tools.get(&call.name), call).await {
+            let result = match tool_call(kind, tools.get(&*call.name), call).await {
                 Ok(output) => ToolResult::ok(call, output),
                 Err(error) if kind == BaselineKind::NoRecovery => {
                     return Err(format!("tool `{}` failed: {error}", call.name));

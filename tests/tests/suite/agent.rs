@@ -39,7 +39,7 @@ fn error_json(result: &ToolResult) -> serde_json::Value {
 }
 
 fn offered(request: &ChatRequest) -> Vec<&str> {
-    request.tools.iter().map(|t| t.name.as_str()).collect()
+    request.tools.iter().map(|t| &*t.name).collect()
 }
 
 #[tokio::test(start_paused = true)]
@@ -65,7 +65,7 @@ async fn a_tool_result_goes_back_to_the_model_and_its_answer_ends_the_run() {
     let results = tool_results(&requests[1]);
     assert_eq!(results.len(), 1);
     assert_eq!(
-        (results[0].call_id.as_str(), results[0].content.as_str()),
+        (&*results[0].call_id, results[0].content.as_str()),
         ("call_1", "42")
     );
     assert!(!results[0].is_error);
@@ -120,10 +120,7 @@ async fn parallel_calls_run_concurrently_and_are_answered_in_call_order() {
 
     assert_eq!(start.elapsed(), secs(3), "3 s and 1 s calls overlap");
     let seen = model.last_request().unwrap();
-    let ids: Vec<_> = tool_results(&seen)
-        .iter()
-        .map(|r| r.call_id.as_str())
-        .collect();
+    let ids: Vec<_> = tool_results(&seen).iter().map(|r| &*r.call_id).collect();
     assert_eq!(ids, ["call_1", "call_2", "call_3"]);
     assert_eq!(tool_results(&seen)[0].content, "s");
     assert_eq!(tool_results(&seen)[1].content, "f");
@@ -164,7 +161,7 @@ async fn cancelling_mid_call_answers_every_pending_call_and_ends_the_run() {
         .transcript
         .iter()
         .filter_map(|m| match m {
-            Message::Tool(r) => Some((r.call_id.as_str(), r.content.as_str(), r.is_error)),
+            Message::Tool(r) => Some((&*r.call_id, r.content.as_str(), r.is_error)),
             _ => None,
         })
         .collect();
@@ -207,7 +204,7 @@ async fn a_denied_call_gets_an_error_result_and_the_tool_never_runs() {
         .model(model.clone())
         .tools([guarded.tool(), echo_tool("echo")])
         .permission(|call: &ToolCall| {
-            if call.name == "delete_all" {
+            if &*call.name == "delete_all" {
                 Permission::Deny("destructive tools need a human".into())
             } else {
                 Permission::Allow

@@ -344,7 +344,19 @@ async fn start_waiting(store: &Store, sent: &Arc<Mutex<Vec<u32>>>) -> ScriptedMo
     );
     assert_eq!(pending, [expected]);
     assert!(sent.lock().unwrap().is_empty());
+    assert_eq!(
+        saved_version(store).await,
+        3,
+        "a waiting run is saved in the version builds without approvals refuse"
+    );
     model
+}
+
+/// The state version of the run "rent" as saved in `store`.
+async fn saved_version(store: &Store) -> u64 {
+    let checkpoint = store.open().await.load("rent").await.unwrap().unwrap();
+    let state: serde_json::Value = serde_json::from_slice(&checkpoint.state).unwrap();
+    state["version"].as_u64().unwrap()
 }
 
 /// A new agent on a new handle of the same store, as another process would build.
@@ -378,6 +390,7 @@ async fn approval_resumes(store: Store) {
     // The model was asked for the turn once, before the wait, and once after the answer.
     assert_eq!((first.calls(), model.calls()), (1, 1));
     assert_eq!(shown_to_model(&model)[0].content, "sent 900");
+    assert_eq!(saved_version(&store).await, 2, "nothing waits any more");
 
     let again = resumer(&store, &model, &sent)
         .await

@@ -128,7 +128,7 @@ fn assert_each_call_answered_once(transcript: &[Message]) {
     }
     let ids: Vec<&str> = tool_results(transcript)
         .iter()
-        .map(|r| r.call_id.as_str())
+        .map(|r| &*r.call_id)
         .collect();
     let mut unique = ids.clone();
     unique.dedup();
@@ -596,7 +596,7 @@ async fn a_checkpoint_saved_in_the_previous_format_is_resumed() {
     assert_eq!(hang.keys.lock().unwrap().clone(), ["run-v1:call_3"]);
     assert_eq!(outcome.report.tool_calls, 4, "the saved counts carry over");
     let results = tool_results(&outcome.transcript);
-    let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+    let ids: Vec<&str> = results.iter().map(|r| &*r.call_id).collect();
     assert_eq!(ids, ["call_1", "call_2", "call_3", "call_4"]);
     assert_each_call_answered_once(&outcome.transcript);
 }
@@ -882,7 +882,7 @@ async fn a_checkpoint_that_breaks_the_one_result_rule_is_refused_naming_the_call
 
 #[tokio::test]
 async fn a_checkpoint_of_another_format_version_is_refused_naming_both() {
-    for version in [0, 3] {
+    for version in [0, 4] {
         let store = damaged("run-old", |s| s["version"] = serde_json::json!(version)).await;
         let resumed = agent(ScriptedModel::new(), &store, Vec::new());
         let outcome = resumed.resume("run-old", RunOptions::new()).await;
@@ -892,7 +892,7 @@ async fn a_checkpoint_of_another_format_version_is_refused_naming_both() {
                 ..
             })) => {
                 assert!(reason.contains(&format!("version {version}")), "{reason}");
-                assert!(reason.contains("1 and 2"), "{reason}");
+                assert!(reason.contains("1 to 3"), "{reason}");
             }
             other => panic!("expected version {version} to be refused, got {other:?}"),
         }

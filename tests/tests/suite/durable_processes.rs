@@ -112,7 +112,7 @@ fn log(dir: &Path, tool: &str) -> Vec<String> {
 
 fn result_of<'a>(transcript: &'a [Message], tool: &str) -> &'a ToolResult {
     let mut results = transcript.iter().filter_map(|m| match m {
-        Message::Tool(result) if result.name == tool => Some(result),
+        Message::Tool(result) if &*result.name == tool => Some(result),
         _ => None,
     });
     let result = results.next().expect("the call was answered");
@@ -127,7 +127,7 @@ fn assert_nothing_lost_or_doubled(transcript: &[Message], calls: &[&str]) {
     let Message::Assistant { tool_calls, .. } = &transcript[1] else {
         panic!("the model's turn is second: {transcript:?}");
     };
-    let names: Vec<&str> = tool_calls.iter().map(|c| c.name.as_str()).collect();
+    let names: Vec<&str> = tool_calls.iter().map(|c| &*c.name).collect();
     assert_eq!(names, calls);
     for (n, call) in tool_calls.iter().enumerate() {
         match &transcript[2 + n] {

@@ -424,7 +424,7 @@ async fn a_denied_call_never_runs() {
     let (tool, calls) = scripted_tool("delete", vec![]);
     let registry = registry_of(tool);
     let ctx = RunContext::new().with_permission(Arc::new(|call: &ToolCall| {
-        if call.name == "delete" {
+        if &*call.name == "delete" {
             Permission::Deny("deleting needs the user's approval".into())
         } else {
             Permission::Allow
@@ -811,7 +811,7 @@ async fn a_fallback_the_permission_hook_denies_answers_the_call_as_a_denial() {
         .build()
         .unwrap();
     let ctx = RunContext::new().with_permission(Arc::new(|call: &ToolCall| {
-        if call.name == "admin_fetch" {
+        if &*call.name == "admin_fetch" {
             Permission::Deny("admin tools need approval".into())
         } else {
             Permission::Allow
@@ -1197,7 +1197,10 @@ async fn a_fallbacks_attempts_count_on_its_own_service_breaker() {
 
     // The third failure opens the fallback's circuit, and its retry rung stops there.
     assert_eq!(backup_calls.load(Ordering::SeqCst), 3);
-    assert_eq!(outcome.stop().expect("the service stayed down").tool, "fetch");
+    assert_eq!(
+        outcome.stop().expect("the service stayed down").tool,
+        "fetch"
+    );
     assert_eq!(breaker.state("cached_fetch"), BreakerState::Open);
     assert_eq!(breaker.state("fetch"), BreakerState::Closed);
 }

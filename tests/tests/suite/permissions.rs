@@ -31,7 +31,7 @@ impl PermissionHook for AdminsOnly {
         self.seen
             .lock()
             .unwrap()
-            .push((call.name.clone(), run.denials(), run.tool_denials()));
+            .push((call.name.to_string(), run.denials(), run.tool_denials()));
         match run.extensions().get::<Role>() {
             Some(Role("admin")) => Permission::Allow,
             _ => Permission::Deny(format!("`{}` is for admins", call.name)),
@@ -130,7 +130,7 @@ fn only_path_a(asked: Arc<Mutex<Vec<(String, String)>>>) -> impl Fn(&ToolCall) -
         asked
             .lock()
             .unwrap()
-            .push((call.name.clone(), call.arguments.clone()));
+            .push((call.name.to_string(), call.arguments.clone()));
         if call.arguments.contains(r#""B""#) {
             Permission::Deny("path B is off limits".into())
         } else {
@@ -231,8 +231,8 @@ async fn a_fallback_is_asked_about_as_itself_and_a_denial_is_a_denial() {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let (hook_asked, denied_tool) = (Arc::clone(&asked), "mirror");
     let hook = move |call: &ToolCall| {
-        hook_asked.lock().unwrap().push(call.name.clone());
-        if call.name == denied_tool {
+        hook_asked.lock().unwrap().push(call.name.to_string());
+        if &*call.name == denied_tool {
             Permission::Deny("the mirror is read-only".into())
         } else {
             Permission::Allow

@@ -573,7 +573,7 @@ async fn a_hundred_thousand_tool_calls_out_of_order_and_with_gaps_decode_whole()
     for (k, call) in calls.iter().enumerate() {
         let i = index(k);
         assert_eq!(
-            (call.id.as_str(), call.arguments.as_str()),
+            (&*call.id, call.arguments.as_str()),
             (
                 format!("call_{i}").as_str(),
                 format!("{{\"n\":{i}}}").as_str()
@@ -662,5 +662,8 @@ async fn a_persistent_retry_model_streams_its_models_stream_as_it_comes() {
     let model = StreamScript(Mutex::new(VecDeque::from([hello_stream()])));
     let (answer, deltas) = streamed_through(PersistentRetry::new(model)).await;
     assert_eq!(answer, "Hello");
-    assert_eq!(deltas[0], RunDelta::Model(StreamEvent::TextDelta("Hel".into())));
+    assert_eq!(
+        deltas[0],
+        RunDelta::Model(StreamEvent::TextDelta("Hel".into()))
+    );
 }

@@ -38,7 +38,8 @@ impl<'a> Walk<'a> {
             Err(Refused::Unavailable(_)) => return Next::Down,
             Err(Refused::Denied(handled)) => return Next::Done(handled),
             Err(Refused::Invalid(error)) => {
-                let failure = Failure::new(error, self.failure.attempts, self.ctx.classifier());
+                let failure =
+                    Failure::new(error, self.failure.attempts, self.ctx.hooks().classifier());
                 return self.fallback_failed(fallback, failure);
             }
         }
@@ -54,7 +55,7 @@ impl<'a> Walk<'a> {
             Ok(output) => return Next::Done(Handled::Ok(output)),
             Err(Missed::Tripped { failures }) => return self.tripped(fallback.name(), failures),
             Err(Missed::Failed(error)) => {
-                Failure::new(error, self.failure.attempts, self.ctx.classifier())
+                Failure::new(error, self.failure.attempts, self.ctx.hooks().classifier())
             }
         };
         match self.fallback_retries((fallback, policy), failure).await {

@@ -202,7 +202,7 @@ impl<'a> Walk<'a> {
 
     /// Records how far the call got; false when the save failed and the call must stop here.
     async fn save(&self, retry: Option<RetryPlace>, backoff: Option<Duration>) -> bool {
-        let recorder = self.ctx.recorder();
+        let recorder = self.ctx.hooks().recorder();
         if !recorder.records() {
             return true;
         }
@@ -246,7 +246,7 @@ impl<'a> Walk<'a> {
     /// `degrade`: drop the tool for the rest of the run and tell the model to go on without it.
     fn degrade(&mut self) -> Next {
         let tool = self.tool.name();
-        self.ctx.degrade(tool);
+        self.ctx.learnt().degrade(tool);
         self.ctx.events().emit(Event::Degraded {
             tool: tool.to_owned(),
         });
@@ -261,7 +261,7 @@ impl<'a> Walk<'a> {
 
     /// A retry or repair failed again: a new key's ladder, or the next rung of this one.
     fn after_failure(&mut self, error: impl Into<Failed>, attempts: u32) -> Next {
-        if self.failed_again(Failure::new(error, attempts, self.ctx.classifier())) {
+        if self.failed_again(Failure::new(error, attempts, self.ctx.hooks().classifier())) {
             Next::Switch
         } else {
             Next::Down

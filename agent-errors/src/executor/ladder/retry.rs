@@ -56,7 +56,7 @@ impl Walk<'_> {
 
     /// Records the call's place on this retry rung: asleep for `backoff`, or about to call.
     async fn save_retry(&self, retries: u32, backoff: Option<Duration>) -> bool {
-        if !self.ctx.recorder().records() {
+        if !self.ctx.hooks().recorder().records() {
             return true;
         }
         if self.nested {
@@ -159,7 +159,8 @@ impl<D> RetryRung<'_, '_, D> {
 
 /// Whether the service breaker has the circuit of `tool` open, as it knows without waiting.
 fn circuit_open(ctx: &RunContext, tool: &ToolDef) -> bool {
-    ctx.service_breaker()
+    ctx.hooks()
+        .service_breaker()
         .is_some_and(|breaker| breaker.state(tool.breaker_key()) == BreakerState::Open)
 }
 
@@ -167,7 +168,7 @@ fn circuit_open(ctx: &RunContext, tool: &ToolDef) -> bool {
 /// fleet's retry budget; a refusal is an event.
 async fn spend_retry(ctx: &RunContext, tool: &ToolDef) -> bool {
     let paid = ctx.retries().try_spend()
-        && match ctx.retry_budget() {
+        && match ctx.hooks().retry_budget() {
             None => true,
             Some(budget) => budget.try_spend_retry(tool.breaker_key()).await,
         };

@@ -1,130 +1,19 @@
-//! Code generation. Paths into the runtime go through its hidden `__private` module, found at
-//! `::agent_errors` or at the `crate = "..."` path the user gave; the rest are absolute
-//! (`::std::...`). The one exception is on purpose: a tool entry looks up its crate's
-//! `defaults!` with a `use crate::*` confined to a block (see [`crate_defaults`]).
-//!
-//! Per tool, the output is small and calls nothing generic that does not depend on the tool's
-//! own types: the work shared by every tool is done by plain functions of the runtime.
+//! A `#[tool]`'s entry, free fn or `#[toolset]` method: its argument struct, the fn that
+//! parses the arguments and starts the call, and the static facts the runtime's `tool_def` is
+//! handed.
 
-use proc_macro2::{Literal, Span, TokenStream};
+use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
-use syn::{Ident, LitStr, Path, Type};
+use syn::{Ident, Type};
 
-use crate::ast::{Description, FixerFn, FnHead, Output, Param, ParamSource, Receiver, ToolFn};
-use crate::attr::{ActionKind, ActionNode, DurationLit, Key, PolicyNode, ToolArgs};
+use crate::ast::{FnHead, Output, Param, ParamSource, Receiver, ToolFn};
+use crate::attr::ToolArgs;
 use crate::valid;
 
-/// `<crate>::__private`, the runtime's module for generated code.
-pub(crate) fn private(krate: &Path) -> TokenStream {
-    quote!(#krate::__private)
-}
-
-/// `__agent_errors_<kind>_<fn name>`, spanned on the user's identifier so that a path in
-/// `tools![...]` that names no tool is reported there.
-pub(crate) fn entry_ident(kind: &str, ident: &Ident) -> Ident {
-    Ident::new(
-        &format!("__agent_errors_{kind}_{}", ident.unraw()),
-        ident.span(),
-    )
-}
-
-/// A `&'static PolicyTable` constant: entries in the order written.
-fn policy_table(p: &TokenStream, node: &PolicyNode) -> TokenStream {
-    let entries = node.entries.iter().map(|entry| {
-        let key = key(p, entry.key.key);
-        let rungs = entry.ladder.actions.iter().map(|action| rung(p, action));
-        quote!((#key, &[#(#rungs),*]))
-    });
-    quote!(&[#(#entries),*])
-}
-
-/// A `Policy` expression, entries in the order written.
-pub(crate) fn policy(p: &TokenStream, node: &PolicyNode) -> TokenStream {
-    let table = policy_table(p, node);
-    quote!(#p::policy(const { #table }))
-}
-
-/// The runtime's `PolicyKey` for `key`.
-pub(crate) fn key(p: &TokenStream, key: Key) -> TokenStream {
-    match key.error_kind() {
-        Some(kind) => {
-            let kind = Ident::new(kind, Span::call_site());
-            quote!(#p::PolicyKey::Kind(#p::ErrorKind::#kind))
-        }
-        None if key == Key::InvalidArgs => quote!(#p::PolicyKey::InvalidArgs),
-        None => quote!(#p::PolicyKey::Execution),
-    }
-}
-
-fn rung(p: &TokenStream, action: &ActionNode) -> TokenStream {
-    match &action.kind {
-        ActionKind::Retry {
-            max_attempts,
-            initial,
-            max,
-        } => {
-            let max_attempts = Literal::u32_unsuffixed(max_attempts.value);
-            let initial = optional_duration(initial.as_ref());
-            let max = optional_duration(max.as_ref());
-            quote!(#p::Rung::Retry { max_attempts: #max_attempts, initial: #initial, max: #max })
-        }
-        ActionKind::Fix { agent, retries } => {
-            let retries = Literal::u32_unsuffixed(retries.as_ref().map_or(1, |count| count.value));
-            quote!(#p::Rung::Fix { agent: #agent, retries: #retries })
-        }
-        ActionKind::Escalate => quote!(#p::Rung::Escalate),
-        ActionKind::Throw => quote!(#p::Rung::Throw),
-        ActionKind::Degrade => quote!(#p::Rung::Degrade),
-        ActionKind::AskPerson => quote!(#p::Rung::AskPerson),
-        ActionKind::Fallback { tool } => quote!(#p::Rung::Fallback(#tool)),
-    }
-}
-
-fn optional_duration(duration: Option<&DurationLit>) -> TokenStream {
-    match duration {
-        Some(d) => {
-            let nanos = Literal::u64_unsuffixed(d.nanos);
-            quote!(::std::option::Option::Some(::std::time::Duration::from_nanos(#nanos)))
-        }
-        None => quote!(::std::option::Option::None),
-    }
-}
-
-fn description(description: Option<Description>) -> TokenStream {
-    match description {
-        Some(Description::Text(text)) => quote!(#text),
-        Some(Description::Concat(pieces)) => {
-            let mut joined = Vec::new();
-            for (i, piece) in pieces.into_iter().enumerate() {
-                if i > 0 {
-                    joined.push(quote!("\n"));
-                }
-                joined.push(piece);
-            }
-            quote!(::std::concat!(#(#joined),*))
-        }
-        None => quote!(""),
-    }
-}
-
-/// The crate's `defaults!` policy, if it declared one. Isolated in a block so the glob import
-/// that finds the crate's trait cannot shadow names the user wrote.
-pub(crate) fn crate_defaults(p: &TokenStream) -> TokenStream {
-    quote!({
-        #[allow(unused_imports)]
-        use crate::*;
-        #[allow(unused_imports)]
-        use #p::NoCrateDefaults as _;
-        #p::DefaultsProbe.__agent_errors_crate_defaults()
-    })
-}
-
-/// The string serde and schemars read for their `crate = "..."`.
-fn path_string(path: &TokenStream) -> String {
-    path.to_string().replace(' ', "")
-}
+use super::policy::{optional_duration, policy_table};
+use super::{crate_defaults, description, entry_ident, path_string, private};
 
 /// The entry function of a `#[tool]`, returning its `ToolDef`: the argument struct, a plain fn
 /// that parses the arguments and starts the call, and the static facts, handed to the runtime's
@@ -433,105 +322,6 @@ fn refuses_repeated_keys(ty: &Type) -> bool {
         }
         _ => false,
     }
-}
-
-/// The entry function of a `#[fixer]`, returning its `FixerDef`.
-pub(crate) fn fixer(krate: &Path, name: Option<&LitStr>, func: &FixerFn) -> TokenStream {
-    let p = &private(krate);
-    let FnHead { ident, vis, cfgs } = &func.head;
-    let entry = entry_ident("fixer", ident);
-    let name = match name {
-        Some(lit) => lit.value(),
-        None => ident.unraw().to_string(),
-    };
-    let constructor = if func.is_async {
-        quote_spanned!(ident.span()=> #p::async_fixer)
-    } else {
-        quote_spanned!(ident.span()=> #p::fixer)
-    };
-    quote! {
-        #(#cfgs)*
-        #[doc(hidden)]
-        #[allow(dead_code)]
-        #vis fn #entry() -> #p::FixerDef {
-            #constructor(#name, #ident)
-        }
-    }
-}
-
-/// An entry function that only keeps other code compiling while the attribute's own error is
-/// reported: the crate does not build, so its body never runs.
-pub(crate) fn placeholder_entry(
-    krate: &Path,
-    kind: &str,
-    head: &FnHead,
-    returns: &str,
-) -> TokenStream {
-    let p = private(krate);
-    let FnHead { ident, vis, cfgs } = head;
-    let entry = entry_ident(kind, ident);
-    let returns = Ident::new(returns, Span::call_site());
-    quote! {
-        #(#cfgs)*
-        #[doc(hidden)]
-        #[allow(dead_code)]
-        #vis fn #entry() -> #p::#returns {
-            ::std::unreachable!("the `#[{}]` attribute reported a compile error", #kind)
-        }
-    }
-}
-
-/// `tools![...]` and `fixers![...]`: a `Vec` of the named entries.
-pub(crate) fn list(krate: &Path, paths: &[Path], kind: &str, element: &str) -> TokenStream {
-    let p = private(krate);
-    let element = Ident::new(element, Span::call_site());
-    let calls = paths.iter().map(|path| {
-        let mut path = path.clone();
-        if let Some(last) = path.segments.last_mut() {
-            last.ident = entry_ident(kind, &last.ident);
-        }
-        quote!(#path())
-    });
-    quote!(<::std::vec::Vec<#p::#element>>::from([#(#calls),*]))
-}
-
-/// `defaults!(...)`: the crate's trait that tool entries find through `use crate::*`, and the
-/// check that it sits at the crate root.
-pub(crate) fn defaults(krate: &Path, node: &PolicyNode) -> TokenStream {
-    let p = &private(krate);
-    let policy = policy(p, node);
-    quote! {
-        #[doc(hidden)]
-        #[allow(dead_code)]
-        pub(crate) trait __AgentErrorsCrateDefaults {
-            fn __agent_errors_crate_defaults(self) -> ::std::option::Option<#p::Policy>;
-        }
-
-        impl __AgentErrorsCrateDefaults for #p::DefaultsProbe {
-            fn __agent_errors_crate_defaults(self) -> ::std::option::Option<#p::Policy> {
-                ::std::option::Option::Some(#policy)
-            }
-        }
-
-        #[doc(hidden)]
-        #[allow(non_camel_case_types, dead_code)]
-        type __agent_errors_defaults_must_be_declared_at_the_crate_root = ();
-
-        const _: crate::__agent_errors_defaults_must_be_declared_at_the_crate_root = ();
-    }
-}
-
-/// `[(name, PolicyKey, can_retry), ...]` for every key the macros know, through the same
-/// mapping policies use, so a test can hold it against the runtime's list.
-pub(crate) fn policy_keys(krate: &Path) -> TokenStream {
-    let p = &private(krate);
-    let keys = Key::ALL.iter().map(|&k| {
-        let name = k.name();
-        let key = key(p, k);
-        let can_retry = k.can_retry();
-        quote!((#name, #key, #can_retry))
-    });
-    quote!([#(#keys),*])
 }
 
 #[cfg(test)]

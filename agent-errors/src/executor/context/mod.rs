@@ -1,0 +1,347 @@
+//! The state one run shares between its tool calls, one concern per file: its limits
+//! (`limits`), how it stops (`halt`), what it calls out to (`hooks`: breakers, budget,
+//! permission, classifier, recorder) and what it has learnt (`recovery`). [`RunContext`] holds
+//! one of each, with the run's id, values and events.
+
+mod halt;
+mod hooks;
+mod limits;
+mod recovery;
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::{Arc, OnceLock};
+
+use crate::breaker::{RunBreaker, ServiceBreaker};
+use crate::budget::RetryBudget;
+use crate::classify::Classifier;
+use crate::events::{EventLog, EventSink};
+use crate::extensions::Extensions;
+use crate::journal::RunJournal;
+use crate::retry::RetryAllowance;
+
+use super::approval::Approvals;
+
+use super::cancel::Cancellation;
+use super::limits::Limits;
+use super::permission::{PermissionContext, PermissionHook};
+use super::record::{CallRecorder, NoRecorder};
+
+pub(crate) use halt::Halt;
+pub(crate) use hooks::Hooks;
+pub(crate) use limits::RunLimits;
+pub(crate) use recovery::{Recovery, RecoveryState};
+
+/// The state of one run that the executor reads and writes: events, dropped tools, the per-run
+/// breaker, cancellation, the permission hook and the limits.
+///
+/// Make one per run and pass it to every [`Registry::execute`](crate::Registry::execute) of
+/// that run: this is how the recovery layer works inside an agent loop of your own.
+///
+/// # Examples
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use agent_errors::{Cancellation, Limits, RunContext};
+///
+/// let cancel = Cancellation::new();
+/// let ctx = RunContext::new()
+///     .with_breaker_threshold(NonZeroU32::new(5).unwrap())
+///     .with_cancellation(cancel.clone())
+///     .with_limits(Limits::default().with_max_message_chars(500));
+/// assert!(!ctx.cancellation().is_cancelled());
+/// ```
+pub struct RunContext {
+    events: Arc<EventLog>,
+    extensions: Extensions,
+    /// The run's stable id, when it has one: every call's idempotency key starts with it.
+    run_id: Option<Arc<str>>,
+    limits: RunLimits,
+    halt: Halt,
+    hooks: Hooks,
+    recovery: Recovery,
+}
+
+/// Every part of a [`RunContext`], for [`RunContext::for_run`].
+pub(crate) struct RunSetup {
+    pub(crate) breaker: RunBreaker,
+    pub(crate) service: Option<Arc<ServiceBreaker>>,
+    pub(crate) retry_budget: Option<Arc<RetryBudget>>,
+    pub(crate) permission: Option<Arc<dyn PermissionHook>>,
+    pub(crate) cancel: Cancellation,
+    pub(crate) extensions: Extensions,
+    pub(crate) limits: Limits,
+    pub(crate) events: EventLog,
+    pub(crate) run_id: Option<Arc<str>>,
+    pub(crate) recorder: Arc<dyn CallRecorder>,
+    pub(crate) journal: Option<RunJournal>,
+    pub(crate) approvals: Option<Arc<Approvals>>,
+}
+
+impl fmt::Debug for RunContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunContext")
+            .field("events", &self.events)
+            .field("recovery", &self.recovery)
+            .field("cancelled", &self.halt.cancellation().is_cancelled())
+            .field("limits", self.limits.limits())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RunContext {
+    fn default() -> Self {
+        RunContext::new()
+    }
+}
+
+impl RunContext {
+    /// A fresh context: no events, nothing dropped, the per-run breaker at its default
+    /// threshold, no service breaker, no permission hook.
+    pub fn new() -> Self {
+        RunContext::for_run(RunSetup {
+            breaker: RunBreaker::default(),
+            service: None,
+            retry_budget: None,
+            permission: None,
+            cancel: Cancellation::new(),
+            extensions: Extensions::new(),
+            limits: Limits::default(),
+            events: EventLog::new(),
+            run_id: None,
+            recorder: NoRecorder::shared(),
+            journal: None,
+            approvals: None,
+        })
+    }
+
+    /// The context of a run whose every part is known up front: each part built once (a
+    /// `with_*` chain would build a default of each first and drop it, which costs an agent run
+    /// a few thousand instructions).
+    pub(crate) fn for_run(setup: RunSetup) -> Self {
+        let RunSetup {
+            breaker,
+            service,
+            retry_budget,
+            permission,
+            cancel,
+            extensions,
+            limits,
+            events,
+            run_id,
+            recorder,
+            journal,
+            approvals,
+        } = setup;
+        RunContext {
+            events: Arc::new(events),
+            extensions,
+            run_id,
+            limits: RunLimits::new(limits),
+            halt: Halt::new(cancel),
+            hooks: Hooks {
+                service,
+                retry_budget,
+                permission,
+                classifier: OnceLock::new(),
+                recorder,
+                journal,
+                approvals,
+            },
+            recovery: Recovery::new(breaker),
+        }
+    }
+
+    /// Sets the number of consecutive failures of one tool that stops the run.
+    #[must_use]
+    pub fn with_breaker_threshold(self, threshold: NonZeroU32) -> Self {
+        self.recovery.set_breaker(RunBreaker::new(threshold));
+        self
+    }
+
+    /// Shares a service breaker with other runs.
+    #[must_use]
+    pub fn with_service_breaker(mut self, breaker: Arc<ServiceBreaker>) -> Self {
+        self.hooks.service = Some(breaker);
+        self
+    }
+
+    /// Pays every tool retry from this budget, shared with other runs: a retry it refuses is
+    /// not made.
+    #[must_use]
+    pub fn with_retry_budget(mut self, budget: Arc<RetryBudget>) -> Self {
+        self.hooks.retry_budget = Some(budget);
+        self
+    }
+
+    /// Uses this cancellation handle.
+    #[must_use]
+    pub fn with_cancellation(mut self, cancel: Cancellation) -> Self {
+        self.halt = Halt::new(cancel);
+        self
+    }
+
+    /// Asks this hook before every tool runs.
+    #[must_use]
+    pub fn with_permission(mut self, hook: Arc<dyn PermissionHook>) -> Self {
+        self.hooks.permission = Some(hook);
+        self
+    }
+
+    /// Asks `approver` when a call needs a person (its tool requires approval, or an
+    /// `ask_person` rung hands it a failure); without one such a call ends with a
+    /// [`CallOutcome::Stop`](crate::call::CallOutcome) whose reason is
+    /// [`WaitingForPerson`](crate::run::TerminationReason::WaitingForPerson).
+    #[must_use]
+    pub fn with_approver(mut self, approver: impl crate::approval::Approver) -> Self {
+        let approvals = Approvals {
+            approver: Some(Arc::new(approver)),
+            ..Approvals::default()
+        };
+        self.hooks.approvals = Some(Arc::new(approvals));
+        self
+    }
+
+    /// Sets the limits.
+    #[must_use]
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = RunLimits::new(limits);
+        self
+    }
+
+    /// Gives the run these values: tools and fixers ask for them with a
+    /// [`Ctx<T>`](crate::Ctx) parameter, the permission hook reads them too.
+    #[must_use]
+    pub fn with_extensions(mut self, extensions: Extensions) -> Self {
+        self.extensions = extensions;
+        self
+    }
+
+    /// Classifies this run's tool failures with `classifier`, its own rules first and then the
+    /// process-wide ones (a registry's own classifier is used when none is set here).
+    #[must_use]
+    pub fn with_classifier(self, classifier: Classifier) -> Self {
+        let _ = self
+            .hooks
+            .classifier
+            .set(Arc::new(classifier.with_global_rules()));
+        self
+    }
+
+    /// Names the run: each call's [`IdempotencyKey`](crate::call::IdempotencyKey) is this id and
+    /// the call's id, so a tool asking for a `Ctx<IdempotencyKey>` finds one (without a run id
+    /// it finds none).
+    #[must_use]
+    pub fn with_run_id(mut self, run_id: impl Into<Arc<str>>) -> Self {
+        self.run_id = Some(run_id.into());
+        self
+    }
+
+    /// The run's id, if it was given one.
+    pub fn run_id(&self) -> Option<&str> {
+        self.run_id.as_deref()
+    }
+
+    /// The values the run was given.
+    pub fn extensions(&self) -> &Extensions {
+        &self.extensions
+    }
+
+    /// The values one call sees: the run's, and the call's idempotency key when the run has an
+    /// id (built only if a tool asks for it).
+    pub(crate) fn call_extensions(&self, call_id: &Arc<str>) -> Extensions {
+        match &self.run_id {
+            Some(run_id) => self.extensions.for_call(run_id, call_id),
+            None => self.extensions.clone(),
+        }
+    }
+
+    /// The events so far.
+    pub fn events(&self) -> &EventLog {
+        &self.events
+    }
+
+    /// The run's events as a sink for a [`ChatRequest`](crate::ChatRequest), so model wrappers
+    /// record on the run's report.
+    pub fn event_sink(&self) -> EventSink {
+        EventSink::new(Arc::clone(&self.events))
+    }
+
+    /// The cancellation handle.
+    pub fn cancellation(&self) -> &Cancellation {
+        self.halt.cancellation()
+    }
+
+    /// Whether `degrade` dropped this tool in this run.
+    pub fn is_degraded(&self, tool: &str) -> bool {
+        self.recovery.is_degraded(tool)
+    }
+
+    /// The run's limits.
+    pub(crate) fn limits(&self) -> &Limits {
+        self.limits.limits()
+    }
+
+    /// The run's retry allowance: every retry of the run, at any layer, spends from it.
+    pub(crate) fn retries(&self) -> &Arc<RetryAllowance> {
+        self.limits.retries()
+    }
+
+    /// How the run stops: its cancellation, and the halt a call that ends the run sets.
+    pub(crate) fn halting(&self) -> &Halt {
+        &self.halt
+    }
+
+    /// What the run calls out to: breakers, budget, permission hook, classifier, recorder.
+    pub(crate) fn hooks(&self) -> &Hooks {
+        &self.hooks
+    }
+
+    /// Who answers this run's calls that need a person, when anyone can.
+    pub(crate) fn approvals(&self) -> Option<&Approvals> {
+        self.hooks.approvals.as_deref()
+    }
+
+    /// The engine journal this run steps through, when it runs on one.
+    pub(crate) fn journal(&self) -> Option<&RunJournal> {
+        self.hooks.journal.as_ref()
+    }
+
+    /// How this run's retry loops wait: the journal's durable sleep when it has one.
+    pub(crate) fn sleeper(&self) -> crate::retry::Sleep {
+        self.hooks
+            .journal
+            .as_ref()
+            .map_or_else(crate::retry::Sleep::default, RunJournal::sleeper)
+    }
+
+    /// What the run has learnt: dropped tools, the per-run breaker, denials.
+    pub(crate) fn learnt(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    /// What the permission hook is told about this run, for a call of `tool`.
+    pub(crate) fn permission_context(&self, tool: &str) -> PermissionContext<'_> {
+        let (denials, tool_denials) = self.recovery.denials(tool);
+        PermissionContext {
+            extensions: &self.extensions,
+            denials,
+            tool_denials,
+        }
+    }
+
+    /// What the run has learnt so far and the retries it spent, to be saved with its
+    /// checkpoint.
+    pub(crate) fn recovery(&self) -> RecoveryState {
+        let mut state = self.recovery.snapshot();
+        state.retries_spent = self.retries().spent();
+        state
+    }
+
+    /// Takes up what a run learnt before it was interrupted: dropped tools, the per-run
+    /// breaker's counts and trip, permission denials, retries spent.
+    pub(crate) fn restore(&self, saved: RecoveryState) {
+        self.retries().restore(saved.retries_spent);
+        self.recovery.restore(saved);
+    }
+}

@@ -1,0 +1,184 @@
+//! What a run has learnt about its tools: the tools `degrade` dropped, the per-run breaker's
+//! counts and trip, the turn being answered, permission denials. Saved with a durable run's
+//! checkpoint and restored when it resumes.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+
+use crate::breaker::RunBreaker;
+
+/// The state behind the lock.
+#[derive(Debug, Default, Clone)]
+struct Learnt {
+    degraded: HashSet<String>,
+    breaker: RunBreaker,
+    tripped: Option<(String, u32)>,
+    /// The model turn being answered; 0 outside [`Registry::execute_turn`](crate::Registry).
+    turn: u64,
+    /// The last turn in which a failure of each tool was counted.
+    counted: HashMap<String, u64>,
+    /// Permission denials per tool.
+    denied: HashMap<String, u32>,
+}
+
+/// The per-run recovery state a durable run saves: the per-run breaker's counts and trip, the
+/// tools `degrade` dropped, permission denials.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RecoveryState {
+    degraded: Vec<String>,
+    failures: HashMap<String, u32>,
+    tripped: Option<(String, u32)>,
+    turn: u64,
+    counted: HashMap<String, u64>,
+    denied: HashMap<String, u32>,
+    denials: u32,
+    /// Retries the run had spent, at every layer.
+    #[serde(default)]
+    pub(super) retries_spent: u32,
+}
+
+/// What the run has learnt, behind one lock that the happy path never takes: until something
+/// fails (or is denied) the answers come from two atomics.
+#[derive(Debug)]
+pub(crate) struct Recovery {
+    state: Mutex<Learnt>,
+    /// Set once anything has failed in this run; until then the happy path takes no lock.
+    troubled: AtomicBool,
+    /// Permission denials in this run; outside the lock so a hook that allows takes none.
+    denials: AtomicU32,
+}
+
+impl Recovery {
+    pub(super) fn new(breaker: RunBreaker) -> Self {
+        Recovery {
+            state: Mutex::new(Learnt {
+                breaker,
+                ..Learnt::default()
+            }),
+            troubled: AtomicBool::new(false),
+            denials: AtomicU32::new(0),
+        }
+    }
+
+    pub(super) fn set_breaker(&self, breaker: RunBreaker) {
+        self.lock().breaker = breaker;
+    }
+
+    /// Whether `degrade` dropped this tool in this run.
+    pub(crate) fn is_degraded(&self, tool: &str) -> bool {
+        self.troubled() && self.lock().degraded.contains(tool)
+    }
+
+    pub(crate) fn degrade(&self, tool: &str) {
+        self.troubled.store(true, Ordering::SeqCst);
+        self.lock().degraded.insert(tool.to_owned());
+    }
+
+    /// Starts answering a new model turn. Within one turn, parallel calls of the same tool count
+    /// as one failure for the per-run breaker: three lookups that all miss in one turn are one
+    /// stumble, not a model stuck in a loop.
+    pub(crate) fn begin_turn(&self) {
+        self.lock().turn += 1;
+    }
+
+    /// Whether this run's breaker has tripped for `tool`, and after how many failures. Latched:
+    /// a concurrent call that succeeds afterwards resets the count but must not reopen the tool.
+    pub(crate) fn breaker_tripped(&self, tool: &str) -> Option<u32> {
+        if !self.troubled() {
+            return None;
+        }
+        let state = self.lock();
+        match &state.tripped {
+            Some((t, failures)) if t == tool => Some(*failures),
+            _ => state.breaker.tripped(tool),
+        }
+    }
+
+    /// Records a call's outcome on the per-run breaker; returns the failure count when this
+    /// outcome tripped it.
+    pub(crate) fn record_outcome(&self, tool: &str, ok: bool) -> Option<u32> {
+        if ok && !self.troubled() {
+            return None;
+        }
+        self.troubled.store(true, Ordering::SeqCst);
+        let mut state = self.lock();
+        if !ok && state.turn != 0 {
+            let turn = state.turn;
+            if state.counted.get(tool) == Some(&turn) {
+                return None;
+            }
+            state.counted.insert(tool.to_owned(), turn);
+        }
+        let failures = state.breaker.record(tool, ok)?;
+        if state.tripped.is_none() {
+            state.tripped = Some((tool.to_owned(), failures));
+        }
+        Some(failures)
+    }
+
+    /// The run's denials, and those of `tool`.
+    pub(super) fn denials(&self, tool: &str) -> (u32, u32) {
+        let denials = self.denials.load(Ordering::SeqCst);
+        let tool_denials = if denials == 0 {
+            0
+        } else {
+            self.lock().denied.get(tool).copied().unwrap_or(0)
+        };
+        (denials, tool_denials)
+    }
+
+    /// Counts a denial of `tool`; returns the run's total.
+    pub(crate) fn record_denial(&self, tool: &str) -> u32 {
+        *self.lock().denied.entry(tool.to_owned()).or_insert(0) += 1;
+        self.denials.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// What the run has learnt so far, to be saved with its checkpoint (the retries it spent
+    /// are the limits' to add).
+    pub(super) fn snapshot(&self) -> RecoveryState {
+        let state = self.lock();
+        RecoveryState {
+            degraded: state.degraded.iter().cloned().collect(),
+            failures: state.breaker.counts().clone(),
+            tripped: state.tripped.clone(),
+            turn: state.turn,
+            counted: state.counted.clone(),
+            denied: state.denied.clone(),
+            denials: self.denials.load(Ordering::SeqCst),
+            retries_spent: 0,
+        }
+    }
+
+    /// Takes up what a run learnt before it was interrupted: dropped tools, the per-run
+    /// breaker's counts and trip, permission denials.
+    pub(super) fn restore(&self, saved: RecoveryState) {
+        let troubled = !saved.degraded.is_empty()
+            || !saved.failures.is_empty()
+            || saved.tripped.is_some()
+            || saved.denials > 0;
+        let mut state = self.lock();
+        state.degraded = saved.degraded.into_iter().collect();
+        state.breaker.restore(saved.failures);
+        state.tripped = saved.tripped;
+        state.turn = saved.turn;
+        state.counted = saved.counted;
+        state.denied = saved.denied;
+        drop(state);
+        self.denials.store(saved.denials, Ordering::SeqCst);
+        if troubled {
+            self.troubled.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn troubled(&self) -> bool {
+        self.troubled.load(Ordering::SeqCst)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Learnt> {
+        // Every critical section here is a single insert or read; a panic cannot leave it torn.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
