@@ -88,19 +88,18 @@ impl RunBreaker {
 /// One breaker shared by two agents that call the same upstreams:
 ///
 /// ```
-/// use std::num::NonZeroU32;
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use agent_errors::Agent;
 /// use agent_errors::breaker::{BreakerState, ServiceBreaker};
 /// use agent_errors::testing::ScriptedModel;
 ///
-/// let breaker = Arc::new(ServiceBreaker::new(NonZeroU32::new(3).unwrap(), Duration::from_secs(60)));
+/// let breaker = Arc::new(ServiceBreaker::new(3, Duration::from_secs(60))?);
 /// let support = Agent::builder("support").model(ScriptedModel::new()).service_breaker(Arc::clone(&breaker)).build()?;
 /// let billing = Agent::builder("billing").model(ScriptedModel::new()).service_breaker(Arc::clone(&breaker)).build()?;
 /// assert!(Arc::ptr_eq(support.service_breaker(), billing.service_breaker()));
 /// assert_eq!(breaker.state("crm"), BreakerState::Closed);
-/// # Ok::<(), agent_errors::build::ConfigError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
 pub struct ServiceBreaker {

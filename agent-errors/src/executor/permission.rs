@@ -15,7 +15,7 @@ use crate::extensions::Extensions;
 /// use agent_errors::permission::Permission;
 /// use agent_errors::testing::ScriptedModel;
 ///
-/// let read_only = |call: &ToolCall| match call.name.as_str() {
+/// let read_only = |call: &ToolCall| match &*call.name {
 ///     "delete_file" | "write_file" => Permission::Deny("this agent may only read".into()),
 ///     _ => Permission::Allow,
 /// };
@@ -89,7 +89,7 @@ pub trait PermissionHook: Send + Sync + 'static {
 ///     }
 ///
 ///     fn check_in(&self, call: &ToolCall, run: &PermissionContext<'_>) -> Permission {
-///         if call.name == "send_email" && run.tool_denials() >= 2 {
+///         if &*call.name == "send_email" && run.tool_denials() >= 2 {
 ///             return Permission::Deny("email is not available in this run".into());
 ///         }
 ///         self.check(call)
