@@ -125,6 +125,8 @@ impl Default for ServiceBreaker {
 
 /// A service breaker's settings were out of range.
 ///
+/// # Examples
+///
 /// ```
 /// use std::time::Duration;
 /// use agent_errors::breaker::{BreakerSettingsError, ServiceBreaker};

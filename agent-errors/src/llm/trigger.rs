@@ -14,6 +14,8 @@ use crate::classify::{classify, is_overload_error, server_delay};
 /// `[FallbackOn::Overload]` alone. Whatever the triggers, an invalid request (`validation`: a
 /// 400, a request rig could not build) never falls back: the fallback could not serve it either.
 ///
+/// # Examples
+///
 /// ```
 /// use std::time::Duration;
 /// use agent_errors::llm::FallbackOn;

@@ -85,11 +85,20 @@ impl RunStop {
 /// [`GuardedTool::stop_hook`] stops rig's run before its next model call. Add that hook to the
 /// agent.
 ///
+/// # Examples
+///
+/// A rig agent whose tool fails once on a broken connection: our policy retries it inside
+/// rig's loop, and rig's model sees only the answer.
+///
 /// ```
 /// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU32, Ordering};
 /// use agent_errors::{Registry, RunContext, ToolDef, policy::{Action, Policy, PolicyKey}};
 /// use agent_errors::rig::GuardedTool;
-/// use rig_core::tool::{PortableTool, ToolExecutionError};
+/// use rig_core::test_utils::{MockCompletionModel, MockTurn};
+/// use rig_core::tool::{PortableTool, ToolErrorKind, ToolExecutionError};
+///
+/// static CALLS: AtomicU32 = AtomicU32::new(0);
 ///
 /// struct Ping;
 ///
@@ -101,17 +110,31 @@ impl RunStop {
 ///     fn description(&self) -> String { "Pings.".into() }
 ///     fn parameters(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
 ///     async fn call(&self, _: serde_json::Value) -> Result<String, ToolExecutionError> {
+///         if CALLS.fetch_add(1, Ordering::SeqCst) == 0 {
+///             return Err(ToolExecutionError::new(ToolErrorKind::Network, "connection reset"));
+///         }
 ///         Ok("pong".into())
 ///     }
 /// }
 ///
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let ping = ToolDef::from_rig(Ping).with_policy(Policy::new().on(PolicyKey::Execution, Action::retry(3)?));
 /// let registry = Arc::new(Registry::builder().tool(ping).build()?);
 /// let guarded = GuardedTool::<Ping>::new(registry, Arc::new(RunContext::new()))?;
-/// let stop = guarded.stop_hook();
-/// // rig_agent::AgentBuilder::new(model).tool(guarded).add_hook(stop).build()
-/// # let _ = stop;
+///
+/// // Any rig model: `openai::Client::from_env()?.completion_model("gpt-4o")` and the like.
+/// let model = MockCompletionModel::from_turns([
+///     MockTurn::tool_call("call-1", "ping", serde_json::json!({})),
+///     MockTurn::text("the server answered pong"),
+/// ]);
+/// let agent = rig_agent::AgentBuilder::new(model)
+///     .default_max_turns(3)
+///     .tool(guarded.clone())
+///     .add_hook(guarded.stop_hook())
+///     .build();
+/// assert_eq!(agent.prompt("ping the server").await?.output(), "the server answered pong");
+/// assert_eq!(CALLS.load(Ordering::SeqCst), 2, "failed once, retried once");
 /// # Ok(())
 /// # }
 /// ```
@@ -233,27 +256,49 @@ impl<T: Tool> Tool for GuardedTool<T> {
 /// of the run ended it (rig's loop cannot be ended from inside a tool). Made by
 /// [`GuardedTool::stop_hook`].
 ///
+/// # Examples
+///
+/// A tool whose credentials are refused ends the run: rig's model is not asked again.
+///
 /// ```
-/// # use std::sync::Arc;
-/// # use agent_errors::{Registry, RunContext, ToolDef};
-/// # use agent_errors::rig::{GuardedTool, StopHook};
-/// # use rig_core::tool::{PortableTool, ToolExecutionError};
-/// # struct Ping;
-/// # impl PortableTool for Ping {
-/// #     const NAME: &'static str = "ping";
-/// #     type Args = serde_json::Value;
-/// #     type Output = String;
-/// #     type Error = ToolExecutionError;
-/// #     fn description(&self) -> String { "Pings.".into() }
-/// #     fn parameters(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
-/// #     async fn call(&self, _: serde_json::Value) -> Result<String, ToolExecutionError> { Ok("pong".into()) }
-/// # }
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let registry = Arc::new(Registry::builder().tool(ToolDef::from_rig(Ping)).build()?);
-/// let guarded = GuardedTool::<Ping>::new(registry, Arc::new(RunContext::new()))?;
-/// let hook: StopHook = guarded.stop_hook();
-/// assert!(guarded.stopped().is_none());
-/// # let _ = hook;
+/// use std::sync::Arc;
+/// use agent_errors::{Registry, RunContext, ToolDef};
+/// use agent_errors::rig::{GuardedTool, StopHook};
+/// use rig_core::test_utils::{MockCompletionModel, MockTurn};
+/// use rig_core::tool::{PortableTool, ToolErrorKind, ToolExecutionError};
+///
+/// struct Billing;
+///
+/// impl PortableTool for Billing {
+///     const NAME: &'static str = "billing";
+///     type Args = serde_json::Value;
+///     type Output = String;
+///     type Error = ToolExecutionError;
+///     fn description(&self) -> String { "Reads an invoice.".into() }
+///     fn parameters(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
+///     async fn call(&self, _: serde_json::Value) -> Result<String, ToolExecutionError> {
+///         Err(ToolExecutionError::new(ToolErrorKind::PermissionDenied, "API key revoked"))
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let registry = Arc::new(Registry::builder().tool(ToolDef::from_rig(Billing)).build()?);
+/// let guarded = GuardedTool::<Billing>::new(registry, Arc::new(RunContext::new()))?;
+/// let stop: StopHook = guarded.stop_hook();
+///
+/// let model = MockCompletionModel::from_turns([
+///     MockTurn::tool_call("call-1", "billing", serde_json::json!({})),
+///     MockTurn::text("never asked"),
+/// ]);
+/// let agent = rig_agent::AgentBuilder::new(model.clone())
+///     .default_max_turns(3)
+///     .tool(guarded.clone())
+///     .add_hook(stop)
+///     .build();
+/// assert!(agent.prompt("what do we owe?").await.is_err());
+/// assert_eq!(model.request_count(), 1, "no model call after the tool ended the run");
+/// assert!(guarded.stopped().is_some_and(|why| why.contains("billing")));
 /// # Ok(())
 /// # }
 /// ```

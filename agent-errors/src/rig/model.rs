@@ -34,6 +34,8 @@ use crate::stream::ChatStream;
 ///
 /// rig itself does not retry a failed call: wrap the model (or set `on_llm_error`) for that.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::Agent;
 /// use agent_errors::rig::RigModel;

@@ -44,6 +44,8 @@ const API: Api = Api::from_static("agent_errors.recovering");
 /// signatures, server-side item ids) are dropped from the history rig sends, since the history
 /// is adapted for this wire before the wrapped model adapts it again.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::retry::RetrySchedule;
 /// use agent_errors::rig::recovering;

@@ -26,6 +26,8 @@ pub const DEFAULT_MAX_TOOL_CALLS_PER_TURN: u32 = 128;
 /// A request is one call of the agent's model, `on_llm_error`'s retries included; a model
 /// wrapper's own retries inside that call (a fallback, a persistent retry) count as one.
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::run::{ModelPrice, OnExceed, UsageLimit, UsageLimits};
 ///
@@ -245,6 +247,8 @@ impl UsageLimits {
 
 /// What a model's tokens cost, per million (the way providers list their prices).
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::llm::Usage;
 /// use agent_errors::run::ModelPrice;
@@ -278,9 +282,12 @@ impl ModelPrice {
 
 /// One of the caps of [`UsageLimits`].
 ///
+/// # Examples
+///
 /// ```
-/// use agent_errors::RunError;
-/// use agent_errors::run::UsageLimit;
+/// use agent_errors::{Agent, RunError};
+/// use agent_errors::run::{UsageLimit, UsageLimits};
+/// use agent_errors::testing::ScriptedModel;
 ///
 /// fn explain(error: &RunError) -> String {
 ///     let Some(exceeded) = error.usage_limit() else {
@@ -297,7 +304,18 @@ impl ModelPrice {
 ///         _ => error.to_string(),
 ///     }
 /// }
-/// # let _ = explain;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let model = ScriptedModel::new().tool_calls([("search", "{}"), ("search", "{}")]);
+/// let agent = Agent::builder("capped")
+///     .model(model)
+///     .usage_limits(UsageLimits::new().max_calls_of("search", 1))
+///     .build()?;
+/// let error = agent.run("find it").await.unwrap_err();
+/// assert_eq!(explain(&error), "too many calls of search");
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -340,6 +358,8 @@ impl fmt::Display for UsageLimit {
 
 /// What a run does when it goes past one of its [`UsageLimits`].
 ///
+/// # Examples
+///
 /// ```
 /// use agent_errors::run::OnExceed;
 ///
@@ -367,6 +387,8 @@ pub enum OnExceed {
 /// What a run used: model requests, tokens, tool calls and their cost. A run that goes past
 /// a cap carries it in [`UsageLimitExceeded::usage`]; every run's report has its parts
 /// ([`RunReport`](crate::RunReport)'s `model_calls`, `usage` and `tool_calls`).
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::{Agent, RunOptions};
@@ -401,6 +423,8 @@ pub struct RunUsage {
 
 /// A run went past one of its [`UsageLimits`]: which, and what the run had used. Reached
 /// through [`RunError::usage_limit`](crate::RunError::usage_limit).
+///
+/// # Examples
 ///
 /// ```
 /// use agent_errors::Agent;
