@@ -99,14 +99,8 @@ async fn the_description_comes_from_the_doc_comment_or_the_attribute() {
         tool_def!(search).description(),
         "Searches the catalogue.\n\nReturns at most `limit` titles."
     );
-    assert_eq!(
-        tool_def!(add).description(),
-        "Adds two integers."
-    );
-    assert_eq!(
-        tool_def!(greet).description(),
-        "Says hello to someone."
-    );
+    assert_eq!(tool_def!(add).description(), "Adds two integers.");
+    assert_eq!(tool_def!(greet).description(), "Says hello to someone.");
 }
 
 #[tokio::test]
@@ -369,10 +363,7 @@ async fn every_tool_of_the_crate_inherits_its_defaults() {
     );
     let echo = tool_def!(nested::deeper::echo);
     assert_eq!(echo.crate_defaults(), Some(&expected));
-    assert_eq!(
-        tool_def!(search).crate_defaults(),
-        Some(&expected)
-    );
+    assert_eq!(tool_def!(search).crate_defaults(), Some(&expected));
 }
 
 #[tokio::test]
