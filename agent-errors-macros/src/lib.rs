@@ -216,8 +216,10 @@ use proc_macro::TokenStream;
 /// The tool inherits the crate's [`defaults!`], when the crate declares them, below its own
 /// policy and the agent's.
 ///
-/// The hidden sibling is `__agent_errors_tool_<fn name>`, with the function's visibility; name
-/// the function in [`tools!`] rather than calling it.
+/// The hidden sibling is `<fn name>__is_not_a_tool__add_tool_attribute_to_its_definition`, with
+/// the function's visibility: named in [`tools!`], a plain function has none, and the compile
+/// error quotes that name, which says what to do. Name the function in [`tools!`] rather than
+/// calling the sibling.
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     driver::expand(driver::Tool::new(attr.into(), item.into())).into()

@@ -236,7 +236,7 @@ fn method_fixer(attr: TokenStream, func: &ItemFn, cx: &Ctxt) -> Option<(TokenStr
     let entry_fn = quote! {
         #(#cfgs)*
         #[doc(hidden)]
-        #[allow(dead_code, unused_variables)]
+        #[allow(dead_code, non_snake_case, unused_variables)]
         fn #entry(#this: ::std::sync::Arc<Self>) -> #p::FixerDef {
             #body
         }

@@ -18,6 +18,13 @@ agent_errors::defaults!(on_error(
     execution = [retry(3), escalate],
 ));
 
+/// The `ToolDef` that `tools![...]` builds for the one tool named.
+macro_rules! tool_def {
+    ($($path:tt)+) => {
+        tools![$($path)+].remove(0)
+    };
+}
+
 fn retry(n: u32) -> Action {
     Action::retry(n).expect("tests use non-zero counts")
 }
@@ -81,30 +88,24 @@ async fn read(path: String) -> std::io::Result<String> {
 
 #[tokio::test]
 async fn the_name_comes_from_the_fn_or_the_attribute() {
-    assert_eq!(__agent_errors_tool_search().name(), "search");
-    assert_eq!(__agent_errors_tool_add().name(), "add_numbers");
-    assert_eq!(__agent_errors_tool_greet().name(), "greet");
+    assert_eq!(tool_def!(search).name(), "search");
+    assert_eq!(tool_def!(add).name(), "add_numbers");
+    assert_eq!(tool_def!(greet).name(), "greet");
 }
 
 #[tokio::test]
 async fn the_description_comes_from_the_doc_comment_or_the_attribute() {
     assert_eq!(
-        __agent_errors_tool_search().description(),
+        tool_def!(search).description(),
         "Searches the catalogue.\n\nReturns at most `limit` titles."
     );
-    assert_eq!(
-        __agent_errors_tool_add().description(),
-        "Adds two integers."
-    );
-    assert_eq!(
-        __agent_errors_tool_greet().description(),
-        "Says hello to someone."
-    );
+    assert_eq!(tool_def!(add).description(), "Adds two integers.");
+    assert_eq!(tool_def!(greet).description(), "Says hello to someone.");
 }
 
 #[tokio::test]
 async fn the_schema_lists_the_parameters_with_their_types() {
-    let tool = __agent_errors_tool_search();
+    let tool = tool_def!(search);
     let schema = tool.parameters();
     assert_eq!(schema["type"], "object");
     assert_eq!(schema["title"], "search");
@@ -116,18 +117,18 @@ async fn the_schema_lists_the_parameters_with_their_types() {
     assert_eq!(schema["required"], json!(["query"]));
     assert_eq!(schema["additionalProperties"], false);
 
-    let noop = __agent_errors_tool_noop();
+    let noop = tool_def!(noop);
     assert_eq!(noop.parameters()["type"], "object");
     assert_eq!(noop.parameters()["additionalProperties"], false);
 
-    let add = __agent_errors_tool_add();
+    let add = tool_def!(add);
     assert_eq!(add.parameters()["required"], json!(["a", "b"]));
     assert_eq!(add.parameters()["properties"]["a"]["type"], "integer");
 }
 
 #[tokio::test]
 async fn a_raw_identifier_parameter_is_named_without_its_prefix() {
-    let tool = __agent_errors_tool_greet();
+    let tool = tool_def!(greet);
     assert_eq!(tool.parameters()["required"], json!(["for"]));
     assert_eq!(
         call(&tool, r#"{"for": "ada"}"#).await.unwrap(),
@@ -151,7 +152,7 @@ async fn the_functions_stay_callable_as_written() {
 
 #[tokio::test]
 async fn the_handler_parses_arguments_and_serializes_the_result() {
-    let tool = __agent_errors_tool_search();
+    let tool = tool_def!(search);
     let out = call(&tool, r#"{"query": "dune", "limit": 3}"#)
         .await
         .unwrap();
@@ -163,22 +164,22 @@ async fn the_handler_parses_arguments_and_serializes_the_result() {
 
 #[tokio::test]
 async fn a_plain_return_type_is_an_infallible_result() {
-    let tool = __agent_errors_tool_add();
+    let tool = tool_def!(add);
     assert_eq!(call(&tool, r#"{"a": 40, "b": 2}"#).await.unwrap(), "42");
-    let noop = __agent_errors_tool_noop();
+    let noop = tool_def!(noop);
     assert_eq!(call(&noop, "{}").await.unwrap(), "null");
 }
 
 #[tokio::test]
 async fn the_tools_own_error_stays_reachable() {
-    let tool = __agent_errors_tool_search();
+    let tool = tool_def!(search);
     let error = call(&tool, r#"{"query": ""}"#).await.unwrap_err();
     assert_eq!(
         error.downcast_ref::<CatalogueError>(),
         Some(&CatalogueError::EmptyQuery)
     );
 
-    let read = __agent_errors_tool_read();
+    let read = tool_def!(read);
     let error = call(&read, r#"{"path": "/x"}"#).await.unwrap_err();
     let io = error
         .downcast_ref::<std::io::Error>()
@@ -188,7 +189,7 @@ async fn the_tools_own_error_stays_reachable() {
 
 #[tokio::test]
 async fn bad_arguments_fail_before_the_tool_runs() {
-    let tool = __agent_errors_tool_search();
+    let tool = tool_def!(search);
     let parse = |raw: &str| tool.handler().call(raw).map(|_| ()).unwrap_err();
     assert!(matches!(
         parse("{query: dune}"),
@@ -209,8 +210,8 @@ async fn bad_arguments_fail_before_the_tool_runs() {
 
 #[tokio::test]
 async fn optional_is_off_unless_asked_for() {
-    assert!(__agent_errors_tool_noop().is_optional());
-    assert!(!__agent_errors_tool_search().is_optional());
+    assert!(tool_def!(noop).is_optional());
+    assert!(!tool_def!(search).is_optional());
 }
 
 /// Waits for a slow service.
@@ -222,10 +223,10 @@ async fn slow_lookup(key: String) -> String {
 #[test]
 fn timeout_bounds_every_call_and_is_unset_unless_asked_for() {
     assert_eq!(
-        __agent_errors_tool_slow_lookup().timeout(),
+        tool_def!(slow_lookup).timeout(),
         Some(Duration::from_millis(1500))
     );
-    assert_eq!(__agent_errors_tool_search().timeout(), None);
+    assert_eq!(tool_def!(search).timeout(), None);
 }
 
 /// Fetches a page.
@@ -297,14 +298,14 @@ async fn on_error_builds_the_policy_it_describes() {
             PolicyKey::Kind(ErrorKind::Timeout),
             [retry(3), Action::fallback("cached_fetch"), Action::Throw],
         );
-    let tool = __agent_errors_tool_fetch();
+    let tool = tool_def!(fetch);
     assert_eq!(tool.policy(), &expected);
     assert!(tool.is_optional());
 }
 
 #[tokio::test]
 async fn a_tool_without_on_error_has_an_empty_policy_of_its_own() {
-    assert!(__agent_errors_tool_search().policy().is_empty());
+    assert!(tool_def!(search).policy().is_empty());
 }
 
 #[tokio::test]
@@ -353,19 +354,16 @@ async fn every_tool_of_the_crate_inherits_its_defaults() {
     let expected = Policy::new()
         .on(PolicyKey::InvalidArgs, fix("json_fixer", 1))
         .on(PolicyKey::Execution, [retry(3), Action::Escalate]);
-    let count_keys = nested::__agent_errors_tool_count_keys();
+    let count_keys = tool_def!(nested::count_keys);
     assert_eq!(count_keys.crate_defaults(), Some(&expected));
     assert_eq!(
         count_keys.policy(),
         &Policy::new().on(PolicyKey::Execution, Action::Escalate),
         "the tool's own policy is kept apart from the defaults"
     );
-    let echo = nested::deeper::__agent_errors_tool_echo();
+    let echo = tool_def!(nested::deeper::echo);
     assert_eq!(echo.crate_defaults(), Some(&expected));
-    assert_eq!(
-        __agent_errors_tool_search().crate_defaults(),
-        Some(&expected)
-    );
+    assert_eq!(tool_def!(search).crate_defaults(), Some(&expected));
 }
 
 #[tokio::test]
@@ -460,7 +458,7 @@ async fn slow_echo(text: String) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_call_can_run_on_another_thread() {
-    let tool = __agent_errors_tool_slow_echo();
+    let tool = tool_def!(slow_echo);
     let running = tool.handler().call(r#"{"text": "hi"}"#).unwrap();
     let out = tokio::spawn(running).await.unwrap().unwrap();
     assert_eq!(out, "hi");
@@ -474,7 +472,7 @@ fn parse_number(text: String) -> Result<u32, std::num::ParseIntError> {
 
 #[tokio::test]
 async fn a_sync_tool_returning_result_reports_its_error() {
-    let tool = __agent_errors_tool_parse_number();
+    let tool = tool_def!(parse_number);
     assert_eq!(call(&tool, r#"{"text": " 12 "}"#).await.unwrap(), "12");
     let error = call(&tool, r#"{"text": "twelve"}"#).await.unwrap_err();
     assert!(error.downcast_ref::<std::num::ParseIntError>().is_some());
@@ -492,7 +490,7 @@ async fn forecast(
 
 #[tokio::test]
 async fn doc_comments_on_parameters_describe_their_fields_and_the_fn_still_compiles() {
-    let def = __agent_errors_tool_forecast();
+    let def = tool_def!(forecast);
     let properties = &def.parameters()["properties"];
     assert_eq!(
         properties["city"]["description"],

@@ -24,11 +24,17 @@ pub(crate) fn private(krate: &Path) -> TokenStream {
     quote!(#krate::__private)
 }
 
-/// `__agent_errors_<kind>_<fn name>`, spanned on the user's identifier so that a path in
-/// `tools![...]` that names no tool is reported there.
+/// `<fn name>__is_not_a_<kind>__add_<kind>_attribute_to_its_definition`, spanned on the user's
+/// identifier. A macro cannot see whether a function it is handed carries `#[tool]`, so
+/// `tools![...]` names this entry and leaves the check to rustc: a plain function has no such
+/// sibling, and rustc's "cannot find function" error, on the identifier in `tools![...]`, then
+/// quotes a name that says what is wrong and how to fix it.
 pub(crate) fn entry_ident(kind: &str, ident: &Ident) -> Ident {
     Ident::new(
-        &format!("__agent_errors_{kind}_{}", ident.unraw()),
+        &format!(
+            "{}__is_not_a_{kind}__add_{kind}_attribute_to_its_definition",
+            ident.unraw()
+        ),
         ident.span(),
     )
 }
@@ -84,7 +90,7 @@ pub(crate) fn fixer(krate: &Path, name: Option<&LitStr>, func: &FixerFn) -> Toke
     quote! {
         #(#cfgs)*
         #[doc(hidden)]
-        #[allow(dead_code)]
+        #[allow(dead_code, non_snake_case)]
         #vis fn #entry() -> #p::FixerDef {
             #constructor(#name, #ident)
         }
@@ -106,7 +112,7 @@ pub(crate) fn placeholder_entry(
     quote! {
         #(#cfgs)*
         #[doc(hidden)]
-        #[allow(dead_code)]
+        #[allow(dead_code, non_snake_case)]
         #vis fn #entry() -> #p::#returns {
             ::std::unreachable!("the `#[{}]` attribute reported a compile error", #kind)
         }

@@ -36,7 +36,7 @@ pub(crate) fn tool(args: &ToolArgs, func: &ToolFn) -> TokenStream {
     quote! {
         #(#cfgs)*
         #[doc(hidden)]
-        #[allow(dead_code)]
+        #[allow(dead_code, non_snake_case)]
         #vis fn #entry() -> #p::ToolDef {
             #items
 
@@ -76,7 +76,7 @@ pub(crate) fn method_tool(args: &ToolArgs, func: &ToolFn, self_ty: &Type) -> Tok
     quote! {
         #(#cfgs)*
         #[doc(hidden)]
-        #[allow(dead_code)]
+        #[allow(dead_code, non_snake_case)]
         fn #entry(#this: ::std::sync::Arc<Self>) -> #p::ToolDef {
             #items
 
