@@ -295,6 +295,9 @@ impl<O: AgentOutput> AgentInner<O> {
     /// Refuses a run missing a context value one of the agent's tools needs: a developer's
     /// error, told to the caller before anything runs.
     fn check_context(&self, given: &crate::extensions::Extensions) -> Result<(), RunError> {
+        if !self.registry.needs_context() {
+            return Ok(());
+        }
         for tool in self.registry.tools() {
             if let Some((_, type_name)) = tool
                 .required_context()

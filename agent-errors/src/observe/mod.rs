@@ -78,7 +78,12 @@ pub(crate) async fn model_turn<T, E: TurnFailure>(
 ) -> Result<T, E> {
     let span = spans::chat(model);
     let started = Instant::now();
-    let result = turn.instrument(span.clone()).await;
+    // No subscriber: skip the instrumentation wrapper, and the move of the turn into it.
+    let result = if span.is_disabled() {
+        turn.await
+    } else {
+        turn.instrument(span.clone()).await
+    };
     let error = match &result {
         Ok(output) => {
             if let Some(response) = response(output) {
@@ -104,7 +109,11 @@ pub(crate) async fn run<R: RunEnd>(
 ) -> R {
     let span = spans::invoke_agent(agent, model);
     let started = Instant::now();
-    let outcome = run.instrument(span.clone()).await;
+    let outcome = if span.is_disabled() {
+        run.await
+    } else {
+        run.instrument(span.clone()).await
+    };
     let stop = outcome.stop_reason();
     if let Some(reason) = stop {
         spans::record_error(Some(&span), reason);
