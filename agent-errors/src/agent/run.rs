@@ -446,8 +446,12 @@ impl<O: AgentOutput> AgentInner<O> {
                 return Err(RunError::Cancelled);
             }
             counts.turns += 1;
-            let turn = self.call_model(ctx, request, counts);
-            let turn = observe::model_turn(&*self.model, &self.meters, turn, Turn::response);
+            let turn = observe::model_turn(
+                &*self.model,
+                &self.meters,
+                || self.call_model(ctx, request, counts),
+                Turn::response,
+            );
             let response = match turn.await? {
                 Turn::Response(response) => response,
                 Turn::RespondWith(output) => return Ok(output),

@@ -70,19 +70,22 @@ pub(crate) async fn tool_call<T: ToolCallEnd>(
 
 /// Runs one model turn inside its `chat` span, records what the response says about itself,
 /// and times it. `response` finds the model's response in the turn's output, if it has one.
-pub(crate) async fn model_turn<T, E: TurnFailure>(
+///
+/// The turn is made here by `turn`, not handed over made: a turn's future is large, and every
+/// move of it is a copy of the whole.
+pub(crate) async fn model_turn<T, E: TurnFailure, F: Future<Output = Result<T, E>>>(
     model: &dyn ChatModel,
     meters: &AgentMeters,
-    turn: impl Future<Output = Result<T, E>>,
+    turn: impl FnOnce() -> F,
     response: impl Fn(&T) -> Option<&ChatResponse>,
 ) -> Result<T, E> {
     let span = spans::chat(model);
     let started = Instant::now();
     // No subscriber: skip the instrumentation wrapper, and the move of the turn into it.
     let result = if span.is_disabled() {
-        turn.await
+        turn().await
     } else {
-        turn.instrument(span.clone()).await
+        turn().instrument(span.clone()).await
     };
     let error = match &result {
         Ok(output) => {
