@@ -46,18 +46,20 @@ pub(crate) trait RunEnd {
 /// Runs one tool call inside its `execute_tool` span and counts it on the tool's `meters` (a
 /// name the model made up has none and is counted as `_OTHER`, so model text cannot grow the
 /// number of metric series).
-pub(crate) async fn tool_call<T: ToolCallEnd>(
+///
+/// The call's work is made here by `work`, not handed over made, so it is not copied into place.
+pub(crate) async fn tool_call<T: ToolCallEnd, F: Future<Output = T>>(
     call: &ToolCall,
     meters: Option<&ToolMeters>,
-    work: impl Future<Output = T>,
+    work: impl FnOnce() -> F,
 ) -> T {
     let span = spans::execute_tool(call);
     let started = Instant::now();
     // No subscriber: skip the instrumentation wrapper on the hot path.
     let outcome = if span.is_disabled() {
-        work.await
+        work().await
     } else {
-        work.instrument(span.clone()).await
+        work().instrument(span.clone()).await
     };
     let end = outcome.end();
     if let CallEnd::Stop { error_type } = end {
