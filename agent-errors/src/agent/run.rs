@@ -295,6 +295,9 @@ impl<O: AgentOutput> AgentInner<O> {
     /// Refuses a run missing a context value one of the agent's tools needs: a developer's
     /// error, told to the caller before anything runs.
     fn check_context(&self, given: &crate::extensions::Extensions) -> Result<(), RunError> {
+        if !self.registry.needs_context() {
+            return Ok(());
+        }
         for tool in self.registry.tools() {
             if let Some((_, type_name)) = tool
                 .required_context()
@@ -443,8 +446,12 @@ impl<O: AgentOutput> AgentInner<O> {
                 return Err(RunError::Cancelled);
             }
             counts.turns += 1;
-            let turn = self.call_model(ctx, request, counts);
-            let turn = observe::model_turn(&*self.model, &self.meters, turn, Turn::response);
+            let turn = observe::model_turn(
+                &*self.model,
+                &self.meters,
+                || self.call_model(ctx, request, counts),
+                Turn::response,
+            );
             let response = match turn.await? {
                 Turn::Response(response) => response,
                 Turn::RespondWith(output) => return Ok(output),

@@ -201,8 +201,12 @@ impl<O: AgentOutput> AgentInner<O> {
         request.tools = Arc::from(Vec::new());
         request.options.tool_choice = None;
         request.options.parallel_tool_calls = None;
-        let turn = self.call_model(ctx, request, counts);
-        let turn = observe::model_turn(&*self.model, &self.meters, turn, Turn::response);
+        let turn = observe::model_turn(
+            &*self.model,
+            &self.meters,
+            || self.call_model(ctx, request, counts),
+            Turn::response,
+        );
         let response = match turn.await {
             Ok(Turn::Response(response)) => response,
             Ok(Turn::RespondWith(output)) => return Ok(output),

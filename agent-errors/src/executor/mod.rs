@@ -81,7 +81,8 @@ pub(crate) async fn execute(
     // Boxed once here, the call's work is not copied again by each layer that wraps it (the
     // span, the halt, a turn's join): one allocation costs less than those copies.
     let handled = Box::pin(handle(registry, ctx, entry, call, start));
-    crate::observe::tool_call(call, meters, execute_call(registry, ctx, call, handled)).await
+    let work = || execute_call(registry, ctx, call, handled);
+    crate::observe::tool_call(call, meters, work).await
 }
 
 async fn execute_call(

@@ -46,18 +46,20 @@ pub(crate) trait RunEnd {
 /// Runs one tool call inside its `execute_tool` span and counts it on the tool's `meters` (a
 /// name the model made up has none and is counted as `_OTHER`, so model text cannot grow the
 /// number of metric series).
-pub(crate) async fn tool_call<T: ToolCallEnd>(
+///
+/// The call's work is made here by `work`, not handed over made, so it is not copied into place.
+pub(crate) async fn tool_call<T: ToolCallEnd, F: Future<Output = T>>(
     call: &ToolCall,
     meters: Option<&ToolMeters>,
-    work: impl Future<Output = T>,
+    work: impl FnOnce() -> F,
 ) -> T {
     let span = spans::execute_tool(call);
     let started = Instant::now();
     // No subscriber: skip the instrumentation wrapper on the hot path.
     let outcome = if span.is_disabled() {
-        work.await
+        work().await
     } else {
-        work.instrument(span.clone()).await
+        work().instrument(span.clone()).await
     };
     let end = outcome.end();
     if let CallEnd::Stop { error_type } = end {
@@ -70,15 +72,23 @@ pub(crate) async fn tool_call<T: ToolCallEnd>(
 
 /// Runs one model turn inside its `chat` span, records what the response says about itself,
 /// and times it. `response` finds the model's response in the turn's output, if it has one.
-pub(crate) async fn model_turn<T, E: TurnFailure>(
+///
+/// The turn is made here by `turn`, not handed over made: a turn's future is large, and every
+/// move of it is a copy of the whole.
+pub(crate) async fn model_turn<T, E: TurnFailure, F: Future<Output = Result<T, E>>>(
     model: &dyn ChatModel,
     meters: &AgentMeters,
-    turn: impl Future<Output = Result<T, E>>,
+    turn: impl FnOnce() -> F,
     response: impl Fn(&T) -> Option<&ChatResponse>,
 ) -> Result<T, E> {
     let span = spans::chat(model);
     let started = Instant::now();
-    let result = turn.instrument(span.clone()).await;
+    // No subscriber: skip the instrumentation wrapper, and the move of the turn into it.
+    let result = if span.is_disabled() {
+        turn().await
+    } else {
+        turn().instrument(span.clone()).await
+    };
     let error = match &result {
         Ok(output) => {
             if let Some(response) = response(output) {
@@ -104,7 +114,11 @@ pub(crate) async fn run<R: RunEnd>(
 ) -> R {
     let span = spans::invoke_agent(agent, model);
     let started = Instant::now();
-    let outcome = run.instrument(span.clone()).await;
+    let outcome = if span.is_disabled() {
+        run.await
+    } else {
+        run.instrument(span.clone()).await
+    };
     let stop = outcome.stop_reason();
     if let Some(reason) = stop {
         spans::record_error(Some(&span), reason);

@@ -157,6 +157,7 @@ impl RegistryBuilder {
             return Err(ConfigError::new(problems));
         }
         Ok(Registry {
+            needs_context: self.tools.iter().any(|t| !t.required_context().is_empty()),
             specs: self.tools.iter().map(ToolDef::spec).collect(),
             meters: self
                 .tools
@@ -279,6 +280,9 @@ pub struct Registry {
     index: NameIndex,
     fixers: HashMap<String, FixerDef>,
     classifier: Option<Arc<Classifier>>,
+    /// Whether any tool needs a context value: found once here, so a run of tools that need
+    /// none skips checking the values it was given.
+    needs_context: bool,
 }
 
 impl Registry {
@@ -307,6 +311,11 @@ impl Registry {
     /// Every tool, in registration order.
     pub fn tools(&self) -> &[ToolDef] {
         &self.tools
+    }
+
+    /// Whether any tool needs a value from the run's context.
+    pub(crate) fn needs_context(&self) -> bool {
+        self.needs_context
     }
 
     /// Every tool as offered to a model, shared: cloning it does not copy the schemas.
