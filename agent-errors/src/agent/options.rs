@@ -1,0 +1,165 @@
+//! What one run is given: its id, values, streaming, deadline, caps and a person's answers.
+
+use super::*;
+
+/// How to run: cancellation and the like.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::{Agent, Cancellation, RunOptions};
+/// use agent_errors::testing::ScriptedModel;
+///
+/// struct UserId(u64); // what a tool reads with a `Ctx<UserId>` parameter
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("a").model(ScriptedModel::new().text("done")).build()?;
+/// let cancel = Cancellation::new(); // keep a clone to stop the run from elsewhere
+/// let options = RunOptions::new().run_id("ticket-1234").context(UserId(42)).cancellation(cancel.clone());
+/// let outcome = agent.run_with("close the ticket", options).await;
+/// assert_eq!(outcome.run_id, "ticket-1234");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct RunOptions {
+    /// Cancels the run: pending tool calls answer "operation cancelled" and the run ends with
+    /// [`RunError::Cancelled`].
+    pub cancellation: Cancellation,
+    /// Where the model's answers are streamed as they arrive, when set: the run then calls
+    /// [`ChatModel::chat_stream`] instead of `chat`.
+    pub deltas: Option<tokio::sync::mpsc::Sender<RunDelta>>,
+    /// Values for this run's tools, fixers and permission hook, asked for by type.
+    pub extensions: Extensions,
+    /// This run's own live stream, if asked for.
+    pub(crate) feed: Option<Feed>,
+    /// The run's id, when the caller chose it.
+    pub(crate) run_id: Option<String>,
+    /// The engine journal the run steps through, when it runs on a durable-execution engine.
+    pub(crate) journal: Option<crate::journal::RunJournal>,
+    /// A person's answers to calls the run waits on, by call id.
+    pub(crate) answers: Vec<(String, Decision)>,
+    /// This run's caps, when not the agent's.
+    pub(crate) usage_limits: Option<Arc<UsageLimits>>,
+}
+
+impl RunOptions {
+    /// Default options: a cancellation handle nobody else holds.
+    pub fn new() -> Self {
+        RunOptions::default()
+    }
+
+    /// Uses this cancellation handle.
+    #[must_use]
+    pub fn cancellation(mut self, cancellation: Cancellation) -> Self {
+        self.cancellation = cancellation;
+        self
+    }
+
+    /// Names the run (by default a random id is made): the key its checkpoints are saved
+    /// under, what [`Agent::resume`] is given, and the first half of each call's
+    /// [`IdempotencyKey`](crate::call::IdempotencyKey). A durable run refuses an id its store already
+    /// holds ([`RunError::Checkpoint`] with a conflict), so two runs never share one.
+    #[must_use]
+    pub fn run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = Some(run_id.into());
+        self
+    }
+
+    /// Answers the call `call_id` that a run waits on (see
+    /// [`RunError::WaitingForPerson`]): given to [`Agent::resume`], the run goes on with the
+    /// answer instead of asking its approver. An answer for a call that does not wait is unused.
+    ///
+    /// ```
+    /// use agent_errors::{RunOptions, approval::Decision};
+    ///
+    /// let options = RunOptions::new()
+    ///     .answer("call-1", Decision::Approve)
+    ///     .answer("call-2", Decision::Deny("not this month".into()));
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn answer(mut self, call_id: impl Into<String>, decision: Decision) -> Self {
+        self.answers.push((call_id.into(), decision));
+        self
+    }
+
+    /// Streams the model's answers to `sender` as they arrive: text and tool-call deltas, and
+    /// [`RunDelta::TurnRestarted`] when a retry discards a turn's partial output. A full channel
+    /// slows the stream down (backpressure); a closed one is ignored. Tool calls run only once
+    /// their turn's stream is complete.
+    #[must_use]
+    pub fn stream_to(mut self, sender: tokio::sync::mpsc::Sender<RunDelta>) -> Self {
+        self.deltas = Some(sender);
+        self
+    }
+
+    /// Gives this run a value that its tools and fixers ask for with a [`Ctx<T>`](crate::Ctx)
+    /// parameter (and the permission hook reads): the user's identity, a token, a tenant. One
+    /// value per type; the model never sees it.
+    #[must_use]
+    pub fn context<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
+    }
+
+    /// Caps this run's usage with `limits` instead of the agent's
+    /// ([`AgentBuilder::usage_limits`]). A resumed run keeps the caps it was started with,
+    /// unless these options give it new ones.
+    ///
+    /// ```
+    /// use agent_errors::{Agent, RunError, RunOptions};
+    /// use agent_errors::run::{UsageLimit, UsageLimits};
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let agent = Agent::builder("greeter").model(ScriptedModel::new().text("hi")).build()?;
+    /// let options = RunOptions::new().usage_limits(UsageLimits::new().max_requests(0));
+    /// let error = agent.run_with("say hi", options).await.result.unwrap_err();
+    /// assert_eq!(error.usage_limit().unwrap().limit, UsageLimit::Requests);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn usage_limits(mut self, limits: UsageLimits) -> Self {
+        self.usage_limits = Some(Arc::new(limits));
+        self
+    }
+
+    /// Gives this run every value of `extensions` (replacing any given before).
+    #[must_use]
+    pub fn extensions(mut self, extensions: Extensions) -> Self {
+        self.extensions = extensions;
+        self
+    }
+
+    /// Streams this run's events live, holding up to `capacity` (at least 1) for a consumer
+    /// that falls behind; past that the oldest are dropped and the consumer is told how many it
+    /// missed. The run never waits for the stream, and the stream ends when the run does
+    /// (and these options' clones are dropped).
+    ///
+    /// ```
+    /// use agent_errors::{Agent, RunOptions};
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let agent = Agent::builder("greeter").model(ScriptedModel::new().text("hi")).build()?;
+    /// let (options, mut events) = RunOptions::new().events(64);
+    /// agent.run_with("say hi", options).await.result?;
+    /// // Nothing went wrong, so there was nothing to tell: the stream ends.
+    /// assert!(events.recv().await.is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn events(mut self, capacity: usize) -> (Self, EventStream) {
+        let feed = Feed::new(capacity);
+        let stream = feed.subscribe();
+        self.feed = Some(feed);
+        (self, stream)
+    }
+}

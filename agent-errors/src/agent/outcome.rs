@@ -1,0 +1,243 @@
+//! What a run hands back: its result, report and transcript, and how it failed.
+
+use super::*;
+
+/// The result of a run together with what happened on the way.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::{Agent, Message};
+/// use agent_errors::testing::{ScriptedModel, echo_tool};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("a")
+///     .model(ScriptedModel::new().tool_call("echo", r#"{"text": "hi"}"#).text("said hi"))
+///     .tool(echo_tool("echo"))
+///     .build()?;
+/// let outcome = agent.run_with_report("say hi").await;
+/// let tool_results = outcome.transcript.iter().filter(|m| matches!(m, Message::Tool(_))).count();
+/// assert_eq!((tool_results, outcome.report.tool_calls), (1, 1));
+/// assert_eq!(outcome.into_result()?, "said hi");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct RunOutcome<O = String> {
+    /// The output, or why the run ended without one.
+    pub result: Result<O, RunError>,
+    /// Events and counts.
+    pub report: RunReport,
+    /// The conversation as it stood when the run ended: every assistant tool call is followed by
+    /// exactly one tool message answering it, including calls whose outcome ended the run.
+    pub transcript: Vec<Message>,
+    /// The run's id: the one given with [`RunOptions::run_id`], or the one made for it.
+    pub run_id: String,
+}
+
+impl<O> RunOutcome<O> {
+    /// The result alone.
+    pub fn into_result(self) -> Result<O, RunError> {
+        self.result
+    }
+}
+
+/// Why a run ended without an output.
+///
+/// # Examples
+///
+/// What a service answers its user, by how the run ended:
+///
+/// ```
+/// use agent_errors::{Agent, HttpError, RunError};
+/// use agent_errors::testing::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("a").model(ScriptedModel::new().error(HttpError::new(500, "down"))).build()?;
+/// let reply = match agent.run("hi").await {
+///     Ok(answer) => answer,
+///     Err(RunError::Terminated(stop)) => stop.user_message.to_owned(),
+///     Err(RunError::Escalated { reason, .. }) => format!("I need your help: {reason}"),
+///     Err(RunError::Cancelled | RunError::DeadlineExceeded { .. }) => "Stopped.".to_owned(),
+///     Err(RunError::Model(failure)) => {
+///         tracing::warn!(error = %failure, "model failed"); // redacted: safe to log
+///         "The assistant is unavailable, try again later.".to_owned()
+///     }
+///     Err(other) => {
+///         tracing::error!(error = %other, "run failed");
+///         "Something went wrong.".to_owned()
+///     }
+/// };
+/// assert_eq!(reply, "The assistant is unavailable, try again later.");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// A tool failure ended the run in code (auth, retries used up, `throw`, or the model's
+    /// `throw_exception`). Shows the fixed user-facing message.
+    #[error(transparent)]
+    Terminated(Box<Terminated>),
+    /// A tool failed `failures` times in a row in this run, reaching the breaker threshold.
+    #[error(
+        "the tool `{tool}` failed {failures} times in a row, so the run was stopped; try again later"
+    )]
+    BreakerTripped {
+        /// The tool.
+        tool: String,
+        /// Consecutive failures counted.
+        failures: u32,
+    },
+    /// The model was still calling tools after `max_turns` turns.
+    #[error("the run reached its cap of {max_turns} model turns without a final answer")]
+    TurnCap {
+        /// The cap.
+        max_turns: u32,
+    },
+    /// The run was cancelled.
+    #[error("the run was cancelled")]
+    Cancelled,
+    /// The model call failed and `on_llm_error` did not recover. Shows the model's error
+    /// redacted (its `Display`, `Debug` and `source()` chain); the original, to downcast, is
+    /// [`RunError::model_error`].
+    #[error(transparent)]
+    Model(ModelFailure),
+    /// The model called the built-in `escalate` tool: a failure the caller can act on.
+    #[error("the agent escalated ({severity}): {reason}")]
+    Escalated {
+        /// The model's reason (untrusted text, secrets redacted).
+        reason: String,
+        /// How serious.
+        severity: Severity,
+    },
+    /// The final answer could not be read as the agent's output type.
+    #[error("the model's final answer could not be read as the expected output")]
+    InvalidOutput {
+        /// The answer, secrets redacted.
+        text: String,
+        /// Why it did not fit: the output type's own error, as it was (to downcast; a
+        /// parser's message may quote the answer).
+        #[source]
+        error: BoxError,
+    },
+    /// The model answered with neither text nor tool calls.
+    #[error("the model answered with neither text nor tool calls")]
+    EmptyResponse,
+    /// The run took longer than its deadline (`Limits::with_run_deadline`).
+    #[error("the run did not finish within its deadline of {limit:?}")]
+    DeadlineExceeded {
+        /// The deadline.
+        limit: std::time::Duration,
+    },
+    /// Code of yours that the loop calls (the model's `chat`, an `on_llm_error` handler)
+    /// panicked. The panic is caught: the process and the agent stay usable.
+    #[error("`{callback}` panicked: {message}")]
+    CallbackPanicked {
+        /// Which callback: `ChatModel::chat` or `on_llm_error`.
+        callback: &'static str,
+        /// The panic's message, redacted and bounded.
+        message: String,
+    },
+    /// A durable run could not save its checkpoint, so it stopped before anything else ran. A
+    /// [`CheckpointError::Conflict`] means another process saved the run since this one did:
+    /// that process owns it now.
+    #[error(transparent)]
+    Checkpoint(CheckpointError),
+    /// [`Agent::resume`] could not go on with the run.
+    #[error(transparent)]
+    Resume(ResumeError),
+    /// Calls of the run wait for a person (their tool requires approval, or a policy handed a
+    /// failure to a person) and nobody answered yet. Nothing is running and nothing is spent
+    /// while it waits: a checkpointed run keeps its checkpoint as it was, and
+    /// [`Agent::resume`] with [`RunOptions::answer`] for each call goes on with it (in any
+    /// process). The outcome's transcript answers these calls with an error result saying they
+    /// wait, so it stays a valid conversation; the checkpoint does not.
+    #[error("the run is waiting for a person to answer {} call(s)", pending.len())]
+    WaitingForPerson {
+        /// The calls that wait, in the order the model made them.
+        pending: Vec<PendingApproval>,
+    },
+    /// The history handed to [`Agent::run_conversation`] (or a [`Conversation`]) breaks the
+    /// one-result-per-call rule, so it was not sent to the model; the outcome's transcript is
+    /// the history as handed in.
+    #[error("the conversation history was refused: {0}")]
+    InvalidHistory(HistoryError),
+    /// The run went past one of its [`UsageLimits`]: which, and what it had used. The
+    /// transcript answers every call it holds; calls of a turn the cap refused are answered as
+    /// not run.
+    #[error(transparent)]
+    UsageLimit(Box<UsageLimitExceeded>),
+    /// A tool of the agent needs a context value (a `Ctx<T>` parameter, or
+    /// [`ToolDef::requires_context`](crate::ToolDef::requires_context)) the run was not given,
+    /// so the run did not start: give it with [`RunOptions::context`].
+    #[error(
+        "the tool `{tool}` needs a `{type_name}` that the run was not given: pass one with \
+         `RunOptions::context`"
+    )]
+    MissingContext {
+        /// The tool.
+        tool: String,
+        /// The type of the value it needs.
+        type_name: &'static str,
+    },
+    /// The model declined to answer (finish reason `Refusal`), or the provider withheld its
+    /// answer (`ContentFilter`): not an empty response, and not something a retry of the same
+    /// request is expected to change.
+    #[error("the model declined to answer")]
+    Refused {
+        /// The model's explanation, if it gave one (untrusted text, secrets redacted; empty
+        /// when none).
+        text: String,
+        /// `Refusal` or `ContentFilter`.
+        reason: FinishReason,
+    },
+}
+
+impl RunError {
+    /// The model's original error, when a model call ended the run: unredacted, to downcast
+    /// to its type ([`ModelFailure::unredacted_error`]). Do not log it; log the `RunError`.
+    pub fn model_error(&self) -> Option<&ModelError> {
+        match self {
+            RunError::Model(e) => Some(e.unredacted_error()),
+            _ => None,
+        }
+    }
+
+    /// The model's original error, owned and unredacted; any other error is given back.
+    pub fn into_model_error(self) -> Result<BoxError, RunError> {
+        match self {
+            RunError::Model(e) => Ok(e.into_unredacted_error()),
+            other => Err(other),
+        }
+    }
+
+    /// The usage limit the run went past, if that ended it.
+    pub fn usage_limit(&self) -> Option<&UsageLimitExceeded> {
+        match self {
+            RunError::UsageLimit(exceeded) => Some(exceeded),
+            _ => None,
+        }
+    }
+
+    /// The tool failure that ended the run, if one did.
+    pub fn terminated(&self) -> Option<&Terminated> {
+        match self {
+            RunError::Terminated(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Whether the run was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, RunError::Cancelled)
+    }
+
+    /// Whether another process owns the run: its checkpoint moved on since this one saved it.
+    pub fn is_checkpoint_conflict(&self) -> bool {
+        matches!(self, RunError::Checkpoint(CheckpointError::Conflict { .. }))
+    }
+}
