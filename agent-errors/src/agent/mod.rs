@@ -57,20 +57,16 @@ pub use outcome::{RunError, RunOutcome};
 pub use output::{AgentOutput, Json};
 pub use stream::RunDelta;
 
-use crate::approval::{Decision, PendingApproval};
 use crate::breaker::ServiceBreaker;
 use crate::budget::RetryBudget;
-use crate::chat::{CallSource, FinishReason, Message, RequestOptions, ToolSpec};
-use crate::checkpoint::{CheckpointError, CheckpointStore};
-use crate::error::{BoxError, Severity};
-use crate::events::RunReport;
-use crate::executor::{Approvals, Cancellation, Limits, PermissionHook, Terminated};
+use crate::chat::{CallSource, RequestOptions, ToolSpec};
+use crate::checkpoint::CheckpointStore;
+use crate::executor::{Approvals, Limits, PermissionHook};
 use crate::explain::Explanation;
-use crate::extensions::Extensions;
 use crate::model::ChatModel;
 use crate::observe::{AgentMeters, EventStream, Feed};
 use crate::registry::Registry;
-use crate::usage::{UsageLimitExceeded, UsageLimits};
+use crate::usage::UsageLimits;
 
 use builtins::Builtins;
 use llm_error::LlmErrorHandler;

@@ -1,6 +1,14 @@
 //! What one run is given: its id, values, streaming, deadline, caps and a person's answers.
 
-use super::*;
+use std::sync::Arc;
+
+use crate::approval::Decision;
+use crate::executor::Cancellation;
+use crate::extensions::Extensions;
+use crate::observe::{EventStream, Feed};
+use crate::usage::UsageLimits;
+
+use super::RunDelta;
 
 /// How to run: cancellation and the like.
 ///

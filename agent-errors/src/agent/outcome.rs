@@ -1,6 +1,14 @@
 //! What a run hands back: its result, report and transcript, and how it failed.
 
-use super::*;
+use crate::approval::PendingApproval;
+use crate::chat::{FinishReason, Message};
+use crate::checkpoint::CheckpointError;
+use crate::error::{BoxError, Severity};
+use crate::events::RunReport;
+use crate::executor::Terminated;
+use crate::usage::UsageLimitExceeded;
+
+use super::{HistoryError, ModelError, ModelFailure, ResumeError};
 
 /// The result of a run together with what happened on the way.
 ///

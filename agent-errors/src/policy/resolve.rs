@@ -1,9 +1,11 @@
 //! Which layer decides each key of a tool's policy: the tool's own, the agent's, the crate's
 //! defaults, or the built-in.
 
-use std::fmt;
+use crate::ErrorKind;
 
-use super::*;
+use super::{Ladder, Policy, PolicyKey};
+
+use std::fmt;
 
 /// Where a resolved entry came from.
 ///
