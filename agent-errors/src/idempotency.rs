@@ -94,8 +94,9 @@ impl IdempotencyKey {
     /// The hash is FNV-1a/128 of `["<tool>", <args>]` as compact JSON with every object's keys
     /// sorted by their UTF-8 bytes (whatever `serde_json` features the build unifies), numbers
     /// and strings as `serde_json` writes them: the same in every process, build and Rust
-    /// release, so a service can remember it across deploys. It names; it does not hide: do
-    /// not rely on it to keep the arguments secret. The key's [`call_id`](Self::call_id) is
+    /// release, so a service can remember it across deploys. It names; it is not a
+    /// cryptographic hash: it neither hides the arguments nor resists collisions crafted on
+    /// purpose (a model that wants an effect not to happen can as well not ask). The key's [`call_id`](Self::call_id) is
     /// `effect-` and the hash in 32 lowercase hex digits.
     ///
     /// # Errors
