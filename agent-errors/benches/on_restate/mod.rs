@@ -29,7 +29,7 @@ fn server_binary() -> PathBuf {
         return PathBuf::from(path);
     }
     let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join(
-        "../target/restate-server/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server",
+        "../test-servers/restate-server/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server",
     );
     assert!(
         binary.exists(),

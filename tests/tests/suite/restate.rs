@@ -18,7 +18,7 @@ fn server_binary() -> PathBuf {
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let binary = root.join(
-        "target/restate-server/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server",
+        "test-servers/restate-server/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server",
     );
     assert!(
         binary.exists(),
