@@ -2,9 +2,9 @@
 //!
 //! ```sh
 //! ANTHROPIC_API_KEY=sk-ant-... AGENT_ERRORS_MODEL=claude-sonnet-4-5 \
-//!     cargo run -p agent-errors-examples --example anthropic_agent --features anthropic
+//!     cargo run -p agent-errors-examples --bin anthropic_agent --features anthropic
 //! # the answer as it is written:
-//! ... --example anthropic_agent --features anthropic -- --stream
+//! ... --bin anthropic_agent --features anthropic -- --stream
 //! ```
 //!
 //! `ANTHROPIC_BASE_URL` points it at another server (a gateway, a local compatible server;

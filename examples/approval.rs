@@ -8,7 +8,7 @@
 //! Runs offline, on a scripted model.
 //!
 //! ```sh
-//! cargo run -p agent-errors-examples --example approval
+//! cargo run -p agent-errors-examples --bin approval
 //! ```
 
 use agent_errors::approval::{Decision, PendingApproval};

@@ -5,7 +5,7 @@
 //! Runs offline on a `ScriptedModel`.
 //!
 //! ```text
-//! cargo run -p agent-errors-examples --example expired_token
+//! cargo run -p agent-errors-examples --bin expired_token
 //! ```
 
 use std::sync::atomic::{AtomicU32, Ordering};

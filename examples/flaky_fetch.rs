@@ -6,7 +6,7 @@
 //! instead of waiting.
 //!
 //! ```text
-//! cargo run -p agent-errors-examples --example flaky_fetch
+//! cargo run -p agent-errors-examples --bin flaky_fetch
 //! ```
 
 use std::sync::atomic::{AtomicU32, Ordering};

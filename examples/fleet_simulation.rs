@@ -8,7 +8,7 @@
 //! itself. Every call uses `retry(3)` with the default backoff.
 //!
 //! ```sh
-//! cargo run --release -p agent-errors-examples --example fleet_simulation
+//! cargo run --release -p agent-errors-examples --bin fleet_simulation
 //! ```
 
 use std::num::NonZeroU32;

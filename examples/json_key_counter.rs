@@ -5,7 +5,7 @@
 //! the way a real model would read the conversation.
 //!
 //! ```text
-//! cargo run -p agent-errors-examples --example json_key_counter
+//! cargo run -p agent-errors-examples --bin json_key_counter
 //! ```
 
 use agent_errors::ToolCall;

@@ -4,10 +4,10 @@
 //! server refuses them as invalid params, a fixer repairs them and the call is sent again in the
 //! same turn; then it echoes the answer.
 //!
-//! Needs Node.js: the example installs the pinned server under `target/` on first run.
+//! Needs Node.js: the example installs the pinned server under `test-servers/` on first run.
 //!
 //! ```text
-//! cargo run -p agent-errors-examples --example mcp_agent --features mcp
+//! cargo run -p agent-errors-examples --bin mcp_agent --features mcp
 //! ```
 
 use std::path::Path;

@@ -3,8 +3,8 @@
 //! errors without our agent loop.
 //!
 //! ```text
-//! cargo build -p agent-errors-examples --example mcp_server --features mcp
-//! # then point an MCP client at target/debug/examples/mcp_server
+//! cargo build -p agent-errors-examples --bin mcp_server --features mcp
+//! # then point an MCP client at target/debug/mcp_server
 //! ```
 
 use agent_errors::Registry;

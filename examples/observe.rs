@@ -5,7 +5,7 @@
 //! `metrics` exporter instead of the two small printers here.
 //!
 //! ```text
-//! cargo run -p agent-errors-examples --example observe
+//! cargo run -p agent-errors-examples --bin observe
 //! ```
 
 use std::fmt::Write as _;

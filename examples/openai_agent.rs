@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! OPENAI_BASE_URL=http://localhost:11434/v1 AGENT_ERRORS_MODEL=llama3.1 \
-//!     cargo run -p agent-errors-examples --example openai_agent --features openai
+//!     cargo run -p agent-errors-examples --bin openai_agent --features openai
 //! ```
 //!
 //! Add `-- --stream` to print the model's answers as they arrive (text as it is written, tool

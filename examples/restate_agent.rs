@@ -9,7 +9,7 @@
 //! ```text
 //! bash scripts/install-restate-server.sh        # prints the server binary's path
 //! <that path> --base-dir /tmp/restate-demo      # ingress :8080, admin :9070
-//! cargo run -p agent-errors-examples --features restate --example restate_agent
+//! cargo run -p agent-errors-examples --features restate --bin restate_agent
 //! curl -X POST localhost:9070/deployments -H 'content-type: application/json' \
 //!      -d '{"uri": "http://localhost:9080"}'
 //! curl -X POST localhost:8080/Support/ask -H 'content-type: application/json' \

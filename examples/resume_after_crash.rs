@@ -6,7 +6,7 @@
 //! Each tool writes a line to a file when it runs: the side effects the parent counts.
 //!
 //! ```sh
-//! cargo run -p agent-errors-examples --example resume_after_crash
+//! cargo run -p agent-errors-examples --bin resume_after_crash
 //! ```
 
 use std::io::{BufRead, BufReader, Write};

@@ -7,7 +7,7 @@
 //! paused, so the backoff sleeps advance virtual time instead of waiting.
 //!
 //! ```text
-//! cargo run -p agent-errors-examples --features rig --example rig_agent
+//! cargo run -p agent-errors-examples --features rig --bin rig_agent
 //! ```
 
 use std::sync::Arc;

@@ -11,7 +11,7 @@
 //!    reads the user from the run's context, denies it, and the model explains.
 //!
 //! ```sh
-//! cargo run -p agent-errors-examples --example support_desk
+//! cargo run -p agent-errors-examples --bin support_desk
 //! ```
 
 use std::collections::HashMap;

@@ -6,7 +6,7 @@
 //! Runs offline on a `ScriptedModel`.
 //!
 //! ```text
-//! cargo run -p agent-errors-examples --example usage_limits
+//! cargo run -p agent-errors-examples --bin usage_limits
 //! ```
 
 use agent_errors::llm::Usage;

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Installs the reference MCP server the tests and examples run, pinned, under target/, and prints
-# the path of its entry point. Does nothing but print it when that version is already there.
+# Installs the reference MCP server the tests and examples run, pinned, under test-servers/ (a
+# download, not build output: `cargo clean` leaves it), and prints the path of its entry point. Does nothing but print it when that version is already there.
 #
-#   scripts/install-mcp-server.sh [destination]   (default: target/mcp-server-everything)
+#   scripts/install-mcp-server.sh [destination]   (default: test-servers/mcp-server-everything)
 set -euo pipefail
 
 VERSION=2026.8.31
 PACKAGE=@modelcontextprotocol/server-everything
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-dest="${1:-$root/target/mcp-server-everything}"
+dest="${1:-$root/test-servers/mcp-server-everything}"
 package_dir="$dest/node_modules/$PACKAGE"
 entry="$package_dir/dist/index.js"
 

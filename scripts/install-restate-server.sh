@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Restate server the durable-run tests and the `restate_agent` example run, pinned,
-# under target/, and prints the path of its binary. Does nothing but print it when that version
+# under test-servers/ (not target/: it is a download, not build output, and `cargo clean` should
+# not throw it away), and prints the path of its binary. Does nothing but print it when that version
 # is already there. The server is under the Business Source License; the library depends only on
 # the MIT-licensed SDK, so this binary is a test dependency, never part of a user's build.
 #
-#   scripts/install-restate-server.sh [destination]   (default: target/restate-server)
+#   scripts/install-restate-server.sh [destination]   (default: test-servers/restate-server)
 set -euo pipefail
 
 VERSION=1.7.12
 PACKAGE=@restatedev/restate-server
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-dest="${1:-$root/target/restate-server}"
+dest="${1:-$root/test-servers/restate-server}"
 
 for tool in node npm; do
     if ! command -v "$tool" >/dev/null 2>&1; then

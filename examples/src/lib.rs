@@ -1,1 +1,2 @@
-//! Runnable examples for agent-errors; see the `[[example]]` entries in Cargo.toml.
+//! Runnable examples for agent-errors, as binaries (`cargo run -p agent-errors-examples --bin
+//! <name>`); Cargo.toml says why they are not `[[example]]` targets.

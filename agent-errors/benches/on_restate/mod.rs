@@ -3,11 +3,10 @@
 //! served as the Restate service `Bench` from a thread of its own, and one run = one request to
 //! the ingress, answered when the run is done.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::path::PathBuf;
 
 use agent_errors::{Agent, RunOptions};
+use agent_errors_test_support::{RestateServer, free_port};
 use restate_sdk::prelude::*;
 
 struct Bench {
@@ -24,31 +23,10 @@ impl Bench {
     }
 }
 
-fn server_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("RESTATE_SERVER_BIN") {
-        return PathBuf::from(path);
-    }
-    let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join(
-        "../target/restate-server/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server",
-    );
-    assert!(
-        binary.exists(),
-        "restate-server is not installed (looked for {}): run `bash scripts/install-restate-server.sh`",
-        binary.display()
-    );
-    binary
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
 /// A server, the agent's service registered with it, and a client of its ingress.
 pub struct OnRestate {
-    server: Child,
+    /// `None` only while dropping: the server goes before its base directory.
+    server: Option<RestateServer>,
     base: PathBuf,
     ingress: String,
     client: reqwest::Client,
@@ -56,33 +34,12 @@ pub struct OnRestate {
 
 impl OnRestate {
     pub fn start(rt: &tokio::runtime::Runtime, agent: Agent) -> OnRestate {
-        let (admin, ingress, node) = (free_port(), free_port(), free_port());
         let base =
             std::env::temp_dir().join(format!("agent-errors-bench-restate-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
-        let server = Command::new(server_binary())
-            .arg("--base-dir")
-            .arg(&base)
-            .args(["--no-logo", "--default-num-partitions", "1"])
-            .env("RESTATE_LISTEN_MODE", "tcp")
-            .env("RESTATE_BIND_ADDRESS", format!("127.0.0.1:{node}"))
-            .env(
-                "RESTATE_ADVERTISED_ADDRESS",
-                format!("http://127.0.0.1:{node}"),
-            )
-            .env("RESTATE_ADMIN__BIND_ADDRESS", format!("127.0.0.1:{admin}"))
-            .env(
-                "RESTATE_INGRESS__BIND_ADDRESS",
-                format!("127.0.0.1:{ingress}"),
-            )
-            .env(
-                "RESTATE_ADMIN__QUERY_ENGINE__PGSQL_BIND_ADDRESS",
-                format!("127.0.0.1:{}", free_port()),
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("restate-server starts");
+        let server = rt
+            .block_on(RestateServer::start(base.clone()))
+            .unwrap_or_else(|error| panic!("{error}"));
         let service = free_port();
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -97,36 +54,23 @@ impl OnRestate {
                 HttpServer::new(endpoint).serve(listener).await;
             });
         });
-        let on = OnRestate {
-            server,
-            base,
-            ingress: format!("http://127.0.0.1:{ingress}"),
-            client: reqwest::Client::new(),
-        };
-        rt.block_on(on.register(admin, service));
-        on
-    }
-
-    async fn register(&self, admin: u16, service: u16) {
-        let health = format!("{}/restate/health", self.ingress);
-        let deployments = format!("http://127.0.0.1:{admin}/deployments");
-        let body = serde_json::json!({ "uri": format!("http://127.0.0.1:{service}") });
-        for _ in 0..300 {
-            let up = self
-                .client
-                .get(&health)
-                .send()
-                .await
-                .is_ok_and(|r| r.status().is_success());
-            if up {
-                let registered = self.client.post(&deployments).json(&body).send().await;
-                if registered.is_ok_and(|r| r.status().is_success()) {
+        // The endpoint's thread may not be listening yet: the admin API asks it for its
+        // services, so a refusal here is retried.
+        rt.block_on(async {
+            for _ in 0..300 {
+                if server.register(service).await.is_ok() {
                     return;
                 }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            panic!("restate-server did not take the service within 30 s");
+        });
+        OnRestate {
+            ingress: server.ingress_url(),
+            server: Some(server),
+            base,
+            client: reqwest::Client::new(),
         }
-        panic!("restate-server did not take the service within 30 s");
     }
 
     /// One run, start to answer.
@@ -146,8 +90,7 @@ impl OnRestate {
 
 impl Drop for OnRestate {
     fn drop(&mut self) {
-        let _ = self.server.kill();
-        let _ = self.server.wait();
+        drop(self.server.take());
         let _ = std::fs::remove_dir_all(&self.base);
     }
 }

@@ -8,33 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use agent_errors_test_support::{RestateServer, StartError, free_port};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
-
-/// Where `scripts/install-restate-server.sh` puts the server's binary.
-fn server_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("RESTATE_SERVER_BIN") {
-        return PathBuf::from(path);
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let binary = root.join(
-        "target/restate-server/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server",
-    );
-    assert!(
-        binary.exists(),
-        "restate-server is not installed (looked for {}): run `bash scripts/install-restate-server.sh` \
-         (or `bash scripts/install-test-deps.sh`), or set RESTATE_SERVER_BIN",
-        binary.display()
-    );
-    binary
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
 
 /// A directory of its own for one test, removed when dropped.
 struct Scratch(PathBuf);
@@ -70,98 +46,32 @@ impl Drop for Scratch {
 }
 
 /// A Restate server on loopback ports of its own, its state under the test's directory.
-struct Server {
-    process: Child,
-    admin: u16,
-    ingress: u16,
-    node: u16,
-    base: PathBuf,
-}
+struct Server(RestateServer);
 
 impl Server {
     async fn start(dir: &Path) -> Server {
-        let ports = (free_port(), free_port(), free_port());
-        Server::start_on(dir.join("restate"), ports).await
+        Server::started(RestateServer::start(dir.join("restate")).await)
     }
 
-    async fn start_on(base: PathBuf, (admin, ingress, node): (u16, u16, u16)) -> Server {
-        let process = Command::new(server_binary())
-            .arg("--base-dir")
-            .arg(&base)
-            .args(["--no-logo", "--default-num-partitions", "1"])
-            .env("RESTATE_LISTEN_MODE", "tcp")
-            .env("RESTATE_BIND_ADDRESS", format!("127.0.0.1:{node}"))
-            .env(
-                "RESTATE_ADVERTISED_ADDRESS",
-                format!("http://127.0.0.1:{node}"),
-            )
-            .env("RESTATE_ADMIN__BIND_ADDRESS", format!("127.0.0.1:{admin}"))
-            .env(
-                "RESTATE_INGRESS__BIND_ADDRESS",
-                format!("127.0.0.1:{ingress}"),
-            )
-            .env(
-                "RESTATE_ADMIN__QUERY_ENGINE__PGSQL_BIND_ADDRESS",
-                format!("127.0.0.1:{}", free_port()),
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("restate-server starts");
-        let server = Server {
-            process,
-            admin,
-            ingress,
-            node,
-            base,
-        };
-        server.wait_ready().await;
-        server
+    async fn start_on(base: PathBuf, ports: (u16, u16, u16)) -> Server {
+        Server::started(RestateServer::start_on(base, ports).await)
     }
 
-    async fn wait_ready(&self) {
-        let client = reqwest::Client::new();
-        let admin = format!("http://127.0.0.1:{}/version", self.admin);
-        let ingress = format!("http://127.0.0.1:{}/restate/health", self.ingress);
-        for _ in 0..300 {
-            let admin_up = client
-                .get(&admin)
-                .send()
-                .await
-                .is_ok_and(|r| r.status().is_success());
-            let ingress_up = client
-                .get(&ingress)
-                .send()
-                .await
-                .is_ok_and(|r| r.status().is_success());
-            if admin_up && ingress_up {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("restate-server did not answer on its admin and ingress ports within 30 s");
+    /// A server that did not start fails the test with the reason (not installed, no answer).
+    fn started(server: Result<RestateServer, StartError>) -> Server {
+        Server(server.unwrap_or_else(|error| panic!("{error}")))
     }
 
     /// Registers the service listening on `port`.
     async fn register(&self, port: u16) {
-        let client = reqwest::Client::new();
-        let url = format!("http://127.0.0.1:{}/deployments", self.admin);
-        let body = serde_json::json!({ "uri": format!("http://127.0.0.1:{port}") });
-        let response = client
-            .post(url)
-            .json(&body)
-            .send()
-            .await
-            .expect("admin API");
-        let status = response.status();
-        let text = response.text().await.unwrap_or_default();
-        assert!(status.is_success(), "registration refused: {status} {text}");
+        if let Err(error) = self.0.register(port).await {
+            panic!("{error}");
+        }
     }
 
     /// Starts `Assistant/ask` on `question` without waiting; the invocation's id.
     async fn send(&self, question: &str, idempotency_key: Option<&str>) -> String {
-        let url = format!("http://127.0.0.1:{}/Assistant/ask/send", self.ingress);
+        let url = format!("{}/Assistant/ask/send", self.0.ingress_url());
         let mut request = reqwest::Client::new().post(url).json(&question);
         if let Some(key) = idempotency_key {
             request = request.header("idempotency-key", key);
@@ -177,8 +87,8 @@ impl Server {
     /// Waits for the invocation's result: the handler's answer, or its terminal error.
     async fn attach(&self, invocation: &str) -> String {
         let url = format!(
-            "http://127.0.0.1:{}/restate/invocation/{invocation}/attach",
-            self.ingress
+            "{}/restate/invocation/{invocation}/attach",
+            self.0.ingress_url()
         );
         let response = tokio::time::timeout(
             Duration::from_secs(60),
@@ -190,10 +100,9 @@ impl Server {
         response.text().await.expect("a body")
     }
 
-    async fn kill(mut self) -> (PathBuf, (u16, u16, u16)) {
-        self.process.kill().await.expect("the server is killed");
-        let ports = (self.admin, self.ingress, self.node);
-        (std::mem::take(&mut self.base), ports)
+    /// Kills the server as a crash would; its base directory and ports, to start it again.
+    fn kill(self) -> (PathBuf, (u16, u16, u16)) {
+        self.0.kill()
     }
 }
 
@@ -261,10 +170,7 @@ impl Service {
 impl Server {
     /// Answers the awakeable `id` with `decision`, as a person would over Restate's API.
     async fn answer(&self, id: &str, decision: serde_json::Value) {
-        let url = format!(
-            "http://127.0.0.1:{}/restate/awakeables/{id}/resolve",
-            self.ingress
-        );
+        let url = format!("{}/restate/awakeables/{id}/resolve", self.0.ingress_url());
         let response = reqwest::Client::new()
             .post(url)
             .json(&decision)
@@ -336,7 +242,7 @@ async fn a_server_killed_mid_run_and_restarted_on_its_base_dir_gives_the_same_an
 
     let invocation = server.send("charge 2.50", None).await;
     service.wait_for("MODEL_WAITING").await;
-    let (base, ports) = server.kill().await;
+    let (base, ports) = server.kill();
     let server = Server::start_on(base, ports).await;
     std::fs::write(scratch.service().join("release"), "").expect("the release file");
     let answer = server.attach(&invocation).await;

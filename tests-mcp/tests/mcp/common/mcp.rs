@@ -18,7 +18,7 @@ pub fn everything_entry() -> &'static PathBuf {
     ENTRY.get_or_init(|| {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
         let script = root.join("scripts/install-mcp-server.sh");
-        let dest = root.join("target/mcp-server-everything");
+        let dest = root.join("test-servers/mcp-server-everything");
         let output = Command::new("bash")
             .arg(&script)
             .arg(&dest)
