@@ -1,8 +1,13 @@
 //! The key that names one tool call across retries, repairs and a resumed run, so a tool with
-//! side effects can hand it downstream and the service can do the work once.
+//! side effects can hand it downstream and the service can do the work once; or, derived from
+//! it, the key that names one effect however often the model asks for it.
+
+mod digest;
 
 use std::fmt;
 use std::sync::Arc;
+
+use serde::Serialize;
 
 /// A stable name for one tool call: the run's id and the call's id. Every attempt of the call
 /// (its retries, a run again after a fixer repaired it, a run again after the durable run it
@@ -13,7 +18,9 @@ use std::sync::Arc;
 ///
 /// The key names a call, not an effect: when the model, shown an error, asks for the same thing
 /// again, that is a new call with a new id and so a new key. A tool whose effect must happen once
-/// whatever the model does derives its own key from the arguments (an order number, a hash).
+/// whatever the model does sends [`for_effect`](IdempotencyKey::for_effect) instead: a key made
+/// of the run's id and the tool's name and arguments, the same for every identical call of the
+/// run.
 ///
 /// A tool asks for it like any per-run value, with a `Ctx<IdempotencyKey>` parameter; the
 /// agent loop gives every call its key (a [`RunContext`](crate::RunContext) of your own gives
@@ -63,15 +70,234 @@ impl IdempotencyKey {
         &self.run_id
     }
 
-    /// The call's id, as the model gave it.
+    /// The call's id, as the model gave it; for a key from
+    /// [`for_effect`](IdempotencyKey::for_effect), `effect-` and the effect's hash.
     pub fn call_id(&self) -> &str {
         &self.call_id
     }
+
+    /// The key of an effect rather than of a call: this key's run id and a hash of `tool` and
+    /// `args`, so every call of the run that asks for the same thing gets the same key.
+    ///
+    /// Which to send downstream:
+    /// - **the call's key** (`self`) when a retry of *this call* must not repeat the work: the
+    ///   ladder's retries, a fixer's repaired run, a resumed run. A second call the model makes,
+    ///   even with the same arguments, is a second piece of work.
+    /// - **the effect's key** when the effect must happen once *whatever the model re-asks
+    ///   within the run*: shown that opening a ticket failed (the ticket was opened, its answer
+    ///   lost), the model asks again as a new call, and the service recognises the repeat.
+    ///   The trade-off: two identical effects the model means to cause in one run (two equal
+    ///   payments, two equal emails) become one. Put what tells them apart (an order number,
+    ///   a line id) in the arguments, or send the call's key. Another run, another tool or
+    ///   other arguments give another key.
+    ///
+    /// The hash is FNV-1a/128 of `["<tool>", <args>]` as compact JSON with every object's keys
+    /// sorted by their UTF-8 bytes (whatever `serde_json` features the build unifies), numbers
+    /// and strings as `serde_json` writes them: the same in every process, build and Rust
+    /// release, so a service can remember it across deploys. It names; it is not a
+    /// cryptographic hash: it neither hides the arguments nor resists collisions crafted on
+    /// purpose (a model that wants an effect not to happen can as well not ask). The key's [`call_id`](Self::call_id) is
+    /// `effect-` and the hash in 32 lowercase hex digits.
+    ///
+    /// # Errors
+    ///
+    /// [`EffectKeyError::NotJson`] when `args` does not serialize to JSON (a map whose keys are
+    /// not strings, a `Serialize` impl that fails).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agent_errors::prelude::*;
+    /// use agent_errors::{Ctx, RunOptions, call::IdempotencyKey};
+    /// use agent_errors::testing::ScriptedModel;
+    /// use serde::Serialize;
+    ///
+    /// #[derive(Serialize)]
+    /// struct Ticket<'a> {
+    ///     customer_id: u64,
+    ///     summary: &'a str,
+    /// }
+    ///
+    /// /// Opens a support ticket once per run, however often the model asks for it.
+    /// #[tool]
+    /// async fn create_ticket(
+    ///     key: Ctx<IdempotencyKey>,
+    ///     customer_id: u64,
+    ///     summary: String,
+    /// ) -> Result<String, BoxError> {
+    ///     let ticket = Ticket { customer_id, summary: &summary };
+    ///     let key = key.for_effect("create_ticket", &ticket)?;
+    ///     // A real tool sends `key.to_string()` as the ticket API's idempotency key.
+    ///     Ok(format!("ticket {key}"))
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // The model asks twice, as two calls: both send the same key.
+    /// let args = r#"{"customer_id": 42, "summary": "refund"}"#;
+    /// let model = ScriptedModel::new()
+    ///     .tool_call("create_ticket", args)
+    ///     .tool_call("create_ticket", args)
+    ///     .text("done");
+    /// let agent = Agent::builder("desk").model(model).tools(tools![create_ticket]).build()?;
+    /// let outcome = agent.run_with("open a ticket", RunOptions::new().run_id("run-7")).await;
+    /// let sent = |i: usize| format!("{:?}", outcome.transcript[i]);
+    /// let key = IdempotencyKey::new("run-7", "any call")
+    ///     .for_effect("create_ticket", &Ticket { customer_id: 42, summary: "refund" })?;
+    /// assert!(sent(2).contains(&format!("ticket {key}")));
+    /// assert!(sent(4).contains(&format!("ticket {key}")));
+    /// assert!(key.to_string().starts_with("run-7:effect-"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn for_effect<A: Serialize + ?Sized>(
+        &self,
+        tool: &str,
+        args: &A,
+    ) -> Result<IdempotencyKey, EffectKeyError> {
+        let effect = serde_json::to_value((tool, args)).map_err(EffectKeyError::NotJson)?;
+        let digest = digest::canonical_digest(&effect).map_err(EffectKeyError::NotJson)?;
+        Ok(IdempotencyKey {
+            run_id: Arc::clone(&self.run_id),
+            call_id: format!("effect-{digest:032x}").into(),
+        })
+    }
+}
+
+/// Why [`IdempotencyKey::for_effect`] could not name an effect.
+///
+/// # Examples
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use agent_errors::call::{EffectKeyError, IdempotencyKey};
+///
+/// // JSON object keys are strings: a map keyed by pairs has no JSON form.
+/// let args = BTreeMap::from([((1, 2), "a")]);
+/// let key = IdempotencyKey::new("run-7", "call_1");
+/// match key.for_effect("plot", &args) {
+///     Ok(effect) => println!("send {effect}"),
+///     Err(EffectKeyError::NotJson(error)) => println!("send the call's key instead: {error}"),
+///     Err(other) => println!("{other}"),
+/// }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EffectKeyError {
+    /// The arguments do not serialize to JSON.
+    #[error("the arguments do not serialize to JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
 }
 
 /// `run_id:call_id`.
 impl fmt::Display for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.run_id, self.call_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Fields declared out of order: the key must not depend on declaration order either.
+    #[derive(Serialize)]
+    struct Ticket {
+        summary: &'static str,
+        customer_id: u64,
+    }
+
+    fn call_key(run_id: &str) -> IdempotencyKey {
+        IdempotencyKey::new(run_id, "call_1")
+    }
+
+    fn effect(run_id: &str, tool: &str, args: &serde_json::Value) -> String {
+        call_key(run_id).for_effect(tool, args).unwrap().to_string()
+    }
+
+    #[test]
+    fn an_effect_key_is_the_same_in_every_build() {
+        // FNV-1a/128 of `["create_ticket",{"customer_id":42,"summary":"refund order 7"}]`,
+        // computed outside Rust: a change here breaks every key a service has stored.
+        let ticket = Ticket {
+            summary: "refund order 7",
+            customer_id: 42,
+        };
+        let key = call_key("run-7")
+            .for_effect("create_ticket", &ticket)
+            .unwrap();
+        assert_eq!(
+            key.to_string(),
+            "run-7:effect-70beb8375e4dd8f19d6641018474aeb5"
+        );
+        assert_eq!(key.run_id(), "run-7");
+        assert_eq!(key.call_id(), "effect-70beb8375e4dd8f19d6641018474aeb5");
+    }
+
+    #[test]
+    fn an_effect_key_ignores_the_order_of_object_keys() {
+        let ticket = Ticket {
+            summary: "refund order 7",
+            customer_id: 42,
+        };
+        let typed = call_key("run-7")
+            .for_effect("create_ticket", &ticket)
+            .unwrap();
+        let reordered: serde_json::Value =
+            serde_json::from_str(r#"{"summary": "refund order 7", "customer_id": 42}"#).unwrap();
+        let nested_a = json!({"to": {"b": 1, "a": [{"y": 2, "x": 1}]}});
+        let nested_b: serde_json::Value =
+            serde_json::from_str(r#"{"to": {"a": [{"x": 1, "y": 2}], "b": 1}}"#).unwrap();
+        assert_eq!(
+            typed,
+            call_key("run-7")
+                .for_effect("create_ticket", &reordered)
+                .unwrap()
+        );
+        assert_eq!(
+            effect("run-7", "send_email", &nested_a),
+            effect("run-7", "send_email", &nested_b)
+        );
+    }
+
+    #[test]
+    fn the_same_effect_gets_the_same_key_from_any_call_of_the_run() {
+        let args = json!({"customer_id": 42, "summary": "refund"});
+        let first = IdempotencyKey::new("run-7", "call_1").for_effect("create_ticket", &args);
+        let again = IdempotencyKey::new("run-7", "call_9").for_effect("create_ticket", &args);
+        assert_eq!(first.unwrap(), again.unwrap());
+    }
+
+    #[test]
+    fn another_run_tool_or_argument_gets_another_key() {
+        let args = json!({"customer_id": 42, "summary": "refund"});
+        let base = effect("run-7", "create_ticket", &args);
+        let others = [
+            effect("run-8", "create_ticket", &args),
+            effect("run-7", "send_email", &args),
+            effect(
+                "run-7",
+                "create_ticket",
+                &json!({"customer_id": 43, "summary": "refund"}),
+            ),
+            effect(
+                "run-7",
+                "create_ticket",
+                &json!({"customer_id": "42", "summary": "refund"}),
+            ),
+            effect("run-7", "create_ticket", &json!({"customer_id": 42})),
+        ];
+        for other in &others {
+            assert_ne!(&base, other);
+        }
+    }
+
+    #[test]
+    fn arguments_without_a_json_form_are_an_error_not_a_panic() {
+        let args = std::collections::BTreeMap::from([((1, 2), "a")]);
+        let error = call_key("run-7").for_effect("plot", &args).unwrap_err();
+        assert!(matches!(error, EffectKeyError::NotJson(_)));
+        assert!(error.to_string().contains("do not serialize to JSON"));
     }
 }

@@ -172,7 +172,7 @@ pub mod call {
     pub use crate::error::{BoxFuture, InvalidArguments, UnknownSeverity};
     pub use crate::executor::{CallInterrupted, CallOutcome, CircuitOpen, ToolPanic};
     pub use crate::extensions::{Extensions, MissingContext};
-    pub use crate::idempotency::IdempotencyKey;
+    pub use crate::idempotency::{EffectKeyError, IdempotencyKey};
     pub use crate::tool::{ToolFuture, ToolHandler};
 }
 

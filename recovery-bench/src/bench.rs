@@ -297,6 +297,32 @@ mod tests {
         );
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_write_the_model_asks_for_again_is_applied_once_by_its_effect_key() {
+        let refund = task("refund review, six calls");
+        let fault_free = run_task(&LibraryTuned, Arc::clone(&refund), FaultPlan::clean(1, 4)).await;
+        // In this plan a write's keyed tries apply its effect and lose the answer (a 504 after
+        // the effect), the rest fail before the service, the failure is shown to the model, and
+        // the model asks for the write again: a new call, with a new call key.
+        let plan = FaultPlan {
+            seed: 1,
+            instance: 4,
+            mix: Mix::Transient,
+            rate: 0.2,
+        };
+        let record = run_task(&LibraryTuned, refund, plan).await;
+        assert!(record.success);
+        assert_eq!(
+            record.model_calls,
+            fault_free.model_calls + 1,
+            "the model asked for the write again"
+        );
+        assert_eq!(
+            record.duplicate_effects, 0,
+            "the repeat carried the same effect key and the service answered it from its record"
+        );
+    }
+
     /// The results without the measured real time: what a seed must reproduce exactly.
     fn deterministic(mut results: Results) -> Results {
         for cell in &mut results.cells {

@@ -202,7 +202,7 @@ impl World {
 }
 
 /// A tool's handler: parses the arguments as the tool's type, then calls the service with the
-/// call's idempotency key when the run has one.
+/// call's idempotency key when the run has one (a write's effect key if the run asks for it).
 struct Service<A> {
     world: Arc<World>,
     tool: &'static str,
@@ -218,14 +218,25 @@ impl<A: DeserializeOwned + 'static> ToolHandler for Service<A> {
         serde_json::from_str::<A>(raw_args).map_err(|e| ToolError::invalid_args(raw_args, e))?;
         let args: Value =
             serde_json::from_str(raw_args).map_err(|e| ToolError::invalid_args(raw_args, e))?;
-        let key = extensions.get::<IdempotencyKey>().cloned();
+        let call_key = extensions.get::<IdempotencyKey>().cloned();
+        let by_effect =
+            extensions.get::<KeyWritesByEffect>().is_some() && WRITES.contains(&self.tool);
         let world = Arc::clone(&self.world);
         let tool = self.tool;
-        Ok(Box::pin(
-            async move { Ok(world.serve(tool, args, key).await?) },
-        ))
+        Ok(Box::pin(async move {
+            let key = match call_key {
+                Some(key) if by_effect => Some(key.for_effect(tool, &args)?),
+                key => key,
+            };
+            Ok(world.serve(tool, args, key).await?)
+        }))
     }
 }
+
+/// Given to a run as a context value, the write tools send their service the key of their
+/// effect (`IdempotencyKey::for_effect` of the tool's name and arguments) instead of the call's:
+/// what a tool whose effect must happen once whatever the model re-asks does.
+pub(crate) struct KeyWritesByEffect;
 
 #[derive(Deserialize, JsonSchema)]
 #[allow(dead_code)] // Read only to check the model's arguments.

@@ -16,6 +16,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::{RunEnd, Strategy, TaskEnv, until_crash};
+use crate::world::KeyWritesByEffect;
 
 /// The agent as built with nothing configured but its model and tools. No checkpoint store
 /// either, so a crash loses the run: it starts again from the user's request.
@@ -50,7 +51,9 @@ impl Strategy for LibraryDefaults {
 
 /// The policies a README reader writes for these tools: lookups and keyed writes retried then
 /// shown to the model, broken arguments repaired by a fixer, the search falling back to its
-/// cache, model errors retried, an overloaded model replaced by a backup, and durable runs.
+/// cache, model errors retried, an overloaded model replaced by a backup, and durable runs. The
+/// writes (a ticket, an email) must happen once whatever the model re-asks, so they are keyed
+/// by their effect, not by the call.
 pub(crate) struct LibraryTuned;
 
 impl Strategy for LibraryTuned {
@@ -68,7 +71,9 @@ impl Strategy for LibraryTuned {
                     Ok(agent) => agent,
                     Err(e) => return Err(format!("agent not built: {e}")),
                 };
-                let options = RunOptions::new().run_id(env.run_id.clone());
+                let options = RunOptions::new()
+                    .run_id(env.run_id.clone())
+                    .context(KeyWritesByEffect);
                 let run = streamed(options, |options| async {
                     if resuming {
                         agent.resume(env.run_id.clone(), options).await
@@ -90,8 +95,8 @@ fn tuned_agent(
     store: Arc<dyn CheckpointStore>,
 ) -> Result<Agent, Box<dyn std::error::Error>> {
     let model = FallbackModel::new(env.primary.clone(), env.backup.clone()).after(2)?;
-    // Lookups are idempotent; the writes pass the call's idempotency key to their service,
-    // so running them again for one call does nothing more.
+    // Lookups are idempotent; the writes pass their effect's idempotency key to their service,
+    // so running them again, for one call or for the model asking again, does nothing more.
     let tools = env.tools.iter().map(|t| t.tool().idempotent(true));
     let agent = Agent::builder("bench")
         .model(model)

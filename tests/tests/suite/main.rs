@@ -33,6 +33,7 @@ mod executor;
 mod fleet;
 mod fleet_processes;
 mod http_response;
+mod idempotency;
 mod llm_error;
 mod llm_wrappers;
 mod loop_props;

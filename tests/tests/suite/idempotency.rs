@@ -1,0 +1,124 @@
+//! Which key a write sends when the model, shown its failure, asks for it again: the call's key
+//! names the call, so the repeat is new work; the effect's key names what is asked for, so the
+//! service recognises the repeat.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use agent_errors::call::IdempotencyKey;
+use agent_errors::testing::ScriptedModel;
+use agent_errors::{Agent, BoxError, Ctx, HttpError, Message, RunOptions, ToolDef, tool, tools};
+use serde::Serialize;
+
+/// A ticket service that remembers the answer it gave per idempotency key, and whose first
+/// answer is lost on the way back (a 504 after the ticket was opened).
+#[derive(Default)]
+struct Tickets {
+    answered: Mutex<HashMap<String, String>>,
+    opened: Mutex<u32>,
+}
+
+impl Tickets {
+    fn open(&self, key: &IdempotencyKey, summary: &str) -> Result<String, HttpError> {
+        let mut answered = self.answered.lock().unwrap();
+        if let Some(answer) = answered.get(&key.to_string()) {
+            return Ok(answer.clone());
+        }
+        let mut opened = self.opened.lock().unwrap();
+        *opened += 1;
+        let answer = format!("ticket {} opened: {summary}", *opened);
+        answered.insert(key.to_string(), answer.clone());
+        if *opened == 1 {
+            return Err(HttpError::new(504, "gateway timeout"));
+        }
+        Ok(answer)
+    }
+
+    fn opened(&self) -> u32 {
+        *self.opened.lock().unwrap()
+    }
+}
+
+#[derive(Serialize)]
+struct TicketArgs<'a> {
+    customer_id: u64,
+    summary: &'a str,
+}
+
+/// Opens a ticket keyed by the call.
+#[tool(on_error(execution = escalate))]
+async fn open_per_call(
+    key: Ctx<IdempotencyKey>,
+    tickets: Ctx<Arc<Tickets>>,
+    customer_id: u64,
+    summary: String,
+) -> Result<String, HttpError> {
+    let _ = customer_id;
+    tickets.open(&key, &summary)
+}
+
+/// Opens a ticket keyed by the effect.
+#[tool(on_error(execution = escalate))]
+async fn open_per_effect(
+    key: Ctx<IdempotencyKey>,
+    tickets: Ctx<Arc<Tickets>>,
+    customer_id: u64,
+    summary: String,
+) -> Result<String, BoxError> {
+    let args = TicketArgs {
+        customer_id,
+        summary: &summary,
+    };
+    let key = key.for_effect("open_ticket", &args)?;
+    Ok(tickets.open(&key, &summary)?)
+}
+
+/// The model asks for the ticket, is shown the 504, and asks again with the same arguments
+/// (written in another key order): two calls. Returns the service and the last tool result.
+async fn asked_twice(name: &str, tools: Vec<ToolDef>) -> (Arc<Tickets>, String) {
+    let model = ScriptedModel::new()
+        .tool_call(name, r#"{"customer_id": 42, "summary": "refund"}"#)
+        .tool_call(name, r#"{"summary": "refund", "customer_id": 42}"#)
+        .text("done");
+    let agent = Agent::builder("desk")
+        .model(model.clone())
+        .tools(tools)
+        .build()
+        .unwrap();
+    let tickets = Arc::new(Tickets::default());
+    let options = RunOptions::new()
+        .run_id("run-7")
+        .context(Arc::clone(&tickets));
+    let outcome = agent.run_with("open a refund ticket", options).await;
+    assert_eq!(outcome.result.unwrap(), "done");
+    let last = model.last_request().unwrap();
+    let Some(Message::Tool(result)) = last.messages.last() else {
+        panic!("the last message sent is the second call's result");
+    };
+    (tickets, result.content.clone())
+}
+
+#[tokio::test]
+async fn a_write_asked_for_again_is_applied_twice_under_the_call_idempotency_key() {
+    let (tickets, second) = asked_twice("open_per_call", tools![open_per_call]).await;
+    assert_eq!(
+        tickets.opened(),
+        2,
+        "the repeat is a new call with a new key"
+    );
+    assert_eq!(second, "ticket 2 opened: refund");
+}
+
+#[tokio::test]
+async fn a_write_asked_for_again_is_applied_once_under_the_effect_idempotency_key() {
+    let (tickets, second) = asked_twice("open_per_effect", tools![open_per_effect]).await;
+    assert_eq!(
+        tickets.opened(),
+        1,
+        "the repeat carries the first call's effect key"
+    );
+    assert_eq!(
+        second, "ticket 1 opened: refund",
+        "answered from the record"
+    );
+}
