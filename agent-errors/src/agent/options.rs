@@ -34,10 +34,10 @@ use super::RunDelta;
 #[non_exhaustive]
 pub struct RunOptions {
     /// Cancels the run: pending tool calls answer "operation cancelled" and the run ends with
-    /// [`RunError::Cancelled`].
+    /// [`RunError::Cancelled`](crate::RunError::Cancelled).
     pub cancellation: Cancellation,
     /// Where the model's answers are streamed as they arrive, when set: the run then calls
-    /// [`ChatModel::chat_stream`] instead of `chat`.
+    /// [`ChatModel::chat_stream`](crate::ChatModel::chat_stream) instead of `chat`.
     pub deltas: Option<tokio::sync::mpsc::Sender<RunDelta>>,
     /// Values for this run's tools, fixers and permission hook, asked for by type.
     pub extensions: Extensions,
@@ -67,9 +67,9 @@ impl RunOptions {
     }
 
     /// Names the run (by default a random id is made): the key its checkpoints are saved
-    /// under, what [`Agent::resume`] is given, and the first half of each call's
+    /// under, what [`Agent::resume`](crate::Agent::resume) is given, and the first half of each call's
     /// [`IdempotencyKey`](crate::call::IdempotencyKey). A durable run refuses an id its store already
-    /// holds ([`RunError::Checkpoint`] with a conflict), so two runs never share one.
+    /// holds ([`RunError::Checkpoint`](crate::RunError::Checkpoint) with a conflict), so two runs never share one.
     #[must_use]
     pub fn run_id(mut self, run_id: impl Into<String>) -> Self {
         self.run_id = Some(run_id.into());
@@ -77,7 +77,7 @@ impl RunOptions {
     }
 
     /// Answers the call `call_id` that a run waits on (see
-    /// [`RunError::WaitingForPerson`]): given to [`Agent::resume`], the run goes on with the
+    /// [`RunError::WaitingForPerson`](crate::RunError::WaitingForPerson)): given to [`Agent::resume`](crate::Agent::resume), the run goes on with the
     /// answer instead of asking its approver. An answer for a call that does not wait is unused.
     ///
     /// ```
@@ -114,7 +114,7 @@ impl RunOptions {
     }
 
     /// Caps this run's usage with `limits` instead of the agent's
-    /// ([`AgentBuilder::usage_limits`]). A resumed run keeps the caps it was started with,
+    /// ([`AgentBuilder::usage_limits`](crate::AgentBuilder::usage_limits)). A resumed run keeps the caps it was started with,
     /// unless these options give it new ones.
     ///
     /// ```

@@ -41,7 +41,7 @@ pub struct RunOutcome<O = String> {
     /// The conversation as it stood when the run ended: every assistant tool call is followed by
     /// exactly one tool message answering it, including calls whose outcome ended the run.
     pub transcript: Vec<Message>,
-    /// The run's id: the one given with [`RunOptions::run_id`], or the one made for it.
+    /// The run's id: the one given with [`RunOptions::run_id`](crate::RunOptions::run_id), or the one made for it.
     pub run_id: String,
 }
 
@@ -155,13 +155,13 @@ pub enum RunError {
     /// that process owns it now.
     #[error(transparent)]
     Checkpoint(CheckpointError),
-    /// [`Agent::resume`] could not go on with the run.
+    /// [`Agent::resume`](crate::Agent::resume) could not go on with the run.
     #[error(transparent)]
     Resume(ResumeError),
     /// Calls of the run wait for a person (their tool requires approval, or a policy handed a
     /// failure to a person) and nobody answered yet. Nothing is running and nothing is spent
     /// while it waits: a checkpointed run keeps its checkpoint as it was, and
-    /// [`Agent::resume`] with [`RunOptions::answer`] for each call goes on with it (in any
+    /// [`Agent::resume`](crate::Agent::resume) with [`RunOptions::answer`](crate::RunOptions::answer) for each call goes on with it (in any
     /// process). The outcome's transcript answers these calls with an error result saying they
     /// wait, so it stays a valid conversation; the checkpoint does not.
     #[error("the run is waiting for a person to answer {} call(s)", pending.len())]
@@ -169,19 +169,19 @@ pub enum RunError {
         /// The calls that wait, in the order the model made them.
         pending: Vec<PendingApproval>,
     },
-    /// The history handed to [`Agent::run_conversation`] (or a [`Conversation`]) breaks the
+    /// The history handed to [`Agent::run_conversation`](crate::Agent::run_conversation) (or a [`Conversation`](crate::Conversation)) breaks the
     /// one-result-per-call rule, so it was not sent to the model; the outcome's transcript is
     /// the history as handed in.
     #[error("the conversation history was refused: {0}")]
     InvalidHistory(HistoryError),
-    /// The run went past one of its [`UsageLimits`]: which, and what it had used. The
+    /// The run went past one of its [`UsageLimits`](crate::run::UsageLimits): which, and what it had used. The
     /// transcript answers every call it holds; calls of a turn the cap refused are answered as
     /// not run.
     #[error(transparent)]
     UsageLimit(Box<UsageLimitExceeded>),
     /// A tool of the agent needs a context value (a `Ctx<T>` parameter, or
     /// [`ToolDef::requires_context`](crate::ToolDef::requires_context)) the run was not given,
-    /// so the run did not start: give it with [`RunOptions::context`].
+    /// so the run did not start: give it with [`RunOptions::context`](crate::RunOptions::context).
     #[error(
         "the tool `{tool}` needs a `{type_name}` that the run was not given: pass one with \
          `RunOptions::context`"
