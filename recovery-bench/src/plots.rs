@@ -47,7 +47,7 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(0, 158, 115),
     RGBColor(204, 0, 102),
     RGBColor(0, 0, 0),
-    RGBColor(213, 94, 0),
+    RGBColor(117, 112, 179),
     RGBColor(0, 114, 178),
 ];
 
