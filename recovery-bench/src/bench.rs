@@ -247,6 +247,15 @@ mod tests {
             let ours = run_task(&errors_to_model, Arc::clone(&task), clean).await;
             let theirs = run_task(&rig, Arc::clone(&task), clean).await;
             assert!(theirs.success, "{}", task.name);
+            if task.always_down.is_none() {
+                let steps = task.steps.len() as u64;
+                assert_eq!(
+                    (theirs.tool_calls, theirs.model_calls),
+                    (steps, steps + 1),
+                    "{}: one call per step, then the answer",
+                    task.name
+                );
+            }
             assert_eq!(
                 (theirs.model_calls, theirs.tokens, theirs.tool_calls),
                 (ours.model_calls, ours.tokens, ours.tool_calls),
