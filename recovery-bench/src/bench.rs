@@ -126,7 +126,7 @@ mod tests {
     use crate::faults::Mix;
     use crate::report::{Columns, tables};
     use crate::strategies::{
-        Baseline, BaselineKind, LibraryDefaults, LibraryTuned, every_strategy,
+        Baseline, BaselineKind, LibraryDefaults, LibraryTuned, RigAgent, RigKind, every_strategy,
     };
     use crate::tasks::suite;
 
@@ -232,6 +232,77 @@ mod tests {
         assert_eq!(
             resumed.duplicate_effects, 0,
             "the resumed call kept its idempotency key"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rig_agent_on_its_defaults_makes_one_tool_call_per_model_turn() {
+        let errors_to_model = Baseline(BaselineKind::ErrorsToModel);
+        let (rig, guarded) = (RigAgent(RigKind::Defaults), RigAgent(RigKind::Guarded));
+        let mut retried_below_the_model = 0;
+        for task in suite().into_iter().map(Arc::new) {
+            // rig's request, turned into ours, is the transcript our loop sends: the same
+            // messages at the same places, so the same calls and tokens.
+            let clean = FaultPlan::clean(1, 0);
+            let ours = run_task(&errors_to_model, Arc::clone(&task), clean).await;
+            let theirs = run_task(&rig, Arc::clone(&task), clean).await;
+            assert!(theirs.success, "{}", task.name);
+            if task.always_down.is_none() {
+                let steps = task.steps.len() as u64;
+                assert_eq!(
+                    (theirs.tool_calls, theirs.model_calls),
+                    (steps, steps + 1),
+                    "{}: one call per step, then the answer",
+                    task.name
+                );
+            }
+            assert_eq!(
+                (theirs.model_calls, theirs.tokens, theirs.tool_calls),
+                (ours.model_calls, ours.tokens, ours.tool_calls),
+                "{}",
+                task.name
+            );
+            for instance in 0..8 {
+                let plan = FaultPlan {
+                    seed: 1,
+                    instance,
+                    mix: Mix::Transient,
+                    rate: 0.5,
+                };
+                // No model faults in this mix: every turn but the last asks for one call, and
+                // rig runs it once, whatever it answers.
+                let record = run_task(&rig, Arc::clone(&task), plan).await;
+                assert_eq!(record.tool_calls, record.model_calls - 1, "{}", task.name);
+                let ours = run_task(&errors_to_model, Arc::clone(&task), plan).await;
+                assert_eq!(record.secrets_shown, ours.secrets_shown, "{}", task.name);
+                let guarded = run_task(&guarded, Arc::clone(&task), plan).await;
+                if guarded.tool_calls > guarded.model_calls - 1 {
+                    retried_below_the_model += 1;
+                }
+            }
+        }
+        assert!(
+            retried_below_the_model > 0,
+            "with our policies, rig's tools are retried below the model"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_planted_secret_reaching_the_model_through_rigs_loop_is_counted() {
+        let page = task("summarise a page");
+        let plan = plan_where(Mix::Permanent, 0.5, |p| {
+            p.permanent(0) == Some(crate::faults::Permanent::NotFound)
+        });
+        let raw = run_task(&RigAgent(RigKind::Defaults), Arc::clone(&page), plan).await;
+        assert_eq!(
+            raw.secrets_shown, 1,
+            "the 404's text, key and all, went back to the model as the tool's feedback"
+        );
+        let guarded = run_task(&RigAgent(RigKind::Guarded), page, plan).await;
+        assert_eq!(guarded.secrets_shown, 0);
+        assert_eq!(
+            guarded.model_calls, raw.model_calls,
+            "the guarded tool showed the error too, redacted"
         );
     }
 

@@ -40,13 +40,15 @@ impl Measure {
     }
 }
 
-const COLORS: [RGBColor; 6] = [
+const COLORS: [RGBColor; 8] = [
     RGBColor(120, 120, 120),
     RGBColor(230, 159, 0),
     RGBColor(86, 180, 233),
     RGBColor(0, 158, 115),
     RGBColor(204, 0, 102),
     RGBColor(0, 0, 0),
+    RGBColor(117, 112, 179),
+    RGBColor(0, 114, 178),
 ];
 
 /// The plot as SVG text.

@@ -7,6 +7,7 @@ use std::time::Duration;
 use agent_errors::build::FixerDef;
 use agent_errors::checkpoint::{CheckpointStore, MemoryCheckpoints};
 use agent_errors::llm::FallbackModel;
+use agent_errors::policy::Policy;
 use agent_errors::run::RunDelta;
 use agent_errors::{
     Agent, Fix, FixRequest, FixerError, LlmErrorDecision, RunOptions, RunOutcome, policy,
@@ -100,19 +101,35 @@ fn tuned_agent(
     let agent = Agent::builder("bench")
         .model(model)
         .tools(tools)
-        .fixer(FixerDef::from_fn("arg_fixer", repair_arguments))
-        .on_any_tool_error(policy!(
-            invalid_args = fix(agent = "arg_fixer"),
-            execution = [retry(3), escalate]
-        ))
-        .on_tool_error(
-            "search",
-            policy!(execution = [retry(2), fallback(tool = "cached_search"), escalate]),
-        )
-        .on_llm_error(|_, _| LlmErrorDecision::retry(4, Duration::from_secs(1)))
+        .fixer(arg_fixer())
+        .on_any_tool_error(any_tool_policy())
+        .on_tool_error("search", search_policy())
+        .on_llm_error(|_, _| LlmErrorDecision::retry(LLM_ATTEMPTS, LLM_FIRST_BACKOFF))
         .shared_checkpoints(store)
         .build()?;
     Ok(agent)
+}
+
+/// Model calls per turn, the first included, and the first delay between them.
+pub(crate) const LLM_ATTEMPTS: u32 = 4;
+pub(crate) const LLM_FIRST_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Every tool: broken arguments repaired by the fixer, failures retried, then shown to the
+/// model.
+pub(crate) fn any_tool_policy() -> Policy {
+    policy!(
+        invalid_args = fix(agent = "arg_fixer"),
+        execution = [retry(3), escalate]
+    )
+}
+
+/// `search`: retried, then its cache, then shown to the model.
+pub(crate) fn search_policy() -> Policy {
+    policy!(execution = [retry(2), fallback(tool = "cached_search"), escalate])
+}
+
+pub(crate) fn arg_fixer() -> FixerDef {
+    FixerDef::from_fn("arg_fixer", repair_arguments)
 }
 
 /// Repairs what careless models send: a trailing comma, numbers written as strings.

@@ -1,12 +1,12 @@
 //! The recovery strategies compared, each a way to run one task to its end.
 //!
 //! A strategy gets the task's environment (the tools, behind their fault injectors, and the
-//! models) and returns the run's answer or why it stopped. Adding one (a rig agent on rig's own
-//! loop, with and without this library's policies) is one more type implementing [`Strategy`]
-//! and one more entry in [`every_strategy`].
+//! models) and returns the run's answer or why it stopped. Adding one is one more type
+//! implementing [`Strategy`] and one more entry in [`every_strategy`].
 
 mod baseline;
 mod library;
+mod rig;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -20,6 +20,7 @@ use crate::world::World;
 
 pub(crate) use baseline::{Baseline, BaselineKind};
 pub(crate) use library::{LibraryDefaults, LibraryTuned};
+pub(crate) use rig::{RigAgent, RigKind};
 
 /// Everything one task run is made of.
 pub(crate) struct TaskEnv {
@@ -51,6 +52,8 @@ pub(crate) fn every_strategy() -> Vec<Box<dyn Strategy>> {
         Box::new(Baseline(BaselineKind::NaiveRetry)),
         Box::new(LibraryDefaults),
         Box::new(LibraryTuned),
+        Box::new(RigAgent(RigKind::Defaults)),
+        Box::new(RigAgent(RigKind::Guarded)),
     ]
 }
 
