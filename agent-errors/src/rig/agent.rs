@@ -152,6 +152,59 @@ impl RunStop {
 /// # Ok(())
 /// # }
 /// ```
+///
+/// A rig tool with a side effect reads its call's key from its `ToolContext`:
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use agent_errors::{Registry, RunContext, ToolDef};
+/// use agent_errors::call::IdempotencyKey;
+/// use agent_errors::rig::GuardedTool;
+/// use rig_core::test_utils::{MockCompletionModel, MockTurn};
+/// use rig_core::tool::{Tool, ToolContext, ToolExecutionError};
+///
+/// static SENT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+///
+/// struct Refund;
+///
+/// impl Tool for Refund {
+///     const NAME: &'static str = "refund";
+///     type Args = serde_json::Value;
+///     type Output = String;
+///     type Error = ToolExecutionError;
+///     fn description(&self) -> String { "Refunds an order.".into() }
+///     fn parameters(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
+///     async fn call(
+///         &self,
+///         context: &mut ToolContext,
+///         _: serde_json::Value,
+///     ) -> Result<String, ToolExecutionError> {
+///         let key = context.require::<IdempotencyKey>()?;
+///         // A real tool sends it as the payment API's idempotency key.
+///         SENT.lock().unwrap().push(key.to_string());
+///         Ok("refunded".into())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let registry = Arc::new(Registry::builder().tool(ToolDef::from_rig(Refund)).build()?);
+/// let run = Arc::new(RunContext::new().with_run_id("run-7"));
+/// let guarded = GuardedTool::<Refund>::new(registry, run)?;
+/// let model = MockCompletionModel::from_turns([
+///     MockTurn::tool_call("call-1", "refund", serde_json::json!({})),
+///     MockTurn::text("refunded"),
+/// ]);
+/// let agent = rig_agent::AgentBuilder::new(model)
+///     .default_max_turns(3)
+///     .tool(guarded.clone())
+///     .add_hook(guarded.stop_hook())
+///     .build();
+/// agent.prompt("refund order 7").await?;
+/// assert!(SENT.lock().unwrap()[0].starts_with("run-7:rig-effect-"));
+/// # Ok(())
+/// # }
+/// ```
 pub struct GuardedTool<T> {
     registry: Arc<Registry>,
     ctx: Arc<RunContext>,
