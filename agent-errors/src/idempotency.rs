@@ -7,7 +7,7 @@ mod digest;
 use std::fmt;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A stable name for one tool call: the run's id and the call's id. Every attempt of the call
 /// (its retries, a run again after a fixer repaired it, a run again after the durable run it
@@ -24,7 +24,11 @@ use serde::Serialize;
 ///
 /// A tool asks for it like any per-run value, with a `Ctx<IdempotencyKey>` parameter; the
 /// agent loop gives every call its key (a [`RunContext`](crate::RunContext) of your own gives
-/// one once it has a [run id](crate::RunContext::with_run_id)).
+/// one once it has a [run id](crate::RunContext::with_run_id)). A rig tool reads it from the
+/// rig `ToolContext` it is called with, `context.require::<IdempotencyKey>()` (feature `rig`:
+/// see [`ToolDef::from_rig`](crate::ToolDef::from_rig)).
+///
+/// It serializes as `{"run_id": "...", "call_id": "..."}`.
 ///
 /// # Examples
 ///
@@ -189,6 +193,30 @@ pub enum EffectKeyError {
     NotJson(#[source] serde_json::Error),
 }
 
+/// The key's two parts, as serde sees them.
+#[derive(Serialize, Deserialize)]
+struct KeyParts<S> {
+    run_id: S,
+    call_id: S,
+}
+
+impl Serialize for IdempotencyKey {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        KeyParts {
+            run_id: &*self.run_id,
+            call_id: &*self.call_id,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for IdempotencyKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let parts = KeyParts::<String>::deserialize(deserializer)?;
+        Ok(IdempotencyKey::new(parts.run_id, parts.call_id))
+    }
+}
+
 /// `run_id:call_id`.
 impl fmt::Display for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -291,6 +319,15 @@ mod tests {
         for other in &others {
             assert_ne!(&base, other);
         }
+    }
+
+    #[test]
+    fn a_key_serializes_as_its_two_parts_and_back() {
+        let key = IdempotencyKey::new("run:7", "call_1");
+        let json = serde_json::to_value(&key).unwrap();
+        assert_eq!(json, json!({"run_id": "run:7", "call_id": "call_1"}));
+        assert_eq!(serde_json::from_value::<IdempotencyKey>(json).unwrap(), key);
+        assert!(serde_json::from_value::<IdempotencyKey>(json!("run:7:call_1")).is_err());
     }
 
     #[test]

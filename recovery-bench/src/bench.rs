@@ -332,6 +332,29 @@ mod tests {
         );
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_guarded_rig_agents_writes_send_their_effect_key_and_are_applied_once() {
+        // At this rate our ladder retries writes whose answer was lost after the effect, and
+        // the model asks for some again: without a key each of those is applied twice.
+        let guarded = RigAgent(RigKind::Guarded);
+        for task in suite().into_iter().map(Arc::new) {
+            for instance in 0..8 {
+                let plan = FaultPlan {
+                    seed: 1,
+                    instance,
+                    mix: Mix::Transient,
+                    rate: 0.5,
+                };
+                let record = run_task(&guarded, Arc::clone(&task), plan).await;
+                assert_eq!(
+                    record.duplicate_effects, 0,
+                    "{} #{instance}: the guarded tools send their effect's key",
+                    task.name
+                );
+            }
+        }
+    }
+
     /// The results without the measured real time: what a seed must reproduce exactly.
     fn deterministic(mut results: Results) -> Results {
         for cell in &mut results.cells {

@@ -218,7 +218,10 @@ impl<A: DeserializeOwned + 'static> ToolHandler for Service<A> {
         serde_json::from_str::<A>(raw_args).map_err(|e| ToolError::invalid_args(raw_args, e))?;
         let args: Value =
             serde_json::from_str(raw_args).map_err(|e| ToolError::invalid_args(raw_args, e))?;
-        let call_key = extensions.get::<IdempotencyKey>().cloned();
+        let call_key = extensions
+            .get::<IdempotencyKey>()
+            .or_else(|| extensions.get::<HeldKey>().map(|held| &held.0))
+            .cloned();
         let by_effect =
             extensions.get::<KeyWritesByEffect>().is_some() && WRITES.contains(&self.tool);
         let world = Arc::clone(&self.world);
@@ -232,6 +235,11 @@ impl<A: DeserializeOwned + 'static> ToolHandler for Service<A> {
         }))
     }
 }
+
+/// Given to a call as a context value by a tool that was handed its call's key another way (a
+/// rig tool reads it from rig's `ToolContext`): the key the service is sent, as the run's own
+/// call key would be.
+pub(crate) struct HeldKey(pub(crate) IdempotencyKey);
 
 /// Given to a run as a context value, the write tools send their service the key of their
 /// effect (`IdempotencyKey::for_effect` of the tool's name and arguments) instead of the call's:

@@ -386,7 +386,7 @@ pub(super) fn finished(result: Result<(), &RunError>, transcript: &[Message]) ->
 }
 
 /// A new run's id: 128 random bits, so runs of many processes sharing a store never collide.
-pub(super) fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     run_id_of(fastrand::u128(..))
 }
 

@@ -48,6 +48,9 @@ use std::sync::Arc;
 pub use builder::AgentBuilder;
 pub use builtins::{ESCALATE, THROW_EXCEPTION};
 pub use conversation::{Conversation, HistoryError};
+/// A rig agent's guarded tools mint their run's id as the agent loop does.
+#[cfg(feature = "rig")]
+pub(crate) use durable::new_run_id;
 pub use durable::{BrokenTranscript, FinishedRun, ResumeError};
 pub use fixer::NotJsonArguments;
 pub use llm_error::{IntoLlmDecision, ModelError};

@@ -9,8 +9,10 @@ use std::sync::{Arc, Mutex};
 use rig_agent::agent::hook::{AgentHook, CompletionCallAction, CompletionCallEvent, HookContext};
 use rig_core::tool::{Tool, ToolContext, ToolExecutionError, ToolOutput};
 
+use super::key::{GuardedCall, guarding, rig_call_id};
 use crate::chat::ToolCall;
 use crate::executor::{CallOutcome, RunContext};
+use crate::idempotency::IdempotencyKey;
 use crate::registry::Registry;
 
 /// Why a [`GuardedTool`] could not be made.
@@ -85,6 +87,18 @@ impl RunStop {
 /// [`GuardedTool::stop_hook`] stops rig's run before its next model call. Add that hook to the
 /// agent.
 ///
+/// The wrapped rig tool is called with the `ToolContext` rig built for the call (the values
+/// given to rig's agent), copied afresh for each attempt, and holding the call's
+/// [`IdempotencyKey`]: `context.require::<IdempotencyKey>()`, the same on every attempt of the
+/// call (our retries, a fixer's repaired run, a fallback) and another for every other call.
+/// Its run id is `ctx`'s [run id](RunContext::with_run_id); a `ctx` without one gets one made
+/// when the guarded tool is (`run-` and 128 random bits, as the agent loop makes one for a run
+/// given none), shared by its clones and [siblings](GuardedTool::sibling). Its call id is
+/// `rig-effect-` and the id of rig's dispatch of the call (what rig's hooks, recorder and
+/// replayer name it by), or `rig-call-` and a count for a call that did not come through rig's
+/// bus. Keys name calls within the run id, so give a `ctx` of its own id to each rig agent, and
+/// to each new start of a task whose effects a service must not confuse with the last start's.
+///
 /// # Examples
 ///
 /// A rig agent whose tool fails once on a broken connection: our policy retries it inside
@@ -138,9 +152,64 @@ impl RunStop {
 /// # Ok(())
 /// # }
 /// ```
+///
+/// A rig tool with a side effect reads its call's key from its `ToolContext`:
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use agent_errors::{Registry, RunContext, ToolDef};
+/// use agent_errors::call::IdempotencyKey;
+/// use agent_errors::rig::GuardedTool;
+/// use rig_core::test_utils::{MockCompletionModel, MockTurn};
+/// use rig_core::tool::{Tool, ToolContext, ToolExecutionError};
+///
+/// static SENT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+///
+/// struct Refund;
+///
+/// impl Tool for Refund {
+///     const NAME: &'static str = "refund";
+///     type Args = serde_json::Value;
+///     type Output = String;
+///     type Error = ToolExecutionError;
+///     fn description(&self) -> String { "Refunds an order.".into() }
+///     fn parameters(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
+///     async fn call(
+///         &self,
+///         context: &mut ToolContext,
+///         _: serde_json::Value,
+///     ) -> Result<String, ToolExecutionError> {
+///         let key = context.require::<IdempotencyKey>()?;
+///         // A real tool sends it as the payment API's idempotency key.
+///         SENT.lock().unwrap().push(key.to_string());
+///         Ok("refunded".into())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let registry = Arc::new(Registry::builder().tool(ToolDef::from_rig(Refund)).build()?);
+/// let run = Arc::new(RunContext::new().with_run_id("run-7"));
+/// let guarded = GuardedTool::<Refund>::new(registry, run)?;
+/// let model = MockCompletionModel::from_turns([
+///     MockTurn::tool_call("call-1", "refund", serde_json::json!({})),
+///     MockTurn::text("refunded"),
+/// ]);
+/// let agent = rig_agent::AgentBuilder::new(model)
+///     .default_max_turns(3)
+///     .tool(guarded.clone())
+///     .add_hook(guarded.stop_hook())
+///     .build();
+/// agent.prompt("refund order 7").await?;
+/// assert!(SENT.lock().unwrap()[0].starts_with("run-7:rig-effect-"));
+/// # Ok(())
+/// # }
+/// ```
 pub struct GuardedTool<T> {
     registry: Arc<Registry>,
     ctx: Arc<RunContext>,
+    /// The run id of the guarded calls' keys: `ctx`'s, or one made for it.
+    run_id: Arc<str>,
     description: String,
     parameters: serde_json::Value,
     next_call: Arc<AtomicU64>,
@@ -153,6 +222,7 @@ impl<T> Clone for GuardedTool<T> {
         GuardedTool {
             registry: Arc::clone(&self.registry),
             ctx: Arc::clone(&self.ctx),
+            run_id: Arc::clone(&self.run_id),
             description: self.description.clone(),
             parameters: self.parameters.clone(),
             next_call: Arc::clone(&self.next_call),
@@ -172,15 +242,20 @@ impl<T: Tool> fmt::Debug for GuardedTool<T> {
 
 impl<T: Tool> GuardedTool<T> {
     /// `T`, as registered in `registry`, guarded in the run `ctx`. Fails when the registry has
-    /// no tool named `T::NAME`.
+    /// no tool named `T::NAME`. Its calls' keys start with `ctx`'s run id, or with one made
+    /// now when `ctx` has none.
     pub fn new(registry: Arc<Registry>, ctx: Arc<RunContext>) -> Result<Self, GuardError> {
         let def = registry
             .tool(T::NAME)
             .ok_or(GuardError::UnknownTool(T::NAME))?;
         let (description, parameters) = (def.description().to_owned(), def.parameters().clone());
+        let run_id = ctx
+            .run_id()
+            .map_or_else(|| crate::agent::new_run_id().into(), Arc::from);
         Ok(GuardedTool {
             registry,
             ctx,
+            run_id,
             description,
             parameters,
             next_call: Arc::new(AtomicU64::new(1)),
@@ -194,6 +269,7 @@ impl<T: Tool> GuardedTool<T> {
     pub fn sibling<U: Tool>(&self) -> Result<GuardedTool<U>, GuardError> {
         let mut sibling = GuardedTool::<U>::new(Arc::clone(&self.registry), Arc::clone(&self.ctx))?;
         sibling.next_call = Arc::clone(&self.next_call);
+        sibling.run_id = Arc::clone(&self.run_id);
         sibling.stop = self.stop.clone();
         Ok(sibling)
     }
@@ -211,10 +287,23 @@ impl<T: Tool> GuardedTool<T> {
         self.stop.get()
     }
 
-    async fn run(&self, arguments: serde_json::Value) -> Result<ToolOutput, ToolExecutionError> {
-        let id = format!("rig-{}", self.next_call.fetch_add(1, Ordering::Relaxed));
+    async fn run(
+        &self,
+        context: &ToolContext,
+        arguments: serde_json::Value,
+    ) -> Result<ToolOutput, ToolExecutionError> {
+        let id = rig_call_id(context).unwrap_or_else(|| {
+            format!(
+                "rig-call-{}",
+                self.next_call.fetch_add(1, Ordering::Relaxed)
+            )
+        });
+        let guarded = GuardedCall {
+            context: context.for_dispatch(),
+            key: IdempotencyKey::new(Arc::clone(&self.run_id), id.as_str()),
+        };
         let call = ToolCall::new(id, T::NAME, arguments.to_string());
-        match self.registry.execute(&self.ctx, &call).await {
+        match guarding(guarded, self.registry.execute(&self.ctx, &call)).await {
             CallOutcome::Result(result) if result.is_error => {
                 Err(ToolExecutionError::other(result.content).with_retryable(false))
             }
@@ -245,10 +334,10 @@ impl<T: Tool> Tool for GuardedTool<T> {
 
     async fn call(
         &self,
-        _context: &mut ToolContext,
+        context: &mut ToolContext,
         arguments: serde_json::Value,
     ) -> Result<ToolOutput, ToolExecutionError> {
-        self.run(arguments).await
+        self.run(context, arguments).await
     }
 }
 

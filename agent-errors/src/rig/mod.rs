@@ -5,7 +5,9 @@
 //!   providers) as a [`ChatModel`](crate::ChatModel), its failures classified from rig's typed
 //!   `ProviderError` (variant, status, `Retry-After`, machine code), never its text.
 //! - [`ToolDef::from_rig`](crate::ToolDef::from_rig): any rig `Tool` as a tool of ours,
-//!   unchanged, under our per-tool policies, defaults, fixers and breakers.
+//!   unchanged, under our per-tool policies, defaults, fixers and breakers. A rig tool reads
+//!   its call's [`IdempotencyKey`](crate::call::IdempotencyKey) from its `ToolContext`, in
+//!   either loop.
 //! - [`GuardedTool`]: for agents that stay on rig's own loop (`rig_agent`), a rig `Tool` that
 //!   runs each call through our policies, and [`recovering`], a rig model that retries what a
 //!   transient provider failure broke (rig's loop ends the run at the first failed call).
@@ -14,6 +16,7 @@
 
 mod agent;
 mod convert;
+mod key;
 mod model;
 mod recover;
 mod stream;

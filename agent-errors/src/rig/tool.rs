@@ -3,9 +3,11 @@
 use std::fmt;
 use std::sync::Arc;
 
-use rig_core::tool::{IntoToolOutput, Tool, ToolContext, ToolErrorKind, ToolExecutionError};
+use rig_core::tool::{IntoToolOutput, Tool, ToolErrorKind, ToolExecutionError};
 
+use super::key::attempt_context;
 use crate::arguments::parse_args;
+use crate::call::Extensions;
 use crate::error::{BoxError, InvalidArguments, ToolError};
 use crate::tool::{ToolDef, ToolFuture, ToolHandler};
 
@@ -23,7 +25,15 @@ impl ToolDef {
     /// and its retryable flag (`false`, or a refusal, is never retried); an `invalid_args` one
     /// takes the `invalid_args` path. The model sees the tool's own model feedback, sanitized.
     ///
-    /// Each call gets a fresh, empty rig `ToolContext`.
+    /// Each attempt gets a fresh rig `ToolContext` holding the call's
+    /// [`IdempotencyKey`](crate::call::IdempotencyKey) when the call has one (the agent loop
+    /// gives every call one; a [`RunContext`](crate::RunContext) of your own, once it has a run
+    /// id), read with `context.require::<IdempotencyKey>()` and the same on every attempt of the
+    /// call: our retries, a fixer's repaired run, the fallback the call is handed to. Under a
+    /// [`GuardedTool`](crate::rig::GuardedTool) in rig's own loop, it is the context rig built
+    /// for the call (the values you gave rig's agent) with the key the guard made added.
+    ///
+    /// # Examples
     ///
     /// ```
     /// use agent_errors::{Agent, ToolDef, policy::{Action, Policy, PolicyKey}};
@@ -60,6 +70,46 @@ impl ToolDef {
     /// let model = ScriptedModel::new().tool_call("add", r#"{"x": 2, "y": 3}"#).text("5");
     /// let agent = Agent::builder("calculator").model(model).tool(add).build()?;
     /// assert_eq!(agent.run("2 + 3?").await?, "5");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// A rig tool with a side effect hands its call's key to the service, so a retried call
+    /// is done once:
+    ///
+    /// ```
+    /// use agent_errors::{Agent, RunOptions, ToolDef};
+    /// use agent_errors::call::IdempotencyKey;
+    /// use agent_errors::testing::ScriptedModel;
+    /// use rig_core::tool::{Tool, ToolContext, ToolExecutionError};
+    ///
+    /// struct Charge;
+    ///
+    /// impl Tool for Charge {
+    ///     const NAME: &'static str = "charge";
+    ///     type Args = serde_json::Value;
+    ///     type Output = String;
+    ///     type Error = ToolExecutionError;
+    ///
+    ///     fn description(&self) -> String { "Charges the card.".into() }
+    ///     fn parameters(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
+    ///     async fn call(
+    ///         &self,
+    ///         context: &mut ToolContext,
+    ///         _: serde_json::Value,
+    ///     ) -> Result<String, ToolExecutionError> {
+    ///         let key = context.require::<IdempotencyKey>()?;
+    ///         // A real tool sends `key.to_string()` as the payment API's idempotency key.
+    ///         Ok(format!("charged with key {key}"))
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let model = ScriptedModel::new().tool_call("charge", "{}").text("done");
+    /// let agent = Agent::builder("till").model(model).tool(ToolDef::from_rig(Charge)).build()?;
+    /// let outcome = agent.run_with("charge it", RunOptions::new().run_id("run-7")).await;
+    /// assert!(format!("{:?}", outcome.transcript[2]).contains("charged with key run-7:call_1"));
     /// # Ok(())
     /// # }
     /// ```
@@ -100,10 +150,15 @@ where
     T::Args: Send + 'static,
 {
     fn call(&self, raw_args: &str) -> Result<ToolFuture, ToolError> {
+        self.call_with(raw_args, &Extensions::new())
+    }
+
+    fn call_with(&self, raw_args: &str, extensions: &Extensions) -> Result<ToolFuture, ToolError> {
         let args = parse_args::<T::Args>(raw_args)?;
+        let context = attempt_context(extensions);
         let tool = Arc::clone(&self.tool);
         Ok(Box::pin(async move {
-            let mut context = ToolContext::default();
+            let mut context = context?;
             let output = match tool.call(&mut context, args).await {
                 Ok(output) => output.into_tool_output(),
                 Err(error) => Err(tool.map_error(error)),

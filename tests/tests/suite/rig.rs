@@ -810,3 +810,172 @@ async fn inside_rigs_own_loop_a_fixer_repairs_a_rig_tools_arguments() {
     let history = serde_json::to_string(&model.requests()[1].chat_history).unwrap();
     assert!(history.contains("42"), "{history}");
 }
+
+/// A rig tool that records the idempotency key (and the session value) each attempt is called
+/// with, and fails the first attempt of every key on a broken connection.
+#[derive(Clone, Default)]
+struct Keyed {
+    seen: Arc<Mutex<Vec<Option<String>>>>,
+    sessions: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+/// A value a rig user hands every tool of a run through rig's `ToolContext`.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Session(String);
+
+impl rig_core::tool::ContextValue for Session {
+    const KEY: &'static str = "session";
+}
+
+impl Keyed {
+    fn seen(&self) -> Vec<Option<String>> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The keys seen, each attempt's, asserting every attempt had one.
+    fn keys(&self) -> Vec<String> {
+        let seen = self.seen();
+        assert!(
+            seen.iter().all(Option::is_some),
+            "an attempt had no key: {seen:?}"
+        );
+        seen.into_iter().flatten().collect()
+    }
+}
+
+impl Tool for Keyed {
+    const NAME: &'static str = "keyed";
+    type Args = serde_json::Value;
+    type Output = String;
+    type Error = ToolExecutionError;
+
+    fn description(&self) -> String {
+        "Writes once per key.".into()
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+
+    async fn call(
+        &self,
+        context: &mut ToolContext,
+        _: serde_json::Value,
+    ) -> Result<String, ToolExecutionError> {
+        let key = context
+            .get::<agent_errors::call::IdempotencyKey>()?
+            .map(|key| key.to_string());
+        let session = context.get::<Session>()?.map(|session| session.0);
+        self.sessions.lock().unwrap().push(session);
+        let mut seen = self.seen.lock().unwrap();
+        let first = !seen.contains(&key);
+        seen.push(key);
+        if first {
+            return Err(ToolExecutionError::new(
+                ToolErrorKind::Network,
+                "connection reset",
+            ));
+        }
+        Ok("written".into())
+    }
+}
+
+/// Asserts `keys` are two calls' attempts, two each: equal within a call, different across.
+fn two_calls_retried_once(keys: &[String]) {
+    assert_eq!(keys.len(), 4, "{keys:?}");
+    assert_eq!(keys[0], keys[1], "a retry sees its call's key");
+    assert_eq!(keys[2], keys[3], "a retry sees its call's key");
+    assert_ne!(keys[0], keys[2], "another call sees another key");
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_our_loop_a_rig_tool_reads_its_calls_key_the_same_on_every_attempt() {
+    let tool = Keyed::default();
+    let model = ScriptedModel::new()
+        .tool_call("keyed", "{}")
+        .tool_call("keyed", "{}")
+        .text("done");
+    let agent = Agent::builder("a")
+        .model(model)
+        .tool(ToolDef::from_rig(tool.clone()).with_policy(retry(3)))
+        .build()
+        .unwrap();
+    let options = agent_errors::RunOptions::new().run_id("run-7");
+    agent.run_with("write twice", options).await.result.unwrap();
+    let keys = tool.keys();
+    two_calls_retried_once(&keys);
+    assert_eq!(keys[0], "run-7:call_1");
+    assert_eq!(keys[2], "run-7:call_2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rig_tool_under_a_run_context_without_a_run_id_finds_no_key() {
+    let tool = Keyed::default();
+    let registry = Registry::builder()
+        .tool(ToolDef::from_rig(tool.clone()).with_policy(retry(3)))
+        .build()
+        .unwrap();
+    let call = agent_errors::ToolCall::new("1", "keyed", "{}");
+    let outcome = registry.execute(&RunContext::new(), &call).await;
+    assert_eq!(outcome.result().unwrap().content, "written");
+    assert_eq!(tool.seen(), [None, None]);
+}
+
+/// A rig agent on rig's own loop whose `keyed` tool is guarded in `ctx` and called twice.
+async fn two_guarded_calls(ctx: RunContext, tool: &Keyed, context: ToolContext) {
+    let registry = Registry::builder()
+        .tool(ToolDef::from_rig(tool.clone()).with_policy(retry(3)))
+        .build()
+        .unwrap();
+    let guarded = GuardedTool::<Keyed>::new(Arc::new(registry), Arc::new(ctx)).unwrap();
+    let model = MockCompletionModel::from_turns([
+        MockTurn::tool_call("call-1", "keyed", serde_json::json!({})),
+        MockTurn::tool_call("call-2", "keyed", serde_json::json!({})),
+        MockTurn::text("written twice"),
+    ]);
+    let agent = rig_agent::AgentBuilder::new(model)
+        .default_max_turns(4)
+        .tool(guarded.clone())
+        .add_hook(guarded.stop_hook())
+        .build();
+    let response = agent.prompt("write twice").tool_context(context).await;
+    assert_eq!(response.unwrap().output(), "written twice");
+}
+
+#[tokio::test(start_paused = true)]
+async fn inside_rigs_own_loop_a_rig_tool_reads_its_calls_key_the_same_on_every_attempt() {
+    let tool = Keyed::default();
+    let mut context = ToolContext::new();
+    context.insert(Session("s-1".into())).unwrap();
+    let ctx = RunContext::new().with_run_id("run-9");
+    two_guarded_calls(ctx, &tool, context).await;
+    let keys = tool.keys();
+    two_calls_retried_once(&keys);
+    for key in &keys {
+        assert!(key.starts_with("run-9:rig-effect-"), "{key}");
+    }
+    let sessions = tool.sessions.lock().unwrap().clone();
+    assert_eq!(
+        sessions,
+        vec![Some("s-1".to_owned()); 4],
+        "the values given to rig's run reach the guarded tool"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn inside_rigs_own_loop_a_run_without_an_id_gets_one_of_its_own() {
+    let (first, second) = (Keyed::default(), Keyed::default());
+    two_guarded_calls(RunContext::new(), &first, ToolContext::new()).await;
+    two_guarded_calls(RunContext::new(), &second, ToolContext::new()).await;
+    let (first, second) = (first.keys(), second.keys());
+    two_calls_retried_once(&first);
+    two_calls_retried_once(&second);
+    let run_id = |key: &str| key.split(':').next().unwrap().to_owned();
+    assert!(run_id(&first[0]).starts_with("run-"), "{first:?}");
+    assert_eq!(run_id(&first[0]), run_id(&first[2]), "one run, one id");
+    assert_ne!(
+        run_id(&first[0]),
+        run_id(&second[0]),
+        "two runs never share keys"
+    );
+}

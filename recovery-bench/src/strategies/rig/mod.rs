@@ -37,7 +37,8 @@ pub(crate) enum RigKind {
     /// failed model call ends the run.
     Defaults,
     /// Each tool a `GuardedTool` under the tuned strategy's policies, the model under
-    /// `recovering` with the tuned strategy's model retries, the loop stopped by `StopHook`.
+    /// `recovering` with the tuned strategy's model retries, the loop stopped by `StopHook`;
+    /// its write tools send their effect's key, as the tuned strategy's do.
     Guarded,
 }
 
@@ -107,8 +108,12 @@ async fn run_guarded(env: &TaskEnv) -> RunEnd {
         .map_err(not_built)?
         .with_initial(LLM_FIRST_BACKOFF);
     // The tools of one run share its context (breakers, budget) and its stop. A bare context
-    // has no service breaker; the tuned agent has its own, so this run gets one too.
-    let ctx = RunContext::new().with_service_breaker(Arc::new(ServiceBreaker::default()));
+    // has no service breaker; the tuned agent has its own, so this run gets one too. The run
+    // id is the task run's, as the tuned strategy's: a start after a crash keeps it, so a
+    // write's effect key is the one the service saw before the crash.
+    let ctx = RunContext::new()
+        .with_service_breaker(Arc::new(ServiceBreaker::default()))
+        .with_run_id(env.run_id.as_str());
     let run = GuardedTool::<BenchTool<FetchPage>>::new(Arc::new(registry), Arc::new(ctx))
         .map_err(not_built)?;
     macro_rules! agent {

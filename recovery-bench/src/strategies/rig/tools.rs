@@ -4,9 +4,12 @@
 
 use std::marker::PhantomData;
 
+use agent_errors::call::{Extensions, IdempotencyKey};
 use agent_errors::testing::FaultyTool;
 use agent_errors::{BoxError, HttpError, ToolDef};
 use rig_core::tool::{Tool, ToolContext, ToolErrorKind, ToolExecutionError};
+
+use crate::world::{HeldKey, KeyWritesByEffect};
 
 /// A tool's name, as a type: rig names a `Tool` by an associated constant.
 pub(crate) trait Named: Send + Sync + 'static {
@@ -61,7 +64,9 @@ pub(crate) struct MissingTool(&'static str);
 /// One of the benchmark's tools, written for rig: its arguments as JSON (the service parses
 /// them as the tool's type, as it does for every strategy), its failures mapped to rig's error
 /// kinds by their HTTP status, with their text as the model's feedback, the way a rig tool
-/// over an HTTP service is written.
+/// over an HTTP service is written. When its `ToolContext` holds the call's idempotency key
+/// (a `GuardedTool` puts it there), it sends it, a write's by its effect as the tuned
+/// strategy's tools do; rig's own loop gives it none.
 pub(crate) struct BenchTool<N> {
     tool: ToolDef,
     name: PhantomData<fn() -> N>,
@@ -98,13 +103,17 @@ impl<N: Named> Tool for BenchTool<N> {
 
     async fn call(
         &self,
-        _context: &mut ToolContext,
+        context: &mut ToolContext,
         args: serde_json::Value,
     ) -> Result<String, ToolExecutionError> {
+        let sent = match context.get::<IdempotencyKey>()? {
+            Some(key) => Extensions::new().with(HeldKey(key)).with(KeyWritesByEffect),
+            None => Extensions::new(),
+        };
         let running = self
             .tool
             .handler()
-            .call(&args.to_string())
+            .call_with(&args.to_string(), &sent)
             .map_err(|refused| ToolExecutionError::invalid_args(refused.to_string()))?;
         running.await.map_err(|failure| execution_error(&failure))
     }
