@@ -1,8 +1,11 @@
 //! One model turn: ask the model (streaming when the run streams), judge its answer, and let
 //! `on_llm_error` decide about a failure; retries stay inside the turn.
 
+use std::future::poll_fn;
 use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
+use std::pin::pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -13,7 +16,7 @@ use crate::chat::{ChatRequest, ChatResponse};
 use crate::classify::server_delay;
 use crate::error::BoxError;
 use crate::events::Event;
-use crate::executor::{RunContext, ToolPanic};
+use crate::executor::{Cancellation, RunContext, ToolPanic};
 use crate::journal::{JournaledModelCall, RunJournal};
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER, cannot_succeed_on_retry};
 use crate::retry::{self, Policy, RetrySchedule, Step, Stop, decide};
@@ -58,10 +61,8 @@ impl<O: AgentOutput> AgentInner<O> {
             attempt: 1,
             ended: None,
         };
-        let turn = tokio::select! {
-            biased;
-            () = cancellation.cancelled() => return Err(RunError::Cancelled),
-            turn = retry::call(&mut policy) => turn,
+        let Some(turn) = unless_cancelled(cancellation, retry::call(&mut policy)).await else {
+            return Err(RunError::Cancelled);
         };
         match turn {
             Ok(turn) => turn,
@@ -70,6 +71,28 @@ impl<O: AgentOutput> AgentInner<O> {
                 .take()
                 .unwrap_or_else(|| Err(RunError::Model(super::ModelFailure::new(error)))),
         }
+    }
+}
+
+/// `turn`, or `None` when `cancellation` fires first (checked before each poll of the turn).
+/// A turn that is ready on its first poll (a model answering without waiting) is not made to
+/// register a waiter on the cancellation, which takes its lock twice and, for a run's default
+/// handle, would make its token.
+async fn unless_cancelled<T>(
+    cancellation: &Cancellation,
+    turn: impl Future<Output = T>,
+) -> Option<T> {
+    if cancellation.is_cancelled() {
+        return None;
+    }
+    let mut turn = pin!(turn);
+    if let Poll::Ready(done) = poll_fn(|cx| Poll::Ready(turn.as_mut().poll(cx))).await {
+        return Some(done);
+    }
+    tokio::select! {
+        biased;
+        () = cancellation.cancelled() => None,
+        done = turn => Some(done),
     }
 }
 
