@@ -73,17 +73,21 @@ fn stopped(terminated: Box<Terminated>) -> RunError {
 
 impl<O: AgentOutput> AgentInner<O> {
     /// Answers every call of a turn, in order, adds the turn (`asked`) and the answers to the
-    /// transcript, and says whether the run goes on. `saved` holds what a resumed run saved
-    /// about these calls.
+    /// transcript, and says whether the run goes on. The calls are those `asked` makes, or for
+    /// a resumed turn those its checkpoint saved as pending, with what it saved about each.
     pub(super) async fn answer_turn(
         &self,
         ctx: &RunContext,
         request: &mut ChatRequest,
         recorder: &dyn Recorder,
         asked: Message,
-        calls: &[ToolCall],
-        saved: &[PendingCall],
+        resumed: Option<(&[ToolCall], &[PendingCall])>,
     ) -> Result<(), RunError> {
+        let (calls, saved) = match (resumed, &asked) {
+            (Some((calls, saved)), _) => (calls, saved),
+            (None, Message::Assistant { tool_calls, .. }) => (&tool_calls[..], &[][..]),
+            (None, _) => (&[][..], &[][..]),
+        };
         let answers = executor::answer_all(
             ctx,
             calls,

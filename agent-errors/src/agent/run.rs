@@ -51,8 +51,11 @@ impl<O: AgentOutput> Agent<O> {
 
     /// Runs the agent with these options.
     pub async fn run_with(&self, input: impl Into<String>, options: RunOptions) -> RunOutcome<O> {
-        self.run_conversation(vec![Message::user(input)], options)
-            .await
+        // Room for the turns of a short run (a tool call, its answer, the final answer): the
+        // transcript is not grown (moved to a new allocation) as they are added.
+        let mut history = Vec::with_capacity(4);
+        history.push(Message::user(input));
+        self.run_conversation(history, options).await
     }
 
     /// Runs the agent on a conversation so far (ending, usually, with the user's new message)
@@ -438,7 +441,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 // A saved answer ended the run: the calls it halted are not run again.
                 ctx.halting().halt();
             }
-            self.answer_turn(ctx, request, recorder, asked, &calls, &pending)
+            self.answer_turn(ctx, request, recorder, asked, Some((&calls, &pending)))
                 .await?;
         }
         while counts.turns < self.max_turns {
@@ -481,14 +484,15 @@ impl<O: AgentOutput> AgentInner<O> {
             }
             // The transcript gets the turn only with its answers, so a run the deadline stops
             // mid-turn never hands back a call without its answer; the recorder has it first.
-            let asked = Message::assistant(response.text, calls.clone());
+            // The calls are answered from this message: no copy of them is made.
+            let asked = Message::assistant(response.text, calls);
             ctx.learnt().begin_turn();
             let known = |name: &str| self.knows(name);
             let recorded = recorder.turn(&request.messages, &asked, &known, counts.saved(), ctx);
             if !recorded.await {
                 return Err(unsaved(recorder));
             }
-            self.answer_turn(ctx, request, recorder, asked, &calls, &[])
+            self.answer_turn(ctx, request, recorder, asked, None)
                 .await?;
         }
         Err(RunError::TurnCap {
