@@ -1,6 +1,8 @@
 //! How a run and its model turns look to the observers (spans and metrics): the labels they
 //! record, told from the run's own types so that observing needs nothing of the agent.
 
+use tokio::time::Instant;
+
 use super::{RunError, RunOutcome};
 use crate::classify::classify;
 use crate::observe::{RunEnd, TurnFailure};
@@ -39,13 +41,34 @@ impl TurnFailure for RunError {
     }
 }
 
-impl<O> RunEnd for RunOutcome<O> {
+/// A run's outcome, with the end of its last model turn when nothing after that turn counts
+/// toward the run's duration (the run's end then shares that reading of the clock).
+pub(super) struct Ended<O> {
+    pub(super) outcome: RunOutcome<O>,
+    pub(super) at: Option<Instant>,
+}
+
+impl<O> From<RunOutcome<O>> for Ended<O> {
+    fn from(outcome: RunOutcome<O>) -> Self {
+        Ended { outcome, at: None }
+    }
+}
+
+impl<O> RunEnd for Ended<O> {
     fn stop_reason(&self) -> Option<&'static str> {
-        self.result.as_ref().err().map(RunError::stop_reason)
+        self.outcome
+            .result
+            .as_ref()
+            .err()
+            .map(RunError::stop_reason)
     }
 
     fn usage(&self) -> (u32, crate::usage::Usage, u32) {
-        let report = &self.report;
+        let report = &self.outcome.report;
         (report.model_calls, report.usage, report.tool_calls)
+    }
+
+    fn ended_at(&self) -> Option<Instant> {
+        self.at
     }
 }

@@ -4,10 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::checkpoint_recorder::CheckpointRecorder;
 use super::counts::Counts;
 use super::durable::{self, PendingCall, ResumeError, SavedCounts, SavedRun};
 use super::model_call::Turn;
+use super::observed::Ended;
 use super::recorder::Recorder;
 use super::stream::DeltaSender;
 use super::turn;
@@ -71,8 +74,9 @@ impl<O: AgentOutput> Agent<O> {
         let inner = &self.inner;
         // Boxed: the loop's future holds a whole turn (its calls, their ladders, the journal) and
         // is several kilobytes; the caller's future then stays small wherever it is moved.
-        let run = Box::pin(inner.run(history, options));
-        observe::run(&inner.name, &*inner.model, &inner.meters, run).await
+        let run = |started| Box::pin(inner.run(history, options, started));
+        let ended = observe::run(&inner.name, &*inner.model, &inner.meters, run).await;
+        ended.outcome
     }
 
     /// Goes on with the durable run `run_id` from its last checkpoint, on this agent (which
@@ -97,8 +101,9 @@ impl<O: AgentOutput> Agent<O> {
     /// handed back then answers it (and every other call of its turn) with an error result.
     pub async fn resume(&self, run_id: impl Into<String>, options: RunOptions) -> RunOutcome<O> {
         let inner = &self.inner;
-        let run = Box::pin(inner.resume(run_id.into(), options));
-        observe::run(&inner.name, &*inner.model, &inner.meters, run).await
+        let run = |_| Box::pin(inner.resume(run_id.into(), options));
+        let ended = observe::run(&inner.name, &*inner.model, &inner.meters, run).await;
+        ended.outcome
     }
 }
 
@@ -116,6 +121,9 @@ struct Start {
     deadline: Option<Duration>,
     /// The caps the run is held to: a resumed run keeps those it was started with.
     usage_limits: Arc<UsageLimits>,
+    /// The run's start, for its first model turn to start at too, when nothing else timed or
+    /// waited on (a checkpoint save, a resumed turn's calls) comes between them.
+    clock: Option<Instant>,
 }
 
 /// The run's one recorder, as the loop holds it and as the executor does.
@@ -174,15 +182,20 @@ impl<O: AgentOutput> AgentInner<O> {
         })
     }
 
-    async fn run(&self, history: Vec<Message>, mut options: RunOptions) -> RunOutcome<O> {
+    async fn run(
+        &self,
+        history: Vec<Message>,
+        mut options: RunOptions,
+        started: Instant,
+    ) -> Ended<O> {
         let run_id = options.run_id.take().unwrap_or_else(durable::new_run_id);
         if let Err(error) = super::conversation::check_history(&history) {
-            return RunOutcome {
+            return Ended::from(RunOutcome {
                 result: Err(RunError::InvalidHistory(error)),
                 report: RunReport::default(),
                 transcript: history,
                 run_id,
-            };
+            });
         }
         let transcript =
             super::conversation::with_system_prompt(self.system_prompt.as_deref(), history);
@@ -204,16 +217,20 @@ impl<O: AgentOutput> AgentInner<O> {
             recovery: None,
             deadline: self.limits.run_deadline,
             usage_limits,
+            // A durable run saves its start before its first turn.
+            clock: self.checkpoints.is_none().then_some(started),
         };
         self.go(run_id, recorders, start, options).await
     }
 
-    async fn resume(&self, run_id: String, mut options: RunOptions) -> RunOutcome<O> {
-        let refused = |error: RunError, transcript| RunOutcome {
-            result: Err(error.redacted()),
-            report: RunReport::default(),
-            transcript,
-            run_id: run_id.clone(),
+    async fn resume(&self, run_id: String, mut options: RunOptions) -> Ended<O> {
+        let refused = |error: RunError, transcript| {
+            Ended::from(RunOutcome {
+                result: Err(error.redacted()),
+                report: RunReport::default(),
+                transcript,
+                run_id: run_id.clone(),
+            })
         };
         let Some(store) = &self.checkpoints else {
             return refused(RunError::Resume(ResumeError::NoStore), Vec::new());
@@ -289,6 +306,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 .map(Duration::from_millis)
                 .or(self.limits.run_deadline),
             usage_limits,
+            clock: None,
         };
         let recorder = CheckpointRecorder::new(store, run_id.clone(), saved, next);
         self.go(run_id, Recorders::checkpoints(recorder), start, options)
@@ -327,14 +345,14 @@ impl<O: AgentOutput> AgentInner<O> {
         recorders: Recorders,
         start: Start,
         mut options: RunOptions,
-    ) -> RunOutcome<O> {
+    ) -> Ended<O> {
         if let Err(missing) = self.check_context(&options.extensions) {
-            return RunOutcome {
+            return Ended::from(RunOutcome {
                 result: Err(missing),
                 report: RunReport::default(),
                 transcript: start.transcript,
                 run_id,
-            };
+            });
         }
         let deltas = options.deltas.take().map(DeltaSender::new);
         let ctx = self.context(options, &run_id, recorders.calls);
@@ -354,6 +372,7 @@ impl<O: AgentOutput> AgentInner<O> {
         };
         let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits));
         counts.restore(start.counts);
+        counts.clock = start.clock;
         let driven = async {
             if !recorder.started(&ctx, start.deadline).await {
                 return Err(unsaved(recorder));
@@ -373,6 +392,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 Ok(result) => result,
                 Err(_) => {
                     ctx.halting().halt();
+                    counts.clock = None;
                     Err(RunError::DeadlineExceeded { limit })
                 }
             },
@@ -395,7 +415,7 @@ impl<O: AgentOutput> AgentInner<O> {
             let error = crate::redact::redact(&error.to_string()).into_owned();
             tracing::warn!(%error, "run ended without an output");
         }
-        RunOutcome {
+        let outcome = RunOutcome {
             result,
             report: RunReport {
                 events: ctx.events().take(),
@@ -406,6 +426,10 @@ impl<O: AgentOutput> AgentInner<O> {
             },
             transcript: request.messages,
             run_id,
+        };
+        Ended {
+            outcome,
+            at: counts.clock,
         }
     }
 
@@ -449,13 +473,19 @@ impl<O: AgentOutput> AgentInner<O> {
                 return Err(RunError::Cancelled);
             }
             counts.turns += 1;
+            let started = counts.clock.take();
             let turn = observe::model_turn(
                 &*self.model,
                 &self.meters,
+                started,
                 || self.call_model(ctx, request, counts),
                 Turn::response,
             );
-            let response = match turn.await? {
+            let (turn, ended) = turn.await;
+            // Until something else happens, the turn's end is the run's end too (a durable run
+            // saves how it ended after its last turn: its end is read after that).
+            counts.clock = self.checkpoints.is_none().then_some(ended);
+            let response = match turn? {
                 Turn::Response(response) => response,
                 Turn::RespondWith(output) => return Ok(output),
             };
@@ -478,6 +508,7 @@ impl<O: AgentOutput> AgentInner<O> {
             }
 
             let calls = response.tool_calls;
+            counts.clock = None;
             if let Err(capped) = counts.may_run(&calls) {
                 usage_meter::refuse_turn(request, response.text, calls);
                 return Err(capped);
