@@ -4,7 +4,7 @@
 use std::future::poll_fn;
 use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -61,7 +61,12 @@ impl<O: AgentOutput> AgentInner<O> {
             attempt: 1,
             ended: None,
         };
-        let Some(turn) = unless_cancelled(cancellation, retry::call(&mut policy)).await else {
+        let turn = {
+            // Pinned where it is made: handed over by value, the turn's future would be copied.
+            let turn = pin!(retry::call(&mut policy));
+            unless_cancelled(cancellation, turn).await
+        };
+        let Some(turn) = turn else {
             return Err(RunError::Cancelled);
         };
         match turn {
@@ -78,14 +83,13 @@ impl<O: AgentOutput> AgentInner<O> {
 /// A turn that is ready on its first poll (a model answering without waiting) is not made to
 /// register a waiter on the cancellation, which takes its lock twice and, for a run's default
 /// handle, would make its token.
-async fn unless_cancelled<T>(
+async fn unless_cancelled<F: Future>(
     cancellation: &Cancellation,
-    turn: impl Future<Output = T>,
-) -> Option<T> {
+    mut turn: Pin<&mut F>,
+) -> Option<F::Output> {
     if cancellation.is_cancelled() {
         return None;
     }
-    let mut turn = pin!(turn);
     if let Poll::Ready(done) = poll_fn(|cx| Poll::Ready(turn.as_mut().poll(cx))).await {
         return Some(done);
     }

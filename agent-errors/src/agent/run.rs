@@ -74,8 +74,9 @@ impl<O: AgentOutput> Agent<O> {
         let inner = &self.inner;
         // Boxed: the loop's future holds a whole turn (its calls, their ladders, the journal) and
         // is several kilobytes; the caller's future then stays small wherever it is moved.
-        let run = |started| Box::pin(inner.run(history, options, started));
-        let ended = observe::run(&inner.name, &*inner.model, &inner.meters, run).await;
+        let started = Instant::now();
+        let run = Box::pin(inner.run(history, options, started));
+        let ended = observe::run(&inner.name, &*inner.model, &inner.meters, started, run).await;
         ended.outcome
     }
 
@@ -101,8 +102,9 @@ impl<O: AgentOutput> Agent<O> {
     /// handed back then answers it (and every other call of its turn) with an error result.
     pub async fn resume(&self, run_id: impl Into<String>, options: RunOptions) -> RunOutcome<O> {
         let inner = &self.inner;
-        let run = |_| Box::pin(inner.resume(run_id.into(), options));
-        let ended = observe::run(&inner.name, &*inner.model, &inner.meters, run).await;
+        let run = Box::pin(inner.resume(run_id.into(), options));
+        let started = Instant::now();
+        let ended = observe::run(&inner.name, &*inner.model, &inner.meters, started, run).await;
         ended.outcome
     }
 }

@@ -117,20 +117,20 @@ pub(crate) async fn model_turn<T, E: TurnFailure, F: Future<Output = Result<T, E
 }
 
 /// Runs one agent run inside its `invoke_agent` span, times it and counts why it stopped. The
-/// run is made by `run` from the reading of the clock its duration starts at, which its first
-/// model turn may share; it ends at [`RunEnd::ended_at`] when the outcome has one.
-pub(crate) async fn run<R: RunEnd, F: Future<Output = R>>(
+/// run's duration is from `started`, a reading of the clock taken as the run was made (its
+/// first model turn may share it), to [`RunEnd::ended_at`] when the outcome has one.
+pub(crate) async fn run<R: RunEnd>(
     agent: &str,
     model: &dyn ChatModel,
     meters: &AgentMeters,
-    run: impl FnOnce(Instant) -> F,
+    started: Instant,
+    run: impl Future<Output = R>,
 ) -> R {
     let span = spans::invoke_agent(agent, model);
-    let started = Instant::now();
     let outcome = if span.is_disabled() {
-        run(started).await
+        run.await
     } else {
-        run(started).instrument(span.clone()).await
+        run.instrument(span.clone()).await
     };
     let stop = outcome.stop_reason();
     if let Some(reason) = stop {
