@@ -126,16 +126,14 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
         // The model is user code: a panic in `chat` (before or inside its future) ends the
         // run with an error that says so instead of unwinding through `run`.
         let model = &*self.agent.model;
-        let asked = AssertUnwindSafe(stream::ask(
-            model,
-            self.request,
-            self.counts.deltas.as_ref(),
-        ))
-        .catch_unwind();
+        let (request, deltas) = (self.request, self.counts.deltas.as_ref());
+        // Made where each branch awaits it: made once before the branches, the ask's future
+        // would be copied into the one that takes it.
+        let ask = || AssertUnwindSafe(stream::ask(model, request, deltas)).catch_unwind();
         let asked = match self.ctx.journal() {
-            None => asked.await,
+            None => ask().await,
             // Boxed: a request without a journal must not carry this future's space.
-            Some(journal) => match Box::pin(journaled_ask(journal, asked)).await {
+            Some(journal) => match Box::pin(journaled_ask(journal, ask())).await {
                 Some(asked) => asked,
                 None => return Ok(Err(RunError::Cancelled)),
             },

@@ -33,7 +33,8 @@ use crate::usage::UsageLimits;
 impl<O: AgentOutput> Agent<O> {
     /// Runs the agent on `input` and returns its output.
     pub async fn run(&self, input: impl Into<String>) -> Result<O, RunError> {
-        self.run_with(input, RunOptions::default()).await.result
+        let run = self.observed(one_message(input), RunOptions::default());
+        run.await.outcome.result
     }
 
     /// Runs the agent; `cancellation.cancel()` ends the run with [`RunError::Cancelled`].
@@ -42,23 +43,22 @@ impl<O: AgentOutput> Agent<O> {
         input: impl Into<String>,
         cancellation: Cancellation,
     ) -> Result<O, RunError> {
-        self.run_with(input, RunOptions::new().cancellation(cancellation))
+        let options = RunOptions::new().cancellation(cancellation);
+        self.observed(one_message(input), options)
             .await
+            .outcome
             .result
     }
 
     /// Runs the agent and returns the report (events, counts) and transcript with the result.
     pub async fn run_with_report(&self, input: impl Into<String>) -> RunOutcome<O> {
-        self.run_with(input, RunOptions::default()).await
+        let run = self.observed(one_message(input), RunOptions::default());
+        run.await.outcome
     }
 
     /// Runs the agent with these options.
     pub async fn run_with(&self, input: impl Into<String>, options: RunOptions) -> RunOutcome<O> {
-        // Room for the turns of a short run (a tool call, its answer, the final answer): the
-        // transcript is not grown (moved to a new allocation) as they are added.
-        let mut history = Vec::with_capacity(4);
-        history.push(Message::user(input));
-        self.run_conversation(history, options).await
+        self.observed(one_message(input), options).await.outcome
     }
 
     /// Runs the agent on a conversation so far (ending, usually, with the user's new message)
@@ -71,13 +71,23 @@ impl<O: AgentOutput> Agent<O> {
         history: Vec<Message>,
         options: RunOptions,
     ) -> RunOutcome<O> {
+        self.observed(history, options).await.outcome
+    }
+
+    /// A new run inside its span and meters, started now (each public entry calls this as it is
+    /// first polled). Not itself `async`: each layer of `async fn` around the run would copy the
+    /// future it holds, and the outcome it hands back, once more.
+    fn observed(
+        &self,
+        history: Vec<Message>,
+        options: RunOptions,
+    ) -> impl Future<Output = Ended<O>> + '_ {
         let inner = &self.inner;
         // Boxed: the loop's future holds a whole turn (its calls, their ladders, the journal) and
         // is several kilobytes; the caller's future then stays small wherever it is moved.
         let started = Instant::now();
         let run = Box::pin(inner.run(history, options, started));
-        let ended = observe::run(&inner.name, &*inner.model, &inner.meters, started, run).await;
-        ended.outcome
+        observe::run(&inner.name, &*inner.model, &inner.meters, started, run)
     }
 
     /// Goes on with the durable run `run_id` from its last checkpoint, on this agent (which
@@ -107,6 +117,15 @@ impl<O: AgentOutput> Agent<O> {
         let ended = observe::run(&inner.name, &*inner.model, &inner.meters, started, run).await;
         ended.outcome
     }
+}
+
+/// A conversation of one user message, with room for the turns of a short run (a tool call,
+/// its answer, the final answer): the transcript is not grown (moved to a new allocation) as
+/// they are added.
+fn one_message(input: impl Into<String>) -> Vec<Message> {
+    let mut history = Vec::with_capacity(4);
+    history.push(Message::user(input));
+    history
 }
 
 /// Where a run starts. A new run starts from its transcript; a resumed run is a new run that
