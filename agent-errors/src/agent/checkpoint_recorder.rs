@@ -8,7 +8,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::RunError;
-use super::durable::{self, PendingCall, SavedCounts, SavedRun};
+use super::counts::Counts;
+use super::durable::{self, PendingCall, SavedRun};
 use super::recorder::Recorder;
 use super::saved_stop::SavedStop;
 use crate::chat::{Message, ToolResult};
@@ -141,9 +142,10 @@ impl Recorder for CheckpointRecorder {
         history: &'a [Message],
         asked: &'a Message,
         known: &dyn Fn(&str) -> bool,
-        counts: SavedCounts,
+        counts: &Counts,
         ctx: &'a RunContext,
     ) -> BoxFuture<'a, bool> {
+        let counts = counts.saved();
         let pending = match asked {
             Message::Assistant { tool_calls, .. } => tool_calls
                 .iter()
@@ -180,9 +182,10 @@ impl Recorder for CheckpointRecorder {
     fn finished<'a>(
         &'a self,
         transcript: &'a [Message],
-        counts: SavedCounts,
+        counts: &Counts,
         outcome: Result<(), &'a RunError>,
     ) -> BoxFuture<'a, bool> {
+        let counts = counts.saved();
         let finished = durable::finished(outcome, transcript);
         Box::pin(self.save(move |run| {
             run.transcript = transcript.to_vec();

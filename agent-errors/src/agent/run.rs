@@ -136,7 +136,8 @@ struct Start {
     /// The turn whose calls are still to answer, and what was saved about each; like any turn,
     /// it joins the transcript only with its answers.
     pending: Option<(Message, Vec<PendingCall>)>,
-    counts: SavedCounts,
+    /// What a resumed run had counted; a new run counts from zero.
+    counts: Option<SavedCounts>,
     /// What the run had learnt; a new run has learnt nothing, and restores nothing.
     recovery: Option<RecoveryState>,
     deadline: Option<Duration>,
@@ -234,7 +235,7 @@ impl<O: AgentOutput> AgentInner<O> {
         let start = Start {
             transcript,
             pending: None,
-            counts: SavedCounts::default(),
+            counts: None,
             recovery: None,
             deadline: self.limits.run_deadline,
             usage_limits,
@@ -320,7 +321,7 @@ impl<O: AgentOutput> AgentInner<O> {
         let start = Start {
             transcript,
             pending,
-            counts: saved.counts.clone(),
+            counts: Some(saved.counts.clone()),
             recovery: Some(saved.recovery.clone()),
             deadline: saved
                 .deadline_left_ms
@@ -392,7 +393,9 @@ impl<O: AgentOutput> AgentInner<O> {
             retries: RunRetries::new(Arc::clone(ctx.retries())),
         };
         let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits));
-        counts.restore(start.counts);
+        if let Some(saved) = start.counts {
+            counts.restore(saved);
+        }
         counts.clock = start.clock;
         let driven = async {
             if !recorder.started(&ctx, start.deadline).await {
@@ -424,10 +427,7 @@ impl<O: AgentOutput> AgentInner<O> {
             Err(RunError::Checkpoint(_) | RunError::WaitingForPerson { .. })
         ) {
             let outcome = result.as_ref().map(|_| ());
-            if !recorder
-                .finished(&request.messages, counts.saved(), outcome)
-                .await
-            {
+            if !recorder.finished(&request.messages, &counts, outcome).await {
                 result = Err(unsaved(recorder));
             }
         }
@@ -540,7 +540,7 @@ impl<O: AgentOutput> AgentInner<O> {
             let asked = Message::assistant(response.text, calls);
             ctx.learnt().begin_turn();
             let known = |name: &str| self.knows(name);
-            let recorded = recorder.turn(&request.messages, &asked, &known, counts.saved(), ctx);
+            let recorded = recorder.turn(&request.messages, &asked, &known, counts, ctx);
             if !recorded.await {
                 return Err(unsaved(recorder));
             }
