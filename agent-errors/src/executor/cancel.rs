@@ -70,3 +70,35 @@ impl Cancellation {
         self.0.get_or_init(CancellationToken::new)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cancellation;
+
+    #[test]
+    fn a_handle_cancelled_before_it_is_cloned_gives_a_cancelled_clone() {
+        let cancel = Cancellation::new();
+        cancel.cancel();
+        assert!(cancel.clone().is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn a_clone_made_before_anything_else_cancels_the_original_and_its_children() {
+        let cancel = Cancellation::new();
+        let handle = cancel.clone();
+        let child = cancel.child();
+        assert!(!cancel.is_cancelled());
+        handle.cancel();
+        cancel.cancelled().await;
+        assert!(child.is_cancelled());
+    }
+
+    #[test]
+    fn a_handle_nobody_touched_is_not_cancelled_and_its_child_hears_of_a_later_cancel() {
+        let cancel = Cancellation::default();
+        assert!(!cancel.is_cancelled());
+        let child = cancel.child();
+        cancel.cancel();
+        assert!(child.is_cancelled());
+    }
+}
