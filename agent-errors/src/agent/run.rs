@@ -25,7 +25,7 @@ use crate::events::RunReport;
 use crate::executor::{
     CallRecorder, Cancellation, NoRecorder, RecoveryState, RunContext, RunSetup,
 };
-use crate::observe::{self, Observer};
+use crate::observe;
 use crate::retry::RunRetries;
 use crate::sanitize::SurfacedError;
 use crate::usage::UsageLimits;
@@ -187,7 +187,7 @@ impl<O: AgentOutput> AgentInner<O> {
         run_id: &str,
         recorder: Arc<dyn CallRecorder>,
     ) -> RunContext {
-        let observer = Observer::new(Arc::clone(&self.model), self.feed.clone(), options.feed);
+        let (observer, run) = self.observer.for_run(options.feed);
         RunContext::for_run(RunSetup {
             breaker: RunBreaker::new(self.breaker_threshold),
             service: Some(self.service_breaker.clone()),
@@ -196,7 +196,7 @@ impl<O: AgentOutput> AgentInner<O> {
             cancel: options.cancellation,
             extensions: options.extensions,
             limits: self.limits,
-            events: EventLog::observed(observer),
+            events: EventLog::observed(observer, run),
             run_id: Some(run_id.into()),
             recorder,
             journal: options.journal,
