@@ -88,23 +88,30 @@ impl<O: AgentOutput> AgentInner<O> {
             (None, Message::Assistant { tool_calls, .. }) => (&tool_calls[..], &[][..]),
             (None, _) => (&[][..], &[][..]),
         };
-        let answers = executor::answer_all(
-            ctx,
-            calls,
-            |call| {
-                let saved = saved.iter().find(|p| p.call.id == call.id);
-                // Boxed: a call's future is large (the whole recovery ladder), and the join
-                // would otherwise copy it as it collects and polls the turn's calls.
-                Box::pin(self.answer(ctx, call, recorder, saved))
-            },
-            |a: &Answered| a.stop.as_ref().is_some_and(|stop| !waits_for_person(stop)),
-        )
-        .await;
-        request.messages.push(asked);
+        let ends_run = |a: &Answered| a.stop.as_ref().is_some_and(|stop| !waits_for_person(stop));
         let mut stops = Vec::new();
-        for answer in answers {
-            request.messages.push(Message::Tool(answer.result));
-            stops.extend(answer.stop);
+        if let [call] = calls {
+            // One call, as most turns make: awaited as it is, with no join to build around it
+            // and no box to keep the join from copying it.
+            let answered = self
+                .answer(ctx, call, recorder, saved_of(saved, call))
+                .await;
+            if ends_run(&answered) {
+                ctx.halting().halt();
+            }
+            request.messages.push(asked);
+            request.messages.push(Message::Tool(answered.result));
+            stops.extend(answered.stop);
+        } else {
+            // Boxed: a call's future is large (the whole recovery ladder), and the join would
+            // otherwise copy it as it collects and polls the turn's calls.
+            let answer = |call| Box::pin(self.answer(ctx, call, recorder, saved_of(saved, call)));
+            let answers = executor::answer_all(ctx, calls, answer, ends_run).await;
+            request.messages.push(asked);
+            for answered in answers {
+                request.messages.push(Message::Tool(answered.result));
+                stops.extend(answered.stop);
+            }
         }
         if let Some(error) = recorder.failure() {
             return Err(RunError::Checkpoint(error));
@@ -186,6 +193,11 @@ impl<O: AgentOutput> AgentInner<O> {
             }
         })
     }
+}
+
+/// What a resumed run saved about `call`, if anything.
+fn saved_of<'a>(saved: &'a [PendingCall], call: &ToolCall) -> Option<&'a PendingCall> {
+    saved.iter().find(|p| p.call.id == call.id)
 }
 
 /// What the loop does with a call's outcome.
