@@ -15,7 +15,7 @@ use super::saved_stop::SavedStop;
 use crate::chat::{Message, ToolResult};
 use crate::checkpoint::{Checkpoint, CheckpointError, CheckpointStore};
 use crate::error::BoxFuture;
-use crate::executor::{CallProgress, CallRecorder, RunContext};
+use crate::executor::{CallProgress, CallRecorder, NoRecorder, RunContext};
 
 /// Where one run's checkpoints go, and the state it last saved.
 pub(super) struct CheckpointRecorder {
@@ -203,4 +203,28 @@ impl Recorder for CheckpointRecorder {
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Each critical section is one assignment: a panic cannot leave it torn.
     mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The run's one recorder, as the loop holds it and as the executor does.
+pub(super) struct Recorders {
+    pub(super) run: Arc<dyn Recorder>,
+    pub(super) calls: Arc<dyn CallRecorder>,
+}
+
+impl Recorders {
+    pub(super) fn none() -> Recorders {
+        let none = NoRecorder::shared();
+        Recorders {
+            run: none.clone(),
+            calls: none,
+        }
+    }
+
+    pub(super) fn checkpoints(recorder: CheckpointRecorder) -> Recorders {
+        let recorder = Arc::new(recorder);
+        Recorders {
+            run: recorder.clone(),
+            calls: recorder,
+        }
+    }
 }

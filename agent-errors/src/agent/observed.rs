@@ -3,9 +3,10 @@
 
 use tokio::time::Instant;
 
-use super::{RunError, RunOutcome};
+use super::{Agent, AgentOutput, RunError, RunOptions, RunOutcome};
+use crate::chat::Message;
 use crate::classify::classify;
-use crate::observe::{RunEnd, TurnFailure};
+use crate::observe::{self, RunEnd, TurnFailure};
 
 impl RunError {
     /// Why a run ended without an output, as a label: `terminated`, `turn_cap`, ...
@@ -70,5 +71,23 @@ impl<O> RunEnd for Ended<O> {
 
     fn ended_at(&self) -> Option<Instant> {
         self.at
+    }
+}
+
+impl<O: AgentOutput> Agent<O> {
+    /// A new run inside its span and meters, started now (each public entry calls this as it is
+    /// first polled). Not itself `async`: each layer of `async fn` around the run would copy the
+    /// future it holds, and the outcome it hands back, once more.
+    pub(super) fn observed(
+        &self,
+        history: Vec<Message>,
+        options: RunOptions,
+    ) -> impl Future<Output = Ended<O>> + '_ {
+        let inner = &self.inner;
+        // Boxed: the loop's future holds a whole turn (its calls, their ladders, the journal) and
+        // is several kilobytes; the caller's future then stays small wherever it is moved.
+        let started = Instant::now();
+        let run = Box::pin(inner.run(history, options, started));
+        observe::run(&inner.name, &*inner.model, &inner.meters, started, run)
     }
 }

@@ -95,3 +95,11 @@ impl Recorder for NoRecorder {
         None
     }
 }
+
+/// The run error a record that was not kept becomes.
+pub(super) fn unsaved(recorder: &dyn Recorder) -> RunError {
+    let error = recorder
+        .failure()
+        .unwrap_or_else(|| CheckpointError::Store("a checkpoint save failed".into()));
+    RunError::Checkpoint(error)
+}

@@ -6,25 +6,22 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::checkpoint_recorder::CheckpointRecorder;
+use super::checkpoint_recorder::{CheckpointRecorder, Recorders};
 use super::counts::Counts;
 use super::durable::{self, PendingCall, ResumeError, SavedCounts, SavedRun};
 use super::model_call::Turn;
 use super::observed::Ended;
-use super::recorder::Recorder;
+use super::recorder::{Recorder, unsaved};
 use super::stream::DeltaSender;
 use super::turn;
 use super::usage_meter::{self, UsageMeter};
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
 use crate::breaker::RunBreaker;
 use crate::chat::{ChatRequest, Message, ToolCall, ToolSpec};
-use crate::checkpoint::CheckpointError;
 use crate::classify::ErrorKind;
 use crate::events::EventLog;
 use crate::events::RunReport;
-use crate::executor::{
-    CallRecorder, Cancellation, NoRecorder, RecoveryState, RunContext, RunSetup,
-};
+use crate::executor::{CallRecorder, Cancellation, RecoveryState, RunContext, RunSetup};
 use crate::observe;
 use crate::retry::RunRetries;
 use crate::sanitize::SurfacedError;
@@ -33,7 +30,10 @@ use crate::usage::UsageLimits;
 impl<O: AgentOutput> Agent<O> {
     /// Runs the agent on `input` and returns its output.
     pub async fn run(&self, input: impl Into<String>) -> Result<O, RunError> {
-        let run = self.observed(one_message(input), RunOptions::default());
+        let run = self.observed(
+            super::conversation::one_message(input),
+            RunOptions::default(),
+        );
         run.await.outcome.result
     }
 
@@ -44,7 +44,7 @@ impl<O: AgentOutput> Agent<O> {
         cancellation: Cancellation,
     ) -> Result<O, RunError> {
         let options = RunOptions::new().cancellation(cancellation);
-        self.observed(one_message(input), options)
+        self.observed(super::conversation::one_message(input), options)
             .await
             .outcome
             .result
@@ -52,13 +52,18 @@ impl<O: AgentOutput> Agent<O> {
 
     /// Runs the agent and returns the report (events, counts) and transcript with the result.
     pub async fn run_with_report(&self, input: impl Into<String>) -> RunOutcome<O> {
-        let run = self.observed(one_message(input), RunOptions::default());
+        let run = self.observed(
+            super::conversation::one_message(input),
+            RunOptions::default(),
+        );
         run.await.outcome
     }
 
     /// Runs the agent with these options.
     pub async fn run_with(&self, input: impl Into<String>, options: RunOptions) -> RunOutcome<O> {
-        self.observed(one_message(input), options).await.outcome
+        self.observed(super::conversation::one_message(input), options)
+            .await
+            .outcome
     }
 
     /// Runs the agent on a conversation so far (ending, usually, with the user's new message)
@@ -72,22 +77,6 @@ impl<O: AgentOutput> Agent<O> {
         options: RunOptions,
     ) -> RunOutcome<O> {
         self.observed(history, options).await.outcome
-    }
-
-    /// A new run inside its span and meters, started now (each public entry calls this as it is
-    /// first polled). Not itself `async`: each layer of `async fn` around the run would copy the
-    /// future it holds, and the outcome it hands back, once more.
-    fn observed(
-        &self,
-        history: Vec<Message>,
-        options: RunOptions,
-    ) -> impl Future<Output = Ended<O>> + '_ {
-        let inner = &self.inner;
-        // Boxed: the loop's future holds a whole turn (its calls, their ladders, the journal) and
-        // is several kilobytes; the caller's future then stays small wherever it is moved.
-        let started = Instant::now();
-        let run = Box::pin(inner.run(history, options, started));
-        observe::run(&inner.name, &*inner.model, &inner.meters, started, run)
     }
 
     /// Goes on with the durable run `run_id` from its last checkpoint, on this agent (which
@@ -119,15 +108,6 @@ impl<O: AgentOutput> Agent<O> {
     }
 }
 
-/// A conversation of one user message, with room for the turns of a short run (a tool call,
-/// its answer, the final answer): the transcript is not grown (moved to a new allocation) as
-/// they are added.
-fn one_message(input: impl Into<String>) -> Vec<Message> {
-    let mut history = Vec::with_capacity(4);
-    history.push(Message::user(input));
-    history
-}
-
 /// Where a run starts. A new run starts from its transcript; a resumed run is a new run that
 /// starts from its checkpoint: the calls of its last turn still to answer, its counts, what it
 /// had learnt, and the deadline it had left.
@@ -146,38 +126,6 @@ struct Start {
     /// The run's start, for its first model turn to start at too, when nothing else timed or
     /// waited on (a checkpoint save, a resumed turn's calls) comes between them.
     clock: Option<Instant>,
-}
-
-/// The run's one recorder, as the loop holds it and as the executor does.
-struct Recorders {
-    run: Arc<dyn Recorder>,
-    calls: Arc<dyn CallRecorder>,
-}
-
-impl Recorders {
-    fn none() -> Recorders {
-        let none = NoRecorder::shared();
-        Recorders {
-            run: none.clone(),
-            calls: none,
-        }
-    }
-
-    fn checkpoints(recorder: CheckpointRecorder) -> Recorders {
-        let recorder = Arc::new(recorder);
-        Recorders {
-            run: recorder.clone(),
-            calls: recorder,
-        }
-    }
-}
-
-/// The run error a record that was not kept becomes.
-fn unsaved(recorder: &dyn Recorder) -> RunError {
-    let error = recorder
-        .failure()
-        .unwrap_or_else(|| CheckpointError::Store("a checkpoint save failed".into()));
-    RunError::Checkpoint(error)
 }
 
 impl<O: AgentOutput> AgentInner<O> {
@@ -204,7 +152,7 @@ impl<O: AgentOutput> AgentInner<O> {
         })
     }
 
-    async fn run(
+    pub(super) async fn run(
         &self,
         history: Vec<Message>,
         mut options: RunOptions,
