@@ -73,34 +73,45 @@ fn stopped(terminated: Box<Terminated>) -> RunError {
 
 impl<O: AgentOutput> AgentInner<O> {
     /// Answers every call of a turn, in order, adds the turn (`asked`) and the answers to the
-    /// transcript, and says whether the run goes on. `saved` holds what a resumed run saved
-    /// about these calls.
+    /// transcript, and says whether the run goes on. The calls are those `asked` makes, or for
+    /// a resumed turn those its checkpoint saved as pending, with what it saved about each.
     pub(super) async fn answer_turn(
         &self,
         ctx: &RunContext,
         request: &mut ChatRequest,
         recorder: &dyn Recorder,
         asked: Message,
-        calls: &[ToolCall],
-        saved: &[PendingCall],
+        resumed: Option<(&[ToolCall], &[PendingCall])>,
     ) -> Result<(), RunError> {
-        let answers = executor::answer_all(
-            ctx,
-            calls,
-            |call| {
-                let saved = saved.iter().find(|p| p.call.id == call.id);
-                // Boxed: a call's future is large (the whole recovery ladder), and the join
-                // would otherwise copy it as it collects and polls the turn's calls.
-                Box::pin(self.answer(ctx, call, recorder, saved))
-            },
-            |a: &Answered| a.stop.as_ref().is_some_and(|stop| !waits_for_person(stop)),
-        )
-        .await;
-        request.messages.push(asked);
+        let (calls, saved) = match (resumed, &asked) {
+            (Some((calls, saved)), _) => (calls, saved),
+            (None, Message::Assistant { tool_calls, .. }) => (&tool_calls[..], &[][..]),
+            (None, _) => (&[][..], &[][..]),
+        };
+        let ends_run = |a: &Answered| a.stop.as_ref().is_some_and(|stop| !waits_for_person(stop));
         let mut stops = Vec::new();
-        for answer in answers {
-            request.messages.push(Message::Tool(answer.result));
-            stops.extend(answer.stop);
+        if let [call] = calls {
+            // One call, as most turns make: awaited as it is, with no join to build around it
+            // and no box to keep the join from copying it.
+            let answered = self
+                .answer(ctx, call, recorder, saved_of(saved, call))
+                .await;
+            if ends_run(&answered) {
+                ctx.halting().halt();
+            }
+            request.messages.push(asked);
+            request.messages.push(Message::Tool(answered.result));
+            stops.extend(answered.stop);
+        } else {
+            // Boxed: a call's future is large (the whole recovery ladder), and the join would
+            // otherwise copy it as it collects and polls the turn's calls.
+            let answer = |call| Box::pin(self.answer(ctx, call, recorder, saved_of(saved, call)));
+            let answers = executor::answer_all(ctx, calls, answer, ends_run).await;
+            request.messages.push(asked);
+            for answered in answers {
+                request.messages.push(Message::Tool(answered.result));
+                stops.extend(answered.stop);
+            }
         }
         if let Some(error) = recorder.failure() {
             return Err(RunError::Checkpoint(error));
@@ -182,6 +193,11 @@ impl<O: AgentOutput> AgentInner<O> {
             }
         })
     }
+}
+
+/// What a resumed run saved about `call`, if anything.
+fn saved_of<'a>(saved: &'a [PendingCall], call: &ToolCall) -> Option<&'a PendingCall> {
+    saved.iter().find(|p| p.call.id == call.id)
 }
 
 /// What the loop does with a call's outcome.

@@ -16,7 +16,7 @@ use crate::checkpoint::CheckpointStore;
 use crate::executor::{Approvals, Limits, PermissionHook};
 use crate::fix::FixerDef;
 use crate::model::ChatModel;
-use crate::observe::{AgentMeters, DEFAULT_EVENT_CAPACITY, Feed};
+use crate::observe::{AgentMeters, DEFAULT_EVENT_CAPACITY, Feed, Observer};
 use crate::policy::Policy;
 use crate::registry::{ConfigError, ConfigProblem, Registry, RegistryBuilder};
 use crate::tool::ToolDef;
@@ -455,6 +455,8 @@ impl<O: AgentOutput> AgentBuilder<O> {
                 if options.response_format.is_none() {
                     options.response_format = O::response_format();
                 }
+                let feed = Feed::new(DEFAULT_EVENT_CAPACITY);
+                let observer = Arc::new(Observer::new(Arc::clone(&model), &feed));
                 Ok(Agent {
                     inner: Arc::new(AgentInner {
                         name: self.name,
@@ -475,7 +477,8 @@ impl<O: AgentOutput> AgentBuilder<O> {
                         limits: self.limits,
                         source: self.source,
                         options,
-                        feed: Feed::new(DEFAULT_EVENT_CAPACITY),
+                        feed,
+                        observer,
                         meters,
                         checkpoints: self.checkpoints,
                         usage_limits: Arc::new(self.usage_limits),

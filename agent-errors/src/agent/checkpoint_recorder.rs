@@ -8,13 +8,14 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::RunError;
-use super::durable::{self, PendingCall, SavedCounts, SavedRun};
+use super::counts::Counts;
+use super::durable::{self, PendingCall, SavedRun};
 use super::recorder::Recorder;
 use super::saved_stop::SavedStop;
 use crate::chat::{Message, ToolResult};
 use crate::checkpoint::{Checkpoint, CheckpointError, CheckpointStore};
 use crate::error::BoxFuture;
-use crate::executor::{CallProgress, CallRecorder, RunContext};
+use crate::executor::{CallProgress, CallRecorder, NoRecorder, RunContext};
 
 /// Where one run's checkpoints go, and the state it last saved.
 pub(super) struct CheckpointRecorder {
@@ -141,9 +142,10 @@ impl Recorder for CheckpointRecorder {
         history: &'a [Message],
         asked: &'a Message,
         known: &dyn Fn(&str) -> bool,
-        counts: SavedCounts,
+        counts: &Counts,
         ctx: &'a RunContext,
     ) -> BoxFuture<'a, bool> {
+        let counts = counts.saved();
         let pending = match asked {
             Message::Assistant { tool_calls, .. } => tool_calls
                 .iter()
@@ -180,9 +182,10 @@ impl Recorder for CheckpointRecorder {
     fn finished<'a>(
         &'a self,
         transcript: &'a [Message],
-        counts: SavedCounts,
+        counts: &Counts,
         outcome: Result<(), &'a RunError>,
     ) -> BoxFuture<'a, bool> {
+        let counts = counts.saved();
         let finished = durable::finished(outcome, transcript);
         Box::pin(self.save(move |run| {
             run.transcript = transcript.to_vec();
@@ -200,4 +203,28 @@ impl Recorder for CheckpointRecorder {
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Each critical section is one assignment: a panic cannot leave it torn.
     mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The run's one recorder, as the loop holds it and as the executor does.
+pub(super) struct Recorders {
+    pub(super) run: Arc<dyn Recorder>,
+    pub(super) calls: Arc<dyn CallRecorder>,
+}
+
+impl Recorders {
+    pub(super) fn none() -> Recorders {
+        let none = NoRecorder::shared();
+        Recorders {
+            run: none.clone(),
+            calls: none,
+        }
+    }
+
+    pub(super) fn checkpoints(recorder: CheckpointRecorder) -> Recorders {
+        let recorder = Arc::new(recorder);
+        Recorders {
+            run: recorder.clone(),
+            calls: recorder,
+        }
+    }
 }

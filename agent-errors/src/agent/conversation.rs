@@ -182,6 +182,15 @@ pub(super) fn check_history(history: &[Message]) -> Result<(), HistoryError> {
     open.map_or(Ok(()), OpenCalls::close)
 }
 
+/// A conversation of one user message, with room for the turns of a short run (a tool call,
+/// its answer, the final answer): the transcript is not grown (moved to a new allocation) as
+/// they are added.
+pub(super) fn one_message(input: impl Into<String>) -> Vec<Message> {
+    let mut history = Vec::with_capacity(4);
+    history.push(Message::user(input));
+    history
+}
+
 /// `history` with the system prompt first, unless it already starts with a system message (a
 /// transcript handed back keeps the one it was given).
 pub(super) fn with_system_prompt(prompt: Option<&str>, history: Vec<Message>) -> Vec<Message> {

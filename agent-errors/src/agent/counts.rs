@@ -1,6 +1,8 @@
 //! What the loop counts over a run (turns, model and tool calls, usage), saved with a durable
 //! run so a resumed one goes on counting.
 
+use tokio::time::Instant;
+
 use super::durable::SavedCounts;
 use super::stream::DeltaSender;
 use super::usage_meter::UsageMeter;
@@ -15,6 +17,10 @@ pub(super) struct Counts {
     pub(super) deltas: Option<DeltaSender>,
     /// What the run's usage caps count.
     pub(super) meter: UsageMeter,
+    /// A reading of the clock nothing timed has happened since (the run's start until its first
+    /// turn, a turn's end until the run does something else), for the next timing to start or
+    /// end at instead of reading the clock again.
+    pub(super) clock: Option<Instant>,
 }
 
 impl Counts {
@@ -27,6 +33,7 @@ impl Counts {
             usage: Usage::default(),
             deltas,
             meter,
+            clock: None,
         }
     }
 

@@ -67,7 +67,7 @@ use crate::checkpoint::CheckpointStore;
 use crate::executor::{Approvals, Limits, PermissionHook};
 use crate::explain::Explanation;
 use crate::model::ChatModel;
-use crate::observe::{AgentMeters, EventStream, Feed};
+use crate::observe::{AgentMeters, EventStream, Feed, Observer};
 use crate::registry::Registry;
 use crate::usage::UsageLimits;
 
@@ -152,6 +152,8 @@ pub(crate) struct AgentInner<O> {
     pub(crate) options: RequestOptions,
     /// The live stream of every run's events.
     pub(crate) feed: Feed,
+    /// Where every run's events go live, shared by the runs.
+    pub(crate) observer: Arc<Observer>,
     pub(crate) meters: AgentMeters,
     /// Where each run's checkpoints go, when its runs are durable.
     pub(crate) checkpoints: Option<Arc<dyn CheckpointStore>>,
@@ -179,6 +181,7 @@ impl<O> Clone for AgentInner<O> {
             source: self.source.clone(),
             options: self.options.clone(),
             feed: self.feed.clone(),
+            observer: Arc::clone(&self.observer),
             meters: self.meters.clone(),
             checkpoints: self.checkpoints.clone(),
             usage_limits: Arc::clone(&self.usage_limits),

@@ -1,8 +1,11 @@
 //! One model turn: ask the model (streaming when the run streams), judge its answer, and let
 //! `on_llm_error` decide about a failure; retries stay inside the turn.
 
+use std::future::poll_fn;
 use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
+use std::pin::{Pin, pin};
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -13,7 +16,7 @@ use crate::chat::{ChatRequest, ChatResponse};
 use crate::classify::server_delay;
 use crate::error::BoxError;
 use crate::events::Event;
-use crate::executor::{RunContext, ToolPanic};
+use crate::executor::{Cancellation, RunContext, ToolPanic};
 use crate::journal::{JournaledModelCall, RunJournal};
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER, cannot_succeed_on_retry};
 use crate::retry::{self, Policy, RetrySchedule, Step, Stop, decide};
@@ -58,10 +61,13 @@ impl<O: AgentOutput> AgentInner<O> {
             attempt: 1,
             ended: None,
         };
-        let turn = tokio::select! {
-            biased;
-            () = cancellation.cancelled() => return Err(RunError::Cancelled),
-            turn = retry::call(&mut policy) => turn,
+        let turn = {
+            // Pinned where it is made: handed over by value, the turn's future would be copied.
+            let turn = pin!(retry::call(&mut policy));
+            unless_cancelled(cancellation, turn).await
+        };
+        let Some(turn) = turn else {
+            return Err(RunError::Cancelled);
         };
         match turn {
             Ok(turn) => turn,
@@ -70,6 +76,27 @@ impl<O: AgentOutput> AgentInner<O> {
                 .take()
                 .unwrap_or_else(|| Err(RunError::Model(super::ModelFailure::new(error)))),
         }
+    }
+}
+
+/// `turn`, or `None` when `cancellation` fires first (checked before each poll of the turn).
+/// A turn that is ready on its first poll (a model answering without waiting) is not made to
+/// register a waiter on the cancellation, which takes its lock twice and, for a run's default
+/// handle, would make its token.
+async fn unless_cancelled<F: Future>(
+    cancellation: &Cancellation,
+    mut turn: Pin<&mut F>,
+) -> Option<F::Output> {
+    if cancellation.is_cancelled() {
+        return None;
+    }
+    if let Poll::Ready(done) = poll_fn(|cx| Poll::Ready(turn.as_mut().poll(cx))).await {
+        return Some(done);
+    }
+    tokio::select! {
+        biased;
+        () = cancellation.cancelled() => None,
+        done = turn => Some(done),
     }
 }
 
@@ -99,16 +126,14 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
         // The model is user code: a panic in `chat` (before or inside its future) ends the
         // run with an error that says so instead of unwinding through `run`.
         let model = &*self.agent.model;
-        let asked = AssertUnwindSafe(stream::ask(
-            model,
-            self.request,
-            self.counts.deltas.as_ref(),
-        ))
-        .catch_unwind();
+        let (request, deltas) = (self.request, self.counts.deltas.as_ref());
+        // Made where each branch awaits it: made once before the branches, the ask's future
+        // would be copied into the one that takes it.
+        let ask = || AssertUnwindSafe(stream::ask(model, request, deltas)).catch_unwind();
         let asked = match self.ctx.journal() {
-            None => asked.await,
+            None => ask().await,
             // Boxed: a request without a journal must not carry this future's space.
-            Some(journal) => match Box::pin(journaled_ask(journal, asked)).await {
+            Some(journal) => match Box::pin(journaled_ask(journal, ask())).await {
                 Some(asked) => asked,
                 None => return Ok(Err(RunError::Cancelled)),
             },

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::RunError;
-use super::durable::SavedCounts;
+use super::counts::Counts;
 use crate::chat::{Message, ToolResult};
 use crate::checkpoint::CheckpointError;
 use crate::error::BoxFuture;
@@ -24,13 +24,14 @@ pub(super) trait Recorder: CallRecorder {
     ) -> BoxFuture<'a, bool>;
 
     /// A model turn (`asked`, after `history`) asked for calls: records them as pending, before
-    /// any of them runs. `known` says which name a tool of the agent answers.
+    /// any of them runs. `known` says which name a tool of the agent answers. The counts are
+    /// lent, not saved for it: a recorder that keeps nothing copies nothing.
     fn turn<'a>(
         &'a self,
         history: &'a [Message],
         asked: &'a Message,
         known: &dyn Fn(&str) -> bool,
-        counts: SavedCounts,
+        counts: &Counts,
         ctx: &'a RunContext,
     ) -> BoxFuture<'a, bool>;
 
@@ -47,7 +48,7 @@ pub(super) trait Recorder: CallRecorder {
     fn finished<'a>(
         &'a self,
         transcript: &'a [Message],
-        counts: SavedCounts,
+        counts: &Counts,
         outcome: Result<(), &'a RunError>,
     ) -> BoxFuture<'a, bool>;
 
@@ -65,7 +66,7 @@ impl Recorder for NoRecorder {
         _: &'a [Message],
         _: &'a Message,
         _: &dyn Fn(&str) -> bool,
-        _: SavedCounts,
+        _: &Counts,
         _: &'a RunContext,
     ) -> BoxFuture<'a, bool> {
         Box::pin(Recorded)
@@ -84,7 +85,7 @@ impl Recorder for NoRecorder {
     fn finished<'a>(
         &'a self,
         _: &'a [Message],
-        _: SavedCounts,
+        _: &Counts,
         _: Result<(), &'a RunError>,
     ) -> BoxFuture<'a, bool> {
         Box::pin(Recorded)
@@ -93,4 +94,12 @@ impl Recorder for NoRecorder {
     fn failure(&self) -> Option<CheckpointError> {
         None
     }
+}
+
+/// The run error a record that was not kept becomes.
+pub(super) fn unsaved(recorder: &dyn Recorder) -> RunError {
+    let error = recorder
+        .failure()
+        .unwrap_or_else(|| CheckpointError::Store("a checkpoint save failed".into()));
+    RunError::Checkpoint(error)
 }

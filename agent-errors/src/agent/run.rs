@@ -4,25 +4,25 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::checkpoint_recorder::CheckpointRecorder;
+use tokio::time::Instant;
+
+use super::checkpoint_recorder::{CheckpointRecorder, Recorders};
 use super::counts::Counts;
 use super::durable::{self, PendingCall, ResumeError, SavedCounts, SavedRun};
 use super::model_call::Turn;
-use super::recorder::Recorder;
+use super::observed::Ended;
+use super::recorder::{Recorder, unsaved};
 use super::stream::DeltaSender;
 use super::turn;
 use super::usage_meter::{self, UsageMeter};
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
 use crate::breaker::RunBreaker;
 use crate::chat::{ChatRequest, Message, ToolCall, ToolSpec};
-use crate::checkpoint::CheckpointError;
 use crate::classify::ErrorKind;
 use crate::events::EventLog;
 use crate::events::RunReport;
-use crate::executor::{
-    CallRecorder, Cancellation, NoRecorder, RecoveryState, RunContext, RunSetup,
-};
-use crate::observe::{self, Observer};
+use crate::executor::{CallRecorder, Cancellation, RecoveryState, RunContext, RunSetup};
+use crate::observe;
 use crate::retry::RunRetries;
 use crate::sanitize::SurfacedError;
 use crate::usage::UsageLimits;
@@ -30,7 +30,11 @@ use crate::usage::UsageLimits;
 impl<O: AgentOutput> Agent<O> {
     /// Runs the agent on `input` and returns its output.
     pub async fn run(&self, input: impl Into<String>) -> Result<O, RunError> {
-        self.run_with(input, RunOptions::default()).await.result
+        let run = self.observed(
+            super::conversation::one_message(input),
+            RunOptions::default(),
+        );
+        run.await.outcome.result
     }
 
     /// Runs the agent; `cancellation.cancel()` ends the run with [`RunError::Cancelled`].
@@ -39,20 +43,27 @@ impl<O: AgentOutput> Agent<O> {
         input: impl Into<String>,
         cancellation: Cancellation,
     ) -> Result<O, RunError> {
-        self.run_with(input, RunOptions::new().cancellation(cancellation))
+        let options = RunOptions::new().cancellation(cancellation);
+        self.observed(super::conversation::one_message(input), options)
             .await
+            .outcome
             .result
     }
 
     /// Runs the agent and returns the report (events, counts) and transcript with the result.
     pub async fn run_with_report(&self, input: impl Into<String>) -> RunOutcome<O> {
-        self.run_with(input, RunOptions::default()).await
+        let run = self.observed(
+            super::conversation::one_message(input),
+            RunOptions::default(),
+        );
+        run.await.outcome
     }
 
     /// Runs the agent with these options.
     pub async fn run_with(&self, input: impl Into<String>, options: RunOptions) -> RunOutcome<O> {
-        self.run_conversation(vec![Message::user(input)], options)
+        self.observed(super::conversation::one_message(input), options)
             .await
+            .outcome
     }
 
     /// Runs the agent on a conversation so far (ending, usually, with the user's new message)
@@ -65,11 +76,7 @@ impl<O: AgentOutput> Agent<O> {
         history: Vec<Message>,
         options: RunOptions,
     ) -> RunOutcome<O> {
-        let inner = &self.inner;
-        // Boxed: the loop's future holds a whole turn (its calls, their ladders, the journal) and
-        // is several kilobytes; the caller's future then stays small wherever it is moved.
-        let run = Box::pin(inner.run(history, options));
-        observe::run(&inner.name, &*inner.model, &inner.meters, run).await
+        self.observed(history, options).await.outcome
     }
 
     /// Goes on with the durable run `run_id` from its last checkpoint, on this agent (which
@@ -95,7 +102,9 @@ impl<O: AgentOutput> Agent<O> {
     pub async fn resume(&self, run_id: impl Into<String>, options: RunOptions) -> RunOutcome<O> {
         let inner = &self.inner;
         let run = Box::pin(inner.resume(run_id.into(), options));
-        observe::run(&inner.name, &*inner.model, &inner.meters, run).await
+        let started = Instant::now();
+        let ended = observe::run(&inner.name, &*inner.model, &inner.meters, started, run).await;
+        ended.outcome
     }
 }
 
@@ -107,44 +116,16 @@ struct Start {
     /// The turn whose calls are still to answer, and what was saved about each; like any turn,
     /// it joins the transcript only with its answers.
     pending: Option<(Message, Vec<PendingCall>)>,
-    counts: SavedCounts,
+    /// What a resumed run had counted; a new run counts from zero.
+    counts: Option<SavedCounts>,
     /// What the run had learnt; a new run has learnt nothing, and restores nothing.
     recovery: Option<RecoveryState>,
     deadline: Option<Duration>,
     /// The caps the run is held to: a resumed run keeps those it was started with.
     usage_limits: Arc<UsageLimits>,
-}
-
-/// The run's one recorder, as the loop holds it and as the executor does.
-struct Recorders {
-    run: Arc<dyn Recorder>,
-    calls: Arc<dyn CallRecorder>,
-}
-
-impl Recorders {
-    fn none() -> Recorders {
-        let none = NoRecorder::shared();
-        Recorders {
-            run: none.clone(),
-            calls: none,
-        }
-    }
-
-    fn checkpoints(recorder: CheckpointRecorder) -> Recorders {
-        let recorder = Arc::new(recorder);
-        Recorders {
-            run: recorder.clone(),
-            calls: recorder,
-        }
-    }
-}
-
-/// The run error a record that was not kept becomes.
-fn unsaved(recorder: &dyn Recorder) -> RunError {
-    let error = recorder
-        .failure()
-        .unwrap_or_else(|| CheckpointError::Store("a checkpoint save failed".into()));
-    RunError::Checkpoint(error)
+    /// The run's start, for its first model turn to start at too, when nothing else timed or
+    /// waited on (a checkpoint save, a resumed turn's calls) comes between them.
+    clock: Option<Instant>,
 }
 
 impl<O: AgentOutput> AgentInner<O> {
@@ -154,7 +135,7 @@ impl<O: AgentOutput> AgentInner<O> {
         run_id: &str,
         recorder: Arc<dyn CallRecorder>,
     ) -> RunContext {
-        let observer = Observer::new(Arc::clone(&self.model), self.feed.clone(), options.feed);
+        let (observer, run) = self.observer.for_run(options.feed);
         RunContext::for_run(RunSetup {
             breaker: RunBreaker::new(self.breaker_threshold),
             service: Some(self.service_breaker.clone()),
@@ -163,7 +144,7 @@ impl<O: AgentOutput> AgentInner<O> {
             cancel: options.cancellation,
             extensions: options.extensions,
             limits: self.limits,
-            events: EventLog::observed(observer),
+            events: EventLog::observed(observer, run),
             run_id: Some(run_id.into()),
             recorder,
             journal: options.journal,
@@ -171,15 +152,20 @@ impl<O: AgentOutput> AgentInner<O> {
         })
     }
 
-    async fn run(&self, history: Vec<Message>, mut options: RunOptions) -> RunOutcome<O> {
+    pub(super) async fn run(
+        &self,
+        history: Vec<Message>,
+        mut options: RunOptions,
+        started: Instant,
+    ) -> Ended<O> {
         let run_id = options.run_id.take().unwrap_or_else(durable::new_run_id);
         if let Err(error) = super::conversation::check_history(&history) {
-            return RunOutcome {
+            return Ended::from(RunOutcome {
                 result: Err(RunError::InvalidHistory(error)),
                 report: RunReport::default(),
                 transcript: history,
                 run_id,
-            };
+            });
         }
         let transcript =
             super::conversation::with_system_prompt(self.system_prompt.as_deref(), history);
@@ -197,20 +183,24 @@ impl<O: AgentOutput> AgentInner<O> {
         let start = Start {
             transcript,
             pending: None,
-            counts: SavedCounts::default(),
+            counts: None,
             recovery: None,
             deadline: self.limits.run_deadline,
             usage_limits,
+            // A durable run saves its start before its first turn.
+            clock: self.checkpoints.is_none().then_some(started),
         };
         self.go(run_id, recorders, start, options).await
     }
 
-    async fn resume(&self, run_id: String, mut options: RunOptions) -> RunOutcome<O> {
-        let refused = |error: RunError, transcript| RunOutcome {
-            result: Err(error.redacted()),
-            report: RunReport::default(),
-            transcript,
-            run_id: run_id.clone(),
+    async fn resume(&self, run_id: String, mut options: RunOptions) -> Ended<O> {
+        let refused = |error: RunError, transcript| {
+            Ended::from(RunOutcome {
+                result: Err(error.redacted()),
+                report: RunReport::default(),
+                transcript,
+                run_id: run_id.clone(),
+            })
         };
         let Some(store) = &self.checkpoints else {
             return refused(RunError::Resume(ResumeError::NoStore), Vec::new());
@@ -279,13 +269,14 @@ impl<O: AgentOutput> AgentInner<O> {
         let start = Start {
             transcript,
             pending,
-            counts: saved.counts.clone(),
+            counts: Some(saved.counts.clone()),
             recovery: Some(saved.recovery.clone()),
             deadline: saved
                 .deadline_left_ms
                 .map(Duration::from_millis)
                 .or(self.limits.run_deadline),
             usage_limits,
+            clock: None,
         };
         let recorder = CheckpointRecorder::new(store, run_id.clone(), saved, next);
         self.go(run_id, Recorders::checkpoints(recorder), start, options)
@@ -324,14 +315,14 @@ impl<O: AgentOutput> AgentInner<O> {
         recorders: Recorders,
         start: Start,
         mut options: RunOptions,
-    ) -> RunOutcome<O> {
+    ) -> Ended<O> {
         if let Err(missing) = self.check_context(&options.extensions) {
-            return RunOutcome {
+            return Ended::from(RunOutcome {
                 result: Err(missing),
                 report: RunReport::default(),
                 transcript: start.transcript,
                 run_id,
-            };
+            });
         }
         let deltas = options.deltas.take().map(DeltaSender::new);
         let ctx = self.context(options, &run_id, recorders.calls);
@@ -350,7 +341,10 @@ impl<O: AgentOutput> AgentInner<O> {
             retries: RunRetries::new(Arc::clone(ctx.retries())),
         };
         let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits));
-        counts.restore(start.counts);
+        if let Some(saved) = start.counts {
+            counts.restore(saved);
+        }
+        counts.clock = start.clock;
         let driven = async {
             if !recorder.started(&ctx, start.deadline).await {
                 return Err(unsaved(recorder));
@@ -370,6 +364,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 Ok(result) => result,
                 Err(_) => {
                     ctx.halting().halt();
+                    counts.clock = None;
                     Err(RunError::DeadlineExceeded { limit })
                 }
             },
@@ -380,10 +375,7 @@ impl<O: AgentOutput> AgentInner<O> {
             Err(RunError::Checkpoint(_) | RunError::WaitingForPerson { .. })
         ) {
             let outcome = result.as_ref().map(|_| ());
-            if !recorder
-                .finished(&request.messages, counts.saved(), outcome)
-                .await
-            {
+            if !recorder.finished(&request.messages, &counts, outcome).await {
                 result = Err(unsaved(recorder));
             }
         }
@@ -392,7 +384,7 @@ impl<O: AgentOutput> AgentInner<O> {
             let error = crate::redact::redact(&error.to_string()).into_owned();
             tracing::warn!(%error, "run ended without an output");
         }
-        RunOutcome {
+        let outcome = RunOutcome {
             result,
             report: RunReport {
                 events: ctx.events().take(),
@@ -403,6 +395,10 @@ impl<O: AgentOutput> AgentInner<O> {
             },
             transcript: request.messages,
             run_id,
+        };
+        Ended {
+            outcome,
+            at: counts.clock,
         }
     }
 
@@ -438,7 +434,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 // A saved answer ended the run: the calls it halted are not run again.
                 ctx.halting().halt();
             }
-            self.answer_turn(ctx, request, recorder, asked, &calls, &pending)
+            self.answer_turn(ctx, request, recorder, asked, Some((&calls, &pending)))
                 .await?;
         }
         while counts.turns < self.max_turns {
@@ -446,13 +442,19 @@ impl<O: AgentOutput> AgentInner<O> {
                 return Err(RunError::Cancelled);
             }
             counts.turns += 1;
+            let started = counts.clock.take();
             let turn = observe::model_turn(
                 &*self.model,
                 &self.meters,
+                started,
                 || self.call_model(ctx, request, counts),
                 Turn::response,
             );
-            let response = match turn.await? {
+            let (turn, ended) = turn.await;
+            // Until something else happens, the turn's end is the run's end too (a durable run
+            // saves how it ended after its last turn: its end is read after that).
+            counts.clock = self.checkpoints.is_none().then_some(ended);
+            let response = match turn? {
                 Turn::Response(response) => response,
                 Turn::RespondWith(output) => return Ok(output),
             };
@@ -475,20 +477,22 @@ impl<O: AgentOutput> AgentInner<O> {
             }
 
             let calls = response.tool_calls;
+            counts.clock = None;
             if let Err(capped) = counts.may_run(&calls) {
                 usage_meter::refuse_turn(request, response.text, calls);
                 return Err(capped);
             }
             // The transcript gets the turn only with its answers, so a run the deadline stops
             // mid-turn never hands back a call without its answer; the recorder has it first.
-            let asked = Message::assistant(response.text, calls.clone());
+            // The calls are answered from this message: no copy of them is made.
+            let asked = Message::assistant(response.text, calls);
             ctx.learnt().begin_turn();
             let known = |name: &str| self.knows(name);
-            let recorded = recorder.turn(&request.messages, &asked, &known, counts.saved(), ctx);
+            let recorded = recorder.turn(&request.messages, &asked, &known, counts, ctx);
             if !recorded.await {
                 return Err(unsaved(recorder));
             }
-            self.answer_turn(ctx, request, recorder, asked, &calls, &[])
+            self.answer_turn(ctx, request, recorder, asked, None)
                 .await?;
         }
         Err(RunError::TurnCap {

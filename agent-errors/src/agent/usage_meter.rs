@@ -201,13 +201,15 @@ impl<O: AgentOutput> AgentInner<O> {
         request.tools = Arc::from(Vec::new());
         request.options.tool_choice = None;
         request.options.parallel_tool_calls = None;
+        let started = counts.clock.take();
         let turn = observe::model_turn(
             &*self.model,
             &self.meters,
+            started,
             || self.call_model(ctx, request, counts),
             Turn::response,
         );
-        let response = match turn.await {
+        let response = match turn.await.0 {
             Ok(Turn::Response(response)) => response,
             Ok(Turn::RespondWith(output)) => return Ok(output),
             Err(_) => {

@@ -2,6 +2,7 @@
 //! sink model wrappers record through.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{Event, on_event};
@@ -27,7 +28,11 @@ use super::{Event, on_event};
 #[derive(Debug, Default)]
 pub struct EventLog {
     events: Mutex<Vec<Event>>,
-    observer: Option<Box<dyn LiveFeed>>,
+    /// Where the events go live (shared by the agent's runs, not made per run) and the run they
+    /// are tagged with.
+    observer: Option<(Arc<dyn LiveFeed>, u64)>,
+    /// Set when the run ends: nothing is sent live after that.
+    closed: AtomicBool,
 }
 
 /// Where an agent run's events go live as they happen, and whose model labels the model-call
@@ -35,9 +40,9 @@ pub struct EventLog {
 pub(crate) trait LiveFeed: Send + Sync + fmt::Debug {
     /// The model's name, for the model-call counters.
     fn model(&self) -> &str;
-    /// Sends `event` to the live streams.
-    fn publish(&self, event: &Event);
-    /// Ends the live streams: nothing more will happen in the run.
+    /// Sends `event`, of the run tagged `run`, to the live streams.
+    fn publish(&self, run: u64, event: &Event);
+    /// Ends the run's own live streams: nothing more will happen in it.
     fn close(&self);
 }
 
@@ -47,11 +52,12 @@ impl EventLog {
         EventLog::default()
     }
 
-    /// The log of an agent run: events are tagged with the run and sent live.
-    pub(crate) fn observed(observer: impl LiveFeed + 'static) -> Self {
+    /// The log of an agent run: events are tagged with the run (`run`) and sent live.
+    pub(crate) fn observed(observer: Arc<dyn LiveFeed>, run: u64) -> Self {
         EventLog {
             events: Mutex::default(),
-            observer: Some(Box::new(observer)),
+            observer: Some((observer, run)),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -63,21 +69,24 @@ impl EventLog {
 
     /// Ends the live streams of the run: nothing more will happen in it.
     pub(crate) fn close(&self) {
-        if let Some(observer) = &self.observer {
+        self.closed.store(true, Ordering::SeqCst);
+        if let Some((observer, _)) = &self.observer {
             observer.close();
         }
     }
 
     /// Traces and counts an event, once whatever the number of logs it is recorded on.
     pub(super) fn observe(&self, event: &Event) {
-        let model = self.observer.as_ref().map_or("", |o| o.model());
+        let model = self.observer.as_ref().map_or("", |(o, _)| o.model());
         on_event(event, model);
     }
 
     /// Records an event without tracing it (the caller traced it once already).
     pub(crate) fn record(&self, event: Event) {
-        if let Some(observer) = &self.observer {
-            observer.publish(&event);
+        if let Some((observer, run)) = &self.observer
+            && !self.closed.load(Ordering::SeqCst)
+        {
+            observer.publish(*run, &event);
         }
         self.lock().push(event);
     }

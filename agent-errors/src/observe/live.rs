@@ -225,20 +225,18 @@ impl Feed {
     }
 }
 
-/// What one run's events are tagged with and where they go live: the agent's feed and the
-/// run's own.
+/// Where the events of an agent's runs go live, made once per agent and shared by its runs (a
+/// run with a stream of its own adds it, in a [`RunFeeds`]): a run makes no observer of its own.
+/// It holds the agent's feed weakly, so that a request a model kept (a test double records them)
+/// does not keep the agent's stream open once the agent is gone.
 pub(crate) struct Observer {
-    run: RunId,
     model: Arc<dyn ChatModel>,
-    /// Taken out when the run ends: a request the model kept (a test double records them) must
-    /// not keep the run's stream open.
-    feeds: Mutex<[Option<Feed>; 2]>,
+    agent: broadcast::WeakSender<RunEvent>,
 }
 
 impl fmt::Debug for Observer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Observer")
-            .field("run", &self.run)
             .field("model", &self.model.name())
             .finish_non_exhaustive()
     }
@@ -249,30 +247,71 @@ impl LiveFeed for Observer {
         self.model.name()
     }
 
-    fn publish(&self, event: &Event) {
-        for feed in self.lock().iter().flatten() {
-            feed.send(self.run, event);
+    fn publish(&self, run: u64, event: &Event) {
+        if let Some(agent) = self.agent.upgrade() {
+            Feed(agent).send(RunId(run), event);
         }
     }
 
-    /// The run is over: its streams end once their consumers have read what is left.
-    fn close(&self) {
-        *self.lock() = [None, None];
-    }
+    fn close(&self) {}
 }
 
 impl Observer {
-    pub(crate) fn new(model: Arc<dyn ChatModel>, agent: Feed, run: Option<Feed>) -> Self {
+    /// The observer of an agent whose model is `model` and whose stream is `agent`.
+    pub(crate) fn new(model: Arc<dyn ChatModel>, agent: &Feed) -> Self {
         Observer {
-            run: RunId::next(),
             model,
-            feeds: Mutex::new([Some(agent), run]),
+            agent: agent.0.downgrade(),
         }
     }
 
-    /// The model the run's model-call events are about, for metric labels.
-    fn lock(&self) -> std::sync::MutexGuard<'_, [Option<Feed>; 2]> {
-        // Sending cannot panic, so the feeds are never left half-written.
-        self.feeds.lock().unwrap_or_else(|p| p.into_inner())
+    /// Where one run's events go live, and the run they are tagged with: this observer, shared,
+    /// or with the run's own stream when it asked for one.
+    pub(crate) fn for_run(self: &Arc<Self>, own: Option<Feed>) -> (Arc<dyn LiveFeed>, u64) {
+        let run = RunId::next().get();
+        match own {
+            None => (Arc::clone(self) as Arc<dyn LiveFeed>, run),
+            Some(own) => {
+                let feeds = RunFeeds {
+                    shared: Arc::clone(self),
+                    own: Mutex::new(Some(own)),
+                };
+                (Arc::new(feeds), run)
+            }
+        }
+    }
+}
+
+/// The live side of a run with a stream of its own: the agent's observer and the run's feed.
+#[derive(Debug)]
+struct RunFeeds {
+    shared: Arc<Observer>,
+    /// Taken out when the run ends: a request the model kept must not keep the run's stream
+    /// open.
+    own: Mutex<Option<Feed>>,
+}
+
+impl LiveFeed for RunFeeds {
+    fn model(&self) -> &str {
+        self.shared.model()
+    }
+
+    fn publish(&self, run: u64, event: &Event) {
+        self.shared.publish(run, event);
+        if let Some(own) = &*self.lock() {
+            own.send(RunId(run), event);
+        }
+    }
+
+    /// The run is over: its stream ends once its consumer has read what is left.
+    fn close(&self) {
+        *self.lock() = None;
+    }
+}
+
+impl RunFeeds {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Feed>> {
+        // Sending cannot panic, so the feed is never left half-written.
+        self.own.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -41,6 +41,12 @@ pub(crate) trait RunEnd {
 
     /// What the run used: model requests, tokens, tool calls.
     fn usage(&self) -> (u32, crate::usage::Usage, u32);
+
+    /// When the run's last timed step (a model turn) ended, if nothing the run's duration must
+    /// count happened after it: the run's end is then that reading, not a fresh one.
+    fn ended_at(&self) -> Option<Instant> {
+        None
+    }
 }
 
 /// Runs one tool call inside its `execute_tool` span and counts it on the tool's `meters` (a
@@ -72,17 +78,21 @@ pub(crate) async fn tool_call<T: ToolCallEnd, F: Future<Output = T>>(
 
 /// Runs one model turn inside its `chat` span, records what the response says about itself,
 /// and times it. `response` finds the model's response in the turn's output, if it has one.
+/// `started` is a reading of the clock the caller took just before (the run's start, for its
+/// first turn), if it has one; the turn's end is handed back with its output, for the caller to
+/// use the same way.
 ///
 /// The turn is made here by `turn`, not handed over made: a turn's future is large, and every
 /// move of it is a copy of the whole.
 pub(crate) async fn model_turn<T, E: TurnFailure, F: Future<Output = Result<T, E>>>(
     model: &dyn ChatModel,
     meters: &AgentMeters,
+    started: Option<Instant>,
     turn: impl FnOnce() -> F,
     response: impl Fn(&T) -> Option<&ChatResponse>,
-) -> Result<T, E> {
+) -> (Result<T, E>, Instant) {
     let span = spans::chat(model);
-    let started = Instant::now();
+    let started = started.unwrap_or_else(Instant::now);
     // No subscriber: skip the instrumentation wrapper, and the move of the turn into it.
     let result = if span.is_disabled() {
         turn().await
@@ -101,19 +111,22 @@ pub(crate) async fn model_turn<T, E: TurnFailure, F: Future<Output = Result<T, E
     if let Some(kind) = error {
         spans::record_error(Some(&span), kind);
     }
-    metrics::model_call(meters, model.name(), error, started.elapsed());
-    result
+    let ended = Instant::now();
+    metrics::model_call(meters, model.name(), error, ended - started);
+    (result, ended)
 }
 
-/// Runs one agent run inside its `invoke_agent` span, times it and counts why it stopped.
+/// Runs one agent run inside its `invoke_agent` span, times it and counts why it stopped. The
+/// run's duration is from `started`, a reading of the clock taken as the run was made (its
+/// first model turn may share it), to [`RunEnd::ended_at`] when the outcome has one.
 pub(crate) async fn run<R: RunEnd>(
     agent: &str,
     model: &dyn ChatModel,
     meters: &AgentMeters,
+    started: Instant,
     run: impl Future<Output = R>,
 ) -> R {
     let span = spans::invoke_agent(agent, model);
-    let started = Instant::now();
     let outcome = if span.is_disabled() {
         run.await
     } else {
@@ -126,6 +139,7 @@ pub(crate) async fn run<R: RunEnd>(
     if !span.is_disabled() {
         spans::record_run_usage(&span, outcome.usage());
     }
-    metrics::run_ended(meters, agent, stop, started.elapsed());
+    let ended = outcome.ended_at().unwrap_or_else(Instant::now);
+    metrics::run_ended(meters, agent, stop, ended - started);
     outcome
 }
