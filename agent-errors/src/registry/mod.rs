@@ -298,14 +298,24 @@ impl Registry {
 
     /// The tool of that name.
     pub fn tool(&self, name: &str) -> Option<&ToolDef> {
-        self.index.get(name).map(|&i| &self.tools[i])
+        self.position(name).map(|i| &self.tools[i])
     }
 
     /// The tool of that name, its resolved policy and its metric keys: one lookup of the name.
     pub(crate) fn entry(&self, name: &str) -> Option<(&ToolDef, &ResolvedPolicy, &ToolMeters)> {
-        self.index
-            .get(name)
-            .map(|&i| (&self.tools[i], &self.resolved[i], &self.meters[i]))
+        self.position(name)
+            .map(|i| (&self.tools[i], &self.resolved[i], &self.meters[i]))
+    }
+
+    /// Where the tool of that name is. A few names are compared one by one (most differ in
+    /// length, and a comparison stops there), which costs a call less than hashing its name;
+    /// more are looked up in the index.
+    fn position(&self, name: &str) -> Option<usize> {
+        if self.tools.len() <= MAX_SCANNED_NAMES {
+            self.tools.iter().position(|tool| tool.name() == name)
+        } else {
+            self.index.get(name).copied()
+        }
     }
 
     /// Every tool, in registration order.
@@ -342,6 +352,9 @@ impl Registry {
         })
     }
 }
+
+/// Up to this many tools, a name is found by comparing it with each (see [`Registry::position`]).
+const MAX_SCANNED_NAMES: usize = 8;
 
 /// FNV-1a over a tool name. Every call looks its tool up by name, and SipHash's protection
 /// against chosen keys buys nothing here: only registered names are ever inserted.
