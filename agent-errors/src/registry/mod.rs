@@ -302,6 +302,7 @@ impl Registry {
     }
 
     /// The tool of that name, its resolved policy and its metric keys: one lookup of the name.
+    #[inline]
     pub(crate) fn entry(&self, name: &str) -> Option<(&ToolDef, &ResolvedPolicy, &ToolMeters)> {
         self.position(name)
             .map(|i| (&self.tools[i], &self.resolved[i], &self.meters[i]))
@@ -310,12 +311,20 @@ impl Registry {
     /// Where the tool of that name is. A few names are compared one by one (most differ in
     /// length, and a comparison stops there), which costs a call less than hashing its name;
     /// more are looked up in the index.
+    #[inline]
     fn position(&self, name: &str) -> Option<usize> {
         if self.tools.len() <= MAX_SCANNED_NAMES {
             self.tools.iter().position(|tool| tool.name() == name)
         } else {
-            self.index.get(name).copied()
+            self.indexed(name)
         }
+    }
+
+    /// The index's answer, out of line: inlined, the hashing would make every lookup save and
+    /// restore the registers it needs, a few names or many.
+    #[inline(never)]
+    fn indexed(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
     }
 
     /// Every tool, in registration order.
