@@ -84,8 +84,10 @@ pub struct CircuitOpen {
 /// Why an attempt produced no output.
 #[derive(Debug)]
 pub(crate) enum Missed {
-    /// The tool failed, or could not be called: the ladder answers it.
-    Failed(Failed),
+    /// The tool failed, or could not be called: the ladder answers it. Boxed: an attempt's
+    /// output is moved out of each layer of a call, and a failure is the rare case that can
+    /// pay for its allocation.
+    Failed(Box<Failed>),
     /// A concurrent call of this run tripped the tool's per-run breaker after `failures`
     /// failures: the run is ending, so the tool is not called again.
     Tripped { failures: u32 },
@@ -102,6 +104,18 @@ pub(crate) struct Failed {
 impl From<ToolError> for Failed {
     fn from(error: ToolError) -> Self {
         Failed { error, class: None }
+    }
+}
+
+impl From<ToolError> for Box<Failed> {
+    fn from(error: ToolError) -> Self {
+        Box::new(error.into())
+    }
+}
+
+impl From<Box<Failed>> for Failed {
+    fn from(failed: Box<Failed>) -> Self {
+        *failed
     }
 }
 
@@ -233,7 +247,7 @@ async fn run(
     let class = admitted
         .as_mut()
         .and_then(|admitted| admitted.record(&result));
-    result.map_err(|error| Missed::Failed(Failed { error, class }))
+    result.map_err(|error| Missed::Failed(Box::new(Failed { error, class })))
 }
 
 /// The arguments as JSON for [`ToolError::Execution`], or as a string when they are not JSON.
@@ -314,7 +328,8 @@ async fn journaled(
         match run(ctx, tool, raw, future).await {
             Ok(output) => JournaledAttempt::Output(output),
             Err(Missed::Tripped { failures }) => JournaledAttempt::Tripped(failures),
-            Err(Missed::Failed(Failed { error, class })) => {
+            Err(Missed::Failed(failed)) => {
+                let Failed { error, class } = *failed;
                 let class =
                     class.unwrap_or_else(|| classify_tool_error(&error, ctx.hooks().classifier()));
                 JournaledAttempt::Failed(JournaledFailure::new(&error.to_string(), &class))
@@ -328,10 +343,10 @@ async fn journaled(
         Some(JournaledAttempt::Failed(failure)) => {
             let (kind, message, class) = failure.into_parts();
             let error = ToolError::execution(parse_value(raw), SavedFailure { kind, message });
-            Err(Missed::Failed(Failed {
+            Err(Missed::Failed(Box::new(Failed {
                 error,
                 class: Some(class),
-            }))
+            })))
         }
         None => Err(Missed::Failed(
             ToolError::execution(parse_value(raw), crate::executor::CallInterrupted).into(),
