@@ -387,3 +387,41 @@ impl Hasher for NameHasher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry(names: &[String]) -> Registry {
+        let tools = names.iter().map(|name| {
+            ToolDef::new(name.clone(), "A tool.", |_: serde_json::Value| async {
+                Ok::<_, std::io::Error>("ok")
+            })
+        });
+        Registry::builder()
+            .tools(tools)
+            .build()
+            .expect("distinct names")
+    }
+
+    /// A few names are compared one by one, more are looked up in the index: both find every
+    /// tool, its policy and its meters at the same place, and miss a name that is not there.
+    #[test]
+    fn every_tool_is_found_by_name_with_a_few_tools_or_many() {
+        for count in [1, MAX_SCANNED_NAMES, MAX_SCANNED_NAMES + 1, 20] {
+            let names: Vec<String> = (0..count).map(|i| format!("tool_{i}")).collect();
+            let registry = registry(&names);
+            for name in &names {
+                let (tool, _, _) = registry.entry(name).expect("a registered name");
+                assert_eq!(tool.name(), name);
+                assert_eq!(registry.tool(name).map(ToolDef::name), Some(name.as_str()));
+            }
+            for missing in ["", "tool_", "tool_99", "TOOL_0"] {
+                assert!(
+                    registry.entry(missing).is_none(),
+                    "{missing} with {count} tools"
+                );
+            }
+        }
+    }
+}
