@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 n=${1:-20000}
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
 
-bin=$(cargo bench -p agent-errors --bench instructions --no-run --message-format=json 2>/dev/null |
+bin=$(cargo bench -p hot-path-bench --bench instructions --no-run --message-format=json 2>/dev/null |
   python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)

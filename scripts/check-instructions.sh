@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # CI's check that the hot path's instruction counts don't creep back: counts direct + JSON, one
 # executor call and one scripted agent run with gungraun (callgrind on a release build,
-# `agent-errors/benches/instruction_limits.rs`), prints each figure beside its limit and target,
-# and exits non-zero when one is past its limit. The limits, and why, are in
-# `agent-errors/benches/limits.toml`. Installs valgrind (apt-get) and `gungraun-runner` (cargo
+# `hot-path-bench/benches/instruction_limits.rs`), prints each figure beside its limit and
+# target, and exits non-zero when one is past its limit. The limits, and why, are in
+# `hot-path-bench/benches/limits.toml`. The bench is a package of its own so that its build, like
+# a user's, has no tokio `test-util` (the library's dev-dependencies turn it on). Installs valgrind (apt-get) and `gungraun-runner` (cargo
 # install, the version Cargo.lock has for gungraun) when they are missing.
 #
 #   bash scripts/check-instructions.sh     # needs python3 >= 3.11 (tomllib), as Debian 12 has
@@ -26,11 +27,11 @@ fi
 
 target=$(cargo metadata --format-version=1 --no-deps | python3 -c 'import json,sys
 print(json.load(sys.stdin)["target_directory"])')
-summaries="$target/gungraun/agent-errors/instruction_limits"
+summaries="$target/gungraun/hot-path-bench/instruction_limits"
 # A count that failed must not be read from a previous run's summary.
 [ -d "$summaries" ] && find "$summaries" -name summary.json -delete
 
-echo "== cargo bench -p agent-errors --bench instruction_limits (gungraun $version)"
-cargo bench -p agent-errors --bench instruction_limits -- --save-summary=json
+echo "== cargo bench -p hot-path-bench --bench instruction_limits (gungraun $version)"
+cargo bench -p hot-path-bench --bench instruction_limits -- --save-summary=json
 
-python3 scripts/check_instruction_limits.py agent-errors/benches/limits.toml "$summaries"
+python3 scripts/check_instruction_limits.py hot-path-bench/benches/limits.toml "$summaries"

@@ -28,10 +28,18 @@ const ANY_TOOL: &str = "the tool's arguments";
 /// again, to say why as precisely as possible: a key given twice first, then the path of the
 /// value that did not fit.
 pub(crate) fn parse_args<A: DeserializeOwned>(raw: &str) -> Result<A, ToolError> {
-    let text = if raw.trim().is_empty() { "{}" } else { raw };
+    // Text that opens an object at once (as models write them) needs no trimming, which would
+    // decode and test each leading character.
+    let body = if raw.starts_with('{') {
+        raw
+    } else {
+        raw.trim_start()
+    };
+    // No arguments at all (empty, or only whitespace) are an empty object.
+    let text = if body.is_empty() { "{}" } else { raw };
     // Arguments are an object. serde would also fill a struct from an array, by position,
     // which the schema offered to the model does not allow.
-    if text.trim_start().starts_with('{') {
+    if body.is_empty() || body.starts_with('{') {
         if let Ok(args) = serde_json::from_str(text) {
             return Ok(args);
         }
@@ -383,6 +391,26 @@ mod tests {
             ToolError::Deserialization { .. }
         ));
         assert!(parse_args::<Order>(r#" {"count": 1, "items": [{"id": 7}]} "#).is_ok());
+    }
+
+    #[test]
+    fn no_arguments_are_an_empty_object_and_only_an_object_is_read() {
+        #[derive(Debug, serde::Deserialize, PartialEq)]
+        struct Optional {
+            limit: Option<u32>,
+        }
+        for none in ["", "  ", "\n\t", "\u{a0}"] {
+            assert_eq!(
+                parse_args::<Optional>(none).ok(),
+                Some(Optional { limit: None })
+            );
+        }
+        assert_eq!(
+            parse_args::<Optional>(" \n {\"limit\": 3}").ok(),
+            Some(Optional { limit: Some(3) })
+        );
+        assert!(parse_args::<Optional>(" [3]").is_err());
+        assert!(parse_args::<Optional>("null").is_err());
     }
 
     fn duplicate(raw: &str) -> (String, String) {

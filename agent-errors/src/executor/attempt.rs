@@ -3,9 +3,11 @@
 //! [`attempt`], with arguments that passed the [gate](super::gate) for that tool.
 
 use std::any::Any;
+use std::future::{Future, ready};
 use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
+use futures_util::future::Either;
 
 use super::context::RunContext;
 use super::permission::PermissionDenied;
@@ -82,8 +84,10 @@ pub struct CircuitOpen {
 /// Why an attempt produced no output.
 #[derive(Debug)]
 pub(crate) enum Missed {
-    /// The tool failed, or could not be called: the ladder answers it.
-    Failed(Failed),
+    /// The tool failed, or could not be called: the ladder answers it. Boxed: an attempt's
+    /// output is moved out of each layer of a call, and a failure is the rare case that can
+    /// pay for its allocation.
+    Failed(Box<Failed>),
     /// A concurrent call of this run tripped the tool's per-run breaker after `failures`
     /// failures: the run is ending, so the tool is not called again.
     Tripped { failures: u32 },
@@ -100,6 +104,18 @@ pub(crate) struct Failed {
 impl From<ToolError> for Failed {
     fn from(error: ToolError) -> Self {
         Failed { error, class: None }
+    }
+}
+
+impl From<ToolError> for Box<Failed> {
+    fn from(error: ToolError) -> Self {
+        Box::new(error.into())
+    }
+}
+
+impl From<Box<Failed>> for Failed {
+    fn from(failed: Box<Failed>) -> Self {
+        *failed
     }
 }
 
@@ -150,74 +166,88 @@ pub(crate) fn classify_tool_error(
 ///
 /// Arguments are parsed before the service breaker is asked, so a call that never reaches the
 /// service cannot take (and then strand) the half-open probe.
-pub(crate) async fn attempt(
+///
+/// Not an `async fn`: what needs no waiting (the per-run breaker, parsing, making the tool's
+/// future) happens here, and the future returned is the tool's run itself, not one more state
+/// machine around it that every call would poll through.
+pub(crate) fn attempt<'a>(
+    ctx: &'a RunContext,
+    tool: &'a ToolDef,
+    raw: &'a str,
+    extensions: &Extensions,
+) -> impl Future<Output = Result<ToolOutput, Missed>> + 'a {
+    let future = match start(ctx, tool, raw, extensions) {
+        Ok(future) => future,
+        Err(missed) => return Either::Left(ready(Err(missed))),
+    };
+    Either::Right(match ctx.journal() {
+        // Boxed: an attempt without a journal must not carry this future's space.
+        Some(journal) => Either::Left(Box::pin(journaled(journal, ctx, tool, raw, future))),
+        None => Either::Right(run(ctx, tool, raw, future)),
+    })
+}
+
+/// The tool's future for `raw`, unless the per-run breaker tripped, the arguments do not fit or
+/// making the future panicked.
+fn start(
     ctx: &RunContext,
     tool: &ToolDef,
     raw: &str,
     extensions: &Extensions,
-) -> Result<ToolOutput, Missed> {
+) -> Result<ToolFuture, Missed> {
     // A retry or fallback still sleeping when a concurrent call tripped the breaker must not call.
     if let Some(failures) = ctx.learnt().breaker_tripped(tool.name()) {
         return Err(Missed::Tripped { failures });
     }
-    let panicked =
-        |payload| ToolError::execution(parse_value(raw), ToolPanic::from_payload(payload));
-    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| {
         tool.handler().call_with(raw, extensions)
     })) {
-        Ok(Ok(future)) => future,
-        Ok(Err(args_error)) => return Err(Missed::Failed(args_error.into())),
-        Err(payload) => return Err(Missed::Failed(panicked(payload).into())),
-    };
-    if let Some(journal) = ctx.journal() {
-        // Boxed: an attempt without a journal must not carry this future's space.
-        return Box::pin(journaled(journal, ctx, tool, raw, future)).await;
+        Ok(Ok(future)) => Ok(future),
+        Ok(Err(args_error)) => Err(Missed::Failed(args_error.into())),
+        Err(payload) => Err(Missed::Failed(panicked(raw, payload).into())),
     }
-    run(ctx, tool, raw, future).await
+}
+
+/// The failure of a tool that panicked on `raw`.
+fn panicked(raw: &str, payload: Box<dyn Any + Send>) -> ToolError {
+    ToolError::execution(parse_value(raw), ToolPanic::from_payload(payload))
 }
 
 /// Runs the tool's `future`, admitted by the service breaker and under its timeout, and
-/// classifies a failure when the breaker needed it.
+/// classifies a failure when the breaker needed it. A run without a breaker or a timeout awaits
+/// the tool's future with nothing but the panic guard around it.
 async fn run(
     ctx: &RunContext,
     tool: &ToolDef,
     raw: &str,
     future: ToolFuture,
 ) -> Result<ToolOutput, Missed> {
-    let panicked =
-        |payload| ToolError::execution(parse_value(raw), ToolPanic::from_payload(payload));
-    let mut admitted = match admit(
-        ctx.hooks().service_breaker(),
-        ctx.hooks().classifier(),
-        tool,
-        raw,
-    )
-    .await
-    {
-        Ok(admitted) => admitted,
-        Err(open) => return Err(Missed::Failed(open.into())),
+    let mut admitted = match ctx.hooks().service_breaker() {
+        None => None,
+        Some(breaker) => match admit(breaker, ctx.hooks().classifier(), tool, raw).await {
+            Ok(admitted) => Some(admitted),
+            Err(open) => return Err(Missed::Failed(open.into())),
+        },
     };
-    let bounded = async {
-        match tool.timeout().or(ctx.limits().default_tool_timeout) {
-            None => future.await,
-            Some(limit) => match tokio::time::timeout(limit, future).await {
-                Ok(result) => result,
-                Err(elapsed) => Err(Box::new(elapsed) as BoxError),
-            },
-        }
+    let caught = match tool.timeout().or(ctx.limits().default_tool_timeout) {
+        None => AssertUnwindSafe(future).catch_unwind().await,
+        Some(limit) => AssertUnwindSafe(tokio::time::timeout(limit, future))
+            .catch_unwind()
+            .await
+            .map(|timed| timed.unwrap_or_else(|elapsed| Err(Box::new(elapsed) as BoxError))),
     };
-    let result = match AssertUnwindSafe(bounded).catch_unwind().await {
+    let result = match caught {
         Ok(Ok(output)) => Ok(output),
         Ok(Err(source)) => Err(ToolError::Execution {
             args: parse_value(raw),
             source,
         }),
-        Err(payload) => Err(panicked(payload)),
+        Err(payload) => Err(panicked(raw, payload)),
     };
     let class = admitted
         .as_mut()
         .and_then(|admitted| admitted.record(&result));
-    result.map_err(|error| Missed::Failed(Failed { error, class }))
+    result.map_err(|error| Missed::Failed(Box::new(Failed { error, class })))
 }
 
 /// The arguments as JSON for [`ToolError::Execution`], or as a string when they are not JSON.
@@ -225,16 +255,13 @@ fn parse_value(raw: &str) -> serde_json::Value {
     serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_owned()))
 }
 
-/// Asks the service breaker, if the run has one, to let this call through.
+/// Asks the run's service breaker to let this call through.
 async fn admit<'a>(
-    breaker: Option<&'a ServiceBreaker>,
+    breaker: &'a ServiceBreaker,
     classifier: Option<&'a Classifier>,
     tool: &'a ToolDef,
     raw: &str,
-) -> Result<Option<Admitted<'a>>, ToolError> {
-    let Some(breaker) = breaker else {
-        return Ok(None);
-    };
+) -> Result<Admitted<'a>, ToolError> {
     match breaker.admit(tool.breaker_key()).await {
         Admission::Rejected => {
             let open = CircuitOpen {
@@ -242,13 +269,13 @@ async fn admit<'a>(
             };
             Err(ToolError::execution(parse_value(raw), open))
         }
-        admission => Ok(Some(Admitted {
+        admission => Ok(Admitted {
             breaker,
             classifier,
             key: tool.breaker_key(),
             probe: admission == Admission::Probe,
             recorded: false,
-        })),
+        }),
     }
 }
 
@@ -301,7 +328,8 @@ async fn journaled(
         match run(ctx, tool, raw, future).await {
             Ok(output) => JournaledAttempt::Output(output),
             Err(Missed::Tripped { failures }) => JournaledAttempt::Tripped(failures),
-            Err(Missed::Failed(Failed { error, class })) => {
+            Err(Missed::Failed(failed)) => {
+                let Failed { error, class } = *failed;
                 let class =
                     class.unwrap_or_else(|| classify_tool_error(&error, ctx.hooks().classifier()));
                 JournaledAttempt::Failed(JournaledFailure::new(&error.to_string(), &class))
@@ -315,10 +343,10 @@ async fn journaled(
         Some(JournaledAttempt::Failed(failure)) => {
             let (kind, message, class) = failure.into_parts();
             let error = ToolError::execution(parse_value(raw), SavedFailure { kind, message });
-            Err(Missed::Failed(Failed {
+            Err(Missed::Failed(Box::new(Failed {
                 error,
                 class: Some(class),
-            }))
+            })))
         }
         None => Err(Missed::Failed(
             ToolError::execution(parse_value(raw), crate::executor::CallInterrupted).into(),

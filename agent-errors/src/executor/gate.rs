@@ -43,7 +43,27 @@ pub(crate) enum Refused {
 /// called one's, when the ladder falls back) and `arguments` what it would receive (a fixer's
 /// rewrite, or the call's own). The permission hook is asked about exactly that: a call
 /// carrying the call's id, `tool`'s name and `arguments`.
+#[inline]
 pub(crate) fn pass(
+    ctx: &RunContext,
+    tool: &ToolDef,
+    call: &ToolCall,
+    arguments: &str,
+) -> Result<(), Refused> {
+    // The usual call: nothing has gone wrong in the run yet (no tool dropped, no breaker
+    // tripped), no hook to ask, and a tool that refuses a repeated key itself. Every check
+    // below would pass; this says so without calling them.
+    if !ctx.learnt().troubled()
+        && ctx.hooks().permission().is_none()
+        && tool.refuses_duplicate_keys()
+    {
+        return Ok(());
+    }
+    check(ctx, tool, call, arguments)
+}
+
+/// [`pass`]'s checks, in their order.
+fn check(
     ctx: &RunContext,
     tool: &ToolDef,
     call: &ToolCall,

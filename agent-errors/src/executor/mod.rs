@@ -54,7 +54,7 @@ pub(crate) use record::{CallRecorder, NoRecorder, Recorded};
 pub use resume::CallInterrupted;
 pub(crate) use resume::{CallProgress, CallStart};
 
-use crate::chat::ToolCall;
+use crate::chat::{ToolCall, ToolResult};
 use crate::classify::ErrorKind;
 use crate::events::Event;
 use crate::policy::ResolvedPolicy;
@@ -109,7 +109,11 @@ async fn execute_call(
             ErrorKind::Unknown
         }
     };
-    let outcome = handled.into_outcome(ctx, call);
+    let outcome = match handled {
+        // Nothing to report: the output becomes the result here, not through the general path.
+        Handled::Ok(output) => CallOutcome::Result(ToolResult::ok(call, output)),
+        handled => handled.into_outcome(ctx, call),
+    };
     if outcome.stop().is_some() {
         return outcome;
     }

@@ -98,14 +98,19 @@ pub(crate) enum CallEnd {
     },
 }
 
-/// One tool call ended.
+/// One tool call ended: its count and its duration, handed to the recorder found once.
 pub(crate) fn tool_call(meters: &ToolMeters, end: CallEnd, took: Duration) {
-    count(match end {
+    let calls = match end {
         CallEnd::Ok => &meters.ok,
         CallEnd::Error => &meters.error,
         CallEnd::Stop { .. } => &meters.stop,
+    };
+    with_recorder(|recorder| {
+        recorder.register_counter(calls, &METADATA).increment(1);
+        recorder
+            .register_histogram(&meters.duration, &METADATA)
+            .record(took);
     });
-    time(&meters.duration, took);
 }
 
 /// One model turn ended, `on_llm_error`'s retries included; `error` is its `error.type`.

@@ -298,14 +298,33 @@ impl Registry {
 
     /// The tool of that name.
     pub fn tool(&self, name: &str) -> Option<&ToolDef> {
-        self.index.get(name).map(|&i| &self.tools[i])
+        self.position(name).map(|i| &self.tools[i])
     }
 
     /// The tool of that name, its resolved policy and its metric keys: one lookup of the name.
+    #[inline]
     pub(crate) fn entry(&self, name: &str) -> Option<(&ToolDef, &ResolvedPolicy, &ToolMeters)> {
-        self.index
-            .get(name)
-            .map(|&i| (&self.tools[i], &self.resolved[i], &self.meters[i]))
+        self.position(name)
+            .map(|i| (&self.tools[i], &self.resolved[i], &self.meters[i]))
+    }
+
+    /// Where the tool of that name is. A few names are compared one by one (most differ in
+    /// length, and a comparison stops there), which costs a call less than hashing its name;
+    /// more are looked up in the index.
+    #[inline]
+    fn position(&self, name: &str) -> Option<usize> {
+        if self.tools.len() <= MAX_SCANNED_NAMES {
+            self.tools.iter().position(|tool| tool.name() == name)
+        } else {
+            self.indexed(name)
+        }
+    }
+
+    /// The index's answer, out of line: inlined, the hashing would make every lookup save and
+    /// restore the registers it needs, a few names or many.
+    #[inline(never)]
+    fn indexed(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
     }
 
     /// Every tool, in registration order.
@@ -343,6 +362,9 @@ impl Registry {
     }
 }
 
+/// Up to this many tools, a name is found by comparing it with each (see [`Registry::position`]).
+const MAX_SCANNED_NAMES: usize = 8;
+
 /// FNV-1a over a tool name. Every call looks its tool up by name, and SipHash's protection
 /// against chosen keys buys nothing here: only registered names are ever inserted.
 #[derive(Debug, Clone, Copy)]
@@ -362,6 +384,44 @@ impl Hasher for NameHasher {
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry(names: &[String]) -> Registry {
+        let tools = names.iter().map(|name| {
+            ToolDef::new(name.clone(), "A tool.", |_: serde_json::Value| async {
+                Ok::<_, std::io::Error>("ok")
+            })
+        });
+        Registry::builder()
+            .tools(tools)
+            .build()
+            .expect("distinct names")
+    }
+
+    /// A few names are compared one by one, more are looked up in the index: both find every
+    /// tool, its policy and its meters at the same place, and miss a name that is not there.
+    #[test]
+    fn every_tool_is_found_by_name_with_a_few_tools_or_many() {
+        for count in [1, MAX_SCANNED_NAMES, MAX_SCANNED_NAMES + 1, 20] {
+            let names: Vec<String> = (0..count).map(|i| format!("tool_{i}")).collect();
+            let registry = registry(&names);
+            for name in &names {
+                let (tool, _, _) = registry.entry(name).expect("a registered name");
+                assert_eq!(tool.name(), name);
+                assert_eq!(registry.tool(name).map(ToolDef::name), Some(name.as_str()));
+            }
+            for missing in ["", "tool_", "tool_99", "TOOL_0"] {
+                assert!(
+                    registry.entry(missing).is_none(),
+                    "{missing} with {count} tools"
+                );
+            }
         }
     }
 }

@@ -173,7 +173,10 @@ impl Recovery {
         }
     }
 
-    fn troubled(&self) -> bool {
+    /// Whether anything has failed, been dropped or denied in this run: until then no tool is
+    /// degraded and no per-run breaker has tripped, and every check of them can say so
+    /// without the lock.
+    pub(crate) fn troubled(&self) -> bool {
         self.troubled.load(Ordering::SeqCst)
     }
 
