@@ -294,11 +294,9 @@ pub fn context<T: Send + Sync + 'static>(
     extensions: &Extensions,
     raw: &str,
 ) -> Result<Ctx<T>, ToolError> {
-    extensions.ctx::<T>().map_err(|missing| {
-        let args =
-            serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.into()));
-        ToolError::execution(args, missing)
-    })
+    extensions
+        .ctx::<T>()
+        .map_err(|missing| ToolError::execution(raw, missing))
 }
 
 struct CallHandler(Call);

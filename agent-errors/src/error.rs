@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -137,6 +138,67 @@ impl InvalidArguments {
     }
 }
 
+/// The arguments a failed call ran with, kept as the text the model sent (or a fixer wrote) and
+/// read as JSON only when asked: a failure that nobody inspects does not pay for a JSON tree.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::{ToolError, call::ToolArgs};
+///
+/// let error = ToolError::execution(serde_json::json!({"id": 7}), std::io::Error::other("gone"));
+/// if let ToolError::Execution { args, .. } = &error {
+///     assert_eq!(args.as_str(), r#"{"id":7}"#);
+///     assert_eq!(args.to_json()["id"], 7);
+/// }
+/// // Text that is not JSON reads as a JSON string holding it.
+/// assert_eq!(ToolArgs::new("{id: 7").to_json(), serde_json::json!("{id: 7"));
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct ToolArgs(Arc<str>);
+
+impl ToolArgs {
+    /// The arguments' text, as the tool received it.
+    pub fn new(raw: impl Into<Arc<str>>) -> Self {
+        ToolArgs(raw.into())
+    }
+
+    /// The arguments' text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The arguments as JSON, or a JSON string holding their text when it is not JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.0)
+            .unwrap_or_else(|_| serde_json::Value::String(self.0.to_string()))
+    }
+}
+
+impl fmt::Debug for ToolArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl From<serde_json::Value> for ToolArgs {
+    fn from(value: serde_json::Value) -> Self {
+        ToolArgs(value.to_string().into())
+    }
+}
+
+impl From<&str> for ToolArgs {
+    fn from(raw: &str) -> Self {
+        ToolArgs(raw.into())
+    }
+}
+
+impl From<String> for ToolArgs {
+    fn from(raw: String) -> Self {
+        ToolArgs(raw.into())
+    }
+}
+
 /// Why one tool call failed.
 ///
 /// The original error is never erased: [`std::error::Error::source`] on `Execution` returns the
@@ -193,8 +255,8 @@ pub enum ToolError {
     /// The tool ran and failed.
     #[error("tool execution failed")]
     Execution {
-        /// The arguments the tool ran with.
-        args: serde_json::Value,
+        /// The arguments the tool ran with, as text; [`ToolArgs::to_json`] reads them.
+        args: ToolArgs,
         /// The tool's own error.
         #[source]
         source: BoxError,
@@ -244,10 +306,10 @@ impl ToolError {
         }
     }
 
-    /// Wraps a tool's own error with the arguments it ran with.
-    pub fn execution(args: serde_json::Value, source: impl Into<BoxError>) -> Self {
+    /// Wraps a tool's own error with the arguments it ran with (a JSON value or their text).
+    pub fn execution(args: impl Into<ToolArgs>, source: impl Into<BoxError>) -> Self {
         ToolError::Execution {
-            args,
+            args: args.into(),
             source: source.into(),
         }
     }

@@ -210,7 +210,7 @@ fn start(
 
 /// The failure of a tool that panicked on `raw`.
 fn panicked(raw: &str, payload: Box<dyn Any + Send>) -> ToolError {
-    ToolError::execution(parse_value(raw), ToolPanic::from_payload(payload))
+    ToolError::execution(raw, ToolPanic::from_payload(payload))
 }
 
 /// Runs the tool's `future`, admitted by the service breaker and under its timeout, and
@@ -239,7 +239,7 @@ async fn run(
     let result = match caught {
         Ok(Ok(output)) => Ok(output),
         Ok(Err(source)) => Err(ToolError::Execution {
-            args: parse_value(raw),
+            args: raw.into(),
             source,
         }),
         Err(payload) => Err(panicked(raw, payload)),
@@ -248,11 +248,6 @@ async fn run(
         .as_mut()
         .and_then(|admitted| admitted.record(&result));
     result.map_err(|error| Missed::Failed(Box::new(Failed { error, class })))
-}
-
-/// The arguments as JSON for [`ToolError::Execution`], or as a string when they are not JSON.
-fn parse_value(raw: &str) -> serde_json::Value {
-    serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_owned()))
 }
 
 /// Asks the run's service breaker to let this call through.
@@ -267,7 +262,7 @@ async fn admit<'a>(
             let open = CircuitOpen {
                 tool: tool.name().to_owned(),
             };
-            Err(ToolError::execution(parse_value(raw), open))
+            Err(ToolError::execution(raw, open))
         }
         admission => Ok(Admitted {
             breaker,
@@ -342,14 +337,14 @@ async fn journaled(
         Some(JournaledAttempt::Tripped(failures)) => Err(Missed::Tripped { failures }),
         Some(JournaledAttempt::Failed(failure)) => {
             let (kind, message, class) = failure.into_parts();
-            let error = ToolError::execution(parse_value(raw), SavedFailure { kind, message });
+            let error = ToolError::execution(raw, SavedFailure { kind, message });
             Err(Missed::Failed(Box::new(Failed {
                 error,
                 class: Some(class),
             })))
         }
         None => Err(Missed::Failed(
-            ToolError::execution(parse_value(raw), crate::executor::CallInterrupted).into(),
+            ToolError::execution(raw, crate::executor::CallInterrupted).into(),
         )),
     }
 }

@@ -147,9 +147,7 @@ pub(super) fn denied(
     let denials = ctx.learnt().record_denial(tool.name());
     let budget = ctx.limits().max_permission_denials;
     if budget != 0 && denials >= budget {
-        let args = serde_json::from_str(arguments)
-            .unwrap_or_else(|_| serde_json::Value::String(arguments.to_owned()));
-        let error = ToolError::execution(args, PermissionDenied { denials, reason });
+        let error = ToolError::execution(arguments, PermissionDenied { denials, reason });
         let mut failure = Failure::new(error, 0, ctx.hooks().classifier());
         failure.blamed = Some(tool.name().to_owned());
         let reason = TerminationReason::PermissionDenials { denials };

@@ -138,23 +138,22 @@ pub(super) async fn go_on(
         return Box::pin(asked).await;
     }
     let raw = progress.arguments.as_deref().unwrap_or(&call.arguments);
-    let args = || serde_json::from_str(raw).unwrap_or(serde_json::Value::Null);
     let walk = |failure| {
         Walk::new(registry, ctx, entry, call, failure, extensions.clone()).resumed(progress)
     };
     if let (Some(place), Some(delay)) = (&progress.retry, progress.backoff_ms) {
-        let failure = saved_failure(ctx, args(), place, progress.attempts);
+        let failure = saved_failure(ctx, raw, place, progress.attempts);
         let delay = Duration::from_millis(delay);
         return walk(failure).at_retry(place, delay).run().await;
     }
     if !tool.is_idempotent() {
-        let error = ToolError::execution(args(), CallInterrupted);
+        let error = ToolError::execution(raw, CallInterrupted);
         let failure = Failure::new(error, progress.attempts, ctx.hooks().classifier());
         return walk(failure).run().await;
     }
     // Idempotent: the attempt that was running is made again, in the place it was made.
     if let Some(place) = &progress.retry {
-        let failure = saved_failure(ctx, args(), place, progress.attempts);
+        let failure = saved_failure(ctx, raw, place, progress.attempts);
         return walk(failure).at_retry(place, Duration::ZERO).run().await;
     }
     match attempt(ctx, tool, raw, &extensions).await {
@@ -170,12 +169,7 @@ pub(super) async fn go_on(
     }
 }
 
-fn saved_failure(
-    ctx: &RunContext,
-    args: serde_json::Value,
-    place: &RetryPlace,
-    attempts: u32,
-) -> Failure {
+fn saved_failure(ctx: &RunContext, args: &str, place: &RetryPlace, attempts: u32) -> Failure {
     let saved = SavedFailure {
         kind: place.kind,
         message: place.message.clone(),
