@@ -979,3 +979,34 @@ async fn inside_rigs_own_loop_a_run_without_an_id_gets_one_of_its_own() {
         "two runs never share keys"
     );
 }
+
+/// A rig agent on rig's own loop, built anew around `guarded`, that calls `keyed` once.
+async fn one_call_through(guarded: &GuardedTool<Keyed>) {
+    let model = MockCompletionModel::from_turns([
+        MockTurn::tool_call("call-1", "keyed", serde_json::json!({})),
+        MockTurn::text("written"),
+    ]);
+    let agent = rig_agent::AgentBuilder::new(model)
+        .default_max_turns(3)
+        .tool(guarded.clone())
+        .add_hook(guarded.stop_hook())
+        .build();
+    assert_eq!(agent.prompt("write").await.unwrap().output(), "written");
+}
+
+#[tokio::test(start_paused = true)]
+async fn inside_rigs_own_loop_agents_built_around_one_guard_without_a_run_id_never_share_a_key() {
+    // One guard made once (an app's state) and an agent built per request: each agent's bus
+    // numbers its dispatches from the start again, so a key made of those numbers would name
+    // the second request's write as the first's, and the service would drop it as a repeat.
+    let tool = Keyed::default();
+    let registry = Registry::builder()
+        .tool(ToolDef::from_rig(tool.clone()).with_policy(retry(3)))
+        .build()
+        .unwrap();
+    let guarded = GuardedTool::<Keyed>::new(Arc::new(registry), Arc::new(RunContext::new()));
+    let guarded = guarded.unwrap();
+    one_call_through(&guarded).await;
+    one_call_through(&guarded).await;
+    two_calls_retried_once(&tool.keys());
+}
