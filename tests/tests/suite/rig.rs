@@ -1010,3 +1010,69 @@ async fn inside_rigs_own_loop_agents_built_around_one_guard_without_a_run_id_nev
     one_call_through(&guarded).await;
     two_calls_retried_once(&tool.keys());
 }
+
+/// A rig tool that makes a call of its own: `keyed`, through a registry and a run context of
+/// its own, without a run id.
+struct Nesting {
+    inner: Arc<Registry>,
+}
+
+impl Tool for Nesting {
+    const NAME: &'static str = "nesting";
+    type Args = serde_json::Value;
+    type Output = String;
+    type Error = ToolExecutionError;
+
+    fn description(&self) -> String {
+        "Writes through a tool of its own.".into()
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+
+    async fn call(
+        &self,
+        _: &mut ToolContext,
+        _: serde_json::Value,
+    ) -> Result<String, ToolExecutionError> {
+        let call = agent_errors::ToolCall::new("inner-1", "keyed", "{}");
+        let outcome = self.inner.execute(&RunContext::new(), &call).await;
+        Ok(outcome
+            .result()
+            .map_or_else(String::new, |r| r.content.clone()))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn inside_rigs_own_loop_a_call_a_guarded_tool_makes_itself_does_not_get_the_guarded_calls_key()
+ {
+    let tool = Keyed::default();
+    let inner = Registry::builder()
+        .tool(ToolDef::from_rig(tool.clone()).with_policy(retry(3)))
+        .build()
+        .unwrap();
+    let outer = Registry::builder()
+        .tool(ToolDef::from_rig(Nesting {
+            inner: Arc::new(inner),
+        }))
+        .build()
+        .unwrap();
+    let ctx = Arc::new(RunContext::new().with_run_id("run-7"));
+    let guarded = GuardedTool::<Nesting>::new(Arc::new(outer), ctx).unwrap();
+    let model = MockCompletionModel::from_turns([
+        MockTurn::tool_call("call-1", "nesting", serde_json::json!({})),
+        MockTurn::text("done"),
+    ]);
+    let agent = rig_agent::AgentBuilder::new(model)
+        .default_max_turns(3)
+        .tool(guarded.clone())
+        .add_hook(guarded.stop_hook())
+        .build();
+    assert_eq!(agent.prompt("write").await.unwrap().output(), "done");
+    assert_eq!(
+        tool.seen(),
+        [None, None],
+        "the inner call's context has no run id: no key, and never the outer call's"
+    );
+}
