@@ -1076,3 +1076,95 @@ async fn inside_rigs_own_loop_a_call_a_guarded_tool_makes_itself_does_not_get_th
         "the inner call's context has no run id: no key, and never the outer call's"
     );
 }
+
+/// A rig tool that records its call's key, hangs past any timeout on its first attempt and
+/// fails every later one on a broken connection.
+#[derive(Clone, Default)]
+struct Hanging {
+    seen: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+impl Tool for Hanging {
+    const NAME: &'static str = "hanging";
+    type Args = serde_json::Value;
+    type Output = String;
+    type Error = ToolExecutionError;
+
+    fn description(&self) -> String {
+        "Hangs, then fails.".into()
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+
+    async fn call(
+        &self,
+        context: &mut ToolContext,
+        _: serde_json::Value,
+    ) -> Result<String, ToolExecutionError> {
+        let key = context
+            .get::<agent_errors::call::IdempotencyKey>()?
+            .map(|key| key.to_string());
+        let first = {
+            let mut seen = self.seen.lock().unwrap();
+            seen.push(key);
+            seen.len() == 1
+        };
+        if first {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        Err(ToolExecutionError::new(
+            ToolErrorKind::Network,
+            "connection reset",
+        ))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn inside_rigs_own_loop_the_calls_key_holds_past_a_timeout_and_on_its_fallback() {
+    // No run id: the key reaches the tool only through the guard, past the executor's timeout,
+    // its panic guard, its retries and the hand-over to the fallback.
+    let (hanging, backup) = (Hanging::default(), Keyed::default());
+    let policy = Policy::new().on(
+        PolicyKey::Execution,
+        [Action::retry(2).unwrap(), Action::fallback("keyed")],
+    );
+    let registry = Registry::builder()
+        .tool(
+            ToolDef::from_rig(hanging.clone())
+                .idempotent(true)
+                .with_timeout(Duration::from_secs(1))
+                .with_policy(policy),
+        )
+        .tool(ToolDef::from_rig(backup.clone()).with_policy(retry(3)))
+        .build()
+        .unwrap();
+    let ctx = Arc::new(RunContext::new());
+    let guarded = GuardedTool::<Hanging>::new(Arc::new(registry), ctx).unwrap();
+    let model = MockCompletionModel::from_turns([
+        MockTurn::tool_call("call-1", "hanging", serde_json::json!({})),
+        MockTurn::text("done"),
+    ]);
+    let agent = rig_agent::AgentBuilder::new(model)
+        .default_max_turns(3)
+        .tool(guarded.clone())
+        .add_hook(guarded.stop_hook())
+        .build();
+    assert_eq!(agent.prompt("write").await.unwrap().output(), "done");
+    let tried = hanging.seen.lock().unwrap().clone();
+    assert!(tried.len() >= 2, "timed out, then retried: {tried:?}");
+    let key = tried[0]
+        .clone()
+        .expect("the first attempt had the call's key");
+    assert!(
+        tried.iter().all(|k| k.as_deref() == Some(key.as_str())),
+        "{tried:?}"
+    );
+    let handed_over = backup.keys();
+    assert!(!handed_over.is_empty(), "the fallback ran");
+    assert!(
+        handed_over.iter().all(|k| *k == key),
+        "{handed_over:?} vs {key}"
+    );
+}
