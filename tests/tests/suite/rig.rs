@@ -1168,3 +1168,47 @@ async fn inside_rigs_own_loop_the_calls_key_holds_past_a_timeout_and_on_its_fall
         "{handed_over:?} vs {key}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn inside_rigs_own_loop_two_calls_of_one_turn_get_two_keys() {
+    use rig_core::completion::AssistantContent;
+    use rig_core::message::{ToolCall as RigCall, ToolFunction, ToolName};
+
+    let call = |id: &str| {
+        let function = ToolFunction::new(ToolName::new("keyed").unwrap(), serde_json::json!({}));
+        AssistantContent::ToolCall(RigCall::from_wire(id, function))
+    };
+    let tool = Keyed::default();
+    let registry = Registry::builder()
+        .tool(ToolDef::from_rig(tool.clone()).with_policy(retry(3)))
+        .build()
+        .unwrap();
+    let ctx = Arc::new(RunContext::new().with_run_id("run-9"));
+    let guarded = GuardedTool::<Keyed>::new(Arc::new(registry), ctx).unwrap();
+    let model = MockCompletionModel::from_turns([
+        MockTurn::from_contents([call("call-1"), call("call-2")]),
+        MockTurn::text("written twice"),
+    ]);
+    let agent = rig_agent::AgentBuilder::new(model)
+        .default_max_turns(3)
+        .tool(guarded.clone())
+        .add_hook(guarded.stop_hook())
+        .build();
+    assert_eq!(
+        agent.prompt("write twice").await.unwrap().output(),
+        "written twice"
+    );
+    let mut keys = tool.keys();
+    keys.sort();
+    assert_eq!(
+        keys.len(),
+        4,
+        "each call failed once and was retried: {keys:?}"
+    );
+    assert_eq!(
+        (keys[0] == keys[1], keys[2] == keys[3]),
+        (true, true),
+        "{keys:?}"
+    );
+    assert_ne!(keys[0], keys[2], "two calls of one turn, two keys");
+}
