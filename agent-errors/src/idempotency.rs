@@ -96,9 +96,19 @@ impl IdempotencyKey {
     ///   other arguments give another key.
     ///
     /// The hash is FNV-1a/128 of `["<tool>", <args>]` as compact JSON with every object's keys
-    /// sorted by their UTF-8 bytes (whatever `serde_json` features the build unifies), numbers
-    /// and strings as `serde_json` writes them: the same in every process, build and Rust
-    /// release, so a service can remember it across deploys. It names; it is not a
+    /// sorted by their UTF-8 bytes (whatever `serde_json` features the build unifies), strings
+    /// as `serde_json` writes them (escapes the model used read as the text they stand for),
+    /// numbers by their value: `1`, `1.0` and `1e0` are one number, `-0` is `0`, a float with
+    /// no fraction within +-2^53 is written as that integer. The same in every process, build
+    /// and Rust release, so a service can remember it across deploys; one caveat: a decimal
+    /// too long for an `f64` is keyed by the `f64` it was parsed to, and `serde_json` without
+    /// its `float_roundtrip` feature may parse it to a neighbouring one, so keep such numbers
+    /// out of an effect's arguments (or round them) when builds that differ there share a
+    /// service. Arrays keep their order, so a set must serialize in a fixed one: a `BTreeSet`
+    /// or a sorted `Vec`, never a `HashSet`, whose order changes with every set made (the same
+    /// recipients would name two effects). The work is linear in the arguments' size, plus
+    /// sorting each object's keys, and recurses as deep as they nest (at most 128 levels for
+    /// arguments parsed from the model's text). It names; it is not a
     /// cryptographic hash: it neither hides the arguments nor resists collisions crafted on
     /// purpose (a model that wants an effect not to happen can as well not ask). The key's [`call_id`](Self::call_id) is
     /// `effect-` and the hash in 32 lowercase hex digits.
@@ -328,6 +338,15 @@ mod tests {
         assert_eq!(json, json!({"run_id": "run:7", "call_id": "call_1"}));
         assert_eq!(serde_json::from_value::<IdempotencyKey>(json).unwrap(), key);
         assert!(serde_json::from_value::<IdempotencyKey>(json!("run:7:call_1")).is_err());
+    }
+
+    #[test]
+    fn arguments_nested_as_deep_as_the_parser_allows_get_a_key() {
+        let depth = 127;
+        let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let args: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let key = call_key("run-7").for_effect("t", &args).unwrap();
+        assert!(key.call_id().starts_with("effect-"));
     }
 
     #[test]

@@ -51,6 +51,7 @@ pub(crate) async fn run_task(
         tool_calls: env.tools.iter().map(|t| u64::from(t.calls())).sum(),
         wasted_calls: u64::from(world.wasted_calls()),
         duplicate_effects: u64::from(world.duplicate_effects()),
+        repeats_answered: u64::from(world.repeats_answered()),
         secrets_shown: (env.primary.secrets_seen().len() + env.backup.secrets_seen().len()) as u64,
         virtual_time,
         cpu_time,
@@ -337,6 +338,7 @@ mod tests {
         // At this rate our ladder retries writes whose answer was lost after the effect, and
         // the model asks for some again: without a key each of those is applied twice.
         let guarded = RigAgent(RigKind::Guarded);
+        let mut repeats_answered = 0;
         for task in suite().into_iter().map(Arc::new) {
             for instance in 0..8 {
                 let plan = FaultPlan {
@@ -351,8 +353,13 @@ mod tests {
                     "{} #{instance}: the guarded tools send their effect's key",
                     task.name
                 );
+                repeats_answered += record.repeats_answered;
             }
         }
+        assert!(
+            repeats_answered > 0,
+            "these plans repeat writes whose answer was lost, and the keys catch them"
+        );
     }
 
     /// The results without the measured real time: what a seed must reproduce exactly.

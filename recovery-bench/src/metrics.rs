@@ -21,6 +21,9 @@ pub(crate) struct TaskRecord {
     pub(crate) wasted_calls: u64,
     /// A write's effect applied again.
     pub(crate) duplicate_effects: u64,
+    /// A write the service answered from its record, by a key it had seen: a repeat that a
+    /// key kept from being applied again.
+    pub(crate) repeats_answered: u64,
     /// Tool results the model was sent with a planted secret in them.
     pub(crate) secrets_shown: u64,
     /// The paused clock's time, backoff and `Retry-After` included.

@@ -27,6 +27,8 @@ struct Ledger {
     effects: HashMap<usize, u32>,
     /// Answers already given, per idempotency key.
     answered_keys: HashMap<String, String>,
+    /// Writes answered from `answered_keys` instead of applied again.
+    repeats_answered: u32,
 }
 
 /// The process dying: armed on one step, fired once, waited on by whoever runs the agent.
@@ -85,6 +87,11 @@ impl World {
             .sum()
     }
 
+    /// Writes the service answered from its record by a key it had seen, not applied again.
+    pub(crate) fn repeats_answered(&self) -> u32 {
+        self.ledger().repeats_answered
+    }
+
     /// Calls of one tool for a step with a permanent failure, after the first: they could never
     /// succeed.
     pub(crate) fn wasted_calls(&self) -> u32 {
@@ -131,7 +138,9 @@ impl World {
             let key = key.map(|k| k.to_string());
             let mut ledger = self.ledger();
             if let Some(answer) = key.as_ref().and_then(|k| ledger.answered_keys.get(k)) {
-                return Ok(answer.clone());
+                let answer = answer.clone();
+                ledger.repeats_answered += 1;
+                return Ok(answer);
             }
             *ledger.effects.entry(step).or_default() += 1;
             if let Some(key) = key {

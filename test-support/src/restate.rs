@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// Where `scripts/install-restate-server.sh` puts the binary, from the workspace root.
-const INSTALLED: &str = "test-servers/restate-server/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server";
+/// Where `scripts/install-restate-server.sh` installs, from the workspace root: the binary is
+/// `restate-server-<platform>/bin/restate-server` in here, for the platform npm picked.
+const INSTALLED: &str = "test-servers/restate-server/node_modules/@restatedev";
 
 /// How long a server gets to answer on its admin and ingress ports: 300 polls of 100 ms.
 const READY_POLLS: u32 = 300;
@@ -214,12 +215,25 @@ fn binary() -> Result<PathBuf, StartError> {
     if let Some(path) = std::env::var_os("RESTATE_SERVER_BIN") {
         return Ok(PathBuf::from(path));
     }
-    let binary = Path::new(env!("CARGO_MANIFEST_DIR"))
+    let packages = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .join(INSTALLED);
-    if binary.exists() {
-        Ok(binary)
-    } else {
-        Err(StartError::NotInstalled { looked_for: binary })
-    }
+    installed_binary(&packages).ok_or(StartError::NotInstalled {
+        looked_for: packages.join("restate-server-*/bin/restate-server"),
+    })
+}
+
+/// The binary of the platform package npm installed in `packages` (`restate-server-linux-x64`,
+/// `restate-server-linux-arm64`, `restate-server-darwin-arm64`, ...), as the install script
+/// finds it.
+fn installed_binary(packages: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(packages)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            let name = entry.file_name();
+            name.to_string_lossy().starts_with("restate-server-")
+        })
+        .map(|entry| entry.path().join("bin/restate-server"))
+        .find(|binary| binary.is_file())
 }

@@ -93,10 +93,12 @@ impl RunStop {
 /// call (our retries, a fixer's repaired run, a fallback) and another for every other call.
 /// Its run id is `ctx`'s [run id](RunContext::with_run_id); a `ctx` without one gets one made
 /// when the guarded tool is (`run-` and 128 random bits, as the agent loop makes one for a run
-/// given none), shared by its clones and [siblings](GuardedTool::sibling). Its call id is
-/// `rig-effect-` and the id of rig's dispatch of the call (what rig's hooks, recorder and
-/// replayer name it by), or `rig-call-` and a count for a call that did not come through rig's
-/// bus. Keys name calls within the run id, so give a `ctx` of its own id to each rig agent, and
+/// given none), shared by its clones and [siblings](GuardedTool::sibling). Under `ctx`'s run
+/// id, its call id is `rig-effect-` and the id of rig's dispatch of the call (what rig's hooks,
+/// recorder and replayer name it by, numbered from 1 again in every agent built); under a run
+/// id made here, or for a call that did not come through rig's bus, `rig-call-` and a count
+/// shared by the guard's clones and siblings, so agents built around one guard never share a
+/// key. Keys name calls within the run id, so give a `ctx` of its own id to each rig agent, and
 /// to each new start of a task whose effects a service must not confuse with the last start's.
 ///
 /// # Examples
@@ -292,7 +294,11 @@ impl<T: Tool> GuardedTool<T> {
         context: &ToolContext,
         arguments: serde_json::Value,
     ) -> Result<ToolOutput, ToolExecutionError> {
-        let id = rig_call_id(context).unwrap_or_else(|| {
+        // rig numbers a call by its agent's bus, from 1 again in every agent built: a name
+        // only within a run id the user gives each agent. A run id made here is shared by every
+        // agent built around this guard and its clones, so their calls are counted instead.
+        let rig_id = self.ctx.run_id().and_then(|_| rig_call_id(context));
+        let id = rig_id.unwrap_or_else(|| {
             format!(
                 "rig-call-{}",
                 self.next_call.fetch_add(1, Ordering::Relaxed)

@@ -28,12 +28,20 @@ pub(super) struct GuardedCall {
 tokio::task_local! {
     /// The guarded rig call whose attempts run in this task: the executor between the guard and
     /// the rig tool's handler knows nothing of rig, so the call's rig context goes around it.
-    static GUARDED: GuardedCall;
+    /// `None` inside the rig tool's own work (see [`unguarded`]).
+    static GUARDED: Option<GuardedCall>;
 }
 
 /// Runs `work` (the executor running one guarded call) with `call` in reach of the handler.
 pub(super) async fn guarding<F: Future>(call: GuardedCall, work: F) -> F::Output {
-    GUARDED.scope(call, work).await
+    GUARDED.scope(Some(call), work).await
+}
+
+/// Runs `work` (a guarded rig tool's own body) with no guarded call in reach: a call the tool
+/// makes itself (through a registry and run context of its own) is another call, and must
+/// neither send the guarded call's key nor get its rig context.
+pub(super) async fn unguarded<F: Future>(work: F) -> F::Output {
+    GUARDED.scope(None, work).await
 }
 
 /// Rig's own name for the tool call being served, when rig's bus dispatched it: the call's
@@ -48,17 +56,27 @@ pub(super) fn rig_call_id(context: &ToolContext) -> Option<String> {
 /// guard runs it (a copy per attempt, so what one attempt changes the next does not see), else
 /// an empty one; holding the call's key when it has one, the executor's first (our loop's),
 /// else the guard's.
-pub(super) fn attempt_context(extensions: &Extensions) -> Result<ToolContext, ToolContextError> {
+///
+/// Also says whether a guard runs the attempt, so the handler can run the tool [`unguarded`].
+pub(super) fn attempt_context(
+    extensions: &Extensions,
+) -> (Result<ToolContext, ToolContextError>, bool) {
     let guarded = GUARDED
-        .try_with(|call| (call.context.for_dispatch(), call.key.clone()))
-        .ok();
+        .try_with(|call| {
+            call.as_ref()
+                .map(|call| (call.context.for_dispatch(), call.key.clone()))
+        })
+        .ok()
+        .flatten();
+    let is_guarded = guarded.is_some();
     let ours = extensions.get::<IdempotencyKey>().cloned();
     let (mut context, key) = match guarded {
         Some((context, key)) => (context, ours.or(Some(key))),
         None => (ToolContext::new(), ours),
     };
-    if let Some(key) = key {
-        context.insert(key)?;
-    }
-    Ok(context)
+    let context = match key {
+        Some(key) => context.insert(key).map(|_| context),
+        None => Ok(context),
+    };
+    (context, is_guarded)
 }

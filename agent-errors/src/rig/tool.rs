@@ -3,9 +3,11 @@
 use std::fmt;
 use std::sync::Arc;
 
-use rig_core::tool::{IntoToolOutput, Tool, ToolErrorKind, ToolExecutionError};
+use rig_core::tool::{
+    IntoToolOutput, Tool, ToolContext, ToolContextError, ToolErrorKind, ToolExecutionError,
+};
 
-use super::key::attempt_context;
+use super::key::{attempt_context, unguarded};
 use crate::arguments::parse_args;
 use crate::call::Extensions;
 use crate::error::{BoxError, InvalidArguments, ToolError};
@@ -155,19 +157,34 @@ where
 
     fn call_with(&self, raw_args: &str, extensions: &Extensions) -> Result<ToolFuture, ToolError> {
         let args = parse_args::<T::Args>(raw_args)?;
-        let context = attempt_context(extensions);
-        let tool = Arc::clone(&self.tool);
-        Ok(Box::pin(async move {
-            let mut context = context?;
-            let output = match tool.call(&mut context, args).await {
-                Ok(output) => output.into_tool_output(),
-                Err(error) => Err(tool.map_error(error)),
-            };
-            match output {
-                Ok(output) => Ok(output.render()),
-                Err(error) => Err(failure(error)),
-            }
-        }))
+        let (context, guarded) = attempt_context(extensions);
+        let work = run(Arc::clone(&self.tool), context, args);
+        if guarded {
+            Ok(Box::pin(unguarded(work)))
+        } else {
+            Ok(Box::pin(work))
+        }
+    }
+}
+
+/// One attempt of a rig tool with the context it gets.
+async fn run<T>(
+    tool: Arc<T>,
+    context: Result<ToolContext, ToolContextError>,
+    args: T::Args,
+) -> Result<String, BoxError>
+where
+    T: Tool + 'static,
+    T::Args: Send + 'static,
+{
+    let mut context = context?;
+    let output = match tool.call(&mut context, args).await {
+        Ok(output) => output.into_tool_output(),
+        Err(error) => Err(tool.map_error(error)),
+    };
+    match output {
+        Ok(output) => Ok(output.render()),
+        Err(error) => Err(failure(error)),
     }
 }
 

@@ -979,3 +979,236 @@ async fn inside_rigs_own_loop_a_run_without_an_id_gets_one_of_its_own() {
         "two runs never share keys"
     );
 }
+
+/// A rig agent on rig's own loop, built anew around `guarded`, that calls `keyed` once.
+async fn one_call_through(guarded: &GuardedTool<Keyed>) {
+    let model = MockCompletionModel::from_turns([
+        MockTurn::tool_call("call-1", "keyed", serde_json::json!({})),
+        MockTurn::text("written"),
+    ]);
+    let agent = rig_agent::AgentBuilder::new(model)
+        .default_max_turns(3)
+        .tool(guarded.clone())
+        .add_hook(guarded.stop_hook())
+        .build();
+    assert_eq!(agent.prompt("write").await.unwrap().output(), "written");
+}
+
+#[tokio::test(start_paused = true)]
+async fn inside_rigs_own_loop_agents_built_around_one_guard_without_a_run_id_never_share_a_key() {
+    // One guard made once (an app's state) and an agent built per request: each agent's bus
+    // numbers its dispatches from the start again, so a key made of those numbers would name
+    // the second request's write as the first's, and the service would drop it as a repeat.
+    let tool = Keyed::default();
+    let registry = Registry::builder()
+        .tool(ToolDef::from_rig(tool.clone()).with_policy(retry(3)))
+        .build()
+        .unwrap();
+    let guarded = GuardedTool::<Keyed>::new(Arc::new(registry), Arc::new(RunContext::new()));
+    let guarded = guarded.unwrap();
+    one_call_through(&guarded).await;
+    one_call_through(&guarded).await;
+    two_calls_retried_once(&tool.keys());
+}
+
+/// A rig tool that makes a call of its own: `keyed`, through a registry and a run context of
+/// its own, without a run id.
+struct Nesting {
+    inner: Arc<Registry>,
+}
+
+impl Tool for Nesting {
+    const NAME: &'static str = "nesting";
+    type Args = serde_json::Value;
+    type Output = String;
+    type Error = ToolExecutionError;
+
+    fn description(&self) -> String {
+        "Writes through a tool of its own.".into()
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+
+    async fn call(
+        &self,
+        _: &mut ToolContext,
+        _: serde_json::Value,
+    ) -> Result<String, ToolExecutionError> {
+        let call = agent_errors::ToolCall::new("inner-1", "keyed", "{}");
+        let outcome = self.inner.execute(&RunContext::new(), &call).await;
+        Ok(outcome
+            .result()
+            .map_or_else(String::new, |r| r.content.clone()))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn inside_rigs_own_loop_a_call_a_guarded_tool_makes_itself_does_not_get_the_guarded_calls_key()
+ {
+    let tool = Keyed::default();
+    let inner = Registry::builder()
+        .tool(ToolDef::from_rig(tool.clone()).with_policy(retry(3)))
+        .build()
+        .unwrap();
+    let outer = Registry::builder()
+        .tool(ToolDef::from_rig(Nesting {
+            inner: Arc::new(inner),
+        }))
+        .build()
+        .unwrap();
+    let ctx = Arc::new(RunContext::new().with_run_id("run-7"));
+    let guarded = GuardedTool::<Nesting>::new(Arc::new(outer), ctx).unwrap();
+    let model = MockCompletionModel::from_turns([
+        MockTurn::tool_call("call-1", "nesting", serde_json::json!({})),
+        MockTurn::text("done"),
+    ]);
+    let agent = rig_agent::AgentBuilder::new(model)
+        .default_max_turns(3)
+        .tool(guarded.clone())
+        .add_hook(guarded.stop_hook())
+        .build();
+    assert_eq!(agent.prompt("write").await.unwrap().output(), "done");
+    assert_eq!(
+        tool.seen(),
+        [None, None],
+        "the inner call's context has no run id: no key, and never the outer call's"
+    );
+}
+
+/// A rig tool that records its call's key, hangs past any timeout on its first attempt and
+/// fails every later one on a broken connection.
+#[derive(Clone, Default)]
+struct Hanging {
+    seen: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+impl Tool for Hanging {
+    const NAME: &'static str = "hanging";
+    type Args = serde_json::Value;
+    type Output = String;
+    type Error = ToolExecutionError;
+
+    fn description(&self) -> String {
+        "Hangs, then fails.".into()
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+
+    async fn call(
+        &self,
+        context: &mut ToolContext,
+        _: serde_json::Value,
+    ) -> Result<String, ToolExecutionError> {
+        let key = context
+            .get::<agent_errors::call::IdempotencyKey>()?
+            .map(|key| key.to_string());
+        let first = {
+            let mut seen = self.seen.lock().unwrap();
+            seen.push(key);
+            seen.len() == 1
+        };
+        if first {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        Err(ToolExecutionError::new(
+            ToolErrorKind::Network,
+            "connection reset",
+        ))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn inside_rigs_own_loop_the_calls_key_holds_past_a_timeout_and_on_its_fallback() {
+    // No run id: the key reaches the tool only through the guard, past the executor's timeout,
+    // its panic guard, its retries and the hand-over to the fallback.
+    let (hanging, backup) = (Hanging::default(), Keyed::default());
+    let policy = Policy::new().on(
+        PolicyKey::Execution,
+        [Action::retry(2).unwrap(), Action::fallback("keyed")],
+    );
+    let registry = Registry::builder()
+        .tool(
+            ToolDef::from_rig(hanging.clone())
+                .idempotent(true)
+                .with_timeout(Duration::from_secs(1))
+                .with_policy(policy),
+        )
+        .tool(ToolDef::from_rig(backup.clone()).with_policy(retry(3)))
+        .build()
+        .unwrap();
+    let ctx = Arc::new(RunContext::new());
+    let guarded = GuardedTool::<Hanging>::new(Arc::new(registry), ctx).unwrap();
+    let model = MockCompletionModel::from_turns([
+        MockTurn::tool_call("call-1", "hanging", serde_json::json!({})),
+        MockTurn::text("done"),
+    ]);
+    let agent = rig_agent::AgentBuilder::new(model)
+        .default_max_turns(3)
+        .tool(guarded.clone())
+        .add_hook(guarded.stop_hook())
+        .build();
+    assert_eq!(agent.prompt("write").await.unwrap().output(), "done");
+    let tried = hanging.seen.lock().unwrap().clone();
+    assert!(tried.len() >= 2, "timed out, then retried: {tried:?}");
+    let key = tried[0]
+        .clone()
+        .expect("the first attempt had the call's key");
+    assert!(
+        tried.iter().all(|k| k.as_deref() == Some(key.as_str())),
+        "{tried:?}"
+    );
+    let handed_over = backup.keys();
+    assert!(!handed_over.is_empty(), "the fallback ran");
+    assert!(
+        handed_over.iter().all(|k| *k == key),
+        "{handed_over:?} vs {key}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn inside_rigs_own_loop_two_calls_of_one_turn_get_two_keys() {
+    use rig_core::completion::AssistantContent;
+    use rig_core::message::{ToolCall as RigCall, ToolFunction, ToolName};
+
+    let call = |id: &str| {
+        let function = ToolFunction::new(ToolName::new("keyed").unwrap(), serde_json::json!({}));
+        AssistantContent::ToolCall(RigCall::from_wire(id, function))
+    };
+    let tool = Keyed::default();
+    let registry = Registry::builder()
+        .tool(ToolDef::from_rig(tool.clone()).with_policy(retry(3)))
+        .build()
+        .unwrap();
+    let ctx = Arc::new(RunContext::new().with_run_id("run-9"));
+    let guarded = GuardedTool::<Keyed>::new(Arc::new(registry), ctx).unwrap();
+    let model = MockCompletionModel::from_turns([
+        MockTurn::from_contents([call("call-1"), call("call-2")]),
+        MockTurn::text("written twice"),
+    ]);
+    let agent = rig_agent::AgentBuilder::new(model)
+        .default_max_turns(3)
+        .tool(guarded.clone())
+        .add_hook(guarded.stop_hook())
+        .build();
+    assert_eq!(
+        agent.prompt("write twice").await.unwrap().output(),
+        "written twice"
+    );
+    let mut keys = tool.keys();
+    keys.sort();
+    assert_eq!(
+        keys.len(),
+        4,
+        "each call failed once and was retried: {keys:?}"
+    );
+    assert_eq!(
+        (keys[0] == keys[1], keys[2] == keys[3]),
+        (true, true),
+        "{keys:?}"
+    );
+    assert_ne!(keys[0], keys[2], "two calls of one turn, two keys");
+}
