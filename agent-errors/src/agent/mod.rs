@@ -36,6 +36,7 @@ mod outcome;
 mod output;
 mod recorder;
 mod run;
+mod run_context;
 mod saved_stop;
 mod stream;
 mod turn;

@@ -16,12 +16,10 @@ use super::stream::DeltaSender;
 use super::turn;
 use super::usage_meter::{self, UsageMeter};
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
-use crate::breaker::RunBreaker;
 use crate::chat::{ChatRequest, Message, ToolCall, ToolSpec};
 use crate::classify::ErrorKind;
-use crate::events::EventLog;
 use crate::events::RunReport;
-use crate::executor::{CallRecorder, Cancellation, RecoveryState, RunContext, RunSetup};
+use crate::executor::{Cancellation, RecoveryState, RunContext};
 use crate::observe;
 use crate::retry::RunRetries;
 use crate::sanitize::SurfacedError;
@@ -129,29 +127,6 @@ struct Start {
 }
 
 impl<O: AgentOutput> AgentInner<O> {
-    fn context(
-        &self,
-        options: RunOptions,
-        run_id: &str,
-        recorder: Arc<dyn CallRecorder>,
-    ) -> RunContext {
-        let (observer, run) = self.observer.for_run(options.feed);
-        RunContext::for_run(RunSetup {
-            breaker: RunBreaker::new(self.breaker_threshold),
-            service: Some(self.service_breaker.clone()),
-            retry_budget: self.retry_budget.clone(),
-            permission: self.permission.clone(),
-            cancel: options.cancellation,
-            extensions: options.extensions,
-            limits: self.limits,
-            events: EventLog::observed(observer, run),
-            run_id: Some(run_id.into()),
-            recorder,
-            journal: options.journal,
-            approvals: self.approvals.for_run(options.answers),
-        })
-    }
-
     pub(super) async fn run(
         &self,
         history: Vec<Message>,
@@ -281,27 +256,6 @@ impl<O: AgentOutput> AgentInner<O> {
         let recorder = CheckpointRecorder::new(store, run_id.clone(), saved, next);
         self.go(run_id, Recorders::checkpoints(recorder), start, options)
             .await
-    }
-
-    /// Refuses a run missing a context value one of the agent's tools needs: a developer's
-    /// error, told to the caller before anything runs.
-    fn check_context(&self, given: &crate::extensions::Extensions) -> Result<(), RunError> {
-        if !self.registry.needs_context() {
-            return Ok(());
-        }
-        for tool in self.registry.tools() {
-            if let Some((_, type_name)) = tool
-                .required_context()
-                .iter()
-                .find(|(id, _)| !given.holds(*id))
-            {
-                return Err(RunError::MissingContext {
-                    tool: tool.name().to_owned(),
-                    type_name,
-                });
-            }
-        }
-        Ok(())
     }
 
     /// Whether a call of `name` reaches a tool of this agent.
