@@ -30,5 +30,5 @@ pub use agent::{GuardError, GuardedTool};
 pub use convert::ConvertError;
 pub use guard::StopHook;
 pub use model::RigModel;
-pub use recover::recovering;
+pub use recover::{RecoveringModel, recovering};
 pub use run_guard::RigGuard;

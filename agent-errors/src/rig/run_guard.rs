@@ -13,8 +13,10 @@ use rig_core::wasm_compat::WasmBoxedFuture;
 
 use super::agent::{GuardError, GuardedTool};
 use super::guard::{Core, StopHook};
+use super::recover::RecoveringModel;
 use crate::executor::RunContext;
 use crate::registry::Registry;
+use crate::retry::RetrySchedule;
 
 /// Every tool of a [`Registry`] under our policies inside rig's own agent loop (`rig_agent`),
 /// with the hook that ends rig's run when one of them must: the way to keep a rig agent on
@@ -209,6 +211,41 @@ impl RigGuard {
     /// ```
     pub fn tool<T: Tool>(&self) -> Result<GuardedTool<T>, GuardError> {
         GuardedTool::with_core(self.core.clone())
+    }
+
+    /// `model`, retried under `schedule` in this guard's run: each retry spends the run's
+    /// retry allowance (the one the guarded tools' retries spend) and is an event of the run, as
+    /// is each switch to a [`fallback`](RecoveringModel::fallback).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_errors::{Registry, RunContext};
+    /// use agent_errors::retry::RetrySchedule;
+    /// use agent_errors::rig::RigGuard;
+    /// use rig_core::test_utils::{MockCompletionModel, MockTurn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let run = Arc::new(RunContext::new());
+    /// let guard = RigGuard::new(Arc::new(Registry::builder().build()?), Arc::clone(&run));
+    /// let primary = MockCompletionModel::from_turns([]); // fails
+    /// let backup = MockCompletionModel::from_turns([MockTurn::text("hello")]);
+    /// let model = guard.recovering(primary, RetrySchedule::attempts(2)?).fallback(backup);
+    /// let agent = guard.agent(model).build();
+    /// assert_eq!(agent.prompt("hi").await?.output(), "hello");
+    /// let switches = run.events().snapshot().iter().filter(|e| e.name() == "llm_fallback").count();
+    /// assert_eq!(switches, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn recovering(
+        &self,
+        model: impl Into<DynModel<Completion>>,
+        schedule: RetrySchedule,
+    ) -> RecoveringModel {
+        RecoveringModel::new(model, schedule).in_run(Arc::clone(&self.core.ctx))
     }
 
     /// Why a guarded call last ended its run, if one did.

@@ -3,10 +3,14 @@
 //! test kit (its scripted model), offline.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use agent_errors::rig::{GuardedTool, RigGuard};
+use agent_errors::retry::RetrySchedule;
+use agent_errors::rig::{GuardedTool, RecoveringModel, RigGuard};
 use agent_errors::testing::{FaultyTool, ScriptedModel, echo_tool};
-use agent_errors::{Agent, HttpError, Registry, RunContext, ToolDef};
+use agent_errors::{Agent, HttpError, Limits, Registry, RunContext, ToolDef};
+
+use super::rig::{failing, status};
 use rig_core::test_utils::{MockCompletionModel, MockTurn};
 use rig_core::tool::{Tool, ToolContext, ToolExecutionError};
 
@@ -243,4 +247,55 @@ async fn with_no_approver_a_call_needing_approval_ends_waiting_for_a_person() {
         "{error}"
     );
     assert_eq!(model.request_count(), 1);
+}
+
+/// How many events of this name the run recorded.
+fn count(run: &RunContext, name: &str) -> usize {
+    let events = run.events().snapshot();
+    events.iter().filter(|event| event.name() == name).count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recovering_models_retries_spend_the_runs_retry_allowance_and_are_on_its_report() {
+    let run = Arc::new(RunContext::new().with_limits(Limits::default().with_max_retries(1)));
+    let registry = Arc::new(Registry::builder().build().unwrap());
+    let guard = RigGuard::new(registry, Arc::clone(&run));
+    let (model, transport) = failing(
+        [status(503), status(503), status(503)],
+        [MockTurn::text("hello")],
+    );
+    let schedule = RetrySchedule::attempts(5).unwrap();
+    let agent = guard.agent(guard.recovering(model, schedule)).build();
+    agent.prompt("hi").await.unwrap_err();
+    assert_eq!(
+        transport.calls.load(Ordering::SeqCst),
+        2,
+        "one retry: the run's allowance, not the schedule's four"
+    );
+    assert_eq!(count(&run, "llm_retry"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_chain_over_rig_models_answers_from_the_next_once_one_failed_for_good() {
+    let run = Arc::new(RunContext::new());
+    let (primary, primary_calls) = failing([status(503), status(503)], []);
+    let (backup, _) = failing([status(529)], [MockTurn::text("hello from the backup")]);
+    let schedule = RetrySchedule::attempts(2).unwrap();
+    let model = RecoveringModel::new(primary, schedule)
+        .fallback(backup)
+        .in_run(Arc::clone(&run));
+    let agent = rig_agent::AgentBuilder::new(model).build();
+    let answer = agent.prompt("hi").await.unwrap();
+    assert_eq!(answer.output(), "hello from the backup");
+    assert_eq!(primary_calls.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(count(&run, "llm_fallback"), 1);
+    assert_eq!(count(&run, "llm_retry"), 2, "one on each model");
+
+    // An invalid request is no other model's to serve.
+    let (primary, _) = failing([status(400)], []);
+    let (backup, backup_calls) = failing([], [MockTurn::text("never asked")]);
+    let model = RecoveringModel::new(primary, RetrySchedule::attempts(2).unwrap()).fallback(backup);
+    let agent = rig_agent::AgentBuilder::new(model).build();
+    agent.prompt("hi").await.unwrap_err();
+    assert_eq!(backup_calls.calls.load(Ordering::SeqCst), 0);
 }
