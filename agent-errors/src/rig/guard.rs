@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rig_agent::agent::hook::{
-    AgentHook, HookContext, OutcomeAction, OutcomeEvent, RunStart, RunStartAction,
+    AgentHook, CompletionCallAction, CompletionCallEvent, DispatchAction, DispatchEvent,
+    HookContext, ModelTurnAction, ModelTurnFinished, OutcomeAction, OutcomeEvent, RunStart,
+    RunStartAction,
 };
 use rig_core::tool::{ContextValue, ToolContext, ToolExecutionError, ToolOutput};
 
@@ -21,6 +23,7 @@ use crate::chat::ToolCall;
 use crate::executor::{CallOutcome, RunContext, Terminated, TerminationReason};
 use crate::idempotency::IdempotencyKey;
 use crate::registry::Registry;
+use crate::usage::UsageLimits;
 
 /// The mark a guarded call leaves on its result when it ended the run: why, for the hook.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -70,6 +73,8 @@ pub(super) struct Core {
     run_id: Arc<str>,
     next_call: Arc<AtomicU64>,
     wiring: Arc<Wiring>,
+    /// The caps of each rig run, counted by the hook.
+    pub(super) limits: Option<Arc<UsageLimits>>,
 }
 
 impl Core {
@@ -83,6 +88,7 @@ impl Core {
             run_id,
             next_call: Arc::new(AtomicU64::new(1)),
             wiring: Arc::default(),
+            limits: None,
         }
     }
 
@@ -90,6 +96,8 @@ impl Core {
     pub(super) fn hook(&self) -> StopHook {
         StopHook {
             wiring: Arc::clone(&self.wiring),
+            limits: self.limits.clone(),
+            run: Arc::clone(&self.ctx),
         }
     }
 
@@ -236,9 +244,19 @@ fn reason_name(reason: &TerminationReason) -> &'static str {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StopHook {
     wiring: Arc<Wiring>,
+    limits: Option<Arc<UsageLimits>>,
+    run: Arc<RunContext>,
+}
+
+impl std::fmt::Debug for StopHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StopHook")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AgentHook for StopHook {
@@ -249,6 +267,35 @@ impl AgentHook for StopHook {
     async fn on_run_start(&self, _ctx: &HookContext, _event: RunStart<'_>) -> RunStartAction {
         self.wiring.hooked.store(true, Ordering::Release);
         RunStartAction::Continue
+    }
+
+    async fn on_completion_call(
+        &self,
+        ctx: &HookContext,
+        _event: CompletionCallEvent<'_>,
+    ) -> CompletionCallAction {
+        match &self.limits {
+            Some(limits) => super::usage::before_request(ctx.scratchpad(), limits, &self.run),
+            None => CompletionCallAction::Continue,
+        }
+    }
+
+    async fn on_model_turn_finished(
+        &self,
+        ctx: &HookContext,
+        turn: ModelTurnFinished<'_>,
+    ) -> ModelTurnAction {
+        match &self.limits {
+            Some(limits) => super::usage::after_turn(ctx.scratchpad(), limits, &self.run, &turn),
+            None => ModelTurnAction::Continue,
+        }
+    }
+
+    async fn on_dispatch(&self, ctx: &HookContext, event: DispatchEvent<'_>) -> DispatchAction {
+        match (&self.limits, event.tool_name()) {
+            (Some(_), Some(_)) => super::usage::before_call(ctx.scratchpad()),
+            _ => DispatchAction::Proceed,
+        }
     }
 
     async fn on_outcome(&self, _ctx: &HookContext, event: OutcomeEvent<'_>) -> OutcomeAction {
