@@ -9,7 +9,7 @@
 //!
 //! `scripts/bench-journal.sh` runs the table of BENCHMARKS.md with it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -76,41 +76,10 @@ fn agent(calls: usize, store: Option<Arc<dyn CheckpointStore>>) -> Agent {
         .tool(fetch_tool())
         .max_turns(u32::try_from(calls).unwrap_or(u32::MAX).saturating_add(1));
     let builder = match store {
-        Some(store) => builder.checkpoints(Shared(store)),
+        Some(store) => builder.shared_checkpoints(store),
         None => builder,
     };
     builder.build().expect("the bench's agent builds")
-}
-
-/// A store behind an `Arc`, so one store can serve several agents.
-#[derive(Debug)]
-struct Shared(Arc<dyn CheckpointStore>);
-
-impl CheckpointStore for Shared {
-    fn save<'a>(
-        &'a self,
-        checkpoint: &'a agent_errors::checkpoint::Checkpoint,
-    ) -> BoxFuture<'a, Result<(), agent_errors::checkpoint::CheckpointError>> {
-        self.0.save(checkpoint)
-    }
-    fn load<'a>(
-        &'a self,
-        run_id: &'a str,
-    ) -> BoxFuture<
-        'a,
-        Result<
-            Option<agent_errors::checkpoint::Checkpoint>,
-            agent_errors::checkpoint::CheckpointError,
-        >,
-    > {
-        self.0.load(run_id)
-    }
-    fn delete<'a>(
-        &'a self,
-        run_id: &'a str,
-    ) -> BoxFuture<'a, Result<(), agent_errors::checkpoint::CheckpointError>> {
-        self.0.delete(run_id)
-    }
 }
 
 /// Bytes this process has caused to be written to disk so far.
@@ -125,13 +94,11 @@ fn write_bytes() -> u64 {
 fn sqlite_file(dir: &Option<PathBuf>, name: &str) -> PathBuf {
     let dir = dir.clone().unwrap_or_else(std::env::temp_dir);
     let path = dir.join(format!("journal-bench-{}-{name}.db", std::process::id()));
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
+    remove_sqlite(&path);
     path
 }
 
-fn remove_sqlite(path: &PathBuf) {
+fn remove_sqlite(path: &Path) {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
