@@ -49,4 +49,5 @@ mod run_timing;
 mod sanitize;
 mod streaming;
 mod testing_kit;
+mod unrecognised;
 mod usage_limits;
