@@ -23,7 +23,7 @@ use crate::executor::{Cancellation, RecoveryState, RunContext};
 use crate::observe;
 use crate::retry::RunRetries;
 use crate::sanitize::SurfacedError;
-use crate::usage::UsageLimits;
+use crate::usage::{RunMeter, UsageLimits};
 
 impl<O: AgentOutput> Agent<O> {
     /// Runs the agent on `input` and returns its output.
@@ -279,7 +279,8 @@ impl<O: AgentOutput> AgentInner<O> {
             });
         }
         let deltas = options.deltas.take().map(DeltaSender::new);
-        let ctx = self.context(options, &run_id, recorders.calls);
+        let meter = RunMeter::for_run(&start.usage_limits, &options.caller_meter);
+        let ctx = self.context(options, &run_id, recorders.calls, meter.clone());
         if let Some(recovery) = start.recovery {
             ctx.restore(recovery);
         }
@@ -293,10 +294,14 @@ impl<O: AgentOutput> AgentInner<O> {
             source: self.source.clone(),
             events: ctx.event_sink(),
             retries: RunRetries::new(Arc::clone(ctx.retries())),
+            meter: meter.clone(),
         };
-        let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits));
+        let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits, meter));
         if let Some(saved) = start.counts {
             counts.restore(saved);
+        }
+        if let Some((_, pending)) = &start.pending {
+            counts.count_resumed(pending, |name| self.registry.tool(name).is_some());
         }
         counts.clock = start.clock;
         let driven = async {

@@ -7,6 +7,7 @@ use super::{AgentInner, AgentOutput, RunError, RunOptions};
 use crate::breaker::RunBreaker;
 use crate::events::EventLog;
 use crate::executor::{CallRecorder, RunContext, RunSetup};
+use crate::usage::RunMeter;
 
 impl<O: AgentOutput> AgentInner<O> {
     /// The run's context, made in one go from its parts.
@@ -15,6 +16,7 @@ impl<O: AgentOutput> AgentInner<O> {
         options: RunOptions,
         run_id: &str,
         recorder: Arc<dyn CallRecorder>,
+        meter: RunMeter,
     ) -> RunContext {
         let (observer, run) = self.observer.for_run(options.feed);
         RunContext::for_run(RunSetup {
@@ -30,6 +32,7 @@ impl<O: AgentOutput> AgentInner<O> {
             recorder,
             journal: options.journal,
             approvals: self.approvals.for_run(options.answers),
+            meter,
         })
     }
 

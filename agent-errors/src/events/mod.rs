@@ -145,6 +145,12 @@ pub enum Event {
         /// The cap.
         limit: crate::usage::UsageLimit,
     },
+    /// A model's response reported no usage while the run has a token or cost cap: it is
+    /// counted as the caps' [`MissingUsage`](crate::run::MissingUsage) says. Told once per run.
+    UsageMissing {
+        /// The model that answered.
+        model: String,
+    },
 }
 
 impl Event {
@@ -164,6 +170,7 @@ impl Event {
             Event::LlmRetry { .. } => "llm_retry",
             Event::LlmFallback { .. } => "llm_fallback",
             Event::UsageLimitReached { .. } => "usage_limit_reached",
+            Event::UsageMissing { .. } => "usage_missing",
         }
     }
 
@@ -182,7 +189,8 @@ impl Event {
             | Event::PersonAsked { tool, .. } => Some(tool),
             Event::LlmRetry { .. }
             | Event::LlmFallback { .. }
-            | Event::UsageLimitReached { .. } => None,
+            | Event::UsageLimitReached { .. }
+            | Event::UsageMissing { .. } => None,
         }
     }
 
@@ -244,6 +252,11 @@ impl Event {
             Event::UsageLimitReached { limit } => {
                 tracing::warn!(event = "usage_limit_reached", limit = %limit)
             }
+            Event::UsageMissing { model } => tracing::warn!(
+                event = "usage_missing",
+                model = %model,
+                "the response reported no usage: counted as the usage limits say"
+            ),
         }
     }
 }
@@ -340,6 +353,9 @@ fn count(event: &Event, model: &str) {
         Event::UsageLimitReached { .. } => {
             counter!("agent_errors.run.usage_limits_reached", MODEL => model.to_owned())
                 .increment(1);
+        }
+        Event::UsageMissing { model: answered } => {
+            counter!("agent_errors.model.usage_missing", MODEL => answered.clone()).increment(1);
         }
     }
 }

@@ -50,3 +50,4 @@ mod sanitize;
 mod streaming;
 mod testing_kit;
 mod usage_limits;
+mod usage_meter;
