@@ -1,15 +1,16 @@
 //! Our policies inside rig's own agent loop: [`GuardedTool`], a rig `Tool` that runs each call
 //! through a [`Registry`], and [`StopHook`], which ends rig's run when one of them must.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rig_agent::agent::hook::{AgentHook, CompletionCallAction, CompletionCallEvent, HookContext};
 use rig_core::tool::{Tool, ToolContext, ToolExecutionError, ToolOutput};
 
-use super::key::{GuardedCall, guarding, rig_call_id};
+use super::key::{GuardedCall, guarding, rig_effect};
 use crate::chat::ToolCall;
 use crate::executor::{CallOutcome, RunContext};
 use crate::idempotency::IdempotencyKey;
@@ -96,10 +97,14 @@ impl RunStop {
 /// given none), shared by its clones and [siblings](GuardedTool::sibling). Under `ctx`'s run
 /// id, its call id is `rig-effect-` and the id of rig's dispatch of the call (what rig's hooks,
 /// recorder and replayer name it by, numbered from 1 again in every agent built); under a run
-/// id made here, or for a call that did not come through rig's bus, `rig-call-` and a count
-/// shared by the guard's clones and siblings, so agents built around one guard never share a
-/// key. Keys name calls within the run id, so give a `ctx` of its own id to each rig agent, and
-/// to each new start of a task whose effects a service must not confuse with the last start's.
+/// id made here, for a call that did not come through rig's bus, or for a call whose rig id
+/// an earlier call through this guard already had (a second agent built around the guard,
+/// with its own count from 1), `rig-call-` and a count shared by the guard's clones and
+/// siblings, so agents built around one guard never share a key. Only the first agent's keys
+/// follow rig's ids, which a replay of that agent's run in another process finds again: give
+/// each rig agent a `ctx` of its own run id (and each new start of a task whose effects a
+/// service must not confuse with the last start's), and a second agent on one id is logged as
+/// a warning.
 ///
 /// # Examples
 ///
@@ -215,6 +220,9 @@ pub struct GuardedTool<T> {
     description: String,
     parameters: serde_json::Value,
     next_call: Arc<AtomicU64>,
+    /// The rig ids the guard's calls were keyed by, shared by its clones and siblings: rig's
+    /// ids start from 1 in every agent built, so one seen again is another agent's call.
+    keyed: Arc<Mutex<HashSet<u64>>>,
     stop: RunStop,
     tool: PhantomData<fn() -> T>,
 }
@@ -228,6 +236,7 @@ impl<T> Clone for GuardedTool<T> {
             description: self.description.clone(),
             parameters: self.parameters.clone(),
             next_call: Arc::clone(&self.next_call),
+            keyed: Arc::clone(&self.keyed),
             stop: self.stop.clone(),
             tool: PhantomData,
         }
@@ -261,6 +270,7 @@ impl<T: Tool> GuardedTool<T> {
             description,
             parameters,
             next_call: Arc::new(AtomicU64::new(1)),
+            keyed: Arc::default(),
             stop: RunStop::default(),
             tool: PhantomData,
         })
@@ -271,6 +281,7 @@ impl<T: Tool> GuardedTool<T> {
     pub fn sibling<U: Tool>(&self) -> Result<GuardedTool<U>, GuardError> {
         let mut sibling = GuardedTool::<U>::new(Arc::clone(&self.registry), Arc::clone(&self.ctx))?;
         sibling.next_call = Arc::clone(&self.next_call);
+        sibling.keyed = Arc::clone(&self.keyed);
         sibling.run_id = Arc::clone(&self.run_id);
         sibling.stop = self.stop.clone();
         Ok(sibling)
@@ -289,21 +300,38 @@ impl<T: Tool> GuardedTool<T> {
         self.stop.get()
     }
 
+    /// The call's id in its key. rig numbers a call by its agent's bus, from 1 again in every
+    /// agent built: a name only within a run id the user gives each agent, and only for the
+    /// first agent to use a number. A run id made here is shared by every agent built around
+    /// this guard and its clones, and a number seen before is another agent's: those calls are
+    /// counted instead.
+    fn call_id(&self, context: &ToolContext) -> String {
+        let effect = self.ctx.run_id().and_then(|_| rig_effect(context));
+        if let Some(effect) = effect {
+            let mut keyed = self.keyed.lock().unwrap_or_else(PoisonError::into_inner);
+            if keyed.insert(effect) {
+                return format!("rig-effect-{effect}");
+            }
+            drop(keyed);
+            let run_id = &*self.run_id;
+            tracing::warn!(
+                run_id,
+                tool = T::NAME,
+                "a second rig agent calls through a guard of one run id: its calls are keyed \
+                 by a count a replay in another process does not find again; give each agent \
+                 a RunContext of its own run id"
+            );
+        }
+        let count = self.next_call.fetch_add(1, Ordering::Relaxed);
+        format!("rig-call-{count}")
+    }
+
     async fn run(
         &self,
         context: &ToolContext,
         arguments: serde_json::Value,
     ) -> Result<ToolOutput, ToolExecutionError> {
-        // rig numbers a call by its agent's bus, from 1 again in every agent built: a name
-        // only within a run id the user gives each agent. A run id made here is shared by every
-        // agent built around this guard and its clones, so their calls are counted instead.
-        let rig_id = self.ctx.run_id().and_then(|_| rig_call_id(context));
-        let id = rig_id.unwrap_or_else(|| {
-            format!(
-                "rig-call-{}",
-                self.next_call.fetch_add(1, Ordering::Relaxed)
-            )
-        });
+        let id = self.call_id(context);
         let guarded = GuardedCall {
             context: context.for_dispatch(),
             key: IdempotencyKey::new(Arc::clone(&self.run_id), id.as_str()),
