@@ -214,6 +214,7 @@ impl UsageLimits {
 
     /// Whether any cap holds across the whole run (the per-turn cap holds within a turn): a run
     /// without one needs no meter.
+    #[inline]
     pub(crate) fn caps_run(&self) -> bool {
         self.requests.is_some()
             || self.tool_calls.is_some()
@@ -222,6 +223,7 @@ impl UsageLimits {
     }
 
     /// Whether a response's tokens count against a cap (a token cap, or the cost cap).
+    #[inline]
     pub(crate) fn caps_tokens(&self) -> bool {
         self.input_tokens.is_some()
             || self.output_tokens.is_some()

@@ -79,6 +79,14 @@ struct State {
 type Refused = Box<UsageLimitExceeded>;
 
 impl Meter {
+    fn shared(limits: &Arc<UsageLimits>, caller: &RunMeter) -> Arc<Meter> {
+        Arc::new(Meter {
+            limits: Arc::clone(limits),
+            caller: caller.0.clone(),
+            state: Mutex::new(State::default()),
+        })
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while counting leaves the counts as they were: still worth reading.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -204,30 +212,30 @@ pub(crate) struct RunMeter(Option<Arc<Meter>>);
 impl RunMeter {
     /// The meter of a run held to `limits`, started by `caller`'s run (a fixer agent's run is
     /// started by the run whose call it repairs) or by none.
+    #[inline]
     pub(crate) fn for_run(limits: &Arc<UsageLimits>, caller: &RunMeter) -> RunMeter {
         if caller.0.is_none() && !limits.caps_run() {
             return RunMeter(None);
         }
-        RunMeter(Some(Arc::new(Meter {
-            limits: Arc::clone(limits),
-            caller: caller.0.clone(),
-            state: Mutex::new(State::default()),
-        })))
+        RunMeter(Some(Meter::shared(limits, caller)))
     }
 
     /// Whether this run counts anything at all.
+    #[inline]
     pub(crate) fn is_metered(&self) -> bool {
         self.0.is_some()
     }
 
     /// Before a model request: refused when the run (or the run that started it) reached its
     /// request cap or went past any other; counted when let through.
+    #[inline]
     pub(crate) fn request(&self) -> Result<(), Refused> {
         self.0.as_ref().map_or(Ok(()), |meter| meter.request(false))
     }
 
     /// The one last request of a graceful stop: let past this run's own caps (not its
     /// caller's), and counted.
+    #[inline]
     pub(crate) fn final_request(&self) -> Result<(), Refused> {
         self.0.as_ref().map_or(Ok(()), |meter| meter.request(true))
     }
@@ -272,6 +280,7 @@ impl RunMeter {
     /// When a turn's calls arrive: refused (none of them runs) when they would take the run
     /// past a tool-call cap, counting what ran so far. Nothing is counted here: a call counts
     /// when its tool body runs.
+    #[inline]
     pub(crate) fn calls_refused<'a>(
         &self,
         calls: impl ExactSizeIterator<Item = &'a str> + Clone,
@@ -283,6 +292,7 @@ impl RunMeter {
 
     /// Before a tool body runs (a first try, a retry, a repaired call, a fallback tool alike):
     /// refused past a tool-call cap or after any other cap was passed; counted when let through.
+    #[inline]
     pub(crate) fn tool_body(&self, tool: &str) -> Result<(), Refused> {
         self.0
             .as_ref()
@@ -306,6 +316,7 @@ impl RunMeter {
     }
 
     /// The cap the run went past, when a path of it was refused.
+    #[inline]
     pub(crate) fn exceeded(&self) -> Option<Refused> {
         self.0.as_ref().and_then(|meter| meter.refused())
     }
