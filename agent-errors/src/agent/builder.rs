@@ -289,8 +289,11 @@ impl<O: AgentOutput> AgentBuilder<O> {
     ///
     /// let agent = Agent::builder("clerk")
     ///     .model(ScriptedModel::new().text("done"))
-    ///     // Every call whose name starts with `delete_` waits for a person.
+    ///     // Every call whose name starts with `delete_` waits for a person...
     ///     .require_approval(|call: &ToolCall| call.name.starts_with("delete_"))
+    ///     // ...who answers later: the run waits from its checkpoint. (Without an approver or a
+    ///     // checkpoint store nobody could ever answer, and `build` says so.)
+    ///     .checkpoints(agent_errors::checkpoint::MemoryCheckpoints::new())
     ///     .build();
     /// assert!(agent.is_ok());
     /// ```
@@ -417,7 +420,8 @@ impl<O: AgentOutput> AgentBuilder<O> {
     }
 
     /// Validates the configuration; lists every problem when it refuses: no model, a zero turn
-    /// cap or breaker threshold, a tool named like a built-in, and everything the registry
+    /// cap or breaker threshold, a tool named like a built-in, a call that needs approval on an
+    /// agent with neither an approver nor a checkpoint store, and everything the registry
     /// checks (unknown fixers or fallbacks, duplicate names, `degrade` on a required tool).
     pub fn build(self) -> Result<Agent<O>, ConfigError> {
         let mut problems = Vec::new();
@@ -446,6 +450,13 @@ impl<O: AgentOutput> AgentBuilder<O> {
                 None
             }
         };
+        if let Some(registry) = &registry {
+            problems.extend(nobody_to_approve(
+                &self.approvals,
+                self.checkpoints.is_some(),
+                registry,
+            ));
+        }
         let threshold = NonZeroU32::new(self.breaker_threshold);
         match (self.model, registry, threshold) {
             (Some(model), Some(registry), Some(breaker_threshold)) if problems.is_empty() => {
@@ -488,4 +499,29 @@ impl<O: AgentOutput> AgentBuilder<O> {
             _ => Err(ConfigError::new(problems)),
         }
     }
+}
+
+/// What needs a person's approval on an agent that can neither ask (no approver) nor wait (no
+/// checkpoint store): its runs would end waiting for an answer nobody can give.
+fn nobody_to_approve(
+    approvals: &Approvals,
+    waits: bool,
+    registry: &Registry,
+) -> Vec<ConfigProblem> {
+    if approvals.approver.is_some() || waits {
+        return Vec::new();
+    }
+    let tools = registry
+        .tools()
+        .iter()
+        .filter(|tool| tool.is_approval_required())
+        .map(|tool| format!("tool `{}`", tool.name()));
+    let rule = approvals
+        .rule
+        .is_some()
+        .then(|| "the agent's `require_approval` rule".to_owned());
+    tools
+        .chain(rule)
+        .map(|what| ConfigProblem::NobodyToApprove { what })
+        .collect()
 }

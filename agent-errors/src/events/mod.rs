@@ -151,6 +151,13 @@ pub enum Event {
         /// The model that answered.
         model: String,
     },
+    /// A tool failed with an error nothing recognises (kind `unknown`) on a `retry` rung of its
+    /// policy, so it was not retried: `retry` only makes again what can succeed on retry. Said
+    /// once per run and tool, with a `tracing` warning saying what to return instead.
+    UnknownNotRetried {
+        /// The tool.
+        tool: String,
+    },
 }
 
 impl Event {
@@ -171,6 +178,7 @@ impl Event {
             Event::LlmFallback { .. } => "llm_fallback",
             Event::UsageLimitReached { .. } => "usage_limit_reached",
             Event::UsageMissing { .. } => "usage_missing",
+            Event::UnknownNotRetried { .. } => "unknown_not_retried",
         }
     }
 
@@ -186,7 +194,8 @@ impl Event {
             | Event::BreakerTripped { tool, .. }
             | Event::RetryBudgetExhausted { tool }
             | Event::Terminated { tool, .. }
-            | Event::PersonAsked { tool, .. } => Some(tool),
+            | Event::PersonAsked { tool, .. }
+            | Event::UnknownNotRetried { tool } => Some(tool),
             Event::LlmRetry { .. }
             | Event::LlmFallback { .. }
             | Event::UsageLimitReached { .. }
@@ -256,6 +265,14 @@ impl Event {
                 event = "usage_missing",
                 model = %model,
                 "the response reported no usage: counted as the usage limits say"
+            ),
+            Event::UnknownNotRetried { tool } => tracing::warn!(
+                event = "unknown_not_retried",
+                tool = %tool,
+                "`{tool}` failed with an error of kind `unknown`, which its `retry` never retries: \
+                 return an error that says what it is (an `HttpError` with its status, an \
+                 `io::Error`, a typed error with a `classify` rule, or text naming the status, \
+                 such as \"(503)\" or \"HTTP 503\"), or use `unknown = ...` in the policy"
             ),
         }
     }
@@ -356,6 +373,9 @@ fn count(event: &Event, model: &str) {
         }
         Event::UsageMissing { model: answered } => {
             counter!("agent_errors.model.usage_missing", MODEL => answered.clone()).increment(1);
+        }
+        Event::UnknownNotRetried { .. } => {
+            counter!("agent_errors.tool.unknown_not_retried", TOOL => tool()).increment(1);
         }
     }
 }
