@@ -45,6 +45,7 @@ mod redis_store;
 mod restate;
 mod retry;
 mod rig;
+mod rig_loop;
 mod run_breaker;
 mod run_timing;
 mod sanitize;
