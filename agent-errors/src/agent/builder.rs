@@ -65,8 +65,12 @@ pub struct AgentBuilder<O = String> {
     options: RequestOptions,
     reserved_names_used: Vec<String>,
     checkpoints: Option<Arc<dyn CheckpointStore>>,
+    snapshot_every: u32,
     _output: PhantomData<fn() -> O>,
 }
+
+/// The steps a durable run saves between two snapshots, unless its builder says otherwise.
+const DEFAULT_SNAPSHOT_EVERY: u32 = 512;
 
 impl<O> fmt::Debug for AgentBuilder<O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -101,6 +105,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
             options: RequestOptions::default(),
             reserved_names_used: Vec::new(),
             checkpoints: None,
+            snapshot_every: DEFAULT_SNAPSHOT_EVERY,
             _output: PhantomData,
         }
     }
@@ -382,6 +387,32 @@ impl<O: AgentOutput> AgentBuilder<O> {
         self
     }
 
+    /// How many steps a durable run appends to its journal between two snapshots of its whole
+    /// state (512 unless set; at least 1). Resuming a run reads its latest snapshot and at most
+    /// this many steps after it; a snapshot writes the whole state once, so a larger bound
+    /// writes less per call of a long run and reads more on resume. A store that keeps no
+    /// journal is sent a snapshot at every save whatever this is.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agent_errors::Agent;
+    /// use agent_errors::checkpoint::MemoryCheckpoints;
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// let agent = Agent::builder("a")
+    ///     .model(ScriptedModel::new())
+    ///     .checkpoints(MemoryCheckpoints::new())
+    ///     .snapshot_every(64)
+    ///     .build();
+    /// assert!(agent.is_ok());
+    /// ```
+    #[must_use]
+    pub fn snapshot_every(mut self, steps: u32) -> Self {
+        self.snapshot_every = steps.max(1);
+        self
+    }
+
     /// Who waits for this agent's model calls (the main agent by default).
     #[must_use]
     pub fn call_source(mut self, source: CallSource) -> Self {
@@ -492,6 +523,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
                         observer,
                         meters,
                         checkpoints: self.checkpoints,
+                        snapshot_every: self.snapshot_every,
                         usage_limits: Arc::new(self.usage_limits),
                     }),
                 })

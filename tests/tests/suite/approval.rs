@@ -387,8 +387,9 @@ async fn start_waiting(store: &Store, sent: &Arc<Mutex<Vec<u32>>>) -> ScriptedMo
     assert!(sent.lock().unwrap().is_empty());
     assert_eq!(
         saved_version(store).await,
-        3,
-        "a waiting run is saved in the version builds without approvals refuse"
+        4,
+        "a waiting run is saved in a version builds without approvals refuse (as are all \
+         journaled runs: builds before the journal read version 3 at most)"
     );
     model
 }
@@ -431,7 +432,7 @@ async fn approval_resumes(store: Store) {
     // The model was asked for the turn once, before the wait, and once after the answer.
     assert_eq!((first.calls(), model.calls()), (1, 1));
     assert_eq!(shown_to_model(&model)[0].content, "sent 900");
-    assert_eq!(saved_version(&store).await, 2, "nothing waits any more");
+    assert_eq!(saved_version(&store).await, 4, "the journal's version");
 
     let again = resumer(&store, &model, &sent)
         .await

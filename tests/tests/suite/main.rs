@@ -34,6 +34,7 @@ mod fleet;
 mod fleet_processes;
 mod http_response;
 mod idempotency;
+mod journal;
 mod llm_error;
 mod llm_wrappers;
 mod loop_props;
