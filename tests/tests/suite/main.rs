@@ -47,6 +47,7 @@ mod restate;
 mod retry;
 mod rig;
 mod rig_loop;
+mod run_breaker;
 mod run_timing;
 mod sanitize;
 mod streaming;
