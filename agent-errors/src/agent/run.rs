@@ -245,9 +245,12 @@ impl<O: AgentOutput> AgentInner<O> {
         start: Start,
         mut options: RunOptions,
     ) -> Ended<O> {
-        if let Err(missing) = self.check_context(&options.extensions) {
+        let refused = self
+            .check_context(&options.extensions)
+            .and_then(|()| super::run_context::check_timer(options.journal.is_some()));
+        if let Err(refused) = refused {
             return Ended::from(RunOutcome {
-                result: Err(missing),
+                result: Err(refused),
                 report: RunReport::default(),
                 transcript: start.transcript,
                 run_id,
