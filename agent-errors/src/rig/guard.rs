@@ -279,8 +279,11 @@ impl AgentHook for StopHook {
         Some("agent_errors::StopHook".to_owned())
     }
 
-    async fn on_run_start(&self, _ctx: &HookContext, _event: RunStart<'_>) -> RunStartAction {
+    async fn on_run_start(&self, ctx: &HookContext, _event: RunStart<'_>) -> RunStartAction {
         self.wiring.hooked.store(true, Ordering::Release);
+        if let Some(limits) = &self.limits {
+            super::usage::RigRunUsage::start(ctx.scratchpad(), limits);
+        }
         RunStartAction::Continue
     }
 
@@ -308,7 +311,9 @@ impl AgentHook for StopHook {
 
     async fn on_dispatch(&self, ctx: &HookContext, event: DispatchEvent<'_>) -> DispatchAction {
         match (&self.limits, event.tool_name()) {
-            (Some(_), Some(_)) => super::usage::before_call(ctx.scratchpad()),
+            (Some(limits), Some(tool)) => {
+                super::usage::before_call(ctx.scratchpad(), limits, &self.run, tool)
+            }
             _ => DispatchAction::Proceed,
         }
     }

@@ -3,7 +3,7 @@
 //! ends rig's run or asks the model once more, without tools, for its final answer, as this
 //! library's loop does.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rig_agent::agent::hook::{
     CompletionCallAction, DispatchAction, ModelTurnAction, ModelTurnFinished, RequestPatch,
@@ -13,56 +13,58 @@ use rig_core::completion::{AssistantContent, Document};
 
 use crate::events::Event;
 use crate::executor::RunContext;
-use crate::usage::{OnExceed, RunUsage, Usage, UsageLimit, UsageLimitExceeded, UsageLimits};
+use crate::usage::{OnExceed, RunMeter, Usage, UsageLimit, UsageLimitExceeded, UsageLimits};
 
-/// What one rig run used so far, and where its graceful stop is.
+/// One rig run's meter (the run's one meter, as this library's loop keeps it) and where its
+/// graceful stop is.
 #[derive(Debug, Clone, Default)]
 pub(super) struct RigRunUsage {
-    requests: u32,
-    tokens: Usage,
-    tool_calls: u32,
-    calls_of: BTreeMap<String, u32>,
-    cost: f64,
-    /// The cap the run went past when its limits ask for a final answer, and the cap in words:
-    /// no call runs any more and the next request is the last.
-    over: Option<(UsageLimit, String)>,
+    meter: RunMeter,
+    /// The cap the run went past when its limits ask for a final answer: no call runs any more
+    /// and the next request is the last.
+    over: Option<Box<UsageLimitExceeded>>,
     /// The last request was made: nothing more is let through.
     last_made: bool,
 }
 
 impl RigRunUsage {
-    fn exceeded(&self, (limit, allowed): (UsageLimit, String)) -> String {
-        let usage = RunUsage {
-            requests: self.requests,
-            tokens: self.tokens,
-            tool_calls: self.tool_calls,
-            calls_of: self.calls_of.clone(),
-            cost: self.cost,
-        };
-        UsageLimitExceeded::new(limit, allowed, usage).to_string()
+    /// The meter of a rig run that starts now.
+    pub(super) fn start(pad: &Scratchpad, limits: &Arc<UsageLimits>) {
+        let meter = RunMeter::for_run(limits, &RunMeter::default());
+        pad.insert(RigRunUsage {
+            meter,
+            ..RigRunUsage::default()
+        });
     }
 
-    /// The run went past `cap`: true when its limits ask for a final answer (then asked for),
+    /// The run went past a cap: true when its limits ask for a final answer (now asked for),
     /// false when the run must end.
     fn goes_past(
         &mut self,
         limits: &UsageLimits,
         run: &RunContext,
-        cap: (UsageLimit, String),
+        cap: &UsageLimitExceeded,
     ) -> bool {
-        if limits.on_exceeding(&cap.0) != OnExceed::FinalAnswer || self.over.is_some() {
+        if limits.on_exceeding(&cap.limit) != OnExceed::FinalAnswer || self.over.is_some() {
             return false;
         }
         run.events().emit(Event::UsageLimitReached {
-            limit: cap.0.clone(),
+            limit: cap.limit.clone(),
         });
-        self.over = Some(cap);
+        self.over = Some(Box::new(cap.clone()));
         true
+    }
+
+    fn stopped(&self) -> String {
+        self.over.as_ref().map_or_else(
+            || "the run went past its usage limit".to_owned(),
+            |over| over.to_string(),
+        )
     }
 }
 
 /// Before a model request: counted, the last one of a graceful stop (no tools, told to answer
-/// now), or refused (the run ends) past the request cap.
+/// now), or refused (the run ends) past a cap.
 pub(super) fn before_request(
     pad: &Scratchpad,
     limits: &UsageLimits,
@@ -70,31 +72,29 @@ pub(super) fn before_request(
 ) -> CompletionCallAction {
     pad.update(|used: &mut RigRunUsage| {
         if used.last_made {
-            let cap = used
-                .over
-                .clone()
-                .unwrap_or((UsageLimit::Requests, String::new()));
-            return CompletionCallAction::stop(used.exceeded(cap));
+            return CompletionCallAction::stop(used.stopped());
         }
-        if let Some(refused) = limits.request_refused(used.requests) {
-            if !used.goes_past(limits, run, refused.clone()) {
-                return CompletionCallAction::stop(used.exceeded(refused));
+        if used.over.is_none() {
+            match used.meter.request() {
+                Ok(()) => return CompletionCallAction::Continue,
+                Err(refused) if !used.goes_past(limits, run, &refused) => {
+                    return CompletionCallAction::stop(refused.to_string());
+                }
+                Err(_) => {}
             }
         }
-        used.requests += 1;
-        match &used.over {
-            Some((limit, _)) => {
-                used.last_made = true;
-                CompletionCallAction::patch(final_request(limit))
-            }
-            None => CompletionCallAction::Continue,
+        if let Err(refused) = used.meter.final_request() {
+            return CompletionCallAction::stop(refused.to_string());
         }
+        used.last_made = true;
+        let limit = used.over.as_ref().map(|over| over.limit.clone());
+        CompletionCallAction::patch(final_request(&limit.unwrap_or(UsageLimit::Requests)))
     })
 }
 
-/// After a model turn: its tokens and cost counted, then its tool calls, unless the run went
-/// past a token, cost or tool-call cap (then it ends, or its calls are not run and the next
-/// request is the last).
+/// After a model turn: its tokens and cost counted (a turn that reports none is estimated, and
+/// said once), then its tool calls checked against the tool-call caps; past a cap the run ends,
+/// or its calls are not run and the next request is the last.
 pub(super) fn after_turn(
     pad: &Scratchpad,
     limits: &UsageLimits,
@@ -102,52 +102,80 @@ pub(super) fn after_turn(
     turn: &ModelTurnFinished<'_>,
 ) -> ModelTurnAction {
     pad.update(|used: &mut RigRunUsage| {
-        let tokens = Usage::new(
-            turn.usage.input_tokens.unwrap_or(0),
-            turn.usage.output_tokens.unwrap_or(0),
-        );
-        used.tokens += tokens;
         let model = turn.raw.get("model").and_then(|model| model.as_str());
-        match limits.cost_of(model.unwrap_or_default(), tokens) {
-            Some(cost) => used.cost += cost,
-            None => tracing::warn!(?model, "no price for this model: its tokens cost nothing"),
+        let model = model.unwrap_or_default();
+        let reported = turn.usage.is_reported().then(|| {
+            let (input, output) = (turn.usage.input_tokens, turn.usage.output_tokens);
+            Usage::new(input.unwrap_or(0), output.unwrap_or(0))
+        });
+        let charged = (used.meter).answered(
+            model,
+            reported,
+            || estimate(turn.content),
+            used.over.is_none(),
+        );
+        if charged.first_missing {
+            run.events().emit(Event::UsageMissing {
+                model: model.to_owned(),
+            });
         }
         if used.over.is_some() {
             // The final answer is counted, not capped: it is what the stop asked for.
             return ModelTurnAction::Continue;
         }
         let calls: Vec<&str> = turn.content.iter().filter_map(call_name).collect();
-        let refused = limits.tokens_exceeded(&used.tokens, used.cost).or_else(|| {
-            let names = calls.iter().copied();
-            (!calls.is_empty())
-                .then(|| limits.calls_refused(names, used.tool_calls, &used.calls_of))
-                .flatten()
-        });
-        if let Some(refused) = refused {
-            if used.goes_past(limits, run, refused.clone()) {
-                return ModelTurnAction::Continue;
-            }
-            return ModelTurnAction::stop(used.exceeded(refused));
+        let refused = match charged.result {
+            Err(refused) => Err(refused),
+            Ok(()) => used.meter.calls_refused(calls.iter().copied()),
+        };
+        match refused {
+            Ok(()) => ModelTurnAction::Continue,
+            Err(refused) if used.goes_past(limits, run, &refused) => ModelTurnAction::Continue,
+            Err(refused) => ModelTurnAction::stop(refused.to_string()),
         }
-        used.tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
-        for name in calls.iter().filter(|name| limits.caps(name)) {
-            *used.calls_of.entry((*name).to_owned()).or_default() += 1;
-        }
-        ModelTurnAction::Continue
     })
 }
 
-/// Before a tool call: none runs once the run went past a cap; the final request answered with
-/// tool calls ends the run.
-pub(super) fn before_call(pad: &Scratchpad) -> DispatchAction {
-    let used: RigRunUsage = pad.get().unwrap_or_default();
-    match (&used.over, used.last_made) {
-        (Some(cap), true) => DispatchAction::stop(used.exceeded(cap.clone())),
-        (Some(_), false) => {
-            DispatchAction::skip("not run: the run reached its usage limit before this call")
+/// Before a tool call: counted as one run of the tool, or not run once the run went past a cap
+/// (the final request answered with tool calls ends the run).
+pub(super) fn before_call(
+    pad: &Scratchpad,
+    limits: &UsageLimits,
+    run: &RunContext,
+    tool: &str,
+) -> DispatchAction {
+    pad.update(|used: &mut RigRunUsage| {
+        if used.last_made {
+            return DispatchAction::stop(used.stopped());
         }
-        (None, _) => DispatchAction::Proceed,
-    }
+        if used.over.is_none() {
+            match used.meter.tool_body(tool) {
+                Ok(()) => return DispatchAction::Proceed,
+                Err(refused) if !used.goes_past(limits, run, &refused) => {
+                    return DispatchAction::stop(refused.to_string());
+                }
+                Err(_) => {}
+            }
+        }
+        DispatchAction::skip("not run: the run reached its usage limit before this call")
+    })
+}
+
+/// A turn's usage when its provider reported none: one token per 4 characters of what it
+/// answered (what was sent is not seen here).
+fn estimate(content: &[AssistantContent]) -> Usage {
+    let chars: usize = content
+        .iter()
+        .map(|block| match block {
+            AssistantContent::Text(text) => text.text.len(),
+            AssistantContent::ToolCall(call) => {
+                let arguments = serde_json::Value::Object(call.function.arguments.clone());
+                call.function.name.as_str().len() + arguments.to_string().len()
+            }
+            _ => 0,
+        })
+        .sum();
+    Usage::new(0, u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX))
 }
 
 fn call_name(content: &AssistantContent) -> Option<&str> {
