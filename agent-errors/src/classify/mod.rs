@@ -132,8 +132,8 @@ pub use redacted::RedactedError;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use body::status_of_error_type;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
-pub(crate) use body::{is_overloaded, server_refuses};
-pub(crate) use body::{is_quota_exhausted, server_delay};
+pub(crate) use body::{is_overloaded, is_quota_exhausted, server_refuses};
+pub(crate) use body::server_delay;
 
 use rules::Rule;
 use typed::Known;
