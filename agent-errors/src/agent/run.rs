@@ -21,7 +21,7 @@ use crate::events::RunReport;
 use crate::executor::{Cancellation, RecoveryState, RunContext};
 use crate::observe;
 use crate::retry::RunRetries;
-use crate::usage::UsageLimits;
+use crate::usage::{RunMeter, UsageLimits};
 
 impl<O: AgentOutput> Agent<O> {
     /// Runs the agent on `input` and returns its output.
@@ -268,26 +268,33 @@ impl<O: AgentOutput> AgentInner<O> {
         start: Start,
         mut options: RunOptions,
     ) -> Ended<O> {
-        if let Err(missing) = self.check_context(&options.extensions) {
+        let refused = self
+            .check_context(&options.extensions)
+            .and_then(|()| super::run_context::check_timer(options.journal.is_some()));
+        if let Err(refused) = refused {
             return Ended::from(RunOutcome {
-                result: Err(missing),
+                result: Err(refused),
                 report: RunReport::default(),
                 transcript: start.transcript,
                 run_id,
             });
         }
         let deltas = options.deltas.take().map(DeltaSender::new);
-        let ctx = self.context(options, &run_id, recorders.calls);
+        let meter = RunMeter::for_run(&start.usage_limits, &options.caller_meter);
+        let ctx = self.context(options, &run_id, recorders.calls, meter.clone());
         if let Some(recovery) = start.recovery {
             ctx.restore(recovery);
         }
         let recorder = &*recorders.run;
-        let mut request = self.first_request(&ctx, start.transcript);
-        let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits));
-        counts.clock = start.clock;
+        let mut request = self.first_request(&ctx, start.transcript, meter.clone());
+        let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits, meter));
         if let Some(saved) = start.counts {
             counts.restore(saved);
         }
+        if let Some((_, pending)) = &start.pending {
+            counts.count_resumed(pending, |name| self.registry.tool(name).is_some());
+        }
+        counts.clock = start.clock;
         let driven = async {
             if !recorder.started(&ctx, start.deadline).await {
                 return Err(unsaved(recorder));
@@ -336,7 +343,12 @@ impl<O: AgentOutput> AgentInner<O> {
     }
 
     /// The run's request, with `messages` so far: the loop adds to it turn by turn.
-    fn first_request(&self, ctx: &RunContext, messages: Vec<Message>) -> ChatRequest {
+    fn first_request(
+        &self,
+        ctx: &RunContext,
+        messages: Vec<Message>,
+        meter: RunMeter,
+    ) -> ChatRequest {
         // Built in place: a `with_*` chain moves the whole request once per setter.
         ChatRequest {
             messages,
@@ -346,6 +358,7 @@ impl<O: AgentOutput> AgentInner<O> {
             source: self.source.clone(),
             events: ctx.event_sink(),
             retries: RunRetries::new(Arc::clone(ctx.retries())),
+            meter,
         }
     }
 
