@@ -8,7 +8,6 @@ use std::time::Duration;
 use super::{Next, Walk};
 use crate::breaker::BreakerState;
 use crate::events::Event;
-use crate::executor::attempt::{Missed, attempt};
 use crate::executor::context::RunContext;
 use crate::executor::outcome::Handled;
 use crate::executor::resume::RetryPlace;
@@ -86,17 +85,10 @@ impl<D: Iterator<Item = Duration>> Policy for RetryRung<'_, '_, D> {
     type Error = ();
 
     async fn call(&mut self) -> Result<Next, ()> {
-        let walk = &mut *self.walk;
-        match attempt(walk.ctx, walk.tool, &walk.raw, &walk.extensions).await {
-            Ok(output) => Ok(Next::Done(Handled::Ok(output))),
-            Err(Missed::Tripped { failures }) => Ok(walk.tripped(walk.tool.name(), failures)),
-            Err(Missed::Failed(error)) => {
-                let attempts = walk.failure.attempts;
-                match walk.after_failure(error, attempts) {
-                    Next::Switch => Ok(Next::Switch),
-                    _ => Err(()),
-                }
-            }
+        // The same cleared arguments again; arguments not cleared yet pass the gate first.
+        match self.walk.try_again(None).await {
+            Next::Down => Err(()),
+            next => Ok(next),
         }
     }
 
