@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::attempt::{Missed, attempt};
 use super::context::RunContext;
+use super::failure::Failed;
 use super::gate::{self, Asking, Blocked, Cleared, Refused, unknown_tool};
 use super::ladder::{Sending, Walk};
 use super::outcome::{Failure, Handled};
@@ -67,7 +68,7 @@ pub(super) async fn run(
             }
         },
     };
-    let cleared = match passed {
+    let outcome = match passed {
         Ok(cleared) => Ok(cleared),
         Err(Refused::Unavailable(handled) | Refused::Answered(handled)) => return handled,
         Err(Refused::Invalid(error)) => Err(error),
@@ -75,30 +76,39 @@ pub(super) async fn run(
     if let Some(budget) = ctx.hooks().retry_budget() {
         budget.record_call(tool.breaker_key());
     }
-    let course = Course {
-        registry,
-        ctx,
-        entry,
-        call,
-        extensions: ctx.call_extensions(&call.id),
-        approved,
-    };
-    match (cleared, progress) {
+    let extensions = ctx.call_extensions(&call.id);
+    match (outcome, progress) {
+        (Ok(cleared), None) if !asked => {
+            // The usual call, tried at once: the course is made only for a failure.
+            let error = match attempt(ctx, &cleared, &extensions).await {
+                Ok(output) => return Handled::Ok(output),
+                Err(Missed::Tripped { failures }) => return tripped(&cleared, failures),
+                Err(Missed::Failed(error)) => error,
+            };
+            let course = Course::new(registry, ctx, entry, call, extensions, approved);
+            Box::pin(course.failed(cleared, error, 1, None)).await
+        }
         (Err(invalid), progress) => {
             let attempts = progress.map_or(1, |p| p.attempts);
             let failure = Failure::new(invalid, attempts, ctx.hooks().classifier());
-            Box::pin(
-                course
-                    .walk(Sending::Unchecked(sent), failure, progress)
-                    .run(),
-            )
-            .await
+            let course = Course::new(registry, ctx, entry, call, extensions, approved);
+            let from = progress.map(|p| (p, None));
+            let walk = course.walk(Sending::Unchecked(sent), failure, from);
+            Box::pin(walk.run()).await
         }
-        (Ok(cleared), None) if !asked => course.first_try(cleared, 1, None).await,
         (Ok(cleared), progress) => {
             let progress = progress.cloned().unwrap_or_else(|| before_first(None));
+            let course = Course::new(registry, ctx, entry, call, extensions, approved);
             Box::pin(course.go_on(cleared, &progress, asked)).await
         }
+    }
+}
+
+/// The answer for a call whose tool's per-run breaker tripped while it was on its way.
+fn tripped(cleared: &Cleared<'_>, failures: u32) -> Handled {
+    Handled::Tripped {
+        tool: cleared.tool().name().to_owned(),
+        failures,
     }
 }
 
@@ -115,6 +125,24 @@ struct Course<'a> {
 }
 
 impl<'a> Course<'a> {
+    fn new(
+        registry: &'a Registry,
+        ctx: &'a RunContext,
+        entry: (&'a ToolDef, &'a ResolvedPolicy),
+        call: &'a ToolCall,
+        extensions: Extensions,
+        approved: Approved,
+    ) -> Self {
+        Course {
+            registry,
+            ctx,
+            entry,
+            call,
+            extensions,
+            approved,
+        }
+    }
+
     /// Makes the attempt `attempts` counts with the cleared arguments; a failure walks the
     /// ladder (from `progress` when the call is resumed).
     async fn first_try(
@@ -123,24 +151,25 @@ impl<'a> Course<'a> {
         attempts: u32,
         progress: Option<(&CallProgress, Option<PolicyKey>)>,
     ) -> Handled {
-        let tried = attempt(self.ctx, &cleared, &self.extensions).await;
-        match tried {
-            Ok(output) => Handled::Ok(output),
-            Err(Missed::Tripped { failures }) => Handled::Tripped {
-                tool: cleared.tool().name().to_owned(),
-                failures,
-            },
-            // Recovery is the rare path: boxing it keeps the happy path's future small.
-            Err(Missed::Failed(error)) => {
-                let failure = Failure::new(error, attempts, self.ctx.hooks().classifier());
-                let (progress, walked) = progress.unzip();
-                let sending = self.sending(cleared);
-                let walk = self
-                    .walk(sending, failure, progress)
-                    .walked(walked.flatten());
-                Box::pin(walk.run()).await
-            }
-        }
+        let error = match attempt(self.ctx, &cleared, &self.extensions).await {
+            Ok(output) => return Handled::Ok(output),
+            Err(Missed::Tripped { failures }) => return tripped(&cleared, failures),
+            Err(Missed::Failed(error)) => error,
+        };
+        Box::pin(self.failed(cleared, error, attempts, progress)).await
+    }
+
+    /// The attempt `attempts` counts failed with `error`: the ladder answers it.
+    async fn failed(
+        self,
+        cleared: Cleared<'a>,
+        error: Box<Failed>,
+        attempts: u32,
+        progress: Option<(&CallProgress, Option<PolicyKey>)>,
+    ) -> Handled {
+        let failure = Failure::new(error, attempts, self.ctx.hooks().classifier());
+        let sending = self.sending(cleared);
+        self.walk(sending, failure, progress).run().await
     }
 
     /// Goes on with a call of a resumed run, or one a person was `asked` about, its arguments
@@ -165,7 +194,7 @@ impl<'a> Course<'a> {
             let delay = Duration::from_millis(delay);
             let sending = self.sending(cleared);
             return self
-                .walk(sending, failure, Some(progress))
+                .walk(sending, failure, Some((progress, None)))
                 .at_retry(place, delay)
                 .run()
                 .await;
@@ -174,13 +203,16 @@ impl<'a> Course<'a> {
             let error = ToolError::execution(raw.as_str(), CallInterrupted);
             let failure = Failure::new(error, progress.attempts, self.ctx.hooks().classifier());
             let sending = self.sending(cleared);
-            return self.walk(sending, failure, Some(progress)).run().await;
+            return self
+                .walk(sending, failure, Some((progress, None)))
+                .run()
+                .await;
         }
         // Idempotent: the attempt that was running is made again, in the place it was made.
         if let Some(place) = &progress.retry {
             let failure = saved_failure(self.ctx, &raw, place, progress.attempts);
             let sending = self.sending(cleared);
-            let walk = self.walk(sending, failure, Some(progress));
+            let walk = self.walk(sending, failure, Some((progress, None)));
             return walk.at_retry(place, Duration::ZERO).run().await;
         }
         self.first_try(cleared, progress.attempts, Some((progress, None)))
@@ -224,22 +256,11 @@ impl<'a> Course<'a> {
         self,
         sending: Sending<'a>,
         failure: Failure,
-        progress: Option<&CallProgress>,
+        from: Option<(&CallProgress, Option<PolicyKey>)>,
     ) -> Walk<'a> {
-        let walk = Walk::new(
-            self.registry,
-            self.ctx,
-            self.entry,
-            self.call,
-            failure,
-            self.extensions,
-            sending,
-        )
-        .approved(self.approved);
-        match progress {
-            Some(progress) => walk.resumed(progress),
-            None => walk,
-        }
+        let (registry, ctx, entry, call) = (self.registry, self.ctx, self.entry, self.call);
+        let shared = (self.extensions, self.approved);
+        Walk::new(registry, ctx, entry, call, (failure, sending), shared, from)
     }
 }
 

@@ -81,11 +81,10 @@ impl<'a> Walk<'a> {
             self.ctx,
             (fallback, policy),
             self.call,
-            failure,
-            self.extensions.clone(),
-            Sending::Cleared(cleared),
-        )
-        .approved(self.approved.clone());
+            (failure, Sending::Cleared(cleared)),
+            (self.extensions.clone(), self.approved.clone()),
+            None,
+        );
         walk.repair_steps = self.repair_steps;
         walk.nested = true;
         walk.retries_only().await

@@ -33,7 +33,7 @@ use crate::extensions::Extensions;
 use crate::policy::{Action, Ladder, PolicyKey, ResolvedPolicy};
 use crate::registry::Registry;
 use crate::sanitize::{SurfacedError, scrub};
-use crate::tool::ToolDef;
+use crate::tool::{ToolDef, ToolOutput};
 
 /// What a rung decided.
 enum Next {
@@ -93,15 +93,25 @@ pub(super) struct Walk<'a> {
 }
 
 impl<'a> Walk<'a> {
+    /// A walk of `tool`'s ladders for `failure`, sending `sending` from now on. A call of a
+    /// resumed run goes on from `progress`: the repairs it already spent stay spent. `walked`
+    /// counts a ladder as walked already: a person it handed the call to approved another try,
+    /// and a new failure of the same key does not walk it again.
     pub(super) fn new(
         registry: &'a Registry,
         ctx: &'a RunContext,
         (tool, policy): (&'a ToolDef, &'a ResolvedPolicy),
         call: &'a ToolCall,
-        failure: Failure,
-        extensions: Extensions,
-        sending: Sending<'a>,
+        (failure, sending): (Failure, Sending<'a>),
+        (extensions, approved): (Extensions, Approved),
+        from: Option<(&CallProgress, Option<PolicyKey>)>,
     ) -> Self {
+        let (repair_steps, walked) = match from {
+            Some((progress, walked)) => (progress.repair_steps, walked),
+            None => (0, None),
+        };
+        let mut walked_keys = Vec::with_capacity(2);
+        walked_keys.extend(walked);
         Walk {
             registry,
             ctx,
@@ -109,35 +119,16 @@ impl<'a> Walk<'a> {
             policy,
             call,
             sending,
-            approved: Approved::default(),
+            approved,
             failure,
-            walked: Vec::with_capacity(2),
-            repair_steps: 0,
+            walked: walked_keys,
+            repair_steps,
             extensions,
             rung: (PolicyKey::Execution, 0),
             start: None,
             fixed_by: None,
             nested: false,
         }
-    }
-
-    /// A walk for a call of a resumed run: the repairs it already spent stay spent.
-    pub(super) fn resumed(mut self, progress: &CallProgress) -> Self {
-        self.repair_steps = progress.repair_steps;
-        self
-    }
-
-    /// A walk for a call a person approved `approved` for.
-    pub(super) fn approved(mut self, approved: Approved) -> Self {
-        self.approved = approved;
-        self
-    }
-
-    /// Counts the ladder of `key` as walked already: a person it handed the call to approved
-    /// another try, and a new failure of the same key does not walk it again.
-    pub(super) fn walked(mut self, key: Option<PolicyKey>) -> Self {
-        self.walked.extend(key);
-        self
     }
 
     /// Starts on the retry rung `place` names, its drawn retries spent, the next attempt made
@@ -306,7 +297,13 @@ impl<'a> Walk<'a> {
         let Sending::Cleared(cleared) = &self.sending else {
             return Next::Down;
         };
-        match attempt(self.ctx, cleared, &self.extensions).await {
+        let tried = attempt(self.ctx, cleared, &self.extensions).await;
+        self.attempted(tried)
+    }
+
+    /// What an attempt of the walk's tool came to: the answer, or the failure taken.
+    fn attempted(&mut self, tried: Result<ToolOutput, Missed>) -> Next {
+        match tried {
             Ok(output) => Next::Done(Handled::Ok(output)),
             Err(Missed::Tripped { failures }) => self.tripped(self.tool.name(), failures),
             Err(Missed::Failed(error)) => {

@@ -5,9 +5,10 @@
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use super::{Next, Walk};
+use super::{Next, Sending, Walk};
 use crate::breaker::BreakerState;
 use crate::events::Event;
+use crate::executor::attempt::attempt;
 use crate::executor::context::RunContext;
 use crate::executor::outcome::Handled;
 use crate::executor::resume::RetryPlace;
@@ -85,8 +86,16 @@ impl<D: Iterator<Item = Duration>> Policy for RetryRung<'_, '_, D> {
     type Error = ();
 
     async fn call(&mut self) -> Result<Next, ()> {
+        let walk = &mut *self.walk;
         // The same cleared arguments again; arguments not cleared yet pass the gate first.
-        match self.walk.try_again(None).await {
+        let next = match &walk.sending {
+            Sending::Cleared(cleared) => {
+                let tried = attempt(walk.ctx, cleared, &walk.extensions).await;
+                walk.attempted(tried)
+            }
+            Sending::Unchecked(_) => Box::pin(walk.try_again(None)).await,
+        };
+        match next {
             Next::Down => Err(()),
             next => Ok(next),
         }
