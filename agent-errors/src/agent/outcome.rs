@@ -203,6 +203,24 @@ pub enum RunError {
         /// `Refusal` or `ContentFilter`.
         reason: FinishReason,
     },
+    /// The `on_llm_error` handler returned the `Err` of
+    /// [`LlmErrorDecision::retry(0, ..)`](crate::LlmErrorDecision::retry): a retry of no
+    /// attempts, which the loop cannot carry out. Return
+    /// [`LlmErrorDecision::Rethrow`](crate::LlmErrorDecision::Rethrow) to give up, or at least
+    /// one attempt.
+    #[error(
+        "on_llm_error returned `LlmErrorDecision::retry(0, ..)` ({0}): return `LlmErrorDecision::Rethrow` \
+         to give up, or a retry of at least 1 attempt"
+    )]
+    InvalidLlmDecision(crate::retry::ZeroAttempts),
+    /// The run was started on a Tokio runtime built without its timer, which every backoff and
+    /// timeout of a run sleeps on, so it did not start.
+    #[error(
+        "the run needs a Tokio runtime with its timer enabled, for its retries' backoff and its \
+         timeouts: call `enable_time()` (or `enable_all()`) on the runtime builder, or turn on \
+         tokio's `time` feature for `#[tokio::main]`"
+    )]
+    NoTimer,
 }
 
 impl RunError {

@@ -166,7 +166,8 @@ async fn retry_with_zero_attempts_is_rejected_and_never_retries() {
         Err(ZeroAttempts)
     );
 
-    // A handler that passes the rejection on gets Rethrow: the original error, one call.
+    // A handler that passes the rejection on is not read as "give up": the run ends with an
+    // error that names the mistake and what to return instead, after the one call.
     let model = ScriptedModel::new().then_fail_forever(refused);
     let agent = Agent::builder("a")
         .model(model.clone())
@@ -175,10 +176,13 @@ async fn retry_with_zero_attempts_is_rejected_and_never_retries() {
         .unwrap();
     let err = agent.run("hi").await.unwrap_err();
     assert!(
-        err.model_error()
-            .unwrap()
-            .downcast_ref::<io::Error>()
-            .is_some()
+        matches!(err, RunError::InvalidLlmDecision(ZeroAttempts)),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("retry(0, ..)") && message.contains("LlmErrorDecision::Rethrow"),
+        "{message}"
     );
     assert_eq!(model.calls(), 1);
 }
@@ -497,4 +501,30 @@ async fn model_call_retries_spend_the_runs_retry_allowance() {
         err.model_error().unwrap().downcast_ref::<Down>().unwrap().0,
         3
     );
+}
+
+/// A runtime built without its timer would panic at the first backoff, mid-run: the run is
+/// refused before the model is asked, with an error saying what to enable.
+#[test]
+fn a_runtime_without_a_timer_is_refused_at_run_start_not_a_panic_at_the_first_retry() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime without enable_time");
+    let model = ScriptedModel::new()
+        .error(agent_errors::HttpError::new(503, "busy"))
+        .text("answered after a retry");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .on_llm_error(|_, _| LlmErrorDecision::retry(3, ms(100)))
+        .build()
+        .unwrap();
+
+    let result = runtime.block_on(agent.run("hi"));
+
+    let Err(error) = result else {
+        panic!("ran without a timer: {result:?}")
+    };
+    assert!(matches!(error, RunError::NoTimer), "{error:?}");
+    assert!(error.to_string().contains("enable_time()"), "{error}");
+    assert_eq!(model.calls(), 0, "refused before the model is asked");
 }

@@ -30,7 +30,7 @@ pub(crate) use approvals::Approvals;
 pub(crate) use halt::Halt;
 pub(crate) use hooks::Hooks;
 pub(crate) use limits::RunLimits;
-pub(crate) use recovery::{Recovery, RecoveryState};
+pub(crate) use recovery::{Recovery, RecoveryState, Trip};
 
 /// The state of one run that the executor reads and writes: events, dropped tools, the per-run
 /// breaker, cancellation, the permission hook and the limits.
