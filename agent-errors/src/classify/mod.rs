@@ -133,7 +133,10 @@ pub use redacted::RedactedError;
 pub(crate) use body::status_of_error_type;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use body::{is_overloaded, server_refuses};
-pub(crate) use body::{is_quota_exhausted, server_delay};
+// Read by the providers' retry rules only.
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+pub(crate) use body::is_quota_exhausted;
+pub(crate) use body::server_delay;
 
 use rules::Rule;
 use typed::Known;
