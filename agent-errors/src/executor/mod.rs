@@ -12,8 +12,8 @@
 //!    model, a fixer, a fallback, a person, a resumed run): the tool is available, no key is
 //!    given twice, the permission hook allows it, a person approved it when one must. Its
 //!    answer, a [`Cleared`], is the only value a tool body starts from.
-//! 5. [`attempt`]: parse the cleared arguments, ask the service breaker, run the tool under its
-//!    timeout, catch a panic.
+//! 5. [`attempt`]: count the tool body on the run's usage meter, parse the cleared arguments,
+//!    ask the service breaker, run the tool under its timeout, catch a panic.
 //! 6. [`ladder`]: a failed call walks its policy's rungs (retry, fix, fallback, escalate,
 //!    throw, degrade, ask a person) until it is answered; every new argument set and every
 //!    other tool goes back through the gate.
