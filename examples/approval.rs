@@ -73,11 +73,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     println!("3. A person answers: pay 4500 now. A new agent resumes the run with the answer.");
-    let call_id = pending[0].call_id.clone();
+    // The answer names the question (its digest: the tool, the whole arguments, why it asked),
+    // so it cannot run another call that reuses the id.
+    let question = pending[0].clone();
     let edited = Decision::ApproveWith(r#"{"to": "Acme", "amount": 4500}"#.into());
     let model = ScriptedModel::new().text("Paid Acme 4500; the rest waits for next month.");
     let agent = clerk(model, SqliteCheckpoints::open(&path)?, tools![transfer]);
-    let answered = RunOptions::new().answer(call_id, edited);
+    let answered = RunOptions::new().answer_to(&question, edited);
     let outcome = agent.resume("invoice-7", answered).await;
     println!("   -> {}", outcome.result?);
 

@@ -13,6 +13,18 @@
 //! (the tool is available, no key is given twice, the permission hook allows it). A denial is
 //! counted like a permission denial and the model is told; the tool never runs.
 //!
+//! An answer is bound to its question: [`RunOptions::answer_to`](crate::RunOptions::answer_to)
+//! names a [`PendingApproval`] by its [`digest`](PendingApproval::digest) (the tool, the whole
+//! arguments it would receive and why it asks), and is used once. A later call that reuses the
+//! call id with other arguments, another tool or another reason is asked again; the answer is
+//! refused for it, reported as a [`PersonAsked`](crate::events::Event::PersonAsked) event
+//! answered `refused`.
+//!
+//! A person sees what they approve: [`PendingApproval::arguments`] is the whole argument set,
+//! sanitized and redacted, up to [`MAX_SHOWN_CHARS`]. A longer set is shown cut, the question
+//! says so ([`PendingApproval::arguments_cut`]), and a plain [`Decision::Approve`] of it is
+//! refused: running what a person could not read takes [`Decision::ApproveUnseen`].
+//!
 //! "Later" holds no process: a checkpointed run ends with
 //! [`RunError::WaitingForPerson`](crate::RunError::WaitingForPerson), naming the calls that wait,
 //! and [`Agent::resume`](crate::Agent::resume) with the answers
@@ -22,7 +34,10 @@
 
 use std::fmt;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
 
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
@@ -40,6 +55,7 @@ use crate::extensions::Extensions;
 ///     match decision {
 ///         Decision::Approve => "run it as the model wrote it".into(),
 ///         Decision::ApproveWith(arguments) => format!("run it with {arguments}"),
+///         Decision::ApproveUnseen => "run it, though I was shown it cut".into(),
 ///         Decision::Deny(reason) => format!("do not run it: {reason}"),
 ///         Decision::Later => "nobody has answered yet".into(),
 ///         _ => "something newer".into(),
@@ -53,6 +69,10 @@ use crate::extensions::Extensions;
 pub enum Decision {
     /// Run the call with its arguments as they are.
     Approve,
+    /// Run the call with its arguments as they are, though the question showed them cut
+    /// ([`PendingApproval::arguments_cut`]): the only approval a cut question takes. On a
+    /// question shown whole it is [`Decision::Approve`].
+    ApproveUnseen,
     /// Run the call with these arguments (JSON text) instead: a person edited them. They pass
     /// the same checks as the model's would, the permission hook included.
     ApproveWith(String),
@@ -110,31 +130,130 @@ pub enum WaitReason {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct PendingApproval {
-    /// The call's id: what [`RunOptions::answer`](crate::RunOptions::answer) names.
+    /// The call's id, as the provider or the model wrote it (ids repeat: an answer is bound to
+    /// [`digest`](Self::digest), not to this).
     pub call_id: String,
     /// The tool it calls.
     pub tool: String,
-    /// Its arguments as shown to a person: redacted and bounded, so not always the arguments
-    /// the tool would receive. Approving runs the call with its own arguments; to change them,
-    /// answer [`Decision::ApproveWith`].
+    /// Its arguments as shown to a person: the whole set, sanitized and redacted, up to
+    /// [`MAX_SHOWN_CHARS`] characters; past that, cut ([`arguments_cut`](Self::arguments_cut)).
+    /// Approving runs the call with its own arguments; to change them, answer
+    /// [`Decision::ApproveWith`].
     pub arguments: String,
+    /// Whether [`arguments`](Self::arguments) is cut: a plain [`Decision::Approve`] is then
+    /// refused, and only [`Decision::ApproveUnseen`] runs the call as it is.
+    #[serde(default)]
+    pub arguments_cut: bool,
     /// Why it waits.
     pub reason: WaitReason,
+    /// What the question is: a SHA-256 (hex) of the tool, the whole arguments it would receive
+    /// and the reason. An answer given with
+    /// [`RunOptions::answer_to`](crate::RunOptions::answer_to) is used only for a call whose
+    /// question has this digest. Empty for a question saved before digests existed.
+    #[serde(default)]
+    pub digest: String,
 }
 
+/// The most characters of a call's arguments a [`PendingApproval`] shows; a longer argument set
+/// is shown cut, and the question says so.
+///
+/// # Examples
+///
+/// ```
+/// assert!(agent_errors::approval::MAX_SHOWN_CHARS >= 64 * 1024);
+/// ```
+pub const MAX_SHOWN_CHARS: usize = 64 * 1024;
+
 impl PendingApproval {
-    /// A pending call: for an [`Approver`] of your own to be tested with.
+    /// A pending call shown whole: for an [`Approver`] of your own to be tested with.
     pub fn new(
         call_id: impl Into<String>,
         tool: impl Into<String>,
         arguments: impl Into<String>,
         reason: WaitReason,
     ) -> Self {
+        let (tool, arguments) = (tool.into(), arguments.into());
+        let digest = digest(&tool, &arguments, &reason);
         PendingApproval {
             call_id: call_id.into(),
-            tool: tool.into(),
-            arguments: arguments.into(),
+            tool,
+            arguments,
+            arguments_cut: false,
             reason,
+            digest,
+        }
+    }
+
+    /// The question for a call sending `sent` to `tool`, shown as `shown` (`cut` when it is not
+    /// the whole set): the digest covers what the tool would receive, not what was shown.
+    pub(crate) fn asked(
+        call_id: &str,
+        tool: &str,
+        sent: &str,
+        (shown, cut): (String, bool),
+        reason: WaitReason,
+    ) -> Self {
+        PendingApproval {
+            call_id: call_id.to_owned(),
+            tool: tool.to_owned(),
+            arguments: shown,
+            arguments_cut: cut,
+            digest: digest(tool, sent, &reason),
+            reason,
+        }
+    }
+}
+
+/// SHA-256 of the tool, the arguments and the reason, each length-prefixed so no two questions
+/// share a text.
+fn digest(tool: &str, arguments: &str, reason: &WaitReason) -> String {
+    let reason = serde_json::to_string(reason).unwrap_or_default();
+    let mut hash = Sha256::new();
+    for part in [tool, arguments, &reason] {
+        hash.update((part.len() as u64).to_be_bytes());
+        hash.update(part.as_bytes());
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An answer given to a run: for the question with `digest` when one is named, else for the
+/// first question asked under `call_id`; used once.
+#[derive(Debug)]
+pub(crate) struct GivenAnswer {
+    pub(crate) call_id: String,
+    pub(crate) digest: Option<String>,
+    pub(crate) decision: Decision,
+    used: AtomicBool,
+}
+
+impl GivenAnswer {
+    pub(crate) fn new(call_id: String, digest: Option<String>, decision: Decision) -> Self {
+        GivenAnswer {
+            call_id,
+            digest,
+            decision,
+            used: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes the answer for its one use: false when it was used already.
+    pub(crate) fn take(&self) -> bool {
+        !self.used.swap(true, Ordering::AcqRel)
+    }
+
+    /// Whether it was used.
+    pub(crate) fn is_used(&self) -> bool {
+        self.used.load(Ordering::Acquire)
+    }
+}
+
+impl Clone for GivenAnswer {
+    fn clone(&self) -> Self {
+        GivenAnswer {
+            call_id: self.call_id.clone(),
+            digest: self.digest.clone(),
+            decision: self.decision.clone(),
+            used: AtomicBool::new(self.is_used()),
         }
     }
 }

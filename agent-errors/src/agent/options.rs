@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::approval::Decision;
+use crate::approval::{Decision, GivenAnswer, PendingApproval};
 use crate::executor::Cancellation;
 use crate::extensions::Extensions;
 use crate::observe::{EventStream, Feed};
@@ -47,8 +47,8 @@ pub struct RunOptions {
     pub(crate) run_id: Option<String>,
     /// The engine journal the run steps through, when it runs on a durable-execution engine.
     pub(crate) journal: Option<crate::journal::RunJournal>,
-    /// A person's answers to calls the run waits on, by call id.
-    pub(crate) answers: Vec<(String, Decision)>,
+    /// A person's answers to calls the run waits on, each bound to its question.
+    pub(crate) answers: Vec<GivenAnswer>,
     /// This run's caps, when not the agent's.
     pub(crate) usage_limits: Option<Arc<UsageLimits>>,
     /// The meter of the run that started this one (a fixer agent's run is started by the run
@@ -79,9 +79,39 @@ impl RunOptions {
         self
     }
 
-    /// Answers the call `call_id` that a run waits on (see
-    /// [`RunError::WaitingForPerson`](crate::RunError::WaitingForPerson)): given to [`Agent::resume`](crate::Agent::resume), the run goes on with the
-    /// answer instead of asking its approver. An answer for a call that does not wait is unused.
+    /// Answers `pending`, a call the run waits on (see
+    /// [`RunError::WaitingForPerson`](crate::RunError::WaitingForPerson)): given to
+    /// [`Agent::resume`](crate::Agent::resume), the run goes on with the answer instead of
+    /// asking its approver. The answer is bound to the question's
+    /// [`digest`](crate::approval::PendingApproval::digest) (the tool, the whole arguments and
+    /// why it asked) and used once: a later call reusing the call id with other arguments or
+    /// another tool is asked again, and the answer is reported refused for it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agent_errors::{RunOptions, approval::{Decision, PendingApproval, WaitReason}};
+    ///
+    /// let pending = PendingApproval::new("call-1", "transfer", r#"{"amount": 1}"#, WaitReason::ApprovalRequired);
+    /// let options = RunOptions::new().answer_to(&pending, Decision::Approve);
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn answer_to(mut self, pending: &PendingApproval, decision: Decision) -> Self {
+        // A question saved before digests existed has none: bound by its call id, once.
+        let digest = Some(pending.digest.clone()).filter(|d| !d.is_empty());
+        let given = GivenAnswer::new(pending.call_id.clone(), digest, decision);
+        self.answers.push(given);
+        self
+    }
+
+    /// Answers the call `call_id` that a run waits on, by its id alone: used once, for the
+    /// first question the resumed run asks under that id (the call it waited on; a call the
+    /// model makes later with the same id is asked again). Prefer
+    /// [`answer_to`](Self::answer_to), which also checks the tool and arguments the person
+    /// was shown.
+    ///
+    /// # Examples
     ///
     /// ```
     /// use agent_errors::{RunOptions, approval::Decision};
@@ -93,7 +123,8 @@ impl RunOptions {
     /// ```
     #[must_use]
     pub fn answer(mut self, call_id: impl Into<String>, decision: Decision) -> Self {
-        self.answers.push((call_id.into(), decision));
+        self.answers
+            .push(GivenAnswer::new(call_id.into(), None, decision));
         self
     }
 

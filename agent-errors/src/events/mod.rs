@@ -118,7 +118,8 @@ pub enum Event {
     },
     /// A call was put to a person (its tool requires approval, or `ask_person` handed over a
     /// failure) and this was the answer: `approved`, `edited` (approved with other arguments),
-    /// `denied`, or `later` (the run waits for it).
+    /// `denied`, `later` (the run waits for it), or `refused` (an answer given to the run was
+    /// for another question: other tool, arguments or reason; the call is asked again).
     PersonAsked {
         /// The tool.
         tool: String,

@@ -6,7 +6,7 @@
 use futures_util::FutureExt;
 
 use super::context::{Approvals, RunContext};
-use crate::approval::{ApprovalContext, Decision, PendingApproval, WaitReason};
+use crate::approval::{ApprovalContext, Decision, MAX_SHOWN_CHARS, PendingApproval, WaitReason};
 use crate::chat::ToolCall;
 use crate::events::Event;
 use crate::sanitize::scrub;
@@ -34,24 +34,38 @@ fn by_rule(approvals: &Approvals, call: &ToolCall) -> bool {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rule(call))).unwrap_or(true)
 }
 
-/// The question for a call about to send `sent` to `tool`: the arguments as a person is shown
-/// them (redacted, bounded).
+/// The question for a call about to send `sent` to `tool`: the whole arguments as a person is
+/// shown them (sanitized, redacted, cut only past [`MAX_SHOWN_CHARS`], and then saying so), and
+/// the digest of what the tool would receive.
 pub(crate) fn question(
-    ctx: &RunContext,
     tool: &ToolDef,
     call: &ToolCall,
     sent: &str,
     reason: WaitReason,
 ) -> PendingApproval {
-    let shown = scrub(sent, ctx.limits().max_message_chars);
-    PendingApproval::new(&*call.id, tool.name(), shown, reason)
+    let shown = scrub(sent, MAX_SHOWN_CHARS + 1);
+    let cut = shown.chars().count() > MAX_SHOWN_CHARS || sent.chars().count() > MAX_SHOWN_CHARS;
+    let shown = if cut {
+        scrub(sent, MAX_SHOWN_CHARS)
+    } else {
+        shown
+    };
+    PendingApproval::asked(&call.id, tool.name(), sent, (shown, cut), reason)
 }
 
-/// The answer for `pending`, reported as an event: see [`answer_for`].
+/// The answer for `pending`, reported as an event: see [`answer_for`]. A plain approval of a
+/// question shown cut is refused: the person did not see what would run.
 pub(crate) async fn decision(ctx: &RunContext, pending: &PendingApproval) -> Decision {
-    let decision = answer_for(ctx, pending).await;
+    let decision = match answer_for(ctx, pending).await {
+        Decision::Approve if pending.arguments_cut => Decision::Deny(
+            "approved without seeing the whole arguments (the question showed them cut); \
+             answer ApproveUnseen to run them anyway"
+                .into(),
+        ),
+        decision => decision,
+    };
     let answer = match &decision {
-        Decision::Approve => "approved",
+        Decision::Approve | Decision::ApproveUnseen => "approved",
         Decision::ApproveWith(_) => "edited",
         Decision::Deny(_) => "denied",
         Decision::Later => "later",
@@ -61,18 +75,56 @@ pub(crate) async fn decision(ctx: &RunContext, pending: &PendingApproval) -> Dec
     decision
 }
 
-/// The answer for `pending`: one given to the run (the first, if given twice), else the
+/// The answer given to the run for `pending`, taken for its one use: the first unused answer
+/// under its call id that is bound to this question (or to no digest). One bound to another
+/// question (its digest differs) is refused, reported, and left for its own question.
+fn given_answer(
+    ctx: &RunContext,
+    approvals: &Approvals,
+    pending: &PendingApproval,
+) -> Option<Decision> {
+    let mut other_question = false;
+    let unused = approvals
+        .answers
+        .iter()
+        .filter(|given| given.call_id == pending.call_id && !given.is_used());
+    for given in unused {
+        match &given.digest {
+            Some(digest) if *digest != pending.digest => other_question = true,
+            _ if given.take() => return Some(given.decision.clone()),
+            _ => {}
+        }
+    }
+    if other_question {
+        refused(ctx, pending);
+    }
+    None
+}
+
+/// Reports an answer given for another question than `pending`, which is asked again.
+fn refused(ctx: &RunContext, pending: &PendingApproval) {
+    tracing::warn!(
+        tool = %pending.tool,
+        call_id = %pending.call_id,
+        "an answer given for call {} was for another question (other tool, arguments or reason): \
+         refused, the call is asked again",
+        pending.call_id,
+    );
+    let tool = pending.tool.clone();
+    ctx.events().emit(Event::PersonAsked {
+        tool,
+        answer: "refused",
+    });
+}
+
+/// The answer for `pending`: one given to the run and bound to it (used once), else the
 /// approver's, else "later". An approver that panics has denied the call.
 async fn answer_for(ctx: &RunContext, pending: &PendingApproval) -> Decision {
     let Some(approvals) = ctx.approvals() else {
         return Decision::Later;
     };
-    if let Some((_, given)) = approvals
-        .answers
-        .iter()
-        .find(|(id, _)| *id == pending.call_id)
-    {
-        return given.clone();
+    if let Some(given) = given_answer(ctx, approvals, pending) {
+        return given;
     }
     let Some(approver) = &approvals.approver else {
         return Decision::Later;

@@ -219,9 +219,11 @@ pub(crate) async fn through<'a>(
     let mut question = Some(forced.unwrap_or(WaitReason::ApprovalRequired));
     loop {
         if let Some(reason) = question.take() {
-            let pending = approval::question(ctx, tool, call, &arguments, reason);
+            let pending = approval::question(tool, call, &arguments, reason);
             match approval::decision(ctx, &pending).await {
-                Decision::Approve => approved.add(tool.name(), &arguments),
+                Decision::Approve | Decision::ApproveUnseen => {
+                    approved.add(tool.name(), &arguments)
+                }
                 Decision::ApproveWith(edited) => {
                     approved.add(tool.name(), &edited);
                     arguments = Cow::Owned(edited);

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::approval::{ApprovalRule, Approver, Decision};
+use crate::approval::{ApprovalRule, Approver, GivenAnswer};
 
 /// Who answers the calls of an agent's runs that need a person, which calls need one beyond
 /// their tools' own rule, and the answers a run was given.
@@ -11,14 +11,14 @@ use crate::approval::{ApprovalRule, Approver, Decision};
 pub(crate) struct Approvals {
     pub(crate) approver: Option<Arc<dyn Approver>>,
     pub(crate) rule: Option<Arc<ApprovalRule>>,
-    /// A person's answers given to one run, by call id.
-    pub(crate) answers: Vec<(String, Decision)>,
+    /// A person's answers given to one run, each bound to its question and used once.
+    pub(crate) answers: Vec<GivenAnswer>,
 }
 
 impl Approvals {
     /// The approvals of one run given `answers`; `None` when there is nothing to ask or answer
     /// with, so a run without a person in the loop carries nothing.
-    pub(crate) fn for_run(&self, answers: Vec<(String, Decision)>) -> Option<Arc<Approvals>> {
+    pub(crate) fn for_run(&self, answers: Vec<GivenAnswer>) -> Option<Arc<Approvals>> {
         if answers.is_empty() && self.approver.is_none() && self.rule.is_none() {
             return None;
         }
