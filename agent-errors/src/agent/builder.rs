@@ -6,6 +6,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use super::builtins::Builtins;
+use super::final_answer::AnswerRules;
 use super::llm_error::{IntoLlmDecision, LlmErrorHandler, ModelError, erase_handler};
 use super::{Agent, AgentInner, AgentOutput, DEFAULT_MAX_TURNS};
 use crate::approval::Approver;
@@ -65,6 +66,7 @@ pub struct AgentBuilder<O = String> {
     options: RequestOptions,
     reserved_names_used: Vec<String>,
     checkpoints: Option<Arc<dyn CheckpointStore>>,
+    pub(super) answers: AnswerRules<O>,
     _output: PhantomData<fn() -> O>,
 }
 
@@ -101,6 +103,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
             options: RequestOptions::default(),
             reserved_names_used: Vec::new(),
             checkpoints: None,
+            answers: AnswerRules::default(),
             _output: PhantomData,
         }
     }
@@ -455,6 +458,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
                 if options.response_format.is_none() {
                     options.response_format = O::response_format();
                 }
+                let answers = self.answers.compiled(options.response_format.as_ref());
                 let feed = Feed::new(DEFAULT_EVENT_CAPACITY);
                 let observer = Arc::new(Observer::new(Arc::clone(&model), &feed));
                 Ok(Agent {
@@ -482,6 +486,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
                         meters,
                         checkpoints: self.checkpoints,
                         usage_limits: Arc::new(self.usage_limits),
+                        answers,
                     }),
                 })
             }

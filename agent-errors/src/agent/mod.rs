@@ -25,6 +25,7 @@ mod checkpoint_recorder;
 mod conversation;
 mod counts;
 mod durable;
+mod final_answer;
 mod fixer;
 mod llm_error;
 mod model_call;
@@ -53,6 +54,7 @@ pub use conversation::{Conversation, HistoryError};
 #[cfg(feature = "rig")]
 pub(crate) use durable::new_run_id;
 pub use durable::{BrokenTranscript, FinishedRun, ResumeError};
+pub use final_answer::{OutputPolicy, OutputValidator};
 pub use fixer::NotJsonArguments;
 pub use llm_error::{IntoLlmDecision, ModelError};
 pub use model_failure::ModelFailure;
@@ -160,6 +162,8 @@ pub(crate) struct AgentInner<O> {
     pub(crate) checkpoints: Option<Arc<dyn CheckpointStore>>,
     /// The caps on each run's usage, unless its options give others.
     pub(crate) usage_limits: Arc<UsageLimits>,
+    /// How final answers are judged and re-asked.
+    pub(crate) answers: final_answer::AnswerRules<O>,
 }
 
 impl<O> Clone for AgentInner<O> {
@@ -186,6 +190,7 @@ impl<O> Clone for AgentInner<O> {
             meters: self.meters.clone(),
             checkpoints: self.checkpoints.clone(),
             usage_limits: Arc::clone(&self.usage_limits),
+            answers: self.answers.clone(),
         }
     }
 }

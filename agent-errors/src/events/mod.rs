@@ -139,6 +139,15 @@ pub enum Event {
         /// The model used instead.
         to: String,
     },
+    /// The model's final answer did not fit the agent's output (its JSON Schema, its type, a
+    /// validator), and the model is shown `problems` and asked again.
+    OutputRetry {
+        /// The answer that failed (1-based, within the run).
+        attempt: u32,
+        /// What was wrong with it, as the model is told (bounded, sanitized, each with the
+        /// path of the part it is about).
+        problems: Vec<String>,
+    },
     /// The run went past a usage cap whose limits ask for a final answer: the model is asked
     /// once more, without tools.
     UsageLimitReached {
@@ -163,6 +172,7 @@ impl Event {
             Event::PersonAsked { .. } => "person_asked",
             Event::LlmRetry { .. } => "llm_retry",
             Event::LlmFallback { .. } => "llm_fallback",
+            Event::OutputRetry { .. } => "output_retry",
             Event::UsageLimitReached { .. } => "usage_limit_reached",
         }
     }
@@ -182,6 +192,7 @@ impl Event {
             | Event::PersonAsked { tool, .. } => Some(tool),
             Event::LlmRetry { .. }
             | Event::LlmFallback { .. }
+            | Event::OutputRetry { .. }
             | Event::UsageLimitReached { .. } => None,
         }
     }
@@ -240,6 +251,10 @@ impl Event {
             ),
             Event::LlmFallback { from, to } => {
                 tracing::warn!(event = "llm_fallback", from = %from, to = %to)
+            }
+            Event::OutputRetry { attempt, problems } => {
+                let problems = problems.join("; ");
+                tracing::warn!(event = "output_retry", attempt, problems = %problems)
             }
             Event::UsageLimitReached { limit } => {
                 tracing::warn!(event = "usage_limit_reached", limit = %limit)
@@ -336,6 +351,9 @@ fn count(event: &Event, model: &str) {
             let to = to.clone();
             counter!("agent_errors.model.fallbacks", MODEL => model.to_owned(), "to" => to)
                 .increment(1);
+        }
+        Event::OutputRetry { .. } => {
+            counter!("agent_errors.output.retries", MODEL => model.to_owned()).increment(1);
         }
         Event::UsageLimitReached { .. } => {
             counter!("agent_errors.run.usage_limits_reached", MODEL => model.to_owned())

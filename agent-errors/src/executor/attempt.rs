@@ -17,6 +17,7 @@ use crate::classify::{Classification, Classifier, ErrorKind, Evidence, classify}
 use crate::error::{BoxError, InvalidArguments, ToolError};
 use crate::extensions::{Extensions, MissingContext};
 use crate::journal::{JournaledAttempt, JournaledFailure, RunJournal};
+use crate::output_check::OutputRejected;
 use crate::tool::{ToolDef, ToolFuture, ToolOutput};
 
 /// A tool panicked; classified [`ErrorKind::Bug`].
@@ -151,6 +152,9 @@ pub(crate) fn classify_tool_error(
     if let Some(saved) = cause.downcast_ref::<SavedFailure>() {
         return Classification::new(saved.kind, Evidence::Type("SavedFailure"));
     }
+    if let Some(rejected) = cause.downcast_ref::<OutputRejected>() {
+        return Classification::new(rejected.kind(), Evidence::Type("OutputRejected"));
+    }
     if cause.downcast_ref::<CircuitOpen>().is_some() {
         let mut c = Classification::new(ErrorKind::Transient, Evidence::Type("CircuitOpen"));
         c.should_retry = Some(false);
@@ -237,7 +241,11 @@ async fn run(
             .map(|timed| timed.unwrap_or_else(|elapsed| Err(Box::new(elapsed) as BoxError))),
     };
     let result = match caught {
-        Ok(Ok(output)) => Ok(output),
+        // A body that reports a failure is one: the breaker and the ladder see it as such.
+        Ok(Ok(output)) => match tool.output_check().map(|check| check.check(&output)) {
+            Some(Err(rejected)) => Err(ToolError::execution(raw, rejected)),
+            _ => Ok(output),
+        },
         Ok(Err(source)) => Err(ToolError::Execution {
             args: raw.into(),
             source,
