@@ -366,14 +366,16 @@ impl<O: AgentOutput> AgentInner<O> {
         reasks: &mut Reasks<O>,
         text: String,
     ) -> Verdict<O> {
-        let read = self.read_answer(&text);
-        request
-            .messages
-            .push(Message::assistant(Some(text.clone()), Vec::new()));
-        let refused = match read {
-            Ok(output) => return Verdict::Done(Ok(output)),
+        let refused = match self.read_answer(&text) {
+            Ok(output) => {
+                let answer = Message::assistant(Some(text), Vec::new());
+                request.messages.push(answer);
+                return Verdict::Done(Ok(output));
+            }
             Err(refused) => refused,
         };
+        let answer = Message::assistant(Some(text.clone()), Vec::new());
+        request.messages.push(answer);
         let policy = &self.answers.policy;
         let attempt = reasks.asked + 1;
         let fallback = match &policy.then {
