@@ -38,6 +38,7 @@ mod output;
 mod recorder;
 mod run;
 mod run_context;
+mod saved_step;
 mod saved_stop;
 mod stream;
 mod turn;
@@ -160,6 +161,8 @@ pub(crate) struct AgentInner<O> {
     pub(crate) meters: AgentMeters,
     /// Where each run's checkpoints go, when its runs are durable.
     pub(crate) checkpoints: Option<Arc<dyn CheckpointStore>>,
+    /// A durable run's steps saved between two snapshots of its whole state.
+    pub(crate) snapshot_every: u32,
     /// The caps on each run's usage, unless its options give others.
     pub(crate) usage_limits: Arc<UsageLimits>,
     /// How final answers are judged and re-asked.
@@ -189,6 +192,7 @@ impl<O> Clone for AgentInner<O> {
             observer: Arc::clone(&self.observer),
             meters: self.meters.clone(),
             checkpoints: self.checkpoints.clone(),
+            snapshot_every: self.snapshot_every,
             usage_limits: Arc::clone(&self.usage_limits),
             answers: self.answers.clone(),
         }

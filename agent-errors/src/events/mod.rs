@@ -154,6 +154,13 @@ pub enum Event {
         /// The cap.
         limit: crate::usage::UsageLimit,
     },
+    /// A tool failed with an error nothing recognises (kind `unknown`) on a `retry` rung of its
+    /// policy, so it was not retried: `retry` only makes again what can succeed on retry. Said
+    /// once per run and tool, with a `tracing` warning saying what to return instead.
+    UnknownNotRetried {
+        /// The tool.
+        tool: String,
+    },
 }
 
 impl Event {
@@ -174,6 +181,7 @@ impl Event {
             Event::LlmFallback { .. } => "llm_fallback",
             Event::OutputRetry { .. } => "output_retry",
             Event::UsageLimitReached { .. } => "usage_limit_reached",
+            Event::UnknownNotRetried { .. } => "unknown_not_retried",
         }
     }
 
@@ -189,7 +197,8 @@ impl Event {
             | Event::BreakerTripped { tool, .. }
             | Event::RetryBudgetExhausted { tool }
             | Event::Terminated { tool, .. }
-            | Event::PersonAsked { tool, .. } => Some(tool),
+            | Event::PersonAsked { tool, .. }
+            | Event::UnknownNotRetried { tool } => Some(tool),
             Event::LlmRetry { .. }
             | Event::LlmFallback { .. }
             | Event::OutputRetry { .. }
@@ -259,6 +268,14 @@ impl Event {
             Event::UsageLimitReached { limit } => {
                 tracing::warn!(event = "usage_limit_reached", limit = %limit)
             }
+            Event::UnknownNotRetried { tool } => tracing::warn!(
+                event = "unknown_not_retried",
+                tool = %tool,
+                "`{tool}` failed with an error of kind `unknown`, which its `retry` never retries: \
+                 return an error that says what it is (an `HttpError` with its status, an \
+                 `io::Error`, a typed error with a `classify` rule, or text naming the status, \
+                 such as \"(503)\" or \"HTTP 503\"), or use `unknown = ...` in the policy"
+            ),
         }
     }
 }
@@ -358,6 +375,9 @@ fn count(event: &Event, model: &str) {
         Event::UsageLimitReached { .. } => {
             counter!("agent_errors.run.usage_limits_reached", MODEL => model.to_owned())
                 .increment(1);
+        }
+        Event::UnknownNotRetried { .. } => {
+            counter!("agent_errors.tool.unknown_not_retried", TOOL => tool()).increment(1);
         }
     }
 }

@@ -28,7 +28,7 @@ fn reply(status: u16, body: &str) -> ProviderResponseError {
     ProviderResponseError::new(StatusCode::from_u16(status).unwrap(), body)
 }
 
-fn status(status: u16) -> ProviderError {
+pub(super) fn status(status: u16) -> ProviderError {
     ProviderError::ProviderResponse(reply(status, r#"{"error": {"message": "nope"}}"#))
 }
 
@@ -46,9 +46,9 @@ fn unauthorized() -> ProviderError {
 /// n-th call fails with the n-th entry of its script when that is an error, and is answered by
 /// the scripted model otherwise. It records the model each request named.
 #[derive(Clone)]
-struct Failing {
+pub(super) struct Failing {
     failures: Arc<Mutex<VecDeque<Option<ProviderError>>>>,
-    calls: Arc<AtomicU32>,
+    pub(super) calls: Arc<AtomicU32>,
     models: Arc<Mutex<Vec<Option<String>>>>,
     inner: MockRuntime,
 }
@@ -65,7 +65,7 @@ impl Transport<MockScript> for Failing {
 }
 
 /// A model whose first calls fail with `failures`, then answer `turns`.
-fn failing(
+pub(super) fn failing(
     failures: impl IntoIterator<Item = ProviderError>,
     turns: impl IntoIterator<Item = MockTurn>,
 ) -> (Model<MockScript, Failing>, Failing) {
