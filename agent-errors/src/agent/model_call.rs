@@ -15,7 +15,7 @@ use super::{AgentInner, AgentOutput, RunError, stream, turn};
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::classify::server_delay;
 use crate::error::BoxError;
-use crate::events::Event;
+use crate::events::{Event, ModelLayer};
 use crate::executor::{Cancellation, RunContext, ToolPanic};
 use crate::journal::{JournaledModelCall, RunJournal};
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER, cannot_succeed_on_retry};
@@ -203,7 +203,12 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
                 tracing::debug!(attempt, "the run's retry allowance is spent");
                 return Step::Stop(Stop::Exhausted);
             }
-            self.ctx.events().emit(Event::LlmRetry { attempt, delay });
+            self.ctx.events().emit(Event::LlmRetry {
+                layer: ModelLayer::OnLlmError,
+                attempt,
+                delay,
+                kind: crate::classify::classify(&**error).kind,
+            });
         }
         step
     }

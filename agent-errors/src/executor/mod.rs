@@ -85,6 +85,22 @@ pub(crate) async fn execute(
     crate::observe::tool_call(call, meters, work).await
 }
 
+/// [`execute`] for a fresh call that already has its span: the `execute_tool` span of the
+/// framework whose loop made the call (rig's), so the call is not traced twice under two ids.
+pub(crate) async fn execute_in_span(
+    registry: &Registry,
+    ctx: &RunContext,
+    call: &ToolCall,
+    span: tracing::Span,
+) -> CallOutcome {
+    let found = registry.entry(&call.name);
+    let meters = found.map(|(_, _, meters)| meters);
+    let entry = found.map(|(tool, policy, _)| (tool, policy));
+    let handled = Box::pin(handle(registry, ctx, entry, call, CallStart::Fresh));
+    let work = || execute_call(registry, ctx, call, handled);
+    crate::observe::tool_call_in(span, meters, work).await
+}
+
 async fn execute_call(
     registry: &Registry,
     ctx: &RunContext,

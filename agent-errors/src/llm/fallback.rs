@@ -11,8 +11,9 @@ use futures_util::future::BoxFuture;
 
 use super::trigger::{FallbackOn, Triggers};
 use super::{CallSource, ChatModel, ChatRequest, ChatResponse};
+use crate::classify::{ErrorKind, classify};
 use crate::error::BoxError;
-use crate::events::{Event, EventLog, emit_to};
+use crate::events::{Event, EventLog, ModelLayer, emit_to};
 use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop, ZeroAttempts};
 use crate::stream::ChatStream;
 
@@ -159,22 +160,24 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
             foreground: self.foreground.contains(&request.source),
             triggers: &self.triggers,
             ask,
+            calls: 0,
+            events: self.events.as_ref(),
         }
     }
 
     async fn answer(&self, request: &ChatRequest) -> Result<ChatResponse, BoxError> {
         let mut policy = self.primary_retry(request, |model, request| model.chat(request));
-        let reason = match retry::call(&mut policy).await {
+        let (reason, kind) = match retry::call(&mut policy).await {
             Ok(answer) => match self.triggers.on_answer(request, &answer) {
-                Some(reason) => reason,
+                Some(reason) => (reason, ErrorKind::Validation),
                 None => return Ok(answered_by(answer, &self.primary)),
             },
             Err(error) => match self.triggers.on_failure(&*error) {
-                Some(reason) => reason,
+                Some(reason) => (reason, classify(&*error).kind),
                 None => return Err(error),
             },
         };
-        self.record_switch(request, reason);
+        self.record_switch(request, (reason, kind), policy.calls);
         let answer = self.fallback.chat(request).await?;
         Ok(answered_by(answer, &self.fallback))
     }
@@ -189,7 +192,8 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
             Ok(stream) => Ok(stream),
             Err(error) => match self.triggers.on_failure(&*error) {
                 Some(reason) => {
-                    self.record_switch(request, reason);
+                    let kind = classify(&*error).kind;
+                    self.record_switch(request, (reason, kind), policy.calls);
                     self.fallback.chat_stream(request).await
                 }
                 None => Err(error),
@@ -197,11 +201,20 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
         }
     }
 
-    fn record_switch(&self, request: &ChatRequest, reason: &'static str) {
-        tracing::debug!(reason, "falling back");
+    /// Announces the switch: why (the trigger, and the kind of failure it read) and after how
+    /// many calls to the primary.
+    fn record_switch(
+        &self,
+        request: &ChatRequest,
+        (trigger, kind): (&'static str, ErrorKind),
+        attempts: u32,
+    ) {
         let event = Event::LlmFallback {
             from: self.primary.name().to_owned(),
             to: self.fallback.name().to_owned(),
+            trigger,
+            attempts,
+            kind,
         };
         emit_to(event, [request.events.log(), self.events.as_ref()]);
     }
@@ -226,6 +239,10 @@ struct PrimaryRetry<'a, P, D, T> {
     foreground: bool,
     triggers: &'a Triggers,
     ask: Ask<'a, P, T>,
+    /// Calls made to the primary.
+    calls: u32,
+    /// The wrapper's own log, besides the request's.
+    events: Option<&'a Arc<EventLog>>,
 }
 
 /// How a request is put to a model: answered whole ([`ChatModel::chat`]) or opened as a stream
@@ -237,6 +254,7 @@ impl<'a, P: ChatModel, D: Iterator<Item = Duration>, T> Policy for PrimaryRetry<
     type Error = BoxError;
 
     async fn call(&mut self) -> Result<T, BoxError> {
+        self.calls += 1;
         (self.ask)(self.primary, self.request).await
     }
 
@@ -248,6 +266,16 @@ impl<'a, P: ChatModel, D: Iterator<Item = Duration>, T> Policy for PrimaryRetry<
             Step::Wait(delay) if !self.request.retries.try_spend() => {
                 tracing::debug!(?delay, "the run's retry allowance is spent: falling back");
                 Step::Stop(Stop::Exhausted)
+            }
+            Step::Wait(delay) => {
+                let event = Event::LlmRetry {
+                    layer: ModelLayer::FallbackModel,
+                    attempt: self.calls,
+                    delay,
+                    kind: classify(&**error).kind,
+                };
+                emit_to(event, [self.request.events.log(), self.events]);
+                Step::Wait(delay)
             }
             step => step,
         }

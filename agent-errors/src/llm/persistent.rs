@@ -10,10 +10,11 @@ use tokio::time::Instant;
 
 use super::{ChatModel, ChatRequest, ChatResponse};
 use crate::classify::{
-    HttpError, classify, find_in_chain, is_overload_error, is_quota_exhausted, server_delay,
+    ErrorKind, HttpError, classify, find_in_chain, is_overload_error, is_quota_exhausted,
+    server_delay,
 };
 use crate::error::BoxError;
-use crate::events::{Event, EventLog, emit_to};
+use crate::events::{Event, EventLog, ModelLayer, emit_to};
 use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop};
 use crate::stream::ChatStream;
 
@@ -193,8 +194,13 @@ impl<M: ChatModel> PersistentRetry<M> {
         retry::call(&mut policy).await
     }
 
-    fn record_retry(&self, request: &ChatRequest, attempt: u32, delay: Duration) {
-        let event = Event::LlmRetry { attempt, delay };
+    fn record_retry(&self, request: &ChatRequest, attempt: u32, delay: Duration, kind: ErrorKind) {
+        let event = Event::LlmRetry {
+            layer: ModelLayer::PersistentRetry,
+            attempt,
+            delay,
+            kind,
+        };
         emit_to(event, [request.events.log(), self.events.as_ref()]);
     }
 }
@@ -234,7 +240,9 @@ impl<M: ChatModel, D: Iterator<Item = Duration>, T> Policy for WaitItOut<'_, M, 
             return Step::Stop(Stop::Exhausted);
         }
         let attempt = self.retrier.failures();
-        self.wrapper.record_retry(self.request, attempt, delay);
+        let kind = classify(&**error).kind;
+        self.wrapper
+            .record_retry(self.request, attempt, delay, kind);
         step
     }
 

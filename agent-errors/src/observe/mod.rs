@@ -10,7 +10,7 @@ mod live;
 pub(crate) mod metrics;
 pub(crate) mod spans;
 
-pub use crate::events::{EventLog, EventSink};
+pub use crate::events::{EventLog, EventSink, ModelLayer};
 pub use live::{DEFAULT_EVENT_CAPACITY, EventStream, Missed, RunEvent, RunId};
 pub(crate) use live::{Feed, Observer};
 pub(crate) use metrics::{AgentMeters, CallEnd, ToolMeters};
@@ -59,7 +59,16 @@ pub(crate) async fn tool_call<T: ToolCallEnd, F: Future<Output = T>>(
     meters: Option<&ToolMeters>,
     work: impl FnOnce() -> F,
 ) -> T {
-    let span = spans::execute_tool(call);
+    tool_call_in(spans::execute_tool(call), meters, work).await
+}
+
+/// [`tool_call`] inside `span`: the call's own `execute_tool` span, or one a framework opened
+/// for it (rig's loop opens one per call), so that a call is one span whoever runs it.
+pub(crate) async fn tool_call_in<T: ToolCallEnd, F: Future<Output = T>>(
+    span: tracing::Span,
+    meters: Option<&ToolMeters>,
+    work: impl FnOnce() -> F,
+) -> T {
     let started = Instant::now();
     // No subscriber: skip the instrumentation wrapper on the hot path.
     let outcome = if span.is_disabled() {

@@ -309,7 +309,14 @@ impl<T: Tool> GuardedTool<T> {
             key: IdempotencyKey::new(Arc::clone(&self.run_id), id.as_str()),
         };
         let call = ToolCall::new(id, T::NAME, arguments.to_string());
-        match guarding(guarded, self.registry.execute(&self.ctx, &call)).await {
+        let outcome = match rig_tool_span() {
+            Some(span) => {
+                let work = self.registry.execute_in_span(&self.ctx, &call, span);
+                guarding(guarded, work).await
+            }
+            None => guarding(guarded, self.registry.execute(&self.ctx, &call)).await,
+        };
+        match outcome {
             CallOutcome::Result(result) if result.is_error => {
                 Err(ToolExecutionError::other(result.content).with_retryable(false))
             }
@@ -321,6 +328,15 @@ impl<T: Tool> GuardedTool<T> {
             }
         }
     }
+}
+
+/// The `execute_tool` span rig's loop opened for the call being run, if it is in one: the call's
+/// recovery is traced there, one span per call under rig's call id, rather than in a second
+/// span of ours nested in it under another id.
+fn rig_tool_span() -> Option<tracing::Span> {
+    let current = tracing::Span::current();
+    let named = current.metadata().map(|meta| meta.name());
+    (named == Some("execute_tool")).then_some(current)
 }
 
 impl<T: Tool> Tool for GuardedTool<T> {

@@ -25,4 +25,4 @@ mod tool;
 pub use agent::{GuardError, GuardedTool, StopHook};
 pub use convert::ConvertError;
 pub use model::RigModel;
-pub use recover::recovering;
+pub use recover::{recovering, recovering_for};

@@ -24,6 +24,8 @@ use rig_core::wire::{Descriptor, Flow, Mode, Out, Wire, WireEvent};
 use rig_core::{DynModel, wire::Decoder};
 
 use crate::classify::classify;
+use crate::events::{Event, EventSink, ModelLayer, emit_to};
+use crate::executor::RunContext;
 use crate::retry::{RetrySchedule, retry_after_failure};
 
 /// The wire format the recovering wire names in rig's history.
@@ -64,13 +66,60 @@ pub fn recovering(
     model: impl Into<DynModel<Completion>>,
     schedule: RetrySchedule,
 ) -> DynModel<Completion> {
+    recovering_with(model, schedule, EventSink::default())
+}
+
+/// [`recovering`] for the run `run`: each retry is an `llm_retry` event (layer `rig`) on the
+/// run's report ([`RunContext::events`]) as well as a `tracing` event and a count, so the model
+/// retries of a rig-loop run are on the same report as its tools' recovery when the
+/// [`GuardedTool`](super::GuardedTool)s share `run`.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use agent_errors::{Event, RunContext};
+/// use agent_errors::retry::RetrySchedule;
+/// use agent_errors::rig::recovering_for;
+/// use rig_core::test_utils::{MockCompletionModel, MockTurn};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let run = Arc::new(RunContext::new());
+/// let provider = MockCompletionModel::from_turns([MockTurn::text("hello")]);
+/// let model = recovering_for(provider, RetrySchedule::attempts(4)?, &run);
+/// let agent = rig_agent::AgentBuilder::new(model).build();
+/// assert_eq!(agent.prompt("hi").await?.output(), "hello");
+/// let retries = run.events().snapshot().iter().filter(|e| matches!(e, Event::LlmRetry { .. })).count();
+/// assert_eq!(retries, 0); // nothing failed
+/// # Ok(())
+/// # }
+/// ```
+pub fn recovering_for(
+    model: impl Into<DynModel<Completion>>,
+    schedule: RetrySchedule,
+    run: &RunContext,
+) -> DynModel<Completion> {
+    recovering_with(model, schedule, run.event_sink())
+}
+
+fn recovering_with(
+    model: impl Into<DynModel<Completion>>,
+    schedule: RetrySchedule,
+    events: EventSink,
+) -> DynModel<Completion> {
     let model = model.into();
     let wire = RecoveringWire {
         name: model.name().to_owned(),
         id: model.id().map(str::to_owned),
         capabilities: model.capabilities(),
     };
-    Model::new(wire, RecoveringTransport { model, schedule }).erase()
+    let transport = RecoveringTransport {
+        model,
+        schedule,
+        events,
+    };
+    Model::new(wire, transport).erase()
 }
 
 /// The recovering wire: the wrapped model's name, id and capabilities; requests pass as they
@@ -238,11 +287,14 @@ fn write_block(
 struct RecoveringTransport {
     model: DynModel<Completion>,
     schedule: RetrySchedule,
+    /// The run's log, when the model was made for one.
+    events: EventSink,
 }
 
 impl Transport<RecoveringWire> for RecoveringTransport {
     fn send(&self, request: CompletionRequest, _exchange: Exchange) -> Opening<Answer> {
         let (model, schedule) = (self.model.clone(), self.schedule.clone());
+        let events = self.events.clone();
         Opening::new(async move {
             let response = match model.call(request.clone()).await {
                 Ok(response) => response,
@@ -252,7 +304,13 @@ impl Transport<RecoveringWire> for RecoveringTransport {
                     || model.call(request.clone()),
                     |error| classify(error),
                     |_, notice| {
-                        tracing::warn!(event = "llm_retry", ?notice, "retrying a rig model call")
+                        let event = Event::LlmRetry {
+                            layer: ModelLayer::Rig,
+                            attempt: notice.attempt,
+                            delay: notice.delay,
+                            kind: notice.classification.kind,
+                        };
+                        emit_to(event, [events.log(), None]);
                     },
                 )
                 .await

@@ -420,6 +420,39 @@ async fn service_unavailable_then_ok() {
 }
 
 #[tokio::test]
+async fn inside_a_run_each_transport_retry_is_an_event_on_the_report() {
+    let server = FaultServer::start([
+        Reply::error(503, "unavailable", "try again"),
+        Reply::error(429, "rate_limited", "slow down").with_header("retry-after", "2"),
+        Reply::text("ok"),
+    ])
+    .await;
+    let sleeps = Sleeps::default();
+    let model = builder(&server, &sleeps).build().unwrap();
+    let agent = agent_errors::Agent::builder("a")
+        .model(model)
+        .build()
+        .unwrap();
+
+    let outcome = agent.run_with_report("hi").await;
+
+    assert_eq!(outcome.result.unwrap(), "ok");
+    let retry = |attempt, delay, kind| agent_errors::Event::LlmRetry {
+        layer: agent_errors::observe::ModelLayer::Transport,
+        attempt,
+        delay,
+        kind,
+    };
+    assert_eq!(
+        outcome.report.events,
+        [
+            retry(1, MS(250), classify(&HttpError::new(503, "")).kind),
+            retry(2, SECS(2), ErrorKind::Quota),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn after_three_attempts_the_last_error_comes_back_unchanged() {
     let server = FaultServer::start([
         Reply::error(503, "unavailable", "first"),

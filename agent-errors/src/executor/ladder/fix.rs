@@ -7,6 +7,7 @@ use std::panic::AssertUnwindSafe;
 use futures_util::FutureExt;
 
 use super::{Next, Walk};
+use crate::events::Event;
 use crate::executor::attempt::{Missed, ToolPanic, attempt};
 use crate::executor::gate::{self, Refused};
 use crate::executor::outcome::{Handled, TerminationReason};
@@ -95,6 +96,12 @@ impl Walk<'_> {
         // From here the call goes on with the fixer's arguments: a success now, or after the
         // retries of a failure of another kind, is the fix's.
         self.fixed_by(fixer, attempt_no);
+        self.ctx.events().emit(Event::ToolRerun {
+            tool: self.tool.name().to_owned(),
+            fixer: fixer.name().to_owned(),
+            attempt: self.failure.attempts,
+            kind: self.failure.class.kind,
+        });
         self.failure.attempts += 1;
         if !self.save(None, None).await {
             return Next::Done(Handled::Cancelled);

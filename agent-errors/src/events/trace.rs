@@ -1,0 +1,231 @@
+//! What is seen of an event outside the report: a `tracing` event (inside the span it happened
+//! in, so an OpenTelemetry exporter makes it a span event) and the recovery counters.
+//!
+//! Fields and labels take the OpenTelemetry names where the conventions have one
+//! (`gen_ai.tool.name`, `gen_ai.request.model`, `error.type`); the rest are `agent_errors.*`.
+
+use metrics::counter;
+
+use super::Event;
+use crate::classify::ErrorKind;
+use label::{ACTION, ERROR_TYPE, LAYER, MODEL, TOOL};
+
+/// Label keys of the metrics, as the GenAI conventions spell them where they name one.
+pub(crate) mod label {
+    pub(crate) const TOOL: &str = "gen_ai.tool.name";
+    pub(crate) const MODEL: &str = "gen_ai.request.model";
+    pub(crate) const ERROR_TYPE: &str = "error.type";
+    pub(crate) const LAYER: &str = "layer";
+    pub(crate) const ACTION: &str = "action";
+}
+
+impl Event {
+    /// The `tracing` event, at the level the event deserves.
+    pub(crate) fn trace(&self) {
+        match self {
+            Event::ToolRetry {
+                tool,
+                attempt,
+                kind,
+                delay,
+            } => tracing::warn!(
+                event = "tool_retry",
+                gen_ai.tool.name = %tool,
+                agent_errors.attempt = attempt,
+                "error.type" = %kind,
+                agent_errors.delay_ms = delay.as_millis() as u64,
+            ),
+            Event::ToolRerun {
+                tool,
+                fixer,
+                attempt,
+                kind,
+            } => tracing::info!(
+                event = "tool_rerun",
+                gen_ai.tool.name = %tool,
+                agent_errors.fixer = %fixer,
+                agent_errors.attempt = attempt,
+                "error.type" = %kind,
+            ),
+            Event::ToolFailed {
+                tool,
+                kind,
+                message,
+            } => tracing::warn!(
+                event = "tool_failed", gen_ai.tool.name = %tool, "error.type" = %kind, message = %message
+            ),
+            Event::ToolFixed {
+                tool,
+                fixer,
+                attempt,
+            } => tracing::info!(
+                event = "tool_fixed", gen_ai.tool.name = %tool, agent_errors.fixer = %fixer,
+                agent_errors.attempt = attempt
+            ),
+            Event::Escalated {
+                tool,
+                reason,
+                severity,
+            } => tracing::warn!(
+                event = "escalated", gen_ai.tool.name = %tool, reason = %reason, severity = %severity
+            ),
+            Event::FellBack {
+                tool,
+                to,
+                attempt,
+                kind,
+            } => tracing::warn!(
+                event = "fell_back",
+                gen_ai.tool.name = %tool,
+                agent_errors.fallback.to = %to,
+                agent_errors.attempt = attempt,
+                "error.type" = %kind,
+            ),
+            Event::Degraded { tool } => {
+                tracing::warn!(event = "degraded", gen_ai.tool.name = %tool)
+            }
+            Event::BreakerTripped { tool, failures } => {
+                tracing::error!(event = "breaker_tripped", gen_ai.tool.name = %tool, failures)
+            }
+            Event::RetryBudgetExhausted { tool } => {
+                tracing::warn!(event = "retry_budget_exhausted", gen_ai.tool.name = %tool)
+            }
+            Event::Terminated { tool, kind } => tracing::error!(
+                event = "terminated", gen_ai.tool.name = %tool, "error.type" = %kind
+            ),
+            Event::PersonAsked { tool, answer } => {
+                tracing::info!(event = "person_asked", gen_ai.tool.name = %tool, answer)
+            }
+            Event::LlmRetry {
+                layer,
+                attempt,
+                delay,
+                kind,
+            } => tracing::warn!(
+                event = "llm_retry",
+                agent_errors.layer = %layer,
+                agent_errors.attempt = attempt,
+                "error.type" = %kind,
+                agent_errors.delay_ms = delay.as_millis() as u64,
+            ),
+            Event::LlmFallback {
+                from,
+                to,
+                trigger,
+                attempts,
+                kind,
+            } => tracing::warn!(
+                event = "llm_fallback",
+                gen_ai.request.model = %from,
+                agent_errors.fallback.to = %to,
+                agent_errors.fallback.trigger = trigger,
+                agent_errors.attempt = attempts,
+                "error.type" = %kind,
+            ),
+            Event::OutputReask { attempt, reason } => tracing::warn!(
+                event = "output_reask",
+                agent_errors.attempt = attempt,
+                "error.type" = ErrorKind::Validation.as_str(),
+                reason = %reason,
+            ),
+            Event::UsageLimitReached { limit } => {
+                tracing::warn!(event = "usage_limit_reached", limit = %limit)
+            }
+        }
+    }
+
+    /// For an attempt made after a failure (a retry, a re-run with a fixer's arguments, a
+    /// fallback, a re-ask): its layer, what was done, and the failure's kind.
+    fn attempt_labels(&self) -> Option<(&'static str, &'static str, ErrorKind)> {
+        Some(match self {
+            Event::ToolRetry { kind, .. } => ("tool", "retry", *kind),
+            Event::ToolRerun { kind, .. } => ("tool", "fix", *kind),
+            Event::FellBack { kind, .. } => ("tool", "fallback", *kind),
+            Event::LlmRetry { layer, kind, .. } => (layer.as_str(), "retry", *kind),
+            Event::LlmFallback { kind, .. } => ("fallback_model", "fallback", *kind),
+            Event::OutputReask { .. } => ("output", "reask", ErrorKind::Validation),
+            _ => return None,
+        })
+    }
+}
+
+/// Marks `span` as failed with this `error.type`. A span without the field, such as a user's
+/// own, ignores it.
+pub(crate) fn mark_failed(span: &tracing::Span, kind: &str) {
+    span.record("error.type", kind);
+    span.record("otel.status_code", "ERROR");
+}
+
+/// Counts what recovery did. `model` labels the model-call events, which do not name one.
+pub(super) fn count(event: &Event, model: &str) {
+    if let Some((layer, action, kind)) = event.attempt_labels() {
+        counter!(
+            "agent_errors.attempts",
+            LAYER => layer, ACTION => action, ERROR_TYPE => kind.as_str()
+        )
+        .increment(1);
+    }
+    let tool = || event.tool().unwrap_or_default().to_owned();
+    match event {
+        Event::ToolRetry { kind, .. } => {
+            counter!("agent_errors.tool.retries", TOOL => tool(), ERROR_TYPE => kind.as_str())
+                .increment(1);
+        }
+        Event::ToolRerun { fixer, .. } => {
+            counter!("agent_errors.tool.reruns", TOOL => tool(), "fixer" => fixer.clone())
+                .increment(1);
+        }
+        Event::ToolFailed { kind, .. } => {
+            counter!("agent_errors.tool.failures", TOOL => tool(), ERROR_TYPE => kind.as_str())
+                .increment(1);
+        }
+        Event::ToolFixed { fixer, .. } => {
+            counter!("agent_errors.tool.fixes", TOOL => tool(), "fixer" => fixer.clone())
+                .increment(1);
+        }
+        Event::Escalated { severity, .. } => {
+            let severity = severity.as_str();
+            counter!("agent_errors.tool.escalations", TOOL => tool(), "severity" => severity)
+                .increment(1);
+        }
+        Event::FellBack { to, .. } => {
+            counter!("agent_errors.tool.fallbacks", TOOL => tool(), "to" => to.clone())
+                .increment(1);
+        }
+        Event::Degraded { .. } => {
+            counter!("agent_errors.tool.degrades", TOOL => tool()).increment(1);
+        }
+        Event::RetryBudgetExhausted { .. } => {
+            counter!("agent_errors.tool.retries_refused", TOOL => tool()).increment(1);
+        }
+        Event::BreakerTripped { .. } => {
+            counter!("agent_errors.breaker.trips", TOOL => tool()).increment(1);
+        }
+        Event::Terminated { kind, .. } => {
+            counter!("agent_errors.tool.terminations", TOOL => tool(), ERROR_TYPE => kind.as_str())
+                .increment(1);
+        }
+        Event::PersonAsked { answer, .. } => {
+            counter!("agent_errors.tool.person_answers", TOOL => tool(), "answer" => *answer)
+                .increment(1);
+        }
+        Event::LlmRetry { .. } => {
+            counter!("agent_errors.model.retries", MODEL => model.to_owned()).increment(1);
+        }
+        Event::LlmFallback { to, trigger, .. } => {
+            let to = to.clone();
+            counter!(
+                "agent_errors.model.fallbacks",
+                MODEL => model.to_owned(), "to" => to, "trigger" => *trigger
+            )
+            .increment(1);
+        }
+        Event::OutputReask { .. } => {
+            counter!("agent_errors.output.reasks", MODEL => model.to_owned()).increment(1);
+        }
+        Event::UsageLimitReached { .. } => {
+            counter!("agent_errors.run.usage_limits_reached", MODEL => model.to_owned())
+                .increment(1);
+        }
+    }
+}
