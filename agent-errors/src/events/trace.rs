@@ -8,7 +8,7 @@ use metrics::counter;
 
 use super::Event;
 use crate::classify::ErrorKind;
-use label::{ACTION, ERROR_TYPE, LAYER, MODEL, TOOL};
+use label::{ACTION, ERROR_TYPE, LAYER, MODEL, OUTCOME, TOOL};
 
 /// Label keys of the metrics, as the GenAI conventions spell them where they name one.
 pub(crate) mod label {
@@ -17,6 +17,7 @@ pub(crate) mod label {
     pub(crate) const ERROR_TYPE: &str = "error.type";
     pub(crate) const LAYER: &str = "layer";
     pub(crate) const ACTION: &str = "action";
+    pub(crate) const OUTCOME: &str = "outcome";
 }
 
 impl Event {
@@ -147,6 +148,17 @@ impl Event {
             _ => return None,
         })
     }
+}
+
+/// A layer's retrying ended after at least one failure: a later attempt succeeded
+/// (`recovered`), or the layer passed the failure on (`gave_up`); `kind` is the last failure's.
+pub(crate) fn count_outcome(layer: &'static str, recovered: bool, kind: ErrorKind) {
+    let outcome = if recovered { "recovered" } else { "gave_up" };
+    counter!(
+        "agent_errors.recoveries",
+        LAYER => layer, OUTCOME => outcome, ERROR_TYPE => kind.as_str()
+    )
+    .increment(1);
 }
 
 /// Marks `span` as failed with this `error.type`. A span without the field, such as a user's

@@ -13,7 +13,7 @@ use super::trigger::{FallbackOn, Triggers};
 use super::{CallSource, ChatModel, ChatRequest, ChatResponse};
 use crate::classify::{ErrorKind, classify};
 use crate::error::BoxError;
-use crate::events::{Event, EventLog, ModelLayer, emit_to};
+use crate::events::{Event, EventLog, ModelLayer, count_outcome, emit_to};
 use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop, ZeroAttempts};
 use crate::stream::ChatStream;
 
@@ -252,6 +252,12 @@ type Ask<'a, M, T> = fn(&'a M, &'a ChatRequest) -> BoxFuture<'a, Result<T, BoxEr
 impl<'a, P: ChatModel, D: Iterator<Item = Duration>, T> Policy for PrimaryRetry<'a, P, D, T> {
     type Output = T;
     type Error = BoxError;
+
+    /// Whether the primary answered in the end; a switch follows a primary that gave up.
+    fn finished(&mut self, last: &BoxError, recovered: bool) {
+        let kind = classify(&**last).kind;
+        count_outcome(ModelLayer::FallbackModel.as_str(), recovered, kind);
+    }
 
     async fn call(&mut self) -> Result<T, BoxError> {
         self.calls += 1;

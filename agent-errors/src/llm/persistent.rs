@@ -14,7 +14,7 @@ use crate::classify::{
     server_delay,
 };
 use crate::error::BoxError;
-use crate::events::{Event, EventLog, ModelLayer, emit_to};
+use crate::events::{Event, EventLog, ModelLayer, count_outcome, emit_to};
 use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop};
 use crate::stream::ChatStream;
 
@@ -222,6 +222,11 @@ type Ask<'a, M, T> = fn(&'a M, &'a ChatRequest) -> BoxFuture<'a, Result<T, BoxEr
 impl<M: ChatModel, D: Iterator<Item = Duration>, T> Policy for WaitItOut<'_, M, D, T> {
     type Output = T;
     type Error = BoxError;
+
+    fn finished(&mut self, last: &BoxError, recovered: bool) {
+        let kind = classify(&**last).kind;
+        count_outcome(ModelLayer::PersistentRetry.as_str(), recovered, kind);
+    }
 
     async fn call(&mut self) -> Result<T, BoxError> {
         (self.ask)(&self.wrapper.model, self.request).await

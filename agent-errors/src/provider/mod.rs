@@ -26,7 +26,7 @@ use futures_util::future::BoxFuture;
 use crate::chat::{CallSource, ChatRequest};
 use crate::classify::server_delay;
 use crate::error::BoxError;
-use crate::events::{Event, ModelLayer, emit_to};
+use crate::events::{Event, ModelLayer, count_outcome, emit_to};
 use crate::llm::retryability::{RetryRules, Verdict};
 use crate::retry::{self, Policy, Retrier, RetrySchedule, Sleep, Step, Stop};
 use crate::stream::guard::Limits;
@@ -146,6 +146,11 @@ where
 {
     type Output = T;
     type Error = E;
+
+    fn finished(&mut self, last: &E, recovered: bool) {
+        let kind = crate::classify::classify(last).kind;
+        count_outcome(ModelLayer::Transport.as_str(), recovered, kind);
+    }
 
     async fn call(&mut self) -> Result<T, E> {
         (self.attempt)(self.max_tokens).await

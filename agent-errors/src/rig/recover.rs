@@ -24,7 +24,7 @@ use rig_core::wire::{Descriptor, Flow, Mode, Out, Wire, WireEvent};
 use rig_core::{DynModel, wire::Decoder};
 
 use crate::classify::classify;
-use crate::events::{Event, EventSink, ModelLayer, emit_to};
+use crate::events::{Event, EventSink, ModelLayer, count_outcome, emit_to};
 use crate::executor::RunContext;
 use crate::retry::{RetrySchedule, retry_after_failure};
 
@@ -298,23 +298,7 @@ impl Transport<RecoveringWire> for RecoveringTransport {
         Opening::new(async move {
             let response = match model.call(request.clone()).await {
                 Ok(response) => response,
-                Err(first) => retry_after_failure(
-                    schedule.delays(),
-                    first,
-                    || model.call(request.clone()),
-                    |error| classify(error),
-                    |_, notice| {
-                        let event = Event::LlmRetry {
-                            layer: ModelLayer::Rig,
-                            attempt: notice.attempt,
-                            delay: notice.delay,
-                            kind: notice.classification.kind,
-                        };
-                        emit_to(event, [events.log(), None]);
-                    },
-                )
-                .await
-                .map_err(|failure| failure.into_error())?,
+                Err(first) => retry(&model, &request, &schedule, &events, first).await?,
             };
             let request_id = response.provider_request_id.clone();
             Ok(
@@ -322,5 +306,46 @@ impl Transport<RecoveringWire> for RecoveringTransport {
                     .with_request_id(request_id),
             )
         })
+    }
+}
+
+/// The wrapped model called again after its first failure `first`, each retry an `llm_retry`
+/// event (layer `rig`) and the end of it counted as recovered or given up.
+async fn retry(
+    model: &DynModel<Completion>,
+    request: &CompletionRequest,
+    schedule: &RetrySchedule,
+    events: &EventSink,
+    first: ProviderError,
+) -> Result<CompletionResponse, ProviderError> {
+    let mut last = None;
+    let retried = retry_after_failure(
+        schedule.delays(),
+        first,
+        || model.call(request.clone()),
+        |error| classify(error),
+        |_, notice| {
+            last = Some(notice.classification.kind);
+            let event = Event::LlmRetry {
+                layer: ModelLayer::Rig,
+                attempt: notice.attempt,
+                delay: notice.delay,
+                kind: notice.classification.kind,
+            };
+            emit_to(event, [events.log(), None]);
+        },
+    )
+    .await;
+    match retried {
+        Ok(response) => {
+            if let Some(kind) = last {
+                count_outcome(ModelLayer::Rig.as_str(), true, kind);
+            }
+            Ok(response)
+        }
+        Err(failure) => {
+            count_outcome(ModelLayer::Rig.as_str(), false, failure.classification.kind);
+            Err(failure.into_error())
+        }
     }
 }

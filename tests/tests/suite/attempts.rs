@@ -129,11 +129,15 @@ async fn the_attempt_events_are_in_the_calls_one_span_with_the_conventions_names
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
     let _guard = tracing::subscriber::set_default(subscriber);
+    // Every callsite registered before the interest cache is rebuilt (a test on another thread
+    // with no subscriber may have been first to reach one): the run under test is the second.
+    three_recoveries().run("go").await.unwrap();
     tracing::callsite::rebuild_interest_cache();
+    let before = capture.spans().len();
 
     three_recoveries().run("go").await.unwrap();
 
-    let spans = capture.spans();
+    let spans = capture.spans().split_off(before);
     let tool = |name: &str| {
         let found: Vec<_> = spans
             .iter()
@@ -329,6 +333,23 @@ async fn attempts_are_counted_by_layer_action_and_kind() {
     assert_eq!(attempts("fallback_model", "fallback", overload.as_str()), 3);
     let busy = kind_of(HttpError::new(503, "busy"));
     assert_eq!(attempts("on_llm_error", "retry", busy.as_str()), 1);
+    let recoveries = |layer: &str, outcome: &str, kind: &str| {
+        let key =
+            format!("agent_errors.recoveries{{error.type={kind},layer={layer},outcome={outcome}}}");
+        match metrics.get(&key) {
+            Some(DebugValue::Counter(n)) => *n,
+            other => panic!("{key}: {other:?} in {:#?}", metrics.keys()),
+        }
+    };
+    for kind in ["transient", "validation", "not_found"] {
+        assert_eq!(recoveries("tool", "recovered", kind), 1, "{kind}");
+    }
+    let gave_up = recoveries("fallback_model", "gave_up", overload.as_str());
+    assert_eq!(
+        gave_up, 3,
+        "the primary gave up on each request, and the fallback answered"
+    );
+    assert_eq!(recoveries("on_llm_error", "recovered", busy.as_str()), 1);
     let key = "agent_errors.model.fallbacks{gen_ai.request.model=big,to=small,trigger=overload}";
     assert!(
         matches!(metrics.get(key), Some(DebugValue::Counter(3))),

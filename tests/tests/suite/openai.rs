@@ -433,10 +433,21 @@ async fn inside_a_run_each_transport_retry_is_an_event_on_the_report() {
         .model(model)
         .build()
         .unwrap();
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let counted = metrics::set_default_local_recorder(&recorder);
 
     let outcome = agent.run_with_report("hi").await;
 
+    drop(counted);
     assert_eq!(outcome.result.unwrap(), "ok");
+    let key = "agent_errors.recoveries{error.type=quota,layer=transport,outcome=recovered}";
+    assert!(
+        matches!(
+            crate::capture::metrics_of(&recorder).get(key),
+            Some(metrics_util::debugging::DebugValue::Counter(1))
+        ),
+        "the transport recovered from the 429"
+    );
     let retry = |attempt, delay, kind| agent_errors::Event::LlmRetry {
         layer: agent_errors::observe::ModelLayer::Transport,
         attempt,

@@ -1254,8 +1254,23 @@ mod attempts {
         let (model, transport) = failing_as([None, Some(status(503))], turns());
         let schedule = RetrySchedule::attempts(3).unwrap().with_jitter(0.0);
         let model = agent_errors::rig::recovering_for(model, schedule, &run);
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let counted = metrics::set_default_local_recorder(&recorder);
 
         let response = agent(model, &run, 1).prompt("double 21").await.unwrap();
+
+        drop(counted);
+        let key = format!(
+            "agent_errors.recoveries{{error.type={},layer=rig,outcome=recovered}}",
+            classify(&status(503)).kind
+        );
+        assert!(
+            matches!(
+                crate::capture::metrics_of(&recorder).get(&key),
+                Some(metrics_util::debugging::DebugValue::Counter(1))
+            ),
+            "{key}"
+        );
 
         assert_eq!(response.output(), "it is 42");
         assert_eq!(transport.calls.load(Ordering::SeqCst), 3);
@@ -1280,13 +1295,21 @@ mod attempts {
         let subscriber = tracing_subscriber::registry().with(capture.clone());
         let _guard = tracing::subscriber::set_default(subscriber);
         tracing::callsite::rebuild_interest_cache();
+        // rig's span callsites are registered by the first run that reaches them, perhaps a
+        // test on another thread with no subscriber: one run first, then the interest cache
+        // rebuilt, so that the run under test sees rig's spans whoever registered them.
+        let warm_up = Arc::new(RunContext::new());
+        let model = MockCompletionModel::from_turns(turns());
+        agent(model, &warm_up, 0).prompt("double 21").await.unwrap();
+        tracing::callsite::rebuild_interest_cache();
+        let before = capture.spans().len();
         let run = Arc::new(RunContext::new().with_run_id("run-7"));
         let model = MockCompletionModel::from_turns(turns());
 
         let response = agent(model, &run, 2).prompt("double 21").await.unwrap();
 
         assert_eq!(response.output(), "it is 42");
-        let spans = capture.spans();
+        let spans = capture.spans().split_off(before);
         let calls: Vec<_> = spans.iter().filter(|s| s.name == "execute_tool").collect();
         assert_eq!(calls.len(), 1, "one span for the one call: {spans:#?}");
         let call = calls[0];
