@@ -120,7 +120,7 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
 
     fn finished(&mut self, last: &BoxError, recovered: bool) {
         let kind = crate::classify::classify(&**last).kind;
-        count_outcome(ModelLayer::OnLlmError.as_str(), recovered, kind);
+        count_outcome(ModelLayer::OnLlmError, recovered, kind);
     }
 
     async fn call(&mut self) -> Result<Self::Output, BoxError> {

@@ -11,7 +11,7 @@ mod trace;
 
 use trace::count;
 pub(crate) use trace::label;
-pub(crate) use trace::{count_outcome, mark_failed};
+pub(crate) use trace::{Layer, count_outcome, mark_failed};
 
 pub(crate) use log::LiveFeed;
 pub use log::{EventLog, EventSink, RunReport};

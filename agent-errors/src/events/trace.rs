@@ -4,9 +4,11 @@
 //! Fields and labels take the OpenTelemetry names where the conventions have one
 //! (`gen_ai.tool.name`, `gen_ai.request.model`, `error.type`); the rest are `agent_errors.*`.
 
-use metrics::counter;
+use std::sync::OnceLock;
 
-use super::Event;
+use metrics::{Key, Label, Level, Metadata, counter, with_recorder};
+
+use super::{Event, ModelLayer};
 use crate::classify::ErrorKind;
 use label::{ACTION, ERROR_TYPE, LAYER, MODEL, OUTCOME, TOOL};
 
@@ -137,14 +139,18 @@ impl Event {
 
     /// For an attempt made after a failure (a retry, a re-run with a fixer's arguments, a
     /// fallback, a re-ask): its layer, what was done, and the failure's kind.
-    fn attempt_labels(&self) -> Option<(&'static str, &'static str, ErrorKind)> {
+    fn attempt_labels(&self) -> Option<(Layer, Action, ErrorKind)> {
         Some(match self {
-            Event::ToolRetry { kind, .. } => ("tool", "retry", *kind),
-            Event::ToolRerun { kind, .. } => ("tool", "fix", *kind),
-            Event::FellBack { kind, .. } => ("tool", "fallback", *kind),
-            Event::LlmRetry { layer, kind, .. } => (layer.as_str(), "retry", *kind),
-            Event::LlmFallback { kind, .. } => ("fallback_model", "fallback", *kind),
-            Event::OutputReask { .. } => ("output", "reask", ErrorKind::Validation),
+            Event::ToolRetry { kind, .. } => (Layer::Tool, Action::Retry, *kind),
+            Event::ToolRerun { kind, .. } => (Layer::Tool, Action::Fix, *kind),
+            Event::FellBack { kind, .. } => (Layer::Tool, Action::Fallback, *kind),
+            Event::LlmRetry { layer, kind, .. } => (Layer::Model(*layer), Action::Retry, *kind),
+            Event::LlmFallback { kind, .. } => (
+                Layer::Model(ModelLayer::FallbackModel),
+                Action::Fallback,
+                *kind,
+            ),
+            Event::OutputReask { .. } => (Layer::Output, Action::Reask, ErrorKind::Validation),
             _ => return None,
         })
     }
@@ -152,13 +158,119 @@ impl Event {
 
 /// A layer's retrying ended after at least one failure: a later attempt succeeded
 /// (`recovered`), or the layer passed the failure on (`gave_up`); `kind` is the last failure's.
-pub(crate) fn count_outcome(layer: &'static str, recovered: bool, kind: ErrorKind) {
-    let outcome = if recovered { "recovered" } else { "gave_up" };
-    counter!(
-        "agent_errors.recoveries",
-        LAYER => layer, OUTCOME => outcome, ERROR_TYPE => kind.as_str()
-    )
-    .increment(1);
+pub(crate) fn count_outcome(layer: impl Into<Layer>, recovered: bool, kind: ErrorKind) {
+    let layer = layer.into();
+    let outcome = usize::from(!recovered);
+    let key = keyed(
+        &OUTCOME_KEYS,
+        (layer.index() * 2 + outcome) * KINDS + kind_index(kind),
+        || {
+            let outcome = if recovered { "recovered" } else { "gave_up" };
+            Key::from_parts(
+                "agent_errors.recoveries",
+                vec![
+                    Label::from_static_parts(LAYER, layer.as_str()),
+                    Label::from_static_parts(OUTCOME, outcome),
+                    Label::from_static_parts(ERROR_TYPE, kind.as_str()),
+                ],
+            )
+        },
+    );
+    with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
+}
+
+/// One attempt made after a failure, on `agent_errors.attempts`.
+fn count_attempt((layer, action, kind): (Layer, Action, ErrorKind)) {
+    let index = (layer.index() * ACTIONS + action as usize) * KINDS + kind_index(kind);
+    let key = keyed(&ATTEMPT_KEYS, index, || {
+        Key::from_parts(
+            "agent_errors.attempts",
+            vec![
+                Label::from_static_parts(LAYER, layer.as_str()),
+                Label::from_static_parts(ACTION, action.as_str()),
+                Label::from_static_parts(ERROR_TYPE, kind.as_str()),
+            ],
+        )
+    });
+    with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
+}
+
+/// The layer a recovery count names: a tool's ladder, a layer of the model-call stack, or the
+/// output's re-asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layer {
+    Tool,
+    Model(ModelLayer),
+    Output,
+}
+
+impl From<ModelLayer> for Layer {
+    fn from(layer: ModelLayer) -> Self {
+        Layer::Model(layer)
+    }
+}
+
+impl Layer {
+    fn as_str(self) -> &'static str {
+        match self {
+            Layer::Tool => "tool",
+            Layer::Model(layer) => layer.as_str(),
+            Layer::Output => "output",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Layer::Tool => 0,
+            Layer::Output => 1,
+            Layer::Model(ModelLayer::Transport) => 2,
+            Layer::Model(ModelLayer::Rig) => 3,
+            Layer::Model(ModelLayer::PersistentRetry) => 4,
+            Layer::Model(ModelLayer::FallbackModel) => 5,
+            Layer::Model(ModelLayer::OnLlmError) => 6,
+        }
+    }
+}
+
+/// What an attempt after a failure did.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    Retry,
+    Fix,
+    Fallback,
+    Reask,
+}
+
+impl Action {
+    fn as_str(self) -> &'static str {
+        match self {
+            Action::Retry => "retry",
+            Action::Fix => "fix",
+            Action::Fallback => "fallback",
+            Action::Reask => "reask",
+        }
+    }
+}
+
+const LAYERS: usize = 7;
+const ACTIONS: usize = 4;
+const KINDS: usize = ErrorKind::ALL.len();
+
+fn kind_index(kind: ErrorKind) -> usize {
+    ErrorKind::ALL.iter().position(|k| *k == kind).unwrap_or(0)
+}
+
+static METADATA: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
+
+/// The keys of the attempt and outcome counters, each made the first time it is counted: a
+/// failed call then counts without allocating, as a tool's call meters do.
+static ATTEMPT_KEYS: [OnceLock<Key>; LAYERS * ACTIONS * KINDS] =
+    [const { OnceLock::new() }; LAYERS * ACTIONS * KINDS];
+static OUTCOME_KEYS: [OnceLock<Key>; LAYERS * 2 * KINDS] =
+    [const { OnceLock::new() }; LAYERS * 2 * KINDS];
+
+fn keyed(keys: &'static [OnceLock<Key>], index: usize, make: impl FnOnce() -> Key) -> &'static Key {
+    keys[index].get_or_init(make)
 }
 
 /// Marks `span` as failed with this `error.type`. A span without the field, such as a user's
@@ -170,12 +282,8 @@ pub(crate) fn mark_failed(span: &tracing::Span, kind: &str) {
 
 /// Counts what recovery did. `model` labels the model-call events, which do not name one.
 pub(super) fn count(event: &Event, model: &str) {
-    if let Some((layer, action, kind)) = event.attempt_labels() {
-        counter!(
-            "agent_errors.attempts",
-            LAYER => layer, ACTION => action, ERROR_TYPE => kind.as_str()
-        )
-        .increment(1);
+    if let Some(labels) = event.attempt_labels() {
+        count_attempt(labels);
     }
     let tool = || event.tool().unwrap_or_default().to_owned();
     match event {

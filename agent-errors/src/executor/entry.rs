@@ -16,6 +16,7 @@ impl Registry {
 
     /// [`execute`](Registry::execute) inside `span`, the `execute_tool` span another agent
     /// loop opened for the call, instead of a span of its own.
+    #[cfg(feature = "rig")]
     pub(crate) async fn execute_in_span(
         &self,
         ctx: &RunContext,

@@ -87,6 +87,7 @@ pub(crate) async fn execute(
 
 /// [`execute`] for a fresh call that already has its span: the `execute_tool` span of the
 /// framework whose loop made the call (rig's), so the call is not traced twice under two ids.
+#[cfg(feature = "rig")]
 pub(crate) async fn execute_in_span(
     registry: &Registry,
     ctx: &RunContext,

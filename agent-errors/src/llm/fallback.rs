@@ -256,7 +256,7 @@ impl<'a, P: ChatModel, D: Iterator<Item = Duration>, T> Policy for PrimaryRetry<
     /// Whether the primary answered in the end; a switch follows a primary that gave up.
     fn finished(&mut self, last: &BoxError, recovered: bool) {
         let kind = classify(&**last).kind;
-        count_outcome(ModelLayer::FallbackModel.as_str(), recovered, kind);
+        count_outcome(ModelLayer::FallbackModel, recovered, kind);
     }
 
     async fn call(&mut self) -> Result<T, BoxError> {

@@ -225,7 +225,7 @@ impl<M: ChatModel, D: Iterator<Item = Duration>, T> Policy for WaitItOut<'_, M, 
 
     fn finished(&mut self, last: &BoxError, recovered: bool) {
         let kind = classify(&**last).kind;
-        count_outcome(ModelLayer::PersistentRetry.as_str(), recovered, kind);
+        count_outcome(ModelLayer::PersistentRetry, recovered, kind);
     }
 
     async fn call(&mut self) -> Result<T, BoxError> {

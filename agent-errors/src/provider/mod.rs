@@ -149,7 +149,7 @@ where
 
     fn finished(&mut self, last: &E, recovered: bool) {
         let kind = crate::classify::classify(last).kind;
-        count_outcome(ModelLayer::Transport.as_str(), recovered, kind);
+        count_outcome(ModelLayer::Transport, recovered, kind);
     }
 
     async fn call(&mut self) -> Result<T, E> {

@@ -339,12 +339,12 @@ async fn retry(
     match retried {
         Ok(response) => {
             if let Some(kind) = last {
-                count_outcome(ModelLayer::Rig.as_str(), true, kind);
+                count_outcome(ModelLayer::Rig, true, kind);
             }
             Ok(response)
         }
         Err(failure) => {
-            count_outcome(ModelLayer::Rig.as_str(), false, failure.classification.kind);
+            count_outcome(ModelLayer::Rig, false, failure.classification.kind);
             Err(failure.into_error())
         }
     }

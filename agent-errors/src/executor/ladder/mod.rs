@@ -167,7 +167,11 @@ impl<'a> Walk<'a> {
     /// Counts how the call's recovery ended: it succeeded in the end, or its last failure is
     /// shown to the model or ends the run.
     fn count_outcome(&self, recovered: bool) {
-        crate::events::count_outcome("tool", recovered, self.failure.class.kind);
+        crate::events::count_outcome(
+            crate::events::Layer::Tool,
+            recovered,
+            self.failure.class.kind,
+        );
     }
 
     /// A call a fixer's answer made succeed says so, once, whichever rung saw the success.
