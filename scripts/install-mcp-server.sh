@@ -13,12 +13,24 @@ dest="${1:-$root/test-servers/mcp-server-everything}"
 package_dir="$dest/node_modules/$PACKAGE"
 entry="$package_dir/dist/index.js"
 
+# Node.js and npm from Debian's packages when missing (as root, or with sudo that asks nothing).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    bash "$root/scripts/install-test-deps.sh" nodejs
+fi
 for tool in node npm; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         echo "error: \`$tool\` is not on PATH; the MCP tests need Node.js and npm to run $PACKAGE" >&2
         exit 1
     fi
 done
+
+# One npm install at a time into "$dest": the tests of several binaries (and the threads of
+# one) may all find the server missing. Whoever waited finds it installed, below.
+mkdir -p "$dest"
+exec 9>"$dest.lock"
+if command -v flock >/dev/null 2>&1; then
+    flock 9
+fi
 
 installed="$(node -p "require('$package_dir/package.json').version" 2>/dev/null || true)"
 if [ "$installed" != "$VERSION" ] || [ ! -f "$entry" ]; then

@@ -14,12 +14,24 @@ PACKAGE=@restatedev/restate-server
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${1:-$root/test-servers/restate-server}"
 
+# Node.js and npm from Debian's packages when missing (as root, or with sudo that asks nothing).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    bash "$root/scripts/install-test-deps.sh" nodejs
+fi
 for tool in node npm; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         echo "error: \`$tool\` is not on PATH; the Restate tests need npm to install $PACKAGE" >&2
         exit 1
     fi
 done
+
+# One npm install at a time into "$dest": the tests of several binaries (and the threads of
+# one) may all find the server missing. Whoever waited finds it installed, below.
+mkdir -p "$dest"
+exec 9>"$dest.lock"
+if command -v flock >/dev/null 2>&1; then
+    flock 9
+fi
 
 # The package's launcher picks a platform package (`@restatedev/restate-server-linux-x64`, ...)
 # holding the real binary; the tests start that binary directly, without Node.js in between.

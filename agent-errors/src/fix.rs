@@ -43,7 +43,8 @@ pub struct FixRequest {
     pub raw_args: String,
     /// The arguments parsed as JSON, when they parse.
     pub args: Option<serde_json::Value>,
-    /// The failure's message, sanitized.
+    /// The failure's message as the model reads it, sanitized (a rig tool's model feedback,
+    /// not its operator message).
     pub failure: String,
     /// The failure's kind.
     pub kind: ErrorKind,

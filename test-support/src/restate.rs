@@ -22,6 +22,7 @@ const READY_POLLS: u32 = 300;
 /// fn advice(error: &StartError) -> &'static str {
 ///     match error {
 ///         StartError::NotInstalled { .. } => "run `bash scripts/install-test-deps.sh`",
+///         StartError::Install(_) => "the install script's output says why",
 ///         StartError::Spawn(_) => "the binary is there but does not run here",
 ///         StartError::NotReady => "look at the server's own log",
 ///         StartError::Register(_) => "is the service listening on that port?",
@@ -33,7 +34,8 @@ const READY_POLLS: u32 = 300;
 /// ```
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// No binary where the install script puts it, and `RESTATE_SERVER_BIN` is not set.
+    /// No binary where the install script puts it even after running it, and
+    /// `RESTATE_SERVER_BIN` is not set.
     #[error(
         "restate-server is not installed (looked for {}): run `bash scripts/install-restate-server.sh` \
          (or `bash scripts/install-test-deps.sh`), or set RESTATE_SERVER_BIN",
@@ -43,6 +45,9 @@ pub enum StartError {
         /// The path that was tried.
         looked_for: PathBuf,
     },
+    /// The binary was missing and installing it failed (no npm, no network, ...).
+    #[error("restate-server is missing and could not be installed: {0}")]
+    Install(#[from] crate::InstallError),
     /// The binary is there but the process could not be started.
     #[error("restate-server did not start: {0}")]
     Spawn(#[source] std::io::Error),
@@ -150,9 +155,15 @@ impl RestateServer {
         format!("http://127.0.0.1:{}", self.ingress)
     }
 
+    /// The admin API's base URL (`http://127.0.0.1:<port>`): deployments, and the SQL query
+    /// endpoint (`/query`) that tells an invocation's status.
+    pub fn admin_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.admin)
+    }
+
     /// Registers the Restate endpoint listening on loopback `port` as a deployment.
     pub async fn register(&self, port: u16) -> Result<(), StartError> {
-        let url = format!("http://127.0.0.1:{}/deployments", self.admin);
+        let url = format!("{}/deployments", self.admin_url());
         let body = serde_json::json!({ "uri": format!("http://127.0.0.1:{port}") });
         let response = reqwest::Client::new()
             .post(url)
@@ -210,14 +221,17 @@ async fn answers(client: &reqwest::Client, url: &str) -> bool {
         .is_ok_and(|response| response.status().is_success())
 }
 
-/// `RESTATE_SERVER_BIN`, or where the install script puts the binary.
+/// `RESTATE_SERVER_BIN`, or where the install script puts the binary (installing it first when
+/// it is not there).
 fn binary() -> Result<PathBuf, StartError> {
     if let Some(path) = std::env::var_os("RESTATE_SERVER_BIN") {
         return Ok(PathBuf::from(path));
     }
-    let packages = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(INSTALLED);
+    let packages = crate::install::workspace_root().join(INSTALLED);
+    if let Some(binary) = installed_binary(&packages) {
+        return Ok(binary);
+    }
+    crate::install(crate::Program::RestateServer)?;
     installed_binary(&packages).ok_or(StartError::NotInstalled {
         looked_for: packages.join("restate-server-*/bin/restate-server"),
     })

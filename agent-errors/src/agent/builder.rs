@@ -65,8 +65,12 @@ pub struct AgentBuilder<O = String> {
     options: RequestOptions,
     reserved_names_used: Vec<String>,
     checkpoints: Option<Arc<dyn CheckpointStore>>,
+    snapshot_every: u32,
     _output: PhantomData<fn() -> O>,
 }
+
+/// The steps a durable run saves between two snapshots, unless its builder says otherwise.
+const DEFAULT_SNAPSHOT_EVERY: u32 = 512;
 
 impl<O> fmt::Debug for AgentBuilder<O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -101,6 +105,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
             options: RequestOptions::default(),
             reserved_names_used: Vec::new(),
             checkpoints: None,
+            snapshot_every: DEFAULT_SNAPSHOT_EVERY,
             _output: PhantomData,
         }
     }
@@ -289,8 +294,11 @@ impl<O: AgentOutput> AgentBuilder<O> {
     ///
     /// let agent = Agent::builder("clerk")
     ///     .model(ScriptedModel::new().text("done"))
-    ///     // Every call whose name starts with `delete_` waits for a person.
+    ///     // Every call whose name starts with `delete_` waits for a person...
     ///     .require_approval(|call: &ToolCall| call.name.starts_with("delete_"))
+    ///     // ...who answers later: the run waits from its checkpoint. (Without an approver or a
+    ///     // checkpoint store nobody could ever answer, and `build` says so.)
+    ///     .checkpoints(agent_errors::checkpoint::MemoryCheckpoints::new())
     ///     .build();
     /// assert!(agent.is_ok());
     /// ```
@@ -379,6 +387,32 @@ impl<O: AgentOutput> AgentBuilder<O> {
         self
     }
 
+    /// How many steps a durable run appends to its journal between two snapshots of its whole
+    /// state (512 unless set; at least 1). Resuming a run reads its latest snapshot and at most
+    /// this many steps after it; a snapshot writes the whole state once, so a larger bound
+    /// writes less per call of a long run and reads more on resume. A store that keeps no
+    /// journal is sent a snapshot at every save whatever this is.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agent_errors::Agent;
+    /// use agent_errors::checkpoint::MemoryCheckpoints;
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// let agent = Agent::builder("a")
+    ///     .model(ScriptedModel::new())
+    ///     .checkpoints(MemoryCheckpoints::new())
+    ///     .snapshot_every(64)
+    ///     .build();
+    /// assert!(agent.is_ok());
+    /// ```
+    #[must_use]
+    pub fn snapshot_every(mut self, steps: u32) -> Self {
+        self.snapshot_every = steps.max(1);
+        self
+    }
+
     /// Who waits for this agent's model calls (the main agent by default).
     #[must_use]
     pub fn call_source(mut self, source: CallSource) -> Self {
@@ -417,7 +451,8 @@ impl<O: AgentOutput> AgentBuilder<O> {
     }
 
     /// Validates the configuration; lists every problem when it refuses: no model, a zero turn
-    /// cap or breaker threshold, a tool named like a built-in, and everything the registry
+    /// cap or breaker threshold, a tool named like a built-in, a call that needs approval on an
+    /// agent with neither an approver nor a checkpoint store, and everything the registry
     /// checks (unknown fixers or fallbacks, duplicate names, `degrade` on a required tool).
     pub fn build(self) -> Result<Agent<O>, ConfigError> {
         let mut problems = Vec::new();
@@ -446,6 +481,13 @@ impl<O: AgentOutput> AgentBuilder<O> {
                 None
             }
         };
+        if let Some(registry) = &registry {
+            problems.extend(nobody_to_approve(
+                &self.approvals,
+                self.checkpoints.is_some(),
+                registry,
+            ));
+        }
         let threshold = NonZeroU32::new(self.breaker_threshold);
         match (self.model, registry, threshold) {
             (Some(model), Some(registry), Some(breaker_threshold)) if problems.is_empty() => {
@@ -481,6 +523,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
                         observer,
                         meters,
                         checkpoints: self.checkpoints,
+                        snapshot_every: self.snapshot_every,
                         usage_limits: Arc::new(self.usage_limits),
                     }),
                 })
@@ -488,4 +531,29 @@ impl<O: AgentOutput> AgentBuilder<O> {
             _ => Err(ConfigError::new(problems)),
         }
     }
+}
+
+/// What needs a person's approval on an agent that can neither ask (no approver) nor wait (no
+/// checkpoint store): its runs would end waiting for an answer nobody can give.
+fn nobody_to_approve(
+    approvals: &Approvals,
+    waits: bool,
+    registry: &Registry,
+) -> Vec<ConfigProblem> {
+    if approvals.approver.is_some() || waits {
+        return Vec::new();
+    }
+    let tools = registry
+        .tools()
+        .iter()
+        .filter(|tool| tool.is_approval_required())
+        .map(|tool| format!("tool `{}`", tool.name()));
+    let rule = approvals
+        .rule
+        .is_some()
+        .then(|| "the agent's `require_approval` rule".to_owned());
+    tools
+        .chain(rule)
+        .map(|what| ConfigProblem::NobodyToApprove { what })
+        .collect()
 }

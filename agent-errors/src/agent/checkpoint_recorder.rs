@@ -1,5 +1,7 @@
 //! The recorder of a durable run: each state change saved to the agent's [`CheckpointStore`]
-//! as the run's next checkpoint.
+//! under the run's next sequence, as a step (what it changed) appended to the run's journal,
+//! or, for the run's first save, every `snapshot_every` steps and in a store that keeps no
+//! journal, as a snapshot of the whole state.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,6 +13,7 @@ use super::RunError;
 use super::counts::Counts;
 use super::durable::{self, PendingCall, SavedRun};
 use super::recorder::Recorder;
+use super::saved_step::{CallStep, SavedStep};
 use super::saved_stop::SavedStop;
 use crate::chat::{Message, ToolResult};
 use crate::checkpoint::{Checkpoint, CheckpointError, CheckpointStore};
@@ -21,9 +24,13 @@ use crate::executor::{CallProgress, CallRecorder, NoRecorder, RunContext};
 pub(super) struct CheckpointRecorder {
     store: Arc<dyn CheckpointStore>,
     run_id: String,
-    /// The state and the next sequence; saves are made one at a time under this lock, so the
-    /// stored sequence only ever moves forward and the latest save holds the latest state.
-    saved: tokio::sync::Mutex<(SavedRun, u64)>,
+    /// Whether the store keeps a journal: otherwise every save is a snapshot.
+    journals: bool,
+    /// The steps saved after a snapshot before the next save is one.
+    snapshot_every: u32,
+    /// Saves are made one at a time under this lock, so the stored sequence only ever moves
+    /// forward and the latest save holds the latest state.
+    saved: tokio::sync::Mutex<Saved>,
     /// Halts the run when a save fails.
     halt: Mutex<Option<CancellationToken>>,
     /// When the run's deadline passes, if it has one: each save records what is left.
@@ -39,47 +46,99 @@ impl std::fmt::Debug for CheckpointRecorder {
     }
 }
 
+/// The state the run's saves have left, as its journal holds it.
+struct Saved {
+    run: SavedRun,
+    /// The sequence of the next save.
+    sequence: u64,
+    /// Steps saved since the last snapshot; `None` until this recorder saved one, so that its
+    /// first save is a snapshot: a resumed run's journal then starts in this build's version
+    /// (which builds before the journal refuse) and never goes on from another build's steps.
+    steps: Option<u32>,
+}
+
 impl CheckpointRecorder {
-    /// A recorder going on from `run`; its first save is `sequence` (0 for a new run).
+    /// A recorder going on from `run`; its first save is `sequence` (0 for a new run), a
+    /// snapshot; after it, one save in `snapshot_every` is.
     pub(super) fn new(
         store: Arc<dyn CheckpointStore>,
         run_id: String,
         run: SavedRun,
         sequence: u64,
+        snapshot_every: u32,
     ) -> CheckpointRecorder {
         CheckpointRecorder {
+            journals: store.journals(),
             store,
             run_id,
-            saved: tokio::sync::Mutex::new((run, sequence)),
+            snapshot_every,
+            saved: tokio::sync::Mutex::new(Saved {
+                run,
+                sequence,
+                steps: None,
+            }),
             halt: Mutex::new(None),
             deadline: Mutex::new(None),
             failed: Mutex::new(None),
         }
     }
 
-    async fn save(&self, edit: impl FnOnce(&mut SavedRun)) -> bool {
+    /// Saves `step`: applies it to the state held and writes it, as a step or as a snapshot.
+    /// `make` builds the step from the state as last saved.
+    async fn save(&self, make: impl FnOnce(&SavedRun) -> SavedStep) -> bool {
         let left = lock(&self.deadline).map(|at| at.saturating_duration_since(Instant::now()));
         let mut saved = self.saved.lock().await;
-        let (run, sequence) = &mut *saved;
-        edit(run);
-        run.stamp_version();
-        run.deadline_left_ms = left.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let state = serde_json::to_vec(run).map_err(CheckpointError::store);
-        let checkpoint = state.map(|state| Checkpoint {
-            run_id: self.run_id.clone(),
-            sequence: *sequence,
-            state,
-        });
-        let stored = match &checkpoint {
-            Ok(checkpoint) => self.store.save(checkpoint).await,
-            Err(_) => Ok(()),
-        };
-        let result = checkpoint.and(stored);
-        if result.is_ok() {
-            *sequence += 1;
+        let mut step = make(&saved.run);
+        step.deadline_left_ms = left.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        if step.recovery.as_ref() == Some(&saved.run.recovery) {
+            step.recovery = None;
         }
+        let snapshot = match saved.steps {
+            Some(steps) => !self.journals || steps >= self.snapshot_every,
+            None => true,
+        };
+        let result = self.write(&mut saved, step, snapshot).await;
         drop(saved);
         self.settle(result)
+    }
+
+    /// Writes `step` as the next save and applies it to the state held.
+    async fn write(
+        &self,
+        saved: &mut Saved,
+        step: SavedStep,
+        snapshot: bool,
+    ) -> Result<(), CheckpointError> {
+        let corrupt = |reason: String| CheckpointError::Corrupt {
+            run_id: self.run_id.clone(),
+            reason,
+        };
+        let state = if snapshot {
+            step.apply(&mut saved.run).map_err(corrupt)?;
+            saved.run.stamp_version(self.journals);
+            serde_json::to_vec(&saved.run)
+        } else {
+            let state = serde_json::to_vec(&step);
+            step.apply(&mut saved.run).map_err(corrupt)?;
+            state
+        };
+        let checkpoint = Checkpoint {
+            run_id: self.run_id.clone(),
+            sequence: saved.sequence,
+            state: state.map_err(CheckpointError::store)?,
+        };
+        if snapshot {
+            self.store.save(&checkpoint).await?;
+        } else {
+            self.store.append(&checkpoint).await?;
+        }
+        saved.sequence += 1;
+        saved.steps = Some(if snapshot {
+            0
+        } else {
+            saved.steps.unwrap_or(0) + 1
+        });
+        Ok(())
     }
 
     /// Keeps the first failed save and halts the run, so no tool runs past an unsaved state.
@@ -114,13 +173,22 @@ impl CallRecorder for CheckpointRecorder {
         // The retries a call spends before it sleeps are saved with where it sleeps: a process
         // that dies in the sleep must not give them back.
         let recovery = ctx.recovery();
-        Box::pin(self.save(move |run| {
-            if let Some(pending) = run.pending.iter_mut().find(|p| *p.call.id == *call_id) {
-                pending.progress = progress;
-            }
-            run.recovery = recovery;
+        Box::pin(self.save(move |run| SavedStep {
+            call: index_of(run, call_id).map(|index| CallStep {
+                index,
+                progress: Some(progress),
+                result: None,
+                stop: None,
+            }),
+            recovery: Some(recovery),
+            ..SavedStep::default()
         }))
     }
+}
+
+/// The place of the call `call_id` among the run's pending calls.
+fn index_of(run: &SavedRun, call_id: &str) -> Option<usize> {
+    run.pending.iter().position(|p| *p.call.id == *call_id)
 }
 
 impl Recorder for CheckpointRecorder {
@@ -134,7 +202,10 @@ impl Recorder for CheckpointRecorder {
         *lock(&self.halt) = Some(ctx.halting().token().clone());
         *lock(&self.deadline) = deadline.map(|left| Instant::now() + left);
         let recovery = ctx.recovery();
-        Box::pin(self.save(move |run| run.recovery = recovery))
+        Box::pin(self.save(move |_| SavedStep {
+            recovery: Some(recovery),
+            ..SavedStep::default()
+        }))
     }
 
     fn turn<'a>(
@@ -154,11 +225,11 @@ impl Recorder for CheckpointRecorder {
             _ => Vec::new(),
         };
         let recovery = ctx.recovery();
-        Box::pin(self.save(move |run| {
-            run.transcript = [history, std::slice::from_ref(asked)].concat();
-            run.pending = pending;
-            run.counts = counts;
-            run.recovery = recovery;
+        Box::pin(self.save(move |run| SavedStep {
+            pending: Some(pending),
+            counts: Some(counts),
+            recovery: Some(recovery),
+            ..SavedStep::transcript(&run.transcript, history, Some(asked))
         }))
     }
 
@@ -170,12 +241,15 @@ impl Recorder for CheckpointRecorder {
         ctx: &'a RunContext,
     ) -> BoxFuture<'a, bool> {
         let recovery = ctx.recovery();
-        Box::pin(self.save(move |run| {
-            if let Some(pending) = run.pending.iter_mut().find(|p| *p.call.id == *call_id) {
-                pending.result = Some(result.clone());
-                pending.stop = stop.and_then(SavedStop::of);
-            }
-            run.recovery = recovery;
+        Box::pin(self.save(move |run| SavedStep {
+            call: index_of(run, call_id).map(|index| CallStep {
+                index,
+                progress: None,
+                result: Some(result.clone()),
+                stop: stop.and_then(SavedStop::of),
+            }),
+            recovery: Some(recovery),
+            ..SavedStep::default()
         }))
     }
 
@@ -187,11 +261,10 @@ impl Recorder for CheckpointRecorder {
     ) -> BoxFuture<'a, bool> {
         let counts = counts.saved();
         let finished = durable::finished(outcome, transcript);
-        Box::pin(self.save(move |run| {
-            run.transcript = transcript.to_vec();
-            run.pending.clear();
-            run.counts = counts;
-            run.finished = Some(finished);
+        Box::pin(self.save(move |run| SavedStep {
+            counts: Some(counts),
+            finished: Some(finished),
+            ..SavedStep::transcript(&run.transcript, transcript, None)
         }))
     }
 

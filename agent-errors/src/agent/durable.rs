@@ -1,15 +1,19 @@
 //! Durable runs: what a checkpoint holds (the saved run, its format version and compatibility
-//! rule) and why a run cannot be resumed. The saving is done by the run's recorder
+//! rule), how a run is read back from its journal (its snapshot and the steps after it) and
+//! why a run cannot be resumed. The saving is done by the run's recorder
 //! (`checkpoint_recorder`), after every model turn (before any of its tools runs), every step
 //! of a call and every tool result, so another process can resume the run.
 
 use serde::{Deserialize, Serialize};
 
 use super::RunError;
+use super::saved_step::SavedStep;
 use super::saved_stop::SavedStop;
 use crate::chat::{Message, ToolCall, ToolResult};
-use crate::checkpoint::{Checkpoint, CheckpointError};
+use crate::checkpoint::{Checkpoint, CheckpointError, CheckpointStore, StoredRun};
+use crate::classify::ErrorKind;
 use crate::executor::{CallProgress, RecoveryState};
+use crate::sanitize::SurfacedError;
 use crate::usage::{Usage, UsageLimits};
 use std::collections::BTreeMap;
 
@@ -27,8 +31,19 @@ const STATE_VERSION: u32 = 2;
 /// interrupted one and running its tool unapproved; every other run stays readable by it.
 const WAITING_VERSION: u32 = 3;
 
+/// The version of a snapshot in a store that keeps a journal, waiting or not. Builds before the
+/// journal read a run's snapshot without the steps saved after it, so they must refuse it: they
+/// read versions 1 to 3 only. A run they saved is read by this build, and its first save here
+/// is a snapshot in this version, after which they refuse it.
+const JOURNAL_VERSION: u32 = 4;
+
 /// The state versions this build reads.
-const READS: [u32; 3] = [STATE_VERSION - 1, STATE_VERSION, WAITING_VERSION];
+const READS: [u32; 4] = [
+    STATE_VERSION - 1,
+    STATE_VERSION,
+    WAITING_VERSION,
+    JOURNAL_VERSION,
+];
 
 /// How a finished durable run ended, as its last checkpoint records it.
 ///
@@ -321,27 +336,47 @@ impl SavedRun {
             run_id: checkpoint.run_id.clone(),
             reason,
         };
-        let mut run: SavedRun =
+        let run: SavedRun =
             serde_json::from_slice(&checkpoint.state).map_err(|e| corrupt(e.to_string()))?;
         if !READS.contains(&run.version) {
             return Err(corrupt(format!(
-                "saved by state version {}, this build reads versions {} to {WAITING_VERSION}",
+                "saved by state version {}, this build reads versions {} to {JOURNAL_VERSION}",
                 run.version, READS[0]
             )));
         }
-        // What this build saves next is in its own version.
-        run.stamp_version();
         Ok(run)
     }
 
-    /// Sets the version this state is written in: the waiting version while a call waits for
-    /// a person, so that builds which know no approvals refuse it.
-    pub(super) fn stamp_version(&mut self) {
+    /// Reads a run from its journal: the snapshot, then each step after it in order. Returns
+    /// the state and the sequence of the last save it holds.
+    pub(super) fn from_journal(stored: &StoredRun) -> Result<(SavedRun, u64), CheckpointError> {
+        let mut run = SavedRun::read(&stored.snapshot)?;
+        let mut sequence = stored.snapshot.sequence;
+        for record in &stored.records {
+            let corrupt = |reason: String| CheckpointError::Corrupt {
+                run_id: record.run_id.clone(),
+                reason: format!("record {}: {reason}", record.sequence),
+            };
+            if Some(record.sequence) != sequence.checked_add(1) {
+                return Err(corrupt(format!("does not follow {sequence}")));
+            }
+            let step: SavedStep =
+                serde_json::from_slice(&record.state).map_err(|e| corrupt(e.to_string()))?;
+            step.apply(&mut run).map_err(corrupt)?;
+            sequence = record.sequence;
+        }
+        Ok((run, sequence))
+    }
+
+    /// Sets the version this state is written in. In a journaling store, the journal's (which
+    /// builds before it refuse); otherwise the waiting version while a call waits for a person,
+    /// so that builds which know no approvals refuse it.
+    pub(super) fn stamp_version(&mut self, journals: bool) {
         let waiting = self.pending.iter().any(|p| p.progress.waiting.is_some());
-        self.version = if waiting {
-            WAITING_VERSION
-        } else {
-            STATE_VERSION
+        self.version = match (journals, waiting) {
+            (true, _) => JOURNAL_VERSION,
+            (false, true) => WAITING_VERSION,
+            (false, false) => STATE_VERSION,
         };
     }
 
@@ -383,6 +418,60 @@ pub(super) fn finished(result: Result<(), &RunError>, transcript: &[Message]) ->
             message: crate::redact::redact(&error.to_string()).into_owned(),
         },
     }
+}
+
+/// A run that can be resumed, as its journal holds it, with the sequence its next save takes;
+/// or why it cannot be, with the transcript to hand back.
+pub(super) async fn resumable(
+    store: &dyn CheckpointStore,
+    run_id: &str,
+    knows: impl Fn(&str) -> bool,
+    max_message_chars: usize,
+) -> Result<(SavedRun, u64), (RunError, Vec<Message>)> {
+    let refused = |error: RunError| (error, Vec::new());
+    let stored = match store.load_journal(run_id).await {
+        Ok(Some(stored)) => stored,
+        Ok(None) => {
+            let run_id = run_id.to_owned();
+            return Err(refused(RunError::Resume(ResumeError::NotFound { run_id })));
+        }
+        Err(error) => return Err(refused(RunError::Checkpoint(error))),
+    };
+    let (saved, last) =
+        SavedRun::from_journal(&stored).map_err(|e| refused(RunError::Checkpoint(e)))?;
+    if let Some((call_id, problem)) = super::one_result::violation(&saved) {
+        let run_id = run_id.to_owned();
+        let error = ResumeError::BrokenTranscript {
+            run_id,
+            call_id,
+            problem,
+        };
+        return Err(refused(RunError::Resume(error)));
+    }
+    if let Some(outcome) = saved.finished.clone() {
+        let run_id = run_id.to_owned();
+        let error = ResumeError::Finished { run_id, outcome };
+        return Err((RunError::Resume(error), saved.transcript));
+    }
+    if let Some(tool) = saved.unknown_tool(knows) {
+        let error = ResumeError::UnknownTool {
+            run_id: run_id.to_owned(),
+            tool: tool.to_owned(),
+        };
+        let transcript = saved.answered_transcript(|call| {
+            let message = "the run was not resumed (the agent resuming it lacks a tool this turn \
+                           called): whether this call took effect is unknown";
+            SurfacedError::bounded(
+                &call.name,
+                ErrorKind::OutcomeUnknown,
+                message,
+                max_message_chars,
+            )
+            .to_content()
+        });
+        return Err((RunError::Resume(error), transcript));
+    }
+    Ok((saved, last.saturating_add(1)))
 }
 
 /// A new run's id: 128 random bits, so runs of many processes sharing a store never collide.

@@ -14,8 +14,9 @@ pub type ModelError = dyn Error + Send + Sync + 'static;
 ///
 /// # Examples
 ///
-/// Both a decision and the `Result` of [`LlmErrorDecision::retry`] are accepted, and a `Retry` with
-/// zero attempts becomes `Rethrow`:
+/// Both a decision and the `Result` of [`LlmErrorDecision::retry`] are accepted. A `Retry` with
+/// zero attempts is never read as something else: the run ends with
+/// [`RunError::InvalidLlmDecision`](crate::RunError::InvalidLlmDecision), which says so.
 ///
 /// ```
 /// use std::time::Duration;
@@ -28,7 +29,8 @@ pub type ModelError = dyn Error + Send + Sync + 'static;
 /// assert!(zero.into_decision().is_err());
 /// ```
 pub trait IntoLlmDecision<O> {
-    /// The decision. `Err` (a `Retry` built with zero attempts) is treated as `Rethrow`.
+    /// The decision, or `Err` for a `Retry` built with zero attempts (which ends the run with
+    /// [`RunError::InvalidLlmDecision`](crate::RunError::InvalidLlmDecision)).
     fn into_decision(self) -> Result<LlmErrorDecision<O>, ZeroAttempts>;
 }
 
@@ -44,21 +46,15 @@ impl<O> IntoLlmDecision<O> for Result<LlmErrorDecision<O>, ZeroAttempts> {
     }
 }
 
-pub(crate) type LlmErrorHandler<O> =
-    Arc<dyn Fn(&ModelError, u32) -> LlmErrorDecision<O> + Send + Sync + 'static>;
+/// The handler as the loop calls it: `Err` is a decision that cannot be carried out.
+pub(crate) type LlmErrorHandler<O> = Arc<
+    dyn Fn(&ModelError, u32) -> Result<LlmErrorDecision<O>, ZeroAttempts> + Send + Sync + 'static,
+>;
 
 pub(crate) fn erase_handler<O, F, R>(handler: F) -> LlmErrorHandler<O>
 where
     F: Fn(&ModelError, u32) -> R + Send + Sync + 'static,
     R: IntoLlmDecision<O>,
 {
-    Arc::new(
-        move |error, attempt| match handler(error, attempt).into_decision() {
-            Ok(decision) => decision,
-            Err(zero) => {
-                tracing::error!(error = %zero, "on_llm_error returned an invalid Retry; rethrowing");
-                LlmErrorDecision::Rethrow
-            }
-        },
-    )
+    Arc::new(move |error, attempt| handler(error, attempt).into_decision())
 }

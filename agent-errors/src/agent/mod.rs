@@ -37,6 +37,7 @@ mod output;
 mod recorder;
 mod run;
 mod run_context;
+mod saved_step;
 mod saved_stop;
 mod stream;
 mod turn;
@@ -158,6 +159,8 @@ pub(crate) struct AgentInner<O> {
     pub(crate) meters: AgentMeters,
     /// Where each run's checkpoints go, when its runs are durable.
     pub(crate) checkpoints: Option<Arc<dyn CheckpointStore>>,
+    /// A durable run's steps saved between two snapshots of its whole state.
+    pub(crate) snapshot_every: u32,
     /// The caps on each run's usage, unless its options give others.
     pub(crate) usage_limits: Arc<UsageLimits>,
 }
@@ -185,6 +188,7 @@ impl<O> Clone for AgentInner<O> {
             observer: Arc::clone(&self.observer),
             meters: self.meters.clone(),
             checkpoints: self.checkpoints.clone(),
+            snapshot_every: self.snapshot_every,
             usage_limits: Arc::clone(&self.usage_limits),
         }
     }

@@ -163,14 +163,22 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
             return Step::Stop(Stop::Never);
         };
         let attempt = self.attempt;
-        let decision =
-            match std::panic::catch_unwind(AssertUnwindSafe(|| handler(error.as_ref(), attempt))) {
-                Ok(decision) => decision,
-                Err(panic) => {
-                    self.ended = Some(Err(callback_panicked("on_llm_error", panic)));
-                    return Step::Stop(Stop::Never);
-                }
-            };
+        let decision = match std::panic::catch_unwind(AssertUnwindSafe(|| {
+            handler(error.as_ref(), attempt)
+        })) {
+            Ok(Ok(decision)) => decision,
+            Ok(Err(zero)) => {
+                // A retry of no attempts is a mistake in the handler, not a way to say
+                // "give up": read as `Rethrow`, it would hide that the retry never happens.
+                tracing::error!(attempt, error = %zero, "on_llm_error returned a Retry of zero attempts; the run ends");
+                self.ended = Some(Err(RunError::InvalidLlmDecision(zero)));
+                return Step::Stop(Stop::Never);
+            }
+            Err(panic) => {
+                self.ended = Some(Err(callback_panicked("on_llm_error", panic)));
+                return Step::Stop(Stop::Never);
+            }
+        };
         let (max_attempts, initial_backoff) = match decision {
             LlmErrorDecision::Rethrow => return Step::Stop(Stop::Never),
             LlmErrorDecision::RespondWith(output) => {

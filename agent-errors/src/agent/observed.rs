@@ -29,6 +29,7 @@ impl RunError {
             RunError::WaitingForPerson { .. } => "waiting_for_person",
             RunError::UsageLimit(_) => "usage_limit",
             RunError::MissingContext { .. } => "missing_context",
+            RunError::InvalidLlmDecision(_) => "invalid_llm_decision",
         }
     }
 }

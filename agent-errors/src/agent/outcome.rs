@@ -203,6 +203,16 @@ pub enum RunError {
         /// `Refusal` or `ContentFilter`.
         reason: FinishReason,
     },
+    /// The `on_llm_error` handler returned the `Err` of
+    /// [`LlmErrorDecision::retry(0, ..)`](crate::LlmErrorDecision::retry): a retry of no
+    /// attempts, which the loop cannot carry out. Return
+    /// [`LlmErrorDecision::Rethrow`](crate::LlmErrorDecision::Rethrow) to give up, or at least
+    /// one attempt.
+    #[error(
+        "on_llm_error returned `LlmErrorDecision::retry(0, ..)` ({0}): return `LlmErrorDecision::Rethrow` \
+         to give up, or a retry of at least 1 attempt"
+    )]
+    InvalidLlmDecision(crate::retry::ZeroAttempts),
 }
 
 impl RunError {

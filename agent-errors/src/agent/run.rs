@@ -17,12 +17,10 @@ use super::turn;
 use super::usage_meter::{self, UsageMeter};
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
 use crate::chat::{ChatRequest, Message, ToolCall, ToolSpec};
-use crate::classify::ErrorKind;
 use crate::events::RunReport;
 use crate::executor::{Cancellation, RecoveryState, RunContext};
 use crate::observe;
 use crate::retry::RunRetries;
-use crate::sanitize::SurfacedError;
 use crate::usage::UsageLimits;
 
 impl<O: AgentOutput> Agent<O> {
@@ -126,6 +124,37 @@ struct Start {
     clock: Option<Instant>,
 }
 
+impl Start {
+    /// Where a run resumed from `saved` starts: the calls of its last turn still to answer, its
+    /// counts, what it had learnt and what was left of its deadline (`deadline` when it saved
+    /// none).
+    fn resumed(
+        saved: &SavedRun,
+        usage_limits: Arc<UsageLimits>,
+        deadline: Option<Duration>,
+    ) -> Start {
+        let mut transcript = saved.transcript.clone();
+        // The saved transcript ends with the turn being answered (checked when it was read).
+        let pending = if saved.pending.is_empty() {
+            None
+        } else {
+            transcript.pop().map(|asked| (asked, saved.pending.clone()))
+        };
+        Start {
+            transcript,
+            pending,
+            counts: Some(saved.counts.clone()),
+            recovery: Some(saved.recovery.clone()),
+            deadline: saved
+                .deadline_left_ms
+                .map(Duration::from_millis)
+                .or(deadline),
+            usage_limits,
+            clock: None,
+        }
+    }
+}
+
 impl<O: AgentOutput> AgentInner<O> {
     pub(super) async fn run(
         &self,
@@ -151,7 +180,9 @@ impl<O: AgentOutput> AgentInner<O> {
                 let mut saved = SavedRun::new(transcript.clone());
                 saved.usage_limits = Some(UsageLimits::clone(&usage_limits));
                 let store = Arc::clone(store);
-                Recorders::checkpoints(CheckpointRecorder::new(store, run_id.clone(), saved, 0))
+                let every = self.snapshot_every;
+                let recorder = CheckpointRecorder::new(store, run_id.clone(), saved, 0, every);
+                Recorders::checkpoints(recorder)
             }
             None => Recorders::none(),
         };
@@ -180,50 +211,12 @@ impl<O: AgentOutput> AgentInner<O> {
         let Some(store) = &self.checkpoints else {
             return refused(RunError::Resume(ResumeError::NoStore), Vec::new());
         };
-        let checkpoint = match store.load(&run_id).await {
-            Ok(Some(checkpoint)) => checkpoint,
-            Ok(None) => {
-                let error = ResumeError::NotFound {
-                    run_id: run_id.clone(),
-                };
-                return refused(RunError::Resume(error), Vec::new());
-            }
-            Err(error) => return refused(RunError::Checkpoint(error), Vec::new()),
+        let knows = |name: &str| self.knows(name);
+        let limit = self.limits.max_message_chars;
+        let (mut saved, next) = match durable::resumable(&**store, &run_id, knows, limit).await {
+            Ok(resumable) => resumable,
+            Err((error, transcript)) => return refused(error, transcript),
         };
-        let mut saved = match SavedRun::read(&checkpoint) {
-            Ok(saved) => saved,
-            Err(error) => return refused(RunError::Checkpoint(error), Vec::new()),
-        };
-        if let Some((call_id, problem)) = super::one_result::violation(&saved) {
-            let run_id = run_id.clone();
-            let error = ResumeError::BrokenTranscript {
-                run_id,
-                call_id,
-                problem,
-            };
-            return refused(RunError::Resume(error), Vec::new());
-        }
-        if let Some(outcome) = saved.finished.clone() {
-            let error = ResumeError::Finished {
-                run_id: run_id.clone(),
-                outcome,
-            };
-            return refused(RunError::Resume(error), saved.transcript);
-        }
-        if let Some(tool) = saved.unknown_tool(|name| self.knows(name)) {
-            let error = ResumeError::UnknownTool {
-                run_id: run_id.clone(),
-                tool: tool.to_owned(),
-            };
-            let limit = self.limits.max_message_chars;
-            let transcript = saved.answered_transcript(|call| {
-                let message = "the run was not resumed (the agent resuming it lacks a tool this \
-                               turn called): whether this call took effect is unknown";
-                SurfacedError::bounded(&call.name, ErrorKind::OutcomeUnknown, message, limit)
-                    .to_content()
-            });
-            return refused(RunError::Resume(error), transcript);
-        }
         let usage_limits = match options.usage_limits.take() {
             Some(limits) => limits,
             None => saved
@@ -232,28 +225,10 @@ impl<O: AgentOutput> AgentInner<O> {
                 .map_or_else(|| self.usage_limits.clone(), Arc::new),
         };
         saved.usage_limits = Some(UsageLimits::clone(&usage_limits));
-        let next = checkpoint.sequence.saturating_add(1);
+        let start = Start::resumed(&saved, usage_limits, self.limits.run_deadline);
         let store = Arc::clone(store);
-        let mut transcript = saved.transcript.clone();
-        // The saved transcript ends with the turn being answered (checked above).
-        let pending = if saved.pending.is_empty() {
-            None
-        } else {
-            transcript.pop().map(|asked| (asked, saved.pending.clone()))
-        };
-        let start = Start {
-            transcript,
-            pending,
-            counts: Some(saved.counts.clone()),
-            recovery: Some(saved.recovery.clone()),
-            deadline: saved
-                .deadline_left_ms
-                .map(Duration::from_millis)
-                .or(self.limits.run_deadline),
-            usage_limits,
-            clock: None,
-        };
-        let recorder = CheckpointRecorder::new(store, run_id.clone(), saved, next);
+        let every = self.snapshot_every;
+        let recorder = CheckpointRecorder::new(store, run_id.clone(), saved, next, every);
         self.go(run_id, Recorders::checkpoints(recorder), start, options)
             .await
     }

@@ -1,15 +1,29 @@
 //! Checkpoints: a run's state saved after every model turn and every tool result, so that the
 //! run can be resumed by another process after this one dies.
 //!
-//! A store keeps one checkpoint per run: the latest. The library serializes the run's state;
-//! a store sees opaque bytes, a run id and a sequence number, and has two duties:
+//! A run's checkpoints are a journal: a **snapshot** of the whole state now and then, and after
+//! it a **record** per save of what that save changed (the new messages, one call's progress,
+//! the changed counts). Loading a run reads its latest snapshot and the records after it. The
+//! library serializes both; a store sees opaque bytes, a run id and a sequence number, and has
+//! three duties:
 //!
-//! - **Atomic saves.** A save replaces the whole checkpoint or nothing: a crash mid-write never
-//!   leaves a half-state to resume from.
-//! - **Fencing by sequence.** Sequence numbers of one run go 0, 1, 2, ... A save of sequence
-//!   `n` succeeds only when the stored checkpoint has sequence `n - 1` (or, for `n == 0`, when
-//!   none is stored). Otherwise it fails with [`CheckpointError::Conflict`] and stores nothing,
-//!   so two processes that resumed the same run cannot both carry it on.
+//! - **Atomic saves.** An append or a snapshot is stored whole or not at all: a crash mid-write
+//!   never leaves a half-state to resume from.
+//! - **Fencing by sequence.** Sequence numbers of one run go 0, 1, 2, ..., shared by records and
+//!   snapshots. A save of sequence `n` (either kind) succeeds only when the run's latest stored
+//!   sequence is `n - 1` (or, for `n == 0`, when nothing is stored). Otherwise it fails with
+//!   [`CheckpointError::Conflict`] and stores nothing, so two processes that resumed the same
+//!   run cannot both carry it on.
+//! - **Compaction.** A snapshot of sequence `n` holds everything up to `n`: the records before
+//!   it are dropped with it.
+//!
+//! A store that keeps only whole states (one that implements [`save`](CheckpointStore::save),
+//! [`load`](CheckpointStore::load) and [`delete`](CheckpointStore::delete), as every store did
+//! before the journal) still works: [`journals`](CheckpointStore::journals) says `false` and
+//! every save of the run is a snapshot. To move such a store onto the journal, implement
+//! [`append`](CheckpointStore::append) and [`load_journal`](CheckpointStore::load_journal),
+//! make `save` drop the records it covers, and answer `true` from `journals`; runs it saved
+//! before load as snapshots without records.
 
 mod memory;
 #[cfg(feature = "postgres")]
@@ -199,7 +213,37 @@ pub fn follows(sequence: u64, found: Option<u64>) -> bool {
     }
 }
 
-/// Where checkpoints live. See the [module documentation](self) for the two rules a store keeps.
+/// A run as a journaling store holds it: its latest snapshot and the records saved after it, in
+/// sequence order.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::checkpoint::{Checkpoint, StoredRun};
+///
+/// let snapshot = Checkpoint { run_id: "run-1".into(), sequence: 0, state: b"{}".to_vec() };
+/// let record = Checkpoint { sequence: 1, ..snapshot.clone() };
+/// let stored = StoredRun { snapshot, records: vec![record] };
+/// assert_eq!(stored.last_sequence(), 1);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRun {
+    /// The latest snapshot: the whole state at its sequence.
+    pub snapshot: Checkpoint,
+    /// What each save after the snapshot changed, sequences `snapshot.sequence + 1` onwards.
+    pub records: Vec<Checkpoint>,
+}
+
+impl StoredRun {
+    /// The run's latest sequence: its last record's, or the snapshot's when it has none.
+    pub fn last_sequence(&self) -> u64 {
+        self.records
+            .last()
+            .map_or(self.snapshot.sequence, |record| record.sequence)
+    }
+}
+
+/// Where checkpoints live. See the [module documentation](self) for the rules a store keeps.
 ///
 /// # Examples
 ///
@@ -242,17 +286,56 @@ pub fn follows(sequence: u64, found: Option<u64>) -> bool {
 /// assert!(agent.is_ok());
 /// ```
 pub trait CheckpointStore: Send + Sync + fmt::Debug + 'static {
-    /// Saves `checkpoint` atomically if its sequence follows the stored one; otherwise fails with
-    /// [`CheckpointError::Conflict`] and changes nothing.
+    /// Saves `checkpoint` as the run's snapshot, atomically, if its sequence follows the run's
+    /// latest (snapshot or record); otherwise fails with [`CheckpointError::Conflict`] and
+    /// changes nothing. A journaling store drops the run's records with it.
     fn save<'a>(&'a self, checkpoint: &'a Checkpoint)
     -> BoxFuture<'a, Result<(), CheckpointError>>;
 
-    /// The latest checkpoint of `run_id`, if any.
+    /// The latest snapshot of `run_id`, if any.
     fn load<'a>(
         &'a self,
         run_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>>;
 
-    /// Forgets `run_id`; forgetting a run that has no checkpoint is not an error.
+    /// Forgets `run_id`, its snapshot and records; forgetting a run that has no checkpoint is
+    /// not an error.
     fn delete<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<(), CheckpointError>>;
+
+    /// Whether this store keeps a journal ([`append`](Self::append) and
+    /// [`load_journal`](Self::load_journal)). A store that does not is sent every save as a
+    /// snapshot.
+    fn journals(&self) -> bool {
+        false
+    }
+
+    /// Appends `record` after the run's latest snapshot or record, atomically, if its sequence
+    /// follows the run's latest; otherwise fails with [`CheckpointError::Conflict`] and changes
+    /// nothing. Called only when [`journals`](Self::journals) answers `true`; the default
+    /// refuses.
+    fn append<'a>(&'a self, record: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let refused = CheckpointError::Store(
+            format!(
+                "this store keeps no journal: record {} of run not saved",
+                record.sequence
+            )
+            .into(),
+        );
+        Box::pin(std::future::ready(Err(refused)))
+    }
+
+    /// The run's latest snapshot and the records after it, if it has any. The default reads the
+    /// snapshot alone, as a store without a journal keeps it.
+    fn load_journal<'a>(
+        &'a self,
+        run_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StoredRun>, CheckpointError>> {
+        Box::pin(async move {
+            let snapshot = self.load(run_id).await?;
+            Ok(snapshot.map(|snapshot| StoredRun {
+                snapshot,
+                records: Vec::new(),
+            }))
+        })
+    }
 }

@@ -2,12 +2,13 @@
 //! one machine, with nothing to install.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use tokio::sync::oneshot;
 
-use super::{Checkpoint, CheckpointError, CheckpointStore, follows};
+use super::{Checkpoint, CheckpointError, CheckpointStore, StoredRun, follows};
 use crate::error::BoxFuture;
 
 /// How long a save waits for another process holding the file's write lock.
@@ -15,10 +16,17 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A [`CheckpointStore`] in a SQLite file, shared by every process that opens the same path.
 ///
-/// The file is in WAL mode with `synchronous = FULL`: a save is one transaction that reads the
-/// stored sequence, checks the fencing rule and writes the new state, and returns only once it
-/// is on disk, so a process killed mid-save leaves the previous checkpoint whole. Calls run on
-/// tokio's blocking pool, never on the runtime's threads.
+/// The file is in WAL mode with `synchronous = FULL`: a save (an append or a snapshot) reads the
+/// run's latest sequence, checks the fencing rule and writes, inside a transaction, and returns
+/// only once that transaction is on disk, so a process killed mid-save leaves the run as its
+/// previous save left it. Saves of many runs made at once share a transaction and its flush to
+/// disk: while one transaction is being written, the saves that arrive queue up and go together
+/// in the next (each in a savepoint of its own, so one that loses its fencing check stores
+/// nothing and fails alone). Calls run on tokio's blocking pool, never on the runtime's threads.
+///
+/// Snapshots are kept in the table `agent_errors_checkpoints` (one row per run, whose
+/// `sequence` is the run's latest), the records after them in `agent_errors_checkpoint_records`;
+/// a file written before the journal opens as it is, its rows read as snapshots.
 ///
 /// # Examples
 ///
@@ -42,6 +50,23 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct SqliteCheckpoints {
     path: PathBuf,
     connection: Arc<Mutex<Connection>>,
+    queue: Arc<Mutex<Queue>>,
+}
+
+/// The saves waiting for the next transaction.
+#[derive(Default)]
+struct Queue {
+    writes: Vec<Write>,
+    /// Whether a task on the blocking pool is writing them: it takes every save queued
+    /// before it stops.
+    flushing: bool,
+}
+
+/// One save waiting to be written, and who waits for it.
+struct Write {
+    snapshot: bool,
+    checkpoint: Checkpoint,
+    done: oneshot::Sender<Result<(), CheckpointError>>,
 }
 
 impl std::fmt::Debug for SqliteCheckpoints {
@@ -71,12 +96,19 @@ impl SqliteCheckpoints {
                      run_id   TEXT PRIMARY KEY NOT NULL,
                      sequence INTEGER NOT NULL,
                      state    BLOB NOT NULL
+                 );
+                 CREATE TABLE IF NOT EXISTS agent_errors_checkpoint_records (
+                     run_id   TEXT NOT NULL,
+                     sequence INTEGER NOT NULL,
+                     record   BLOB NOT NULL,
+                     PRIMARY KEY (run_id, sequence)
                  );",
             )
             .map_err(store_error)?;
         Ok(SqliteCheckpoints {
             path,
             connection: Arc::new(Mutex::new(connection)),
+            queue: Arc::default(),
         })
     }
 
@@ -91,14 +123,204 @@ impl SqliteCheckpoints {
         work: impl FnOnce(&mut Connection) -> Result<T, CheckpointError> + Send + 'static,
     ) -> Result<T, CheckpointError> {
         let connection = Arc::clone(&self.connection);
-        let joined = tokio::task::spawn_blocking(move || {
-            // A panic inside a statement leaves no transaction open (rusqlite rolls back on
-            // drop), so a poisoned lock still guards a usable connection.
-            let mut connection = connection.lock().unwrap_or_else(|p| p.into_inner());
-            work(&mut connection)
-        });
+        let joined = tokio::task::spawn_blocking(move || work(&mut lock(&connection)));
         joined.await.map_err(store_error)?
     }
+
+    /// Queues a save for the next transaction and waits until it is on disk (or refused).
+    async fn write(&self, snapshot: bool, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
+        let (done, written) = oneshot::channel();
+        let write = Write {
+            snapshot,
+            checkpoint: checkpoint.clone(),
+            done,
+        };
+        let start = {
+            let mut queue = lock(&self.queue);
+            queue.writes.push(write);
+            !std::mem::replace(&mut queue.flushing, true)
+        };
+        if start {
+            let (connection, queue) = (Arc::clone(&self.connection), Arc::clone(&self.queue));
+            drop(tokio::task::spawn_blocking(move || {
+                flush(&connection, &queue)
+            }));
+        }
+        written.await.unwrap_or_else(|_| {
+            Err(CheckpointError::Store(
+                "the checkpoint writer stopped before this save was written".into(),
+            ))
+        })
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic inside a statement leaves no transaction open (rusqlite rolls back on drop), and
+    // the queue is changed by single pushes and takes: a poisoned lock guards usable state.
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Writes the queued saves, a transaction at a time, until none is left.
+fn flush(connection: &Mutex<Connection>, queue: &Mutex<Queue>) {
+    let _stopped = Stopped(queue);
+    loop {
+        let writes = {
+            let mut queue = lock(queue);
+            if queue.writes.is_empty() {
+                queue.flushing = false;
+                return;
+            }
+            std::mem::take(&mut queue.writes)
+        };
+        let results = write_batch(&mut lock(connection), &writes);
+        for (write, result) in writes.into_iter().zip(results) {
+            let _ = write.done.send(result);
+        }
+    }
+}
+
+/// Hands the queue to the next save if the writer panics: its own saves fail (their senders
+/// are dropped) and the ones queued behind them start a new writer.
+struct Stopped<'a>(&'a Mutex<Queue>);
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut queue = lock(self.0);
+            queue.flushing = false;
+            queue.writes.clear();
+        }
+    }
+}
+
+/// Writes `writes` in one transaction, each in a savepoint of its own: what each save gets.
+fn write_batch(connection: &mut Connection, writes: &[Write]) -> Vec<Result<(), CheckpointError>> {
+    let failed = |error: &rusqlite::Error| -> Vec<Result<(), CheckpointError>> {
+        let text = error.to_string();
+        (writes.iter())
+            .map(|_| Err(CheckpointError::store(std::io::Error::other(text.clone()))))
+            .collect()
+    };
+    let mut tx = match connection.transaction_with_behavior(TransactionBehavior::Immediate) {
+        Ok(tx) => tx,
+        Err(error) => return failed(&error),
+    };
+    let mut results = Vec::with_capacity(writes.len());
+    for write in writes {
+        results.push(write_one(&mut tx, write));
+    }
+    match tx.commit() {
+        Ok(()) => results,
+        Err(error) => failed(&error),
+    }
+}
+
+/// One save, in a savepoint: stored whole, or not at all when it fails.
+fn write_one(tx: &mut Transaction<'_>, write: &Write) -> Result<(), CheckpointError> {
+    let savepoint = tx.savepoint().map_err(store_error)?;
+    let checkpoint = &write.checkpoint;
+    let found = latest_sequence(&savepoint, &checkpoint.run_id)?;
+    if !follows(checkpoint.sequence, found) {
+        return Err(CheckpointError::conflict(
+            &checkpoint.run_id,
+            checkpoint.sequence,
+            found,
+        ));
+    }
+    let sequence = to_sql(checkpoint.sequence)?;
+    let run_id = &checkpoint.run_id;
+    if write.snapshot {
+        savepoint
+            .prepare_cached(
+                "INSERT INTO agent_errors_checkpoints (run_id, sequence, state)
+                 VALUES (?1, ?2, ?3)
+                 ON CONFLICT (run_id) DO UPDATE SET sequence = ?2, state = ?3",
+            )
+            .and_then(|mut s| s.execute(params![run_id, sequence, checkpoint.state]))
+            .map_err(store_error)?;
+        savepoint
+            .prepare_cached("DELETE FROM agent_errors_checkpoint_records WHERE run_id = ?1")
+            .and_then(|mut s| s.execute(params![run_id]))
+            .map_err(store_error)?;
+    } else {
+        if found.is_none() {
+            return Err(CheckpointError::Store(
+                "a run's first save must be a snapshot".into(),
+            ));
+        }
+        savepoint
+            .prepare_cached("UPDATE agent_errors_checkpoints SET sequence = ?2 WHERE run_id = ?1")
+            .and_then(|mut s| s.execute(params![run_id, sequence]))
+            .map_err(store_error)?;
+        savepoint
+            .prepare_cached(
+                "INSERT INTO agent_errors_checkpoint_records (run_id, sequence, record)
+                 VALUES (?1, ?2, ?3)",
+            )
+            .and_then(|mut s| s.execute(params![run_id, sequence, checkpoint.state]))
+            .map_err(store_error)?;
+    }
+    savepoint.commit().map_err(store_error)
+}
+
+/// The run's latest sequence, snapshot or record: the snapshot row keeps it.
+fn latest_sequence(connection: &Connection, run_id: &str) -> Result<Option<u64>, CheckpointError> {
+    let found: Option<i64> = connection
+        .prepare_cached("SELECT sequence FROM agent_errors_checkpoints WHERE run_id = ?1")
+        .and_then(|mut s| s.query_row(params![run_id], |row| row.get(0)).optional())
+        .map_err(store_error)?;
+    found.map(|sequence| from_sql(run_id, sequence)).transpose()
+}
+
+/// The run's snapshot and the records after it, read in one transaction.
+fn read_journal(
+    connection: &mut Connection,
+    run_id: &str,
+) -> Result<Option<StoredRun>, CheckpointError> {
+    let tx = connection.transaction().map_err(store_error)?;
+    let row: Option<(i64, Vec<u8>)> = tx
+        .query_row(
+            "SELECT sequence, state FROM agent_errors_checkpoints WHERE run_id = ?1",
+            params![run_id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()
+        .map_err(store_error)?;
+    let Some((latest, state)) = row else {
+        return Ok(None);
+    };
+    let mut statement = tx
+        .prepare(
+            "SELECT sequence, record FROM agent_errors_checkpoint_records
+             WHERE run_id = ?1 ORDER BY sequence",
+        )
+        .map_err(store_error)?;
+    let rows = statement
+        .query_map(params![run_id], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get(1)?))
+        })
+        .map_err(store_error)?;
+    let mut records = Vec::new();
+    for row in rows {
+        let (sequence, state) = row.map_err(store_error)?;
+        records.push(Checkpoint {
+            run_id: run_id.to_owned(),
+            sequence: from_sql(run_id, sequence)?,
+            state,
+        });
+    }
+    // The records follow the snapshot without a gap: the snapshot's sequence is the one before
+    // the first record's, or the run's latest when there are none.
+    let latest = from_sql(run_id, latest)?;
+    let sequence = records
+        .first()
+        .map_or(latest, |first| first.sequence.saturating_sub(1));
+    let snapshot = Checkpoint {
+        run_id: run_id.to_owned(),
+        sequence,
+        state,
+    };
+    Ok(Some(StoredRun { snapshot, records }))
 }
 
 /// Sequences are `u64` in the contract and `INTEGER` (i64) in SQLite.
@@ -118,79 +340,50 @@ impl CheckpointStore for SqliteCheckpoints {
         &'a self,
         checkpoint: &'a Checkpoint,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        let checkpoint = checkpoint.clone();
-        Box::pin(self.with_connection(move |connection| {
-            let tx = connection
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(store_error)?;
-            let found: Option<i64> = tx
-                .query_row(
-                    "SELECT sequence FROM agent_errors_checkpoints WHERE run_id = ?1",
-                    params![checkpoint.run_id],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(store_error)?;
-            let found = found
-                .map(|sequence| from_sql(&checkpoint.run_id, sequence))
-                .transpose()?;
-            if !follows(checkpoint.sequence, found) {
-                return Err(CheckpointError::conflict(
-                    &checkpoint.run_id,
-                    checkpoint.sequence,
-                    found,
-                ));
-            }
-            tx.execute(
-                "INSERT INTO agent_errors_checkpoints (run_id, sequence, state)
-                 VALUES (?1, ?2, ?3)
-                 ON CONFLICT (run_id) DO UPDATE SET sequence = ?2, state = ?3",
-                params![
-                    checkpoint.run_id,
-                    to_sql(checkpoint.sequence)?,
-                    checkpoint.state
-                ],
-            )
-            .map_err(store_error)?;
-            tx.commit().map_err(store_error)
-        }))
+        Box::pin(self.write(true, checkpoint))
     }
 
     fn load<'a>(
         &'a self,
         run_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
-        let run_id = run_id.to_owned();
-        Box::pin(self.with_connection(move |connection| {
-            let row: Option<(i64, Vec<u8>)> = connection
-                .query_row(
-                    "SELECT sequence, state FROM agent_errors_checkpoints WHERE run_id = ?1",
-                    params![run_id],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
-                .optional()
-                .map_err(store_error)?;
-            row.map(|(sequence, state)| {
-                Ok(Checkpoint {
-                    sequence: from_sql(&run_id, sequence)?,
-                    run_id: run_id.clone(),
-                    state,
-                })
-            })
-            .transpose()
-        }))
+        Box::pin(async move {
+            let stored = self.load_journal(run_id).await?;
+            Ok(stored.map(|stored| stored.snapshot))
+        })
     }
 
     fn delete<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<(), CheckpointError>> {
         let run_id = run_id.to_owned();
         Box::pin(self.with_connection(move |connection| {
-            connection
-                .execute(
-                    "DELETE FROM agent_errors_checkpoints WHERE run_id = ?1",
+            let tx = connection.transaction().map_err(store_error)?;
+            for table in [
+                "agent_errors_checkpoints",
+                "agent_errors_checkpoint_records",
+            ] {
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE run_id = ?1"),
                     params![run_id],
                 )
-                .map(drop)
-                .map_err(store_error)
+                .map_err(store_error)?;
+            }
+            tx.commit().map_err(store_error)
         }))
+    }
+
+    fn journals(&self) -> bool {
+        true
+    }
+
+    fn append<'a>(&'a self, record: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        Box::pin(self.write(false, record))
+    }
+
+    fn load_journal<'a>(
+        &'a self,
+        run_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StoredRun>, CheckpointError>> {
+        let run_id = run_id.to_owned();
+        Box::pin(self.with_connection(move |connection| read_journal(connection, &run_id)))
     }
 }

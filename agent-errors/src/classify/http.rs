@@ -28,6 +28,8 @@ pub struct HttpError {
     status: u16,
     message: String,
     headers: Vec<(String, String)>,
+    /// The provider's machine-readable error code or type from the body, when it had one.
+    code: Option<String>,
 }
 
 /// Headers whose values are credentials.
@@ -48,6 +50,7 @@ impl std::fmt::Debug for HttpError {
             .field("status", &self.status)
             .field("message", &crate::redact::redact(&self.message))
             .field("headers", &headers)
+            .field("code", &self.code)
             .finish()
     }
 }
@@ -78,6 +81,7 @@ impl HttpError {
                 .redacted_headers()
                 .map(|(name, value)| (name.to_owned(), value.into_owned()))
                 .collect(),
+            code: self.code.clone(),
         }
     }
 
@@ -87,7 +91,41 @@ impl HttpError {
             status,
             message: message.into(),
             headers: Vec::new(),
+            code: None,
         }
+    }
+
+    /// Adds the provider's machine-readable error code (OpenAI's `code`, else the error's
+    /// `type`): a code such as `insufficient_quota` is read even when the message does not say
+    /// so.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agent_errors::{HttpError, classify::classify};
+    ///
+    /// let err = HttpError::new(429, "Request failed.").with_code("insufficient_quota");
+    /// assert_eq!(err.code(), Some("insufficient_quota"));
+    /// assert!(!classify(&err).is_retryable());
+    /// ```
+    #[must_use]
+    pub fn with_code(mut self, code: impl Into<String>) -> Self {
+        self.code = Some(code.into());
+        self
+    }
+
+    /// The provider's error code, when one was given with [`with_code`](Self::with_code).
+    pub fn code(&self) -> Option<&str> {
+        self.code.as_deref()
+    }
+
+    /// Whether the message or the code says the quota or spending limit is used up.
+    pub(crate) fn says_quota_exhausted(&self) -> bool {
+        super::body::is_quota_exhausted(&self.message)
+            || self
+                .code
+                .as_deref()
+                .is_some_and(super::body::is_quota_exhausted)
     }
 
     /// Adds a response header (`retry-after`, `x-should-retry`, ...). Names are case-insensitive.
@@ -123,7 +161,7 @@ impl HttpError {
     /// good one is skipped, not taken as "no advice".
     pub(crate) fn classification(&self, retry_after_cap: Duration) -> Classification {
         let mut c = Classification::from_status(self.status);
-        if (400..500).contains(&self.status) && super::body::is_quota_exhausted(&self.message) {
+        if (400..500).contains(&self.status) && self.says_quota_exhausted() {
             c.kind = ErrorKind::Quota;
             c.should_retry = Some(false);
         }

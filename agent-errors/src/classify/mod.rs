@@ -376,6 +376,18 @@ pub fn chain<'a>(
     std::iter::successors(Some(error), |level| next_level(*level)).take(MAX_DEPTH)
 }
 
+/// What one level of a failure says to the model, and whether the levels below it may speak
+/// too. Every level says its `Display`, except a rig tool's `ToolExecutionError`: its message
+/// (and every cause below it) is for operators, which rig keeps from the model by design, so it
+/// says only its model feedback.
+pub(crate) fn model_words(level: &(dyn Error + 'static)) -> (String, bool) {
+    #[cfg(feature = "rig")]
+    if let Some(tool) = level.downcast_ref::<rig_core::tool::ToolExecutionError>() {
+        return (rig::tool_feedback(tool), false);
+    }
+    (level.to_string(), true)
+}
+
 /// The first `T` in an error's [`chain`], the error itself included.
 ///
 /// # Examples

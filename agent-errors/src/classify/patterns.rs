@@ -56,13 +56,51 @@ static SET: LazyLock<RegexSet> = LazyLock::new(|| {
     .expect("the patterns are constants covered by unit tests")
 });
 
-/// An HTTP status written in the text ("HTTP 503", "HTTP/1.1 429", "status 502",
-/// "status code: 404"), for errors that are only text: a `String`, a boxed message, an
-/// `anyhow!` message. Its kind is the status table's.
+/// An HTTP status written in the text, for errors that are only text (a `String`, a boxed
+/// message, an `anyhow!` message), in the spellings people and libraries use: after a word that
+/// says it is one ("HTTP 503", "HTTP/1.1 429", "status 502", "status=503", "status code: 404"),
+/// alone in parentheses ("warehouse API down (503)"), or followed by its reason phrase
+/// ("503 Service Unavailable"). Its kind is the status table's.
+///
+/// A bare number is never read as a status ("order 503 shipped", "3 of 503 rows"): only those
+/// spellings say that a number is one. A reason phrase must be the number's own ("404 Too Many
+/// Requests" is not a status). One pass of the regex engine, linear in the text's length.
 static STATUS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?-u:\b)(?:https?(?:/[0-9](?:\.[0-9])?)?|status(?:[ _]code)?)[ :=]*([1-5][0-9][0-9])(?-u:\b)")
-        .expect("the pattern is a constant covered by unit tests")
+    let phrases = REASONS.map(|(_, phrase)| phrase).join("|");
+    Regex::new(&format!(
+        r"(?i)(?-u:\b)(?:https?(?:/[0-9](?:\.[0-9])?)?|status(?:[ _]code)?)[ :=]*([1-5][0-9][0-9])(?-u:\b)|\(([45][0-9][0-9])\)|(?-u:\b)([45][0-9][0-9])[ -]+({phrases})(?-u:\b)"
+    ))
+    .expect("the pattern is built from constants covered by unit tests")
 });
+
+/// The reason phrases of the statuses the status table tells apart, as servers write them
+/// (RFC 9110's and the common older ones), lower-case.
+const REASONS: [(u16, &str); 24] = [
+    (400, "bad request"),
+    (401, "unauthorized"),
+    (402, "payment required"),
+    (403, "forbidden"),
+    (404, "not found"),
+    (405, "method not allowed"),
+    (407, "proxy authentication required"),
+    (408, "request timeout"),
+    (409, "conflict"),
+    (410, "gone"),
+    (413, "payload too large"),
+    (413, "content too large"),
+    (414, "uri too long"),
+    (422, "unprocessable entity"),
+    (422, "unprocessable content"),
+    (423, "locked"),
+    (425, "too early"),
+    (429, "too many requests"),
+    (500, "internal server error"),
+    (501, "not implemented"),
+    (502, "bad gateway"),
+    (503, "service unavailable"),
+    (504, "gateway timeout"),
+    (529, "overloaded"),
+];
 
 /// How much of a message the patterns read, in bytes (cut down to a character boundary).
 ///
@@ -73,21 +111,41 @@ pub(super) const MAX_SCANNED_BYTES: usize = 4096;
 
 /// The kind the message's wording points at, if any phrase matches in its first
 /// [`MAX_SCANNED_BYTES`].
+///
+/// A status written in the text comes first: it says what the failure *is*, where the phrases
+/// only guess from the wording ("502 Bad Gateway" is the transient 502, not a server error).
 pub(super) fn kind_of_message(message: &str) -> Option<ErrorKind> {
     let scanned = scanned_prefix(message);
-    match SET.matches(scanned).into_iter().next() {
-        Some(first) => Some(PATTERNS[first].0),
-        None => kind_of_written_status(scanned),
+    if let Some(kind) = kind_of_written_status(scanned) {
+        return Some(kind);
     }
+    SET.matches(scanned)
+        .into_iter()
+        .next()
+        .map(|first| PATTERNS[first].0)
 }
 
 /// The kind of the first HTTP status written in `text`, when the status table knows it.
 fn kind_of_written_status(text: &str) -> Option<ErrorKind> {
-    let status = STATUS.captures(text)?.get(1)?.as_str().parse().ok()?;
+    let status = STATUS.captures_iter(text).find_map(written_status)?;
     match super::http::status_kind(status).0 {
         ErrorKind::Unknown => None,
         kind => Some(kind),
     }
+}
+
+/// The status one match of [`STATUS`] names: a number with a reason phrase counts only when
+/// the phrase is that number's.
+fn written_status(found: regex::Captures<'_>) -> Option<u16> {
+    if let Some(number) = found.get(1).or_else(|| found.get(2)) {
+        return number.as_str().parse().ok();
+    }
+    let status: u16 = found.get(3)?.as_str().parse().ok()?;
+    let phrase = found.get(4)?.as_str();
+    REASONS
+        .iter()
+        .any(|&(code, reason)| code == status && reason.eq_ignore_ascii_case(phrase))
+        .then_some(status)
 }
 
 /// The longest prefix of `message` of at most [`MAX_SCANNED_BYTES`] that ends on a character
@@ -161,10 +219,49 @@ mod tests {
             ("HTTP 200", None),
             ("HTTP 5030", None),
             ("order 503 shipped", None),
+            // The other common spellings: in parentheses, with the reason phrase, key=value.
+            ("warehouse API down (503)", Some(ErrorKind::Transient)),
+            ("got 503 Service Unavailable", Some(ErrorKind::Transient)),
+            ("status=503", Some(ErrorKind::Transient)),
+            ("502 Bad Gateway", Some(ErrorKind::Transient)),
+            ("401 Unauthorized", Some(ErrorKind::Auth)),
+            ("upstream: 429 too many requests", Some(ErrorKind::Quota)),
+            // The status beats a phrase that guesses otherwise.
+            ("HTTP 401: the job timed out", Some(ErrorKind::Auth)),
         ];
         for (message, kind) in cases {
             assert_eq!(kind_of_message(message), kind, "{message:?}");
         }
+    }
+
+    #[test]
+    fn ordinary_numbers_are_not_read_as_statuses() {
+        for message in [
+            "processed 503 records",
+            "3 of 503 rows failed",
+            "order (2503) is late",
+            "order (50) is late",
+            "took 503ms",
+            "version 5.0.3",
+            "listening on port 5030",
+            "error code 404 in the config",
+            "row 404 Found twice",
+            "404 Too Many Requests",
+            "(200)",
+            "status 5031",
+            "id 404-not-found-page",
+        ] {
+            assert_eq!(kind_of_written_status(message), None, "{message:?}");
+        }
+    }
+
+    #[test]
+    fn reading_a_written_status_is_linear_in_the_text() {
+        // Many near-misses in a row: each is rejected at once, the whole scan stays one pass.
+        let near_misses = "(50 404 Found status= HTTP/ ".repeat(MAX_SCANNED_BYTES);
+        assert_eq!(kind_of_message(&near_misses), None);
+        let late = format!("{}(503)", "x ".repeat(1000));
+        assert_eq!(kind_of_message(&late), Some(ErrorKind::Transient));
     }
 
     #[test]

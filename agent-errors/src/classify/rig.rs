@@ -185,6 +185,14 @@ fn tool_kind(kind: ToolErrorKind) -> ErrorKind {
     }
 }
 
+/// What a rig tool's failure tells the model: its model feedback, else its kind in words. Its
+/// message is for operators (rig keeps it from the model): it may hold a source error's details.
+pub(crate) fn tool_feedback(error: &ToolExecutionError) -> String {
+    error
+        .model_feedback()
+        .map_or_else(|| error.kind().as_str().replace('_', " "), str::to_owned)
+}
+
 /// A rig tool's failure as an [`HttpError`], when it names a status.
 pub(crate) fn tool_http_view(error: &ToolExecutionError) -> Option<HttpError> {
     let status = error.http_status()?;

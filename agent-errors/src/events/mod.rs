@@ -168,7 +168,8 @@ pub enum Event {
         to: String,
         /// Why: `overload`, `rate_limit`, `outage`, `auth_or_config` (a failure the fallback's
         /// triggers name), or `empty_answer`, `cut_off`, `refusal`, `invalid_output` (an answer
-        /// [`FallbackOn::BadAnswer`](crate::llm::FallbackOn::BadAnswer) refuses).
+        /// [`FallbackOn::BadAnswer`](crate::llm::FallbackOn::BadAnswer) refuses); `failure` for
+        /// a failure of no such kind that moves a rig `RecoveringModel` chain on.
         trigger: &'static str,
         /// How many calls the primary was given for this request.
         attempts: u32,
@@ -189,6 +190,13 @@ pub enum Event {
     UsageLimitReached {
         /// The cap.
         limit: crate::usage::UsageLimit,
+    },
+    /// A tool failed with an error nothing recognises (kind `unknown`) on a `retry` rung of its
+    /// policy, so it was not retried: `retry` only makes again what can succeed on retry. Said
+    /// once per run and tool, with a `tracing` warning saying what to return instead.
+    UnknownNotRetried {
+        /// The tool.
+        tool: String,
     },
 }
 
@@ -278,6 +286,7 @@ impl Event {
             Event::LlmFallback { .. } => "llm_fallback",
             Event::OutputReask { .. } => "output_reask",
             Event::UsageLimitReached { .. } => "usage_limit_reached",
+            Event::UnknownNotRetried { .. } => "unknown_not_retried",
         }
     }
 
@@ -294,7 +303,8 @@ impl Event {
             | Event::BreakerTripped { tool, .. }
             | Event::RetryBudgetExhausted { tool }
             | Event::Terminated { tool, .. }
-            | Event::PersonAsked { tool, .. } => Some(tool),
+            | Event::PersonAsked { tool, .. }
+            | Event::UnknownNotRetried { tool } => Some(tool),
             Event::LlmRetry { .. }
             | Event::LlmFallback { .. }
             | Event::OutputReask { .. }

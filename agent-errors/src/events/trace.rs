@@ -134,6 +134,14 @@ impl Event {
             Event::UsageLimitReached { limit } => {
                 tracing::warn!(event = "usage_limit_reached", limit = %limit)
             }
+            Event::UnknownNotRetried { tool } => tracing::warn!(
+                event = "unknown_not_retried",
+                gen_ai.tool.name = %tool,
+                "`{tool}` failed with an error of kind `unknown`, which its `retry` never retries: \
+                 return an error that says what it is (an `HttpError` with its status, an \
+                 `io::Error`, a typed error with a `classify` rule, or text naming the status, \
+                 such as \"(503)\" or \"HTTP 503\"), or use `unknown = ...` in the policy"
+            ),
         }
     }
 
@@ -346,6 +354,9 @@ pub(super) fn count(event: &Event, model: &str) {
         Event::UsageLimitReached { .. } => {
             counter!("agent_errors.run.usage_limits_reached", MODEL => model.to_owned())
                 .increment(1);
+        }
+        Event::UnknownNotRetried { .. } => {
+            counter!("agent_errors.tool.unknown_not_retried", TOOL => tool()).increment(1);
         }
     }
 }

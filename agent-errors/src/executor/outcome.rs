@@ -9,7 +9,7 @@ use crate::approval::PendingApproval;
 use crate::chat::{ToolCall, ToolResult};
 use crate::classify::Classifier;
 use crate::classify::RedactedError;
-use crate::classify::{Classification, ErrorKind, chain};
+use crate::classify::{Classification, ErrorKind, chain, model_words};
 use crate::error::{BoxError, Severity, ToolError};
 use crate::events::Event;
 use crate::observe::{CallEnd, ToolCallEnd};
@@ -304,10 +304,10 @@ impl Failure {
         }
     }
 
-    /// What the model (or a `throw`) is told: the failure's own words, then, when a fallback
-    /// was tried, that it failed too.
+    /// What the model (or a `throw`) is told: the failure's own words for the model, then, when
+    /// a fallback was tried, that it failed too.
     pub(crate) fn shown_message(&self) -> String {
-        let mut text = self.message();
+        let mut text = self.model_message();
         if let Some(fallback) = &self.fallback_failed {
             text.push_str(" (");
             text.push_str(fallback);
@@ -316,9 +316,17 @@ impl Failure {
         text
     }
 
-    /// The failure's own words and those of its causes, each said once.
+    /// The failure's own words and those of its causes, each said once: for operators (events,
+    /// logs), scrubbed where they are sent.
     pub(crate) fn message(&self) -> String {
         chain_text(self.error.cause())
+    }
+
+    /// The failure's words the model may read: [`message`](Failure::message) down to a level
+    /// whose words are for operators only (a rig tool's `ToolExecutionError`, of which the model
+    /// reads only its model feedback).
+    pub(crate) fn model_message(&self) -> String {
+        words_of(self.error.cause(), model_words)
     }
 
     /// What the model should do when its kind's suggestion would mislead: a panic is a `Bug`
@@ -337,16 +345,31 @@ pub(crate) const PANIC_SUGGESTION: &str = "The tool crashed: a bug in the tool, 
 
 /// An error's words and those of its causes, each said once.
 fn chain_text(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut levels = chain(error);
-    let mut text = levels.next().map(ToString::to_string).unwrap_or_default();
-    for cause in levels {
-        let said = cause.to_string();
-        if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
+    words_of(error, |level| (level.to_string(), true))
+}
+
+/// The words `say` gives each level of an error's chain, each said once, down to the level after
+/// which `say` says the causes must not speak.
+fn words_of(
+    error: &(dyn std::error::Error + 'static),
+    say: impl Fn(&(dyn std::error::Error + 'static)) -> (String, bool),
+) -> String {
+    let mut text: Option<String> = None;
+    for level in chain(error) {
+        let (said, causes_speak) = say(level);
+        match &mut text {
+            None => text = Some(said),
+            Some(text) if !text.contains(&said) => {
+                text.push_str(": ");
+                text.push_str(&said);
+            }
+            Some(_) => {}
+        }
+        if !causes_speak {
+            break;
         }
     }
-    text
+    text.unwrap_or_default()
 }
 
 /// What the executor decided for a call, before it is reported.
@@ -393,6 +416,12 @@ impl Handled {
     /// The failure shown to the model, with the suggestion that fits it.
     pub(crate) fn escalate_failure(ctx: &RunContext, tool: &str, failure: &Failure) -> Handled {
         let message = failure.shown_message();
+        let detail = failure.message();
+        if !message.contains(&detail) {
+            // What the model is not shown (a rig tool's operator message) is for the logs.
+            let detail = scrub(&detail, ctx.limits().max_message_chars);
+            tracing::warn!(event = "tool_failed", tool = %tool, %detail, "the model sees the tool's feedback only");
+        }
         let handled = Handled::escalate(ctx, tool, failure.class.kind, &message, Severity::High);
         match (handled, failure.suggestion()) {
             (Handled::Error(surfaced), Some(suggestion)) => {

@@ -10,8 +10,7 @@ use tokio::time::Instant;
 
 use super::{ChatModel, ChatRequest, ChatResponse};
 use crate::classify::{
-    ErrorKind, HttpError, classify, find_in_chain, is_overload_error, is_quota_exhausted,
-    server_delay,
+    ErrorKind, HttpError, classify, find_in_chain, is_overload_error, server_delay,
 };
 use crate::error::BoxError;
 use crate::events::{Event, EventLog, ModelLayer, count_outcome, emit_to};
@@ -275,7 +274,7 @@ impl<M: ChatModel, D: Iterator<Item = Duration>, T> Policy for WaitItOut<'_, M, 
 fn worth_waiting_for(error: &(dyn std::error::Error + 'static)) -> bool {
     let class = classify(error);
     let quota_gone = find_in_chain::<HttpError>(error)
-        .is_some_and(|http| http.status() == 429 && is_quota_exhausted(http.message()));
+        .is_some_and(|http| http.status() == 429 && http.says_quota_exhausted());
     let refused = class.should_retry == Some(false) || quota_gone;
     !refused && (class.is_retryable() || is_overload_error(error))
 }

@@ -86,7 +86,8 @@ impl RetryRules {
     pub(crate) fn assess(&self, http: &HttpError, body: &str, source: &CallSource) -> Verdict {
         let status = http.status();
         // Said first: an exhausted quota also makes the table refuse, but this is the reason.
-        if (400..500).contains(&status) && is_quota_exhausted(body) {
+        if (400..500).contains(&status) && (is_quota_exhausted(body) || http.says_quota_exhausted())
+        {
             return Verdict::Stop(StopReason::QuotaExhausted);
         }
         if server_refuses(http) {

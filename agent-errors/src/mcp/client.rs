@@ -57,6 +57,7 @@ pub struct McpServer {
     policy: Policy,
     crate_defaults: Option<Policy>,
     timeout: Option<Duration>,
+    request_timeout: Duration,
     breaker: Option<String>,
     idempotent: Option<bool>,
     restarts: RetrySchedule,
@@ -95,6 +96,7 @@ impl McpServer {
             policy: Policy::new(),
             crate_defaults: None,
             timeout: None,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
             breaker: None,
             idempotent: None,
             restarts: default_restarts(),
@@ -168,6 +170,37 @@ impl McpServer {
     #[must_use]
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Bounds every MCP request to this server, connecting included: the handshake and the
+    /// `tools/list` of [`connect`](McpServer::connect) (and of each restart), and every
+    /// `tools/call`. A request with no answer after `timeout` fails with
+    /// [`McpError::Timeout`] (kind `timeout`): a server that never answers, or whose answer
+    /// never arrives whole (a tool list over the transport's line limit), is an error that
+    /// names it, not a future that never ends. The default is
+    /// [`DEFAULT_REQUEST_TIMEOUT`](super::DEFAULT_REQUEST_TIMEOUT) (60 s); raise it for tools
+    /// that run longer. [`with_timeout`](McpServer::with_timeout) bounds a tool's calls within
+    /// it, under the tool's policy.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use agent_errors::mcp::{McpError, McpServer};
+    ///
+    /// # async fn demo() {
+    /// let slow = McpServer::stdio("slow", "node")
+    ///     .arg("server.js")
+    ///     .with_request_timeout(Duration::from_secs(5))
+    ///     .connect()
+    ///     .await;
+    /// if let Err(McpError::Timeout { timeout, .. }) = &slow {
+    ///     eprintln!("the server did not answer within {timeout:?}");
+    /// }
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
         self
     }
 
@@ -256,6 +289,7 @@ impl McpServer {
             self.name.clone(),
             self.endpoint.clone(),
             self.restarts.clone(),
+            self.request_timeout,
         )
         .await?;
         let tools = listed
@@ -307,6 +341,17 @@ fn annotated_idempotent(tool: &Tool) -> bool {
         annotations.idempotent_hint == Some(true) || annotations.read_only_hint == Some(true)
     })
 }
+
+/// How long an MCP request waits for its answer unless
+/// [`McpServer::with_request_timeout`] says otherwise: the handshake, `tools/list` and every
+/// `tools/call`.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(agent_errors::mcp::DEFAULT_REQUEST_TIMEOUT.as_secs(), 60);
+/// ```
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn default_restarts() -> RetrySchedule {
     RetrySchedule::attempts(5)

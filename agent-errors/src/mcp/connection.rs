@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, RequestParamsMeta, Tool};
 use rmcp::service::{Peer, RoleClient, RunningService};
@@ -64,6 +65,8 @@ pub(crate) struct Connection {
     server: String,
     endpoint: Endpoint,
     restarts: RetrySchedule,
+    /// The bound on every request: the handshake, `tools/list`, each `tools/call`.
+    request_timeout: Duration,
     state: Mutex<State>,
     lives: AtomicU64,
     /// Deaths in a row with no call answered in between: what the restart backoff counts.
@@ -83,16 +86,20 @@ impl fmt::Debug for Connection {
 }
 
 impl Connection {
-    /// Starts the server and lists its tools.
+    /// Starts the server and lists its tools, the handshake and the listing each bounded by
+    /// `request_timeout` (a server that never answers, or whose listing is over the
+    /// transport's line limit and so never arrives, is a timeout, and its process is killed).
     pub(crate) async fn open(
         server: String,
         endpoint: Endpoint,
         restarts: RetrySchedule,
+        request_timeout: Duration,
     ) -> Result<(Arc<Connection>, Vec<Tool>), McpError> {
         let mut connection = Connection {
             server,
             endpoint,
             restarts,
+            request_timeout,
             state: Mutex::new(State::Shut),
             lives: AtomicU64::new(0),
             deaths: AtomicU32::new(0),
@@ -100,7 +107,10 @@ impl Connection {
             shutdown: CancellationToken::new(),
         };
         let live = connection.start().await?;
-        let tools = live.service.peer().list_all_tools().await;
+        let listing = live.service.peer().list_all_tools();
+        let tools = tokio::time::timeout(request_timeout, listing)
+            .await
+            .map_err(|_| McpError::timed_out(&connection.server, request_timeout))?;
         let tools = tools.map_err(|e| McpError::handshake(&connection.server, e))?;
         *connection.state.get_mut() = State::Up(live);
         Ok((Arc::new(connection), tools))
@@ -130,10 +140,16 @@ impl Connection {
             let meta = params.meta_or_default();
             meta.insert(IDEMPOTENCY_KEY_META.to_owned(), key.into());
         }
+        // Past the bound the request's future is dropped, which tells the server it is
+        // cancelled.
+        let bounded = tokio::time::timeout(self.request_timeout, peer.call_tool(params));
         let answer = tokio::select! {
             biased;
             () = self.shutdown.cancelled() => return Err(McpError::shutdown(&self.server).into()),
-            answer = peer.call_tool(params) => answer,
+            answer = bounded => match answer {
+                Ok(answer) => answer,
+                Err(_) => return Err(McpError::timed_out(&self.server, self.request_timeout).into()),
+            },
         };
         match answer {
             Ok(result) => {
@@ -231,15 +247,27 @@ impl Connection {
                     source,
                 })?;
                 self.pid.store(process.id().unwrap_or(0), Ordering::SeqCst);
-                ().serve(process).await
+                self.bounded(().serve(process)).await?
             }
             Endpoint::Http(url) => {
-                ().serve(StreamableHttpClientTransport::from_uri(url.as_str()))
-                    .await
+                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+                self.bounded(().serve(transport)).await?
             }
         };
         let service = service.map_err(|e| McpError::handshake(&self.server, e))?;
         Ok(Live { service, life })
+    }
+}
+
+impl Connection {
+    /// `request` within the request bound; past it, dropped (with the process it holds).
+    async fn bounded<T>(&self, request: impl Future<Output = T>) -> Result<T, McpError> {
+        tokio::time::timeout(self.request_timeout, request)
+            .await
+            .map_err(|_| {
+                self.pid.store(0, Ordering::SeqCst);
+                McpError::timed_out(&self.server, self.request_timeout)
+            })
     }
 }
 

@@ -173,6 +173,14 @@ impl McpError {
         }
     }
 
+    pub(crate) fn timed_out(server: &str, timeout: Duration) -> Self {
+        McpError::Timeout {
+            server: server.to_owned(),
+            timeout,
+            source: io::Error::from(io::ErrorKind::TimedOut),
+        }
+    }
+
     pub(crate) fn handshake(server: &str, reason: impl ToString) -> Self {
         McpError::Handshake {
             server: server.to_owned(),
@@ -188,11 +196,7 @@ impl McpError {
             ServiceError::TransportClosed
             | ServiceError::TransportSend(_)
             | ServiceError::Cancelled { .. } => Box::new(McpError::closed(server)),
-            ServiceError::Timeout { timeout } => Box::new(McpError::Timeout {
-                server: server.to_owned(),
-                timeout,
-                source: io::Error::from(io::ErrorKind::TimedOut),
-            }),
+            ServiceError::Timeout { timeout } => Box::new(McpError::timed_out(server, timeout)),
             other => Box::new(McpError::Protocol {
                 server: server.to_owned(),
                 reason: redacted(other.to_string()),

@@ -26,7 +26,7 @@
 //! | tool not found (`-32602` saying so), method not found (`-32601`), resource not found (`-32002`) | `not_found` | not retried |
 //! | transport closed, server process exited (before or during the call) | `transient` | retried; the next call restarts the server with backoff |
 //! | the server kept exiting after its restarts ([`McpError::GaveUp`]) | `transient` | fails at once, so the service breaker opens |
-//! | request timeout ([`McpServer::with_timeout`], or rmcp's own) | `timeout` | retried; the server is told the request is cancelled |
+//! | request timeout ([`McpServer::with_request_timeout`], default [`DEFAULT_REQUEST_TIMEOUT`], for every request, connecting included; [`McpServer::with_timeout`] for a tool's calls) | `timeout` | retried; the server is told the request is cancelled; from [`McpServer::connect`], an error that names the server and the bound |
 //! | an `isError` result | from its text: an HTTP status written in it (`HTTP 503`, `status 429`) through the status table, with a `Retry-After` next to it; otherwise the message patterns | as that kind |
 //! | any other JSON-RPC error | from its message | as that kind |
 //!
@@ -68,7 +68,7 @@ mod serve;
 /// `Ctx<IdempotencyKey>` gets the client's key.
 pub const IDEMPOTENCY_KEY_META: &str = "agent-errors/idempotency-key";
 
-pub use client::{McpClient, McpServer};
+pub use client::{DEFAULT_REQUEST_TIMEOUT, McpClient, McpServer};
 pub use error::McpError;
 pub use serve::{McpService, ServeError};
 

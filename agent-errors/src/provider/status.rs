@@ -85,10 +85,16 @@ impl StatusError {
                 http = http.with_header(name.as_str(), value);
             }
         }
+        let code = details.and_then(|d| d.code);
+        if let Some(code) = &code {
+            // The code says what the message may not ("insufficient_quota" behind a bland
+            // "Request failed."): classify and the retry wrappers read it from the HttpError.
+            http = http.with_code(server_message(code));
+        }
         StatusError {
             http,
             body,
-            code: details.and_then(|d| d.code),
+            code,
             server,
         }
     }

@@ -100,6 +100,13 @@ pub enum ConfigProblem {
         /// The setting (`max_turns`, `breaker_threshold`).
         setting: &'static str,
     },
+    /// Calls need a person's approval, but the agent can neither ask one (no approver) nor wait
+    /// for one (no checkpoint store to resume the run from): every such call would end its run
+    /// waiting for an answer that can never be given.
+    NobodyToApprove {
+        /// What needs approval: `` tool `transfer` ``, or the agent's `require_approval` rule.
+        what: String,
+    },
 }
 
 impl fmt::Display for ConfigProblem {
@@ -161,6 +168,12 @@ impl fmt::Display for ConfigProblem {
                 write!(f, "a tool is named `{name}`, the name of a built-in tool")
             }
             ConfigProblem::ZeroLimit { setting } => write!(f, "`{setting}` must be at least 1"),
+            ConfigProblem::NobodyToApprove { what } => write!(
+                f,
+                "{what} requires a person's approval, but the agent can neither ask one (no \
+                 `approver`) nor wait for one (no `checkpoints` store to resume the run from): \
+                 add `.approver(...)` or `.checkpoints(...)` to the agent"
+            ),
         }
     }
 }

@@ -20,12 +20,30 @@ use crate::error::BoxFuture;
 ///      -H 'content-type: application/json' -d '"Approve"'
 /// curl -X POST http://localhost:8080/restate/awakeables/<id>/resolve \
 ///      -H 'content-type: application/json' -d '{"Deny": "too much"}'
+/// curl -X POST http://localhost:8080/restate/awakeables/<id>/resolve \
+///      -H 'content-type: application/json' \
+///      -d '{"ApproveWith": "{\"to\": \"Acme\", \"amount\": 900}"}'
+/// ```
+///
+/// The last approves with edited arguments: `ApproveWith` holds the tool's whole arguments as
+/// JSON *text* (a string, its quotes escaped), not a JSON object, exactly as the model's
+/// arguments arrive:
+///
+/// ```
+/// use agent_errors::approval::Decision;
+///
+/// let body = r#"{"ApproveWith": "{\"to\": \"Acme\", \"amount\": 900}"}"#;
+/// let decision: Decision = serde_json::from_str(body)?;
+/// assert_eq!(decision, Decision::ApproveWith(r#"{"to": "Acme", "amount": 900}"#.into()));
+/// assert_eq!(serde_json::to_string(&Decision::Approve)?, r#""Approve""#);
+/// # Ok::<(), serde_json::Error>(())
 /// ```
 ///
 /// Approved, the call's arguments pass the same checks as any other and its tool runs (once: its
 /// attempt is a journaled step); denied (or the awakeable rejected), the tool never runs and the
-/// model is told why. While nobody answers, Restate suspends the invocation: no process and no
-/// retry budget is held. Outside a Restate run (a checkpointed run, say) it answers
+/// model is told why. While nobody answers, Restate suspends the invocation, after the
+/// service's inactivity timeout (bind it with [`service_options`](super::service_options) for
+/// 5 s rather than the server's default minute): then no process and no retry budget is held. Outside a Restate run (a checkpointed run, say) it answers
 /// [`Decision::Later`].
 ///
 /// # Examples

@@ -11,13 +11,22 @@
 //!   tool's policy ladder decides what happens next, exactly as in a run without Restate.
 //! - Inside a step run only the model request (with the provider's own transport retries, if
 //!   the provider has any) or one tool attempt (under its timeout and service breaker).
-//! - So a tool call costs at most its policy's attempts (`retry(n)`: n + 1), bounded by the run's
+//! - So a tool call costs at most its policy's attempts (`retry(n)`: n, the first included), bounded by the run's
 //!   retry allowance, however often the service crashes; only an attempt that was running when
 //!   the service died (its outcome never journaled) is made again, with the same
 //!   [`IdempotencyKey`](crate::call::IdempotencyKey). A model request likewise costs its
 //!   `on_llm_error` attempts, each times the provider's transport attempts.
 //! - A run that ends with an error ends the invocation with a terminal error
 //!   ([`terminal_error`]): Restate does not start it again.
+//!
+//! What holds a waiting run: nothing, once Restate suspends the invocation. Restate suspends an
+//! invocation that has sent nothing for the service's *inactivity timeout*, which is one minute
+//! by default: until then a run waiting out a `Retry-After` or waiting for a person stays
+//! `running`, held in the serving process's memory. Bind the service with [`service_options`]
+//! (an inactivity timeout of [`INACTIVITY_TIMEOUT`], 5 s) so that such a run is suspended
+//! within seconds; a step that runs longer than that (a slow tool or model request) is still
+//! finished and journaled first, within the server's abort timeout (10 minutes by default),
+//! after which Restate resumes the invocation from its journal.
 //!
 //! The run's id is the invocation's id, so each call's idempotency key (`<invocation id>:<call
 //! id>`) is the same on every replay. Two requests with the same `idempotency-key` header are
@@ -127,6 +136,59 @@ pub async fn run<O: AgentOutput>(
 /// ```
 pub fn terminal_error(error: &RunError) -> TerminalError {
     TerminalError::new(crate::redact::redact(&error.to_string()).into_owned())
+}
+
+/// How long an invocation bound with [`service_options`] may send nothing before Restate
+/// suspends it: a run waiting out a `Retry-After` or waiting for a person is suspended after
+/// this, instead of after the server's default of one minute.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(agent_errors::restate::INACTIVITY_TIMEOUT.as_secs(), 5);
+/// ```
+pub const INACTIVITY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The options to bind an agent's Restate service with: an inactivity timeout of
+/// [`INACTIVITY_TIMEOUT`], so that a run that waits (a `Retry-After`, a person) is suspended
+/// within seconds and held by no process. Add your own settings to it; or, with the service
+/// macro, say `#[restate_sdk::service(inactivity_timeout = "5s")]`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_errors::Agent;
+/// use agent_errors::testing::ScriptedModel;
+/// use restate_sdk::prelude::*;
+///
+/// struct Assistant {
+///     agent: Agent,
+/// }
+///
+/// #[restate_sdk::service]
+/// impl Assistant {
+///     #[handler]
+///     async fn ask(&self, ctx: Context<'_>, question: String) -> HandlerResult<String> {
+///         agent_errors::restate::run(&ctx, &self.agent, question, agent_errors::RunOptions::new())
+///             .await
+///             .map_err(|error| agent_errors::restate::terminal_error(&error).into())
+///     }
+/// }
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let agent = Agent::builder("assistant").model(ScriptedModel::new().text("hi")).build()?;
+/// let options = agent_errors::restate::service_options()
+///     .retry_policy_max_interval(Duration::from_secs(10));
+/// let endpoint = Endpoint::builder()
+///     .bind(Assistant { agent }.into_service_definition().options(options))
+///     .build();
+/// # drop(endpoint);
+/// # Ok(())
+/// # }
+/// ```
+pub fn service_options() -> restate_sdk::prelude::ServiceOptions {
+    restate_sdk::prelude::ServiceOptions::new().inactivity_timeout(INACTIVITY_TIMEOUT)
 }
 
 /// Keeps the channel type in one place for [`run`] and the journal.

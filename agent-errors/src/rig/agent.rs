@@ -1,18 +1,14 @@
-//! Our policies inside rig's own agent loop: [`GuardedTool`], a rig `Tool` that runs each call
-//! through a [`Registry`], and [`StopHook`], which ends rig's run when one of them must.
+//! Our policies inside rig's own agent loop, one typed rig tool at a time: [`GuardedTool`], a rig
+//! `Tool` that runs each call through a [`Registry`].
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use rig_agent::agent::hook::{AgentHook, CompletionCallAction, CompletionCallEvent, HookContext};
 use rig_core::tool::{Tool, ToolContext, ToolExecutionError, ToolOutput};
 
-use super::key::{GuardedCall, guarding, rig_call_id};
-use crate::chat::ToolCall;
-use crate::executor::{CallOutcome, RunContext};
-use crate::idempotency::IdempotencyKey;
+use super::guard::{Core, StopHook};
+use crate::executor::RunContext;
 use crate::registry::Registry;
 
 /// Why a [`GuardedTool`] could not be made.
@@ -50,27 +46,6 @@ pub enum GuardError {
     UnknownTool(&'static str),
 }
 
-/// Why a guarded tool ended the run, shared by the tools of one run and its [`StopHook`].
-#[derive(Debug, Clone, Default)]
-struct RunStop(Arc<Mutex<Option<String>>>);
-
-impl RunStop {
-    fn set(&self, reason: String) {
-        let mut stop = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        stop.get_or_insert(reason);
-    }
-
-    fn get(&self) -> Option<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
-    }
-}
-
 /// The rig tool `T`, run through our policies inside rig's own agent loop (`rig_agent`).
 ///
 /// It is itself a rig `Tool` (same name, description and schema as `T`), so rig's agent offers
@@ -82,10 +57,13 @@ impl RunStop {
 /// result; a failure that is still a failure reaches rig as an error result (kind `other`, our
 /// surfaced text as its model feedback).
 ///
-/// A failure that must end the run (an `auth` failure, an escalation, a tripped breaker) cannot
-/// end rig's loop from inside a tool: the tool answers "cancelled", and the [`StopHook`] made by
-/// [`GuardedTool::stop_hook`] stops rig's run before its next model call. Add that hook to the
-/// agent.
+/// A failure that must end the run (an `auth` failure, an escalation, a tripped breaker, a call
+/// waiting for a person) cannot end rig's loop from inside a tool: the tool answers "cancelled",
+/// and the [`StopHook`] made by [`GuardedTool::stop_hook`] ends rig's run on that result. Add
+/// that hook to the agent, and make the agent's other guarded tools with
+/// [`sibling`](GuardedTool::sibling); or let [`RigGuard`](super::RigGuard) guard every tool of a
+/// registry and add its hook for you. Without the hook, a guarded tool refuses every call after
+/// its run was told to end, with an error that names the missing hook.
 ///
 /// The wrapped rig tool is called with the `ToolContext` rig built for the call (the values
 /// given to rig's agent), copied afresh for each attempt, and holding the call's
@@ -208,27 +186,18 @@ impl RunStop {
 /// # }
 /// ```
 pub struct GuardedTool<T> {
-    registry: Arc<Registry>,
-    ctx: Arc<RunContext>,
-    /// The run id of the guarded calls' keys: `ctx`'s, or one made for it.
-    run_id: Arc<str>,
+    core: Core,
     description: String,
     parameters: serde_json::Value,
-    next_call: Arc<AtomicU64>,
-    stop: RunStop,
     tool: PhantomData<fn() -> T>,
 }
 
 impl<T> Clone for GuardedTool<T> {
     fn clone(&self) -> Self {
         GuardedTool {
-            registry: Arc::clone(&self.registry),
-            ctx: Arc::clone(&self.ctx),
-            run_id: Arc::clone(&self.run_id),
+            core: self.core.clone(),
             description: self.description.clone(),
             parameters: self.parameters.clone(),
-            next_call: Arc::clone(&self.next_call),
-            stop: self.stop.clone(),
             tool: PhantomData,
         }
     }
@@ -247,96 +216,40 @@ impl<T: Tool> GuardedTool<T> {
     /// no tool named `T::NAME`. Its calls' keys start with `ctx`'s run id, or with one made
     /// now when `ctx` has none.
     pub fn new(registry: Arc<Registry>, ctx: Arc<RunContext>) -> Result<Self, GuardError> {
-        let def = registry
+        GuardedTool::with_core(Core::new(registry, ctx))
+    }
+
+    pub(super) fn with_core(core: Core) -> Result<Self, GuardError> {
+        let def = core
+            .registry
             .tool(T::NAME)
             .ok_or(GuardError::UnknownTool(T::NAME))?;
         let (description, parameters) = (def.description().to_owned(), def.parameters().clone());
-        let run_id = ctx
-            .run_id()
-            .map_or_else(|| crate::agent::new_run_id().into(), Arc::from);
         Ok(GuardedTool {
-            registry,
-            ctx,
-            run_id,
+            core,
             description,
             parameters,
-            next_call: Arc::new(AtomicU64::new(1)),
-            stop: RunStop::default(),
             tool: PhantomData,
         })
     }
 
-    /// The same registry and run, guarding another of its tools: the tools of one rig agent
-    /// share breakers, budget and the [`StopHook`].
+    /// The same registry, run and hook, guarding another of its tools: the tools of one rig
+    /// agent share breakers, budget and the [`StopHook`].
     pub fn sibling<U: Tool>(&self) -> Result<GuardedTool<U>, GuardError> {
-        let mut sibling = GuardedTool::<U>::new(Arc::clone(&self.registry), Arc::clone(&self.ctx))?;
-        sibling.next_call = Arc::clone(&self.next_call);
-        sibling.run_id = Arc::clone(&self.run_id);
-        sibling.stop = self.stop.clone();
-        Ok(sibling)
+        GuardedTool::with_core(self.core.clone())
     }
 
-    /// The hook that stops rig's run before its next model call once a guarded tool of this
-    /// run ended it.
+    /// The hook that ends rig's run on the result of a guarded call of this tool or its
+    /// siblings that must end it.
     pub fn stop_hook(&self) -> StopHook {
-        StopHook {
-            stop: self.stop.clone(),
-        }
+        self.core.hook()
     }
 
-    /// Why a guarded tool of this run ended it, if one did.
+    /// Why a guarded call of this tool or its siblings last ended its run, if one did. A stop
+    /// belongs to its run: the agent's next prompt starts clean.
     pub fn stopped(&self) -> Option<String> {
-        self.stop.get()
+        self.core.last_stop()
     }
-
-    async fn run(
-        &self,
-        context: &ToolContext,
-        arguments: serde_json::Value,
-    ) -> Result<ToolOutput, ToolExecutionError> {
-        // rig numbers a call by its agent's bus, from 1 again in every agent built: a name
-        // only within a run id the user gives each agent. A run id made here is shared by every
-        // agent built around this guard and its clones, so their calls are counted instead.
-        let rig_id = self.ctx.run_id().and_then(|_| rig_call_id(context));
-        let id = rig_id.unwrap_or_else(|| {
-            format!(
-                "rig-call-{}",
-                self.next_call.fetch_add(1, Ordering::Relaxed)
-            )
-        });
-        let guarded = GuardedCall {
-            context: context.for_dispatch(),
-            key: IdempotencyKey::new(Arc::clone(&self.run_id), id.as_str()),
-        };
-        let call = ToolCall::new(id, T::NAME, arguments.to_string());
-        let outcome = match rig_tool_span() {
-            Some(span) => {
-                let work = self.registry.execute_in_span(&self.ctx, &call, span);
-                guarding(guarded, work).await
-            }
-            None => guarding(guarded, self.registry.execute(&self.ctx, &call)).await,
-        };
-        match outcome {
-            CallOutcome::Result(result) if result.is_error => {
-                Err(ToolExecutionError::other(result.content).with_retryable(false))
-            }
-            CallOutcome::Result(result) => Ok(ToolOutput::text(result.content)),
-            CallOutcome::Stop(terminated) => {
-                let reason = format!("`{}` ended the run: {}", terminated.tool, terminated.kind);
-                self.stop.set(reason);
-                Err(ToolExecutionError::cancelled(terminated.user_message).with_retryable(false))
-            }
-        }
-    }
-}
-
-/// The `execute_tool` span rig's loop opened for the call being run, if it is in one: the call's
-/// recovery is traced there, one span per call under rig's call id, rather than in a second
-/// span of ours nested in it under another id.
-fn rig_tool_span() -> Option<tracing::Span> {
-    let current = tracing::Span::current();
-    let named = current.metadata().map(|meta| meta.name());
-    (named == Some("execute_tool")).then_some(current)
 }
 
 impl<T: Tool> Tool for GuardedTool<T> {
@@ -359,78 +272,6 @@ impl<T: Tool> Tool for GuardedTool<T> {
         context: &mut ToolContext,
         arguments: serde_json::Value,
     ) -> Result<ToolOutput, ToolExecutionError> {
-        self.run(context, arguments).await
-    }
-}
-
-/// A rig `AgentHook` that stops rig's run before its next model call once a [`GuardedTool`]
-/// of the run ended it (rig's loop cannot be ended from inside a tool). Made by
-/// [`GuardedTool::stop_hook`].
-///
-/// # Examples
-///
-/// A tool whose credentials are refused ends the run: rig's model is not asked again.
-///
-/// ```
-/// use std::sync::Arc;
-/// use agent_errors::{Registry, RunContext, ToolDef};
-/// use agent_errors::rig::{GuardedTool, StopHook};
-/// use rig_core::test_utils::{MockCompletionModel, MockTurn};
-/// use rig_core::tool::{PortableTool, ToolErrorKind, ToolExecutionError};
-///
-/// struct Billing;
-///
-/// impl PortableTool for Billing {
-///     const NAME: &'static str = "billing";
-///     type Args = serde_json::Value;
-///     type Output = String;
-///     type Error = ToolExecutionError;
-///     fn description(&self) -> String { "Reads an invoice.".into() }
-///     fn parameters(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
-///     async fn call(&self, _: serde_json::Value) -> Result<String, ToolExecutionError> {
-///         Err(ToolExecutionError::new(ToolErrorKind::PermissionDenied, "API key revoked"))
-///     }
-/// }
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let registry = Arc::new(Registry::builder().tool(ToolDef::from_rig(Billing)).build()?);
-/// let guarded = GuardedTool::<Billing>::new(registry, Arc::new(RunContext::new()))?;
-/// let stop: StopHook = guarded.stop_hook();
-///
-/// let model = MockCompletionModel::from_turns([
-///     MockTurn::tool_call("call-1", "billing", serde_json::json!({})),
-///     MockTurn::text("never asked"),
-/// ]);
-/// let agent = rig_agent::AgentBuilder::new(model.clone())
-///     .default_max_turns(3)
-///     .tool(guarded.clone())
-///     .add_hook(stop)
-///     .build();
-/// assert!(agent.prompt("what do we owe?").await.is_err());
-/// assert_eq!(model.request_count(), 1, "no model call after the tool ended the run");
-/// assert!(guarded.stopped().is_some_and(|why| why.contains("billing")));
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, Clone)]
-pub struct StopHook {
-    stop: RunStop,
-}
-
-impl AgentHook for StopHook {
-    fn name(&self) -> Option<String> {
-        Some("agent_errors::StopHook".to_owned())
-    }
-
-    async fn on_completion_call(
-        &self,
-        _ctx: &HookContext,
-        _event: CompletionCallEvent<'_>,
-    ) -> CompletionCallAction {
-        match self.stop.get() {
-            Some(reason) => CompletionCallAction::Stop(reason),
-            None => CompletionCallAction::Continue,
-        }
+        self.core.call(T::NAME, context, arguments).await
     }
 }

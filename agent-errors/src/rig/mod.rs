@@ -8,21 +8,27 @@
 //!   unchanged, under our per-tool policies, defaults, fixers and breakers. A rig tool reads
 //!   its call's [`IdempotencyKey`](crate::call::IdempotencyKey) from its `ToolContext`, in
 //!   either loop.
-//! - [`GuardedTool`]: for agents that stay on rig's own loop (`rig_agent`), a rig `Tool` that
-//!   runs each call through our policies, and [`recovering`], a rig model that retries what a
-//!   transient provider failure broke (rig's loop ends the run at the first failed call).
+//! - [`RigGuard`]: for agents that stay on rig's own loop (`rig_agent`), every tool of a registry
+//!   as a rig tool that runs each call through our policies, and the hook that ends rig's run
+//!   when one must, added together ([`RigGuard::agent`]); [`GuardedTool`], one typed rig tool
+//!   guarded the same way; and [`recovering`], a rig model that retries what a transient
+//!   provider failure broke (rig's loop ends the run at the first failed call).
 //!
 //! rig 0.44 needs rustc 1.95; this crate pins it exactly (0.45 and later need rustc 1.97.1).
 
 mod agent;
 mod convert;
+mod guard;
 mod key;
 mod model;
 mod recover;
+mod run_guard;
 mod stream;
 mod tool;
 
-pub use agent::{GuardError, GuardedTool, StopHook};
+pub use agent::{GuardError, GuardedTool};
 pub use convert::ConvertError;
+pub use guard::StopHook;
 pub use model::RigModel;
-pub use recover::{recovering, recovering_for};
+pub use recover::{RecoveringModel, recovering};
+pub use run_guard::RigGuard;

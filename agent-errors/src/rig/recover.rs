@@ -8,7 +8,9 @@
 //! classification) and hands back the whole answer as one frame, which its decoder writes into
 //! rig's reply as rig's own scripted wire does.
 
+use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use rig_core::completion::AssistantContent;
 use rig_core::completion::{
@@ -23,9 +25,10 @@ use rig_core::wire::document::{Reassemble, Serves};
 use rig_core::wire::{Descriptor, Flow, Mode, Out, Wire, WireEvent};
 use rig_core::{DynModel, wire::Decoder};
 
-use crate::classify::classify;
-use crate::events::{Event, EventSink, ModelLayer, count_outcome, emit_to};
+use crate::classify::{ErrorKind, classify};
+use crate::events::{Event, ModelLayer, count_outcome, emit_to};
 use crate::executor::RunContext;
+use crate::llm::trigger::Triggers;
 use crate::retry::{RetrySchedule, retry_after_failure};
 
 /// The wire format the recovering wire names in rig's history.
@@ -45,6 +48,8 @@ const API: Api = Api::from_static("agent_errors.recovering");
 /// What is not kept: provider items that only the wrapped provider understands (reasoning
 /// signatures, server-side item ids) are dropped from the history rig sends, since the history
 /// is adapted for this wire before the wrapped model adapts it again.
+///
+/// [`RecoveringModel`] adds fallback models and spends a run's retry allowance.
 ///
 /// # Examples
 ///
@@ -66,60 +71,151 @@ pub fn recovering(
     model: impl Into<DynModel<Completion>>,
     schedule: RetrySchedule,
 ) -> DynModel<Completion> {
-    recovering_with(model, schedule, EventSink::default())
+    RecoveringModel::new(model, schedule).into()
 }
 
-/// [`recovering`] for the run `run`: each retry is an `llm_retry` event (layer `rig`) on the
-/// run's report ([`RunContext::events`]) as well as a `tracing` event and a count, so the model
-/// retries of a rig-loop run are on the same report as its tools' recovery when the
-/// [`GuardedTool`](super::GuardedTool)s share `run`.
+/// A rig model that survives provider failures inside rig's own loop: [`recovering`]'s retries,
+/// then a chain of fallback models, each tried with the same retries when the one before it
+/// failed for good, and, in a run, every retry spending the run's retry allowance and every
+/// retry and switch an event of the run. It is a rig `DynModel<Completion>` (`.into()`, or
+/// straight into [`RigGuard::agent`](super::RigGuard::agent) and `AgentBuilder::new`).
+///
+/// The next model is asked when a model's last failure is anything but an invalid request (a
+/// 400, which no other model could serve either): an outage that outlasted the retries, a
+/// used-up quota, refused credentials, an unknown model. Which model answered is on rig's
+/// response; each switch is an `llm_fallback` event naming both models.
+///
+/// In a run ([`in_run`](RecoveringModel::in_run), which
+/// [`RigGuard::recovering`](super::RigGuard::recovering) sets), each retry spends one of the
+/// run's retries ([`Limits::max_retries`](crate::Limits), the allowance the guarded tools'
+/// retries spend too) and with none left the failure is final; each retry is an `llm_retry`
+/// event of the run and each switch an `llm_fallback` event, on the run's report
+/// ([`RunContext::events`](crate::RunContext::events)).
 ///
 /// # Examples
 ///
 /// ```
 /// use std::sync::Arc;
-/// use agent_errors::{Event, RunContext};
+/// use agent_errors::RunContext;
 /// use agent_errors::retry::RetrySchedule;
-/// use agent_errors::rig::recovering_for;
+/// use agent_errors::rig::RecoveringModel;
 /// use rig_core::test_utils::{MockCompletionModel, MockTurn};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let run = Arc::new(RunContext::new());
-/// let provider = MockCompletionModel::from_turns([MockTurn::text("hello")]);
-/// let model = recovering_for(provider, RetrySchedule::attempts(4)?, &run);
+/// let primary = MockCompletionModel::from_turns([]); // has nothing to say: fails
+/// let backup = MockCompletionModel::from_turns([MockTurn::text("hello from the backup")]);
+/// let model = RecoveringModel::new(primary, RetrySchedule::attempts(2)?)
+///     .fallback(backup)
+///     .in_run(Arc::new(RunContext::new()));
 /// let agent = rig_agent::AgentBuilder::new(model).build();
-/// assert_eq!(agent.prompt("hi").await?.output(), "hello");
-/// let retries = run.events().snapshot().iter().filter(|e| matches!(e, Event::LlmRetry { .. })).count();
-/// assert_eq!(retries, 0); // nothing failed
+/// assert_eq!(agent.prompt("hi").await?.output(), "hello from the backup");
 /// # Ok(())
 /// # }
 /// ```
-pub fn recovering_for(
-    model: impl Into<DynModel<Completion>>,
+#[derive(Clone)]
+pub struct RecoveringModel {
+    models: Vec<DynModel<Completion>>,
     schedule: RetrySchedule,
-    run: &RunContext,
-) -> DynModel<Completion> {
-    recovering_with(model, schedule, run.event_sink())
+    run: Option<Arc<RunContext>>,
 }
 
-fn recovering_with(
-    model: impl Into<DynModel<Completion>>,
-    schedule: RetrySchedule,
-    events: EventSink,
-) -> DynModel<Completion> {
-    let model = model.into();
-    let wire = RecoveringWire {
-        name: model.name().to_owned(),
-        id: model.id().map(str::to_owned),
-        capabilities: model.capabilities(),
-    };
-    let transport = RecoveringTransport {
-        model,
-        schedule,
-        events,
-    };
-    Model::new(wire, transport).erase()
+impl fmt::Debug for RecoveringModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let models: Vec<&str> = self.models.iter().map(model_name).collect();
+        f.debug_struct("RecoveringModel")
+            .field("models", &models)
+            .field("schedule", &self.schedule)
+            .field("in_run", &self.run.is_some())
+            .finish()
+    }
+}
+
+impl RecoveringModel {
+    /// `model`, retried under `schedule`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agent_errors::retry::RetrySchedule;
+    /// use agent_errors::rig::RecoveringModel;
+    /// use rig_core::test_utils::MockCompletionModel;
+    ///
+    /// let model: rig_core::DynModel<_> =
+    ///     RecoveringModel::new(MockCompletionModel::from_turns([]), RetrySchedule::attempts(3).unwrap()).into();
+    /// # let _ = model;
+    /// ```
+    pub fn new(model: impl Into<DynModel<Completion>>, schedule: RetrySchedule) -> Self {
+        RecoveringModel {
+            models: vec![model.into()],
+            schedule,
+            run: None,
+        }
+    }
+
+    /// Asks `model` (with the same retries) once the models before it failed for good.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agent_errors::retry::RetrySchedule;
+    /// use agent_errors::rig::RecoveringModel;
+    /// use rig_core::test_utils::MockCompletionModel;
+    ///
+    /// let chain = RecoveringModel::new(MockCompletionModel::from_turns([]), RetrySchedule::attempts(3).unwrap())
+    ///     .fallback(MockCompletionModel::from_turns([]))
+    ///     .fallback(MockCompletionModel::from_turns([]));
+    /// # let _ = chain;
+    /// ```
+    #[must_use]
+    pub fn fallback(mut self, model: impl Into<DynModel<Completion>>) -> Self {
+        self.models.push(model.into());
+        self
+    }
+
+    /// Spends `run`'s retry allowance and records each retry and switch on its events.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_errors::{Limits, RunContext};
+    /// use agent_errors::retry::RetrySchedule;
+    /// use agent_errors::rig::RecoveringModel;
+    /// use rig_core::test_utils::MockCompletionModel;
+    ///
+    /// let run = Arc::new(RunContext::new().with_limits(Limits::default().with_max_retries(2)));
+    /// let model = RecoveringModel::new(MockCompletionModel::from_turns([]), RetrySchedule::attempts(5).unwrap())
+    ///     .in_run(run);
+    /// # let _ = model;
+    /// ```
+    #[must_use]
+    pub fn in_run(mut self, run: Arc<RunContext>) -> Self {
+        self.run = Some(run);
+        self
+    }
+}
+
+impl From<RecoveringModel> for DynModel<Completion> {
+    fn from(recovering: RecoveringModel) -> Self {
+        let primary = &recovering.models[0];
+        let wire = RecoveringWire {
+            name: primary.name().to_owned(),
+            id: primary.id().map(str::to_owned),
+            capabilities: primary.capabilities(),
+        };
+        let transport = RecoveringTransport {
+            models: recovering.models.into(),
+            schedule: recovering.schedule,
+            run: recovering.run,
+        };
+        Model::new(wire, transport).erase()
+    }
+}
+
+/// How a model is named in events: the model it addresses, else its provider.
+fn model_name(model: &DynModel<Completion>) -> &str {
+    model.id().unwrap_or_else(|| model.name())
 }
 
 /// The recovering wire: the wrapped model's name, id and capabilities; requests pass as they
@@ -282,70 +378,126 @@ fn write_block(
     out.whole(index, block, serde_json::Value::Null, &text)
 }
 
-/// Calls the wrapped model, retrying under our classification.
+/// Why a chain of rig models moves on, as [`FallbackModel`](crate::llm::FallbackModel)'s
+/// triggers name it: the chain moves on after any failure but an invalid request.
+const ANY_FAILURE: Triggers = Triggers {
+    overload: true,
+    rate_limit: Some(std::time::Duration::MAX),
+    outage: true,
+    auth_or_config: true,
+    bad_answer: false,
+};
+
+/// Calls the wrapped models in turn, each retried under our classification.
 #[derive(Clone)]
 struct RecoveringTransport {
-    model: DynModel<Completion>,
+    models: Arc<[DynModel<Completion>]>,
     schedule: RetrySchedule,
-    /// The run's log, when the model was made for one.
-    events: EventSink,
+    run: Option<Arc<RunContext>>,
+}
+
+impl RecoveringTransport {
+    /// The answer of the first model that gives one; the last failure when none does, or when a
+    /// failure is one no other model could serve (an invalid request).
+    async fn answer(
+        &self,
+        request: CompletionRequest,
+    ) -> Result<CompletionResponse, ProviderError> {
+        let mut models = self.models.iter().peekable();
+        loop {
+            let model = models.next().ok_or_else(no_model)?;
+            let (error, attempts) = match self.retried(model, &request).await {
+                Ok(response) => return Ok(response),
+                Err(failed) => failed,
+            };
+            let next = models
+                .peek()
+                .filter(|_| classify(&error).kind != ErrorKind::Validation);
+            let Some(next) = next else {
+                return Err(error);
+            };
+            let (from, to) = (model_name(model).to_owned(), model_name(next).to_owned());
+            self.emit(Event::LlmFallback {
+                from,
+                to,
+                trigger: ANY_FAILURE.on_failure(&error).unwrap_or("failure"),
+                attempts,
+                kind: classify(&error).kind,
+            });
+        }
+    }
+
+    /// One model's answer, its retryable failures called again while the schedule (and the
+    /// run's allowance, in a run) has a retry left; else its last failure and the calls made.
+    async fn retried(
+        &self,
+        model: &DynModel<Completion>,
+        request: &CompletionRequest,
+    ) -> Result<CompletionResponse, (ProviderError, u32)> {
+        let first = match model.call(request.clone()).await {
+            Ok(response) => return Ok(response),
+            Err(first) => first,
+        };
+        let mut last = None;
+        let allowance = self.run.as_ref().map(|run| Arc::clone(run.retries()));
+        let delays = self.schedule.delays().map_while(move |delay| {
+            let allowed = allowance.as_ref().is_none_or(|left| left.try_spend());
+            allowed.then_some(delay)
+        });
+        let retried = retry_after_failure(
+            delays,
+            first,
+            || model.call(request.clone()),
+            |error| classify(error),
+            |_, notice| {
+                last = Some(notice.classification.kind);
+                self.emit(Event::LlmRetry {
+                    layer: ModelLayer::Rig,
+                    attempt: notice.attempt,
+                    delay: notice.delay,
+                    kind: notice.classification.kind,
+                });
+            },
+        )
+        .await;
+        match retried {
+            Ok(response) => {
+                if let Some(kind) = last {
+                    count_outcome(ModelLayer::Rig, true, kind);
+                }
+                Ok(response)
+            }
+            Err(failure) => {
+                count_outcome(ModelLayer::Rig, false, failure.classification.kind);
+                Err((failure.error, failure.attempts))
+            }
+        }
+    }
+
+    /// Records `event` on the run's report, or, outside a run, traces and counts it.
+    fn emit(&self, event: Event) {
+        match &self.run {
+            Some(run) => run.events().emit(event),
+            None => emit_to(event, [None, None]),
+        }
+    }
+}
+
+/// The failure of a chain with no model: impossible, since a chain starts with one.
+fn no_model() -> ProviderError {
+    ProviderError::Provider("a recovering model with no model to call".to_owned())
 }
 
 impl Transport<RecoveringWire> for RecoveringTransport {
     fn send(&self, request: CompletionRequest, _exchange: Exchange) -> Opening<Answer> {
-        let (model, schedule) = (self.model.clone(), self.schedule.clone());
-        let events = self.events.clone();
+        let transport = self.clone();
         Opening::new(async move {
-            let response = match model.call(request.clone()).await {
-                Ok(response) => response,
-                Err(first) => retry(&model, &request, &schedule, &events, first).await?,
-            };
+            let response = transport.answer(request).await?;
             let request_id = response.provider_request_id.clone();
             Ok(
                 Opened::new(futures_util::stream::iter([Ok(Answer(Box::new(response)))]))
                     .with_request_id(request_id),
             )
         })
-    }
-}
-
-/// The wrapped model called again after its first failure `first`, each retry an `llm_retry`
-/// event (layer `rig`) and the end of it counted as recovered or given up.
-async fn retry(
-    model: &DynModel<Completion>,
-    request: &CompletionRequest,
-    schedule: &RetrySchedule,
-    events: &EventSink,
-    first: ProviderError,
-) -> Result<CompletionResponse, ProviderError> {
-    let mut last = None;
-    let retried = retry_after_failure(
-        schedule.delays(),
-        first,
-        || model.call(request.clone()),
-        |error| classify(error),
-        |_, notice| {
-            last = Some(notice.classification.kind);
-            let event = Event::LlmRetry {
-                layer: ModelLayer::Rig,
-                attempt: notice.attempt,
-                delay: notice.delay,
-                kind: notice.classification.kind,
-            };
-            emit_to(event, [events.log(), None]);
-        },
-    )
-    .await;
-    match retried {
-        Ok(response) => {
-            if let Some(kind) = last {
-                count_outcome(ModelLayer::Rig, true, kind);
-            }
-            Ok(response)
-        }
-        Err(failure) => {
-            count_outcome(ModelLayer::Rig, false, failure.classification.kind);
-            Err(failure.into_error())
-        }
     }
 }

@@ -193,9 +193,7 @@ where
 /// way its text is the tool's model feedback, not its operator message (which rig keeps from
 /// the model: it may hold a source error's details).
 fn failure(error: ToolExecutionError) -> BoxError {
-    let feedback = error
-        .model_feedback()
-        .map_or_else(|| error.kind().as_str().replace('_', " "), str::to_owned);
+    let feedback = crate::classify::rig::tool_feedback(&error);
     if error.kind() == ToolErrorKind::InvalidArgs {
         return Box::new(InvalidArguments::new(feedback).with_source(error));
     }

@@ -12,6 +12,9 @@
 //! | `hang` | never answers; counts the calls and the cancellations it receives |
 //! | `hangs` | answers `"<hang calls started> <hang calls cancelled>"` |
 //! | `meta` | answers the request's `_meta`, as JSON |
+//!
+//! `MCP_FAULT_LIST` makes `tools/list` fail too: `hang` never answers it, `huge` answers 100,000
+//! tools (one reply line far over the client transport's line limit, so it never arrives).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -75,6 +78,17 @@ impl ServerHandler for FaultServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        match std::env::var("MCP_FAULT_LIST").as_deref() {
+            Ok("hang") => std::future::pending().await,
+            Ok("huge") => {
+                let many = (0..100_000).map(|n| {
+                    let name = format!("tool_{n:06}_with_a_long_name_to_fill_the_line");
+                    Tool::new(name, "One of very many.", JsonObject::new())
+                });
+                return Ok(ListToolsResult::with_all_items(many.collect()));
+            }
+            _ => {}
+        }
         let string = json!({ "type": "string" });
         let integer = json!({ "type": "integer" });
         Ok(ListToolsResult::with_all_items(vec![

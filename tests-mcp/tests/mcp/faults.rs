@@ -6,12 +6,13 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_errors::mcp::{IDEMPOTENCY_KEY_META, McpClient};
+use agent_errors::mcp::{IDEMPOTENCY_KEY_META, McpClient, McpError};
 use agent_errors::{
-    Cancellation, Event, Fix, FixRequest, Registry, RunContext, ToolCall,
+    Cancellation, ErrorKind, Event, Fix, FixRequest, Registry, RunContext, ToolCall,
     breaker::{BreakerState, ServiceBreaker},
     build::{ConfigProblem, FixerDef},
     call::CallOutcome,
+    classify::classify,
     policy,
     retry::RetrySchedule,
 };
@@ -364,5 +365,42 @@ async fn a_servers_error_text_reaches_no_error_unredacted() {
         logged.contains("postgres://app:[REDACTED]@db.internal/prod"),
         "{logged}"
     );
+    client.shutdown().await;
+}
+
+/// A server whose `tools/list` never answers, or answers more than the transport takes in one
+/// line: `connect` ends with a timeout that names the server, and leaves no process behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn connecting_to_a_server_whose_tool_list_never_arrives_is_a_timeout() {
+    for fault in ["hang", "huge"] {
+        let bound = Duration::from_secs(3);
+        let connecting = faults()
+            .env("MCP_FAULT_LIST", fault)
+            .with_request_timeout(bound)
+            .connect();
+        let error = connecting.await.expect_err("no tool list arrives");
+        assert!(
+            matches!(&error, McpError::Timeout { timeout, .. } if *timeout == bound),
+            "{fault}: {error:?}"
+        );
+        assert!(error.to_string().contains("`faults`"), "{error}");
+        assert_eq!(classify(&error).kind, ErrorKind::Timeout);
+    }
+}
+
+/// Without a tool timeout of its own, a call is still bounded by the server's request timeout,
+/// and the server is told the request is cancelled.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_with_no_answer_is_bounded_by_the_request_timeout() {
+    let client = faults()
+        .with_request_timeout(Duration::from_secs(2))
+        .with_policy(policy!(timeout = escalate))
+        .connect()
+        .await
+        .unwrap();
+    let registry = registry_of(&client).await;
+    let result = call(&registry, "hang", "{}").await;
+    assert_eq!(kind_of(&result.content), "timeout");
+    wait_for_hangs(&registry, 1, 1).await;
     client.shutdown().await;
 }

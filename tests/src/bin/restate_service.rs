@@ -11,7 +11,8 @@
 //! - `flaky`: the model asks for `flaky`, which fails with a 503 every time under `retry(3)`
 //!   (a line per attempt in `<dir>/flaky.log`), then answers with what it was told.
 //! - `transfer`: the model asks for `transfer`, which requires a person's approval: the process
-//!   prints `AWAKEABLE <id>` for the person to answer (the tool logs to `<dir>/transfer.log`).
+//!   prints `AWAKEABLE <id>` for the person to answer (the tool logs to `<dir>/transfer.log`,
+//!   and the arguments it ran with to `<dir>/transfer.args`).
 //! - `rate-limited`: the model's first request fails with a 429 and `Retry-After: 1`; later ones
 //!   answer `after the wait`.
 //!
@@ -137,14 +138,16 @@ impl ToolHandler for Logged {
         self.call_with(raw_args, &Extensions::new())
     }
 
-    fn call_with(&self, _: &str, extensions: &Extensions) -> Result<ToolFuture, ToolError> {
+    fn call_with(&self, args: &str, extensions: &Extensions) -> Result<ToolFuture, ToolError> {
         let key = extensions
             .get::<IdempotencyKey>()
             .map(ToString::to_string)
             .unwrap_or_default();
         let (log, fails) = (self.log.clone(), self.fails);
+        let args = args.to_owned();
         Ok(Box::pin(async move {
             append(&log, &key)?;
+            append(&log.with_extension("args"), &args)?;
             if fails {
                 return Err(BoxError::from(HttpError::new(503, "busy")));
             }
@@ -218,8 +221,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             LlmErrorDecision::retry(3, Duration::from_millis(100))
         })
         .build()?;
-    // Restate tries a dead service again soon: the tests restart it within a second.
-    let options = ServiceOptions::new()
+    // The library's options (a waiting run is suspended within seconds); Restate tries a dead
+    // service again soon: the tests restart it within a second.
+    let options = agent_errors::restate::service_options()
         .retry_policy_initial_interval(Duration::from_millis(100))
         .retry_policy_max_interval(Duration::from_millis(500));
     let endpoint = Endpoint::builder()

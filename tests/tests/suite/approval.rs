@@ -266,7 +266,10 @@ async fn a_run_with_nobody_to_answer_ends_waiting_and_its_transcript_stays_whole
     let model = ScriptedModel::new()
         .tool_call("transfer", r#"{"amount": 900}"#)
         .text("never reached");
-    let agent = builder(&model, &sent).build().unwrap();
+    let agent = builder(&model, &sent)
+        .checkpoints(agent_errors::checkpoint::MemoryCheckpoints::new())
+        .build()
+        .unwrap();
 
     let outcome = agent.run_with("pay", RunOptions::new()).await;
     let Err(RunError::WaitingForPerson { pending }) = outcome.result else {
@@ -277,6 +280,44 @@ async fn a_run_with_nobody_to_answer_ends_waiting_and_its_transcript_stays_whole
     // Every call the model made has exactly one result, so the transcript can be sent again.
     assert_eq!(tool_results(&outcome.transcript).len(), 1);
     assert_eq!(model.calls(), 1);
+}
+
+/// An agent whose calls need approval but that has nobody to ask and nowhere to wait from is
+/// refused when it is built, naming each thing that needs approval and what to add.
+#[test]
+fn approval_on_an_agent_that_can_neither_ask_nor_wait_is_a_build_error() {
+    use agent_errors::build::ConfigProblem;
+
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let built = builder(&ScriptedModel::new(), &sent)
+        .require_approval(|call: &ToolCall| call.name.starts_with("delete_"))
+        .build();
+    let Err(error) = built else {
+        panic!("built an agent nobody can approve for")
+    };
+    assert_eq!(
+        error.problems(),
+        [
+            ConfigProblem::NobodyToApprove {
+                what: "tool `transfer`".to_owned()
+            },
+            ConfigProblem::NobodyToApprove {
+                what: "the agent's `require_approval` rule".to_owned()
+            },
+        ]
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains(".approver(...)") && message.contains(".checkpoints(...)"),
+        "{message}"
+    );
+    // Either one makes the agent whole.
+    let asks =
+        builder(&ScriptedModel::new(), &sent).approver(|_: &PendingApproval| Decision::Approve);
+    assert!(asks.build().is_ok());
+    let waits = builder(&ScriptedModel::new(), &sent)
+        .checkpoints(agent_errors::checkpoint::MemoryCheckpoints::new());
+    assert!(waits.build().is_ok());
 }
 
 /// A directory of its own for one test, removed when dropped.
@@ -346,8 +387,9 @@ async fn start_waiting(store: &Store, sent: &Arc<Mutex<Vec<u32>>>) -> ScriptedMo
     assert!(sent.lock().unwrap().is_empty());
     assert_eq!(
         saved_version(store).await,
-        3,
-        "a waiting run is saved in the version builds without approvals refuse"
+        4,
+        "a waiting run is saved in a version builds without approvals refuse (as are all \
+         journaled runs: builds before the journal read version 3 at most)"
     );
     model
 }
@@ -390,7 +432,7 @@ async fn approval_resumes(store: Store) {
     // The model was asked for the turn once, before the wait, and once after the answer.
     assert_eq!((first.calls(), model.calls()), (1, 1));
     assert_eq!(shown_to_model(&model)[0].content, "sent 900");
-    assert_eq!(saved_version(&store).await, 2, "nothing waits any more");
+    assert_eq!(saved_version(&store).await, 4, "the journal's version");
 
     let again = resumer(&store, &model, &sent)
         .await

@@ -882,7 +882,7 @@ async fn a_checkpoint_that_breaks_the_one_result_rule_is_refused_naming_the_call
 
 #[tokio::test]
 async fn a_checkpoint_of_another_format_version_is_refused_naming_both() {
-    for version in [0, 4] {
+    for version in [0, 5] {
         let store = damaged("run-old", |s| s["version"] = serde_json::json!(version)).await;
         let resumed = agent(ScriptedModel::new(), &store, Vec::new());
         let outcome = resumed.resume("run-old", RunOptions::new()).await;
@@ -892,7 +892,7 @@ async fn a_checkpoint_of_another_format_version_is_refused_naming_both() {
                 ..
             })) => {
                 assert!(reason.contains(&format!("version {version}")), "{reason}");
-                assert!(reason.contains("1 to 3"), "{reason}");
+                assert!(reason.contains("1 to 4"), "{reason}");
             }
             other => panic!("expected version {version} to be refused, got {other:?}"),
         }

@@ -166,7 +166,8 @@ async fn retry_with_zero_attempts_is_rejected_and_never_retries() {
         Err(ZeroAttempts)
     );
 
-    // A handler that passes the rejection on gets Rethrow: the original error, one call.
+    // A handler that passes the rejection on is not read as "give up": the run ends with an
+    // error that names the mistake and what to return instead, after the one call.
     let model = ScriptedModel::new().then_fail_forever(refused);
     let agent = Agent::builder("a")
         .model(model.clone())
@@ -175,10 +176,13 @@ async fn retry_with_zero_attempts_is_rejected_and_never_retries() {
         .unwrap();
     let err = agent.run("hi").await.unwrap_err();
     assert!(
-        err.model_error()
-            .unwrap()
-            .downcast_ref::<io::Error>()
-            .is_some()
+        matches!(err, RunError::InvalidLlmDecision(ZeroAttempts)),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("retry(0, ..)") && message.contains("LlmErrorDecision::Rethrow"),
+        "{message}"
     );
     assert_eq!(model.calls(), 1);
 }

@@ -662,6 +662,29 @@ async fn an_exhausted_quota_is_not_retried() {
     assert!(sleeps.taken().is_empty());
 }
 
+/// A 429 whose message says nothing about quotas: only the body's `code` says the account is
+/// out of credit, which no wait refills.
+#[tokio::test]
+async fn a_quota_named_only_in_the_bodys_code_is_never_retried() {
+    let server = FaultServer::start([
+        Reply::error(429, "insufficient_quota", "Request failed."),
+        Reply::text("never asked"),
+    ])
+    .await;
+    let sleeps = Sleeps::default();
+    let model = agent_errors::llm::PersistentRetry::new(builder(&server, &sleeps).build().unwrap())
+        .backoff(RetrySchedule::default().with_initial(MS(1)).with_max(MS(1)));
+
+    let error = model.chat(&ask()).await.unwrap_err();
+
+    assert_eq!(server.requests(), 1);
+    let http = find_in_chain::<HttpError>(error.as_ref()).expect("the status is in the chain");
+    assert_eq!(http.code(), Some("insufficient_quota"));
+    let class = classify(error.as_ref());
+    assert_eq!(class.kind, ErrorKind::Quota);
+    assert!(!class.is_retryable());
+}
+
 fn overloaded() -> Reply {
     Reply::json(
         529,

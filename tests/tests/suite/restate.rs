@@ -100,6 +100,24 @@ impl Server {
         response.text().await.expect("a body")
     }
 
+    /// The invocation's status as the server tells it (`running`, `suspended`, `completed`,
+    /// ...), from its SQL introspection API.
+    async fn status(&self, invocation: &str) -> String {
+        let query = format!("SELECT status FROM sys_invocation WHERE id = '{invocation}'");
+        let response = reqwest::Client::new()
+            .post(format!("{}/query", self.0.admin_url()))
+            .header("accept", "application/json")
+            .json(&serde_json::json!({ "query": query }))
+            .send()
+            .await
+            .expect("admin API");
+        let body: serde_json::Value = response.json().await.expect("a JSON answer");
+        body["rows"][0]["status"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no status in {body}"))
+            .to_owned()
+    }
+
     /// Kills the server as a crash would; its base directory and ports, to start it again.
     fn kill(self) -> (PathBuf, (u16, u16, u16)) {
         self.0.kill()
@@ -402,5 +420,43 @@ async fn a_denied_call_never_runs_and_the_model_is_told() {
     assert!(
         answer.contains("too much"),
         "the model was told why: {answer}"
+    );
+}
+
+/// A run waiting for a person is suspended within seconds of asking (the service is bound with
+/// the library's options), not after the server's default minute of inactivity: nothing holds
+/// it. The person's answer, with edited arguments in the documented JSON, then resumes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_waiting_for_a_person_is_suspended_within_seconds_and_resumes_on_the_answer() {
+    let scratch = Scratch::new("suspend");
+    let server = Server::start(&scratch.0).await;
+    let port = free_port();
+    let mut service = Service::start(port, "transfer", &scratch.service(), "open").await;
+    server.register(port).await;
+
+    let invocation = server.send("send 900", None).await;
+    let awakeable = service.awakeable().await;
+    // Half the server's default inactivity timeout: a run held until then fails here.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = server.status(&invocation).await;
+        if status == "suspended" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still `{status}` 30 s after it began to wait"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let edited = serde_json::json!({ "ApproveWith": r#"{"to": "Acme", "amount": 90}"# });
+    server.answer(&awakeable, edited).await;
+    let answer = server.attach(&invocation).await;
+    assert!(answer.contains("charged 250"), "{answer}");
+    assert_eq!(
+        scratch.lines("transfer.args"),
+        [r#"{"to": "Acme", "amount": 90}"#],
+        "run once, with the person's arguments"
     );
 }

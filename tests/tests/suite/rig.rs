@@ -28,7 +28,7 @@ fn reply(status: u16, body: &str) -> ProviderResponseError {
     ProviderResponseError::new(StatusCode::from_u16(status).unwrap(), body)
 }
 
-fn status(status: u16) -> ProviderError {
+pub(super) fn status(status: u16) -> ProviderError {
     ProviderError::ProviderResponse(reply(status, r#"{"error": {"message": "nope"}}"#))
 }
 
@@ -46,9 +46,9 @@ fn unauthorized() -> ProviderError {
 /// n-th call fails with the n-th entry of its script when that is an error, and is answered by
 /// the scripted model otherwise. It records the model each request named.
 #[derive(Clone)]
-struct Failing {
+pub(super) struct Failing {
     failures: Arc<Mutex<VecDeque<Option<ProviderError>>>>,
-    calls: Arc<AtomicU32>,
+    pub(super) calls: Arc<AtomicU32>,
     models: Arc<Mutex<Vec<Option<String>>>>,
     inner: MockRuntime,
 }
@@ -65,7 +65,7 @@ impl Transport<MockScript> for Failing {
 }
 
 /// A model whose first calls fail with `failures`, then answer `turns`.
-fn failing(
+pub(super) fn failing(
     failures: impl IntoIterator<Item = ProviderError>,
     turns: impl IntoIterator<Item = MockTurn>,
 ) -> (Model<MockScript, Failing>, Failing) {
@@ -1214,7 +1214,7 @@ async fn inside_rigs_own_loop_two_calls_of_one_turn_get_two_keys() {
 }
 
 mod attempts {
-    //! Every attempt of a rig-loop run visible: the model retries of `recovering_for` on the
+    //! Every attempt of a rig-loop run visible: the model retries of a `RecoveringModel` on the
     //! run's report, and a guarded tool's call as one span, rig's, with its retries in it.
 
     use agent_errors::Event;
@@ -1253,7 +1253,8 @@ mod attempts {
         let run = Arc::new(RunContext::new());
         let (model, transport) = failing_as([None, Some(status(503))], turns());
         let schedule = RetrySchedule::attempts(3).unwrap().with_jitter(0.0);
-        let model = agent_errors::rig::recovering_for(model, schedule, &run);
+        let model =
+            agent_errors::rig::RecoveringModel::new(model, schedule).in_run(Arc::clone(&run));
         let recorder = metrics_util::debugging::DebuggingRecorder::new();
         let counted = metrics::set_default_local_recorder(&recorder);
 

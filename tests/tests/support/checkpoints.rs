@@ -1,5 +1,6 @@
 //! What every `CheckpointStore` must do, as one suite a store passes or fails: the fencing rule,
-//! exact state round trips, delete, concurrent savers and independent runs.
+//! exact state round trips, delete, concurrent savers and independent runs; and, for a store
+//! that keeps a journal, appends fenced with the snapshots, compaction and concurrent appenders.
 //!
 //! `open` gives a handle onto the same storage each time it is called: the same store again for
 //! an in-memory one, a new connection for a database, so the concurrent savers are as
@@ -9,7 +10,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use agent_errors::checkpoint::{Checkpoint, CheckpointError, CheckpointStore};
+use agent_errors::checkpoint::{Checkpoint, CheckpointError, CheckpointStore, StoredRun};
 
 type Store = Arc<dyn CheckpointStore>;
 
@@ -28,6 +29,139 @@ pub async fn conformance(open: impl AsyncFn() -> Store) {
         handles.push(open().await);
     }
     one_of_many_concurrent_savers_wins(&handles, &runs.id("race")).await;
+    if handles[0].journals() {
+        journal_conformance(&handles, &runs).await;
+    }
+}
+
+/// The journal's part of the suite.
+async fn journal_conformance(handles: &[Store], runs: &Runs) {
+    let store = &*handles[0];
+    records_follow_their_snapshot(store, &runs.id("journal")).await;
+    a_snapshot_drops_the_records_it_covers(store, &runs.id("compact")).await;
+    delete_drops_the_records(store, &runs.id("delete-journal")).await;
+    one_of_many_concurrent_appenders_wins(handles, &runs.id("race-journal")).await;
+}
+
+async fn append(store: &dyn CheckpointStore, run_id: &str, sequence: u64, state: &[u8]) {
+    store
+        .append(&checkpoint(run_id, sequence, state))
+        .await
+        .unwrap_or_else(|e| panic!("append of sequence {sequence} of {run_id:?} failed: {e}"));
+}
+
+async fn journal(store: &dyn CheckpointStore, run_id: &str) -> Option<StoredRun> {
+    store
+        .load_journal(run_id)
+        .await
+        .unwrap_or_else(|e| panic!("load of {run_id:?}'s journal failed: {e}"))
+}
+
+async fn records_follow_their_snapshot(store: &dyn CheckpointStore, run: &str) {
+    assert!(
+        store.append(&checkpoint(run, 0, b"alone")).await.is_err(),
+        "a run's first save is a snapshot"
+    );
+    assert_eq!(
+        journal(store, run).await,
+        None,
+        "a refused append stores nothing"
+    );
+    save(store, run, 0, b"snapshot").await;
+    append(store, run, 1, b"one").await;
+    append(store, run, 2, b"two").await;
+    let expected = StoredRun {
+        snapshot: checkpoint(run, 0, b"snapshot"),
+        records: vec![checkpoint(run, 1, b"one"), checkpoint(run, 2, b"two")],
+    };
+    assert_eq!(journal(store, run).await.as_ref(), Some(&expected));
+    assert_eq!(
+        load(store, run).await,
+        Some(checkpoint(run, 0, b"snapshot")),
+        "load returns the snapshot, with its own sequence"
+    );
+    for refused in [0, 1, 2, 4, u64::MAX] {
+        assert_conflict(
+            store.append(&checkpoint(run, refused, b"lost")).await,
+            refused,
+            Some(2),
+        );
+        assert_conflict(
+            store.save(&checkpoint(run, refused, b"lost")).await,
+            refused,
+            Some(2),
+        );
+        assert_eq!(
+            journal(store, run).await.as_ref(),
+            Some(&expected),
+            "a refused save or append of {refused} changed the run"
+        );
+    }
+}
+
+async fn a_snapshot_drops_the_records_it_covers(store: &dyn CheckpointStore, run: &str) {
+    save(store, run, 0, b"first").await;
+    for sequence in 1..=3 {
+        append(store, run, sequence, b"step").await;
+    }
+    save(store, run, 4, b"second").await;
+    let compacted = StoredRun {
+        snapshot: checkpoint(run, 4, b"second"),
+        records: Vec::new(),
+    };
+    assert_eq!(journal(store, run).await, Some(compacted));
+    append(store, run, 5, b"after").await;
+    let stored = journal(store, run).await.expect("the run was saved");
+    assert_eq!((stored.snapshot.sequence, stored.records.len()), (4, 1));
+}
+
+async fn delete_drops_the_records(store: &dyn CheckpointStore, run: &str) {
+    save(store, run, 0, b"first").await;
+    append(store, run, 1, b"step").await;
+    store.delete(run).await.expect("delete succeeds");
+    assert_eq!(
+        journal(store, run).await,
+        None,
+        "a deleted run has no journal"
+    );
+    save(store, run, 0, b"again").await;
+    let stored = journal(store, run).await.expect("the run was saved");
+    assert_eq!(
+        stored.records,
+        Vec::new(),
+        "no record of the deleted run is left"
+    );
+}
+
+/// Every appender tries the same next sequence at once: one wins, the others conflict on it.
+async fn one_of_many_concurrent_appenders_wins(handles: &[Store], run: &str) {
+    save(&*handles[0], run, 0, b"start").await;
+    for sequence in 1..5 {
+        let appenders = handles.iter().enumerate().flat_map(|(h, handle)| {
+            (0..SAVERS_PER_HANDLE).map(move |n| {
+                let handle = Arc::clone(handle);
+                let state = format!("appender {n} on handle {h}").into_bytes();
+                let record = checkpoint(run, sequence, &state);
+                tokio::spawn(async move { (handle.append(&record).await, record.state) })
+            })
+        });
+        let results = futures_util::future::join_all(appenders.collect::<Vec<_>>()).await;
+        let mut winners = Vec::new();
+        for joined in results {
+            let (result, state) = joined.expect("an appender does not panic");
+            match result {
+                Ok(()) => winners.push(state),
+                refused => assert_conflict(refused, sequence, Some(sequence)),
+            }
+        }
+        assert_eq!(
+            winners.len(),
+            1,
+            "exactly one concurrent append of {sequence} wins"
+        );
+        let stored = journal(&*handles[0], run).await.expect("the run was saved");
+        assert!(stored.records.last().is_some_and(|r| r.state == winners[0]));
+    }
 }
 
 const CONCURRENT_HANDLES: usize = 4;

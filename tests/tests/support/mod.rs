@@ -29,8 +29,8 @@ fn free_port() -> u16 {
 }
 
 impl RedisServer {
-    /// Starts one on a free port. Panics with what to do when `redis-server` is missing: the
-    /// Redis tests fail rather than skip.
+    /// Starts one on a free port, installing `redis-server` first when it is missing. Panics
+    /// with what to do when that fails: the Redis tests fail rather than skip.
     pub fn start() -> Self {
         let mut server = RedisServer {
             port: free_port(),
@@ -46,7 +46,10 @@ impl RedisServer {
 
     fn spawn(&mut self) {
         let port = self.port.to_string();
-        let child = Command::new("redis-server")
+        // Installed on first use when missing (Debian's package, as root): never a skip.
+        let program = agent_errors_test_support::redis_server()
+            .unwrap_or_else(|e| panic!("the Redis tests need a real `redis-server`: {e}"));
+        let child = Command::new(program)
             .args([
                 "--port",
                 &port,

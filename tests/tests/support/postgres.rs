@@ -1,7 +1,7 @@
 //! A real PostgreSQL server for the tests (and the checkpoint benchmark, which includes this
 //! file): a fresh cluster made by `initdb` in a temporary directory, `postgres` listening on a
-//! free loopback port, stopped by PID and deleted when dropped. Only `std`, so a bench can
-//! include it by path.
+//! free loopback port, stopped by PID and deleted when dropped. Only `std` and the test-support
+//! crate (which installs PostgreSQL when it is missing), so a bench can include it by path.
 //!
 //! `initdb` and `postgres` refuse to run as root; under root both run as the `postgres` system
 //! user (through `setpriv`, which execs in place, so the PID we hold is the server's).
@@ -243,9 +243,27 @@ impl Drop for PostgresServer {
     }
 }
 
-/// The directory holding `initdb` and `postgres`: Debian's newest `/usr/lib/postgresql/*/bin`,
-/// else wherever `initdb` is on PATH.
+/// The directory holding `initdb` and `postgres`, installing Debian's PostgreSQL first when
+/// neither place has them.
 fn server_bin_dir() -> PathBuf {
+    if let Some(bin) = installed_bin_dir() {
+        return bin;
+    }
+    if let Err(e) =
+        agent_errors_test_support::install(agent_errors_test_support::Program::Postgresql)
+    {
+        panic!("the PostgreSQL tests need a real server: {e}");
+    }
+    installed_bin_dir().unwrap_or_else(|| {
+        panic!(
+            "PostgreSQL's `initdb` and `postgres` are not under /usr/lib/postgresql/*/bin nor on \
+             PATH: the PostgreSQL tests need a real server; {INSTALL}"
+        )
+    })
+}
+
+/// Debian's newest `/usr/lib/postgresql/*/bin`, else wherever `initdb` is on PATH.
+fn installed_bin_dir() -> Option<PathBuf> {
     let has_both = |dir: &Path| dir.join("initdb").is_file() && dir.join("postgres").is_file();
     let mut debian: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
         .into_iter()
@@ -259,9 +277,9 @@ fn server_bin_dir() -> PathBuf {
         .collect();
     debian.sort();
     if let Some((_, bin)) = debian.pop() {
-        return bin;
+        return Some(bin);
     }
-    let on_path = std::env::var_os("PATH")
+    std::env::var_os("PATH")
         .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
         .unwrap_or_default()
         .into_iter()
@@ -269,13 +287,7 @@ fn server_bin_dir() -> PathBuf {
         .find(|initdb| initdb.is_file())
         .and_then(|initdb| fs::canonicalize(initdb).ok())
         .and_then(|initdb| initdb.parent().map(Path::to_path_buf))
-        .filter(|dir| has_both(dir));
-    on_path.unwrap_or_else(|| {
-        panic!(
-            "PostgreSQL's `initdb` and `postgres` are not under /usr/lib/postgresql/*/bin nor on \
-             PATH: the PostgreSQL tests need a real server; {INSTALL}"
-        )
-    })
+        .filter(|dir| has_both(dir))
 }
 
 /// PostgreSQL refuses root; then the `postgres` user (which Debian's package creates) runs it.

@@ -13,7 +13,7 @@ use tokio::sync::Mutex;
 use tokio::time::{Instant, timeout_at};
 use tokio_postgres::{Client, Config, NoTls};
 
-use super::{Checkpoint, CheckpointError, CheckpointStore};
+use super::{Checkpoint, CheckpointError, CheckpointStore, StoredRun};
 use crate::error::BoxFuture;
 use crate::redact::Redactor;
 use session::{Session, Table};
@@ -187,8 +187,22 @@ impl PostgresCheckpointsBuilder {
 /// )
 /// ```
 ///
-/// A save is one statement that checks and writes together: sequence 0 inserts the row only
-/// if the run has none, sequence `n` updates it only where the stored sequence is `n - 1`. Two
+/// Beside it, `<table>_records` holds the records appended after each run's snapshot:
+///
+/// ```sql
+/// CREATE TABLE agent_errors_checkpoints_records (
+///     run_id   text NOT NULL,
+///     sequence bigint NOT NULL,
+///     record   bytea NOT NULL,
+///     PRIMARY KEY (run_id, sequence)
+/// )
+/// ```
+///
+/// The run's row holds its latest snapshot and, in `sequence`, its latest sequence, snapshot
+/// or record. A save is one statement that checks and writes together: sequence 0 inserts the
+/// row only if the run has none; a snapshot of sequence `n` updates it only where the stored
+/// sequence is `n - 1` and drops the run's records; a record of sequence `n` is inserted only
+/// where the row's sequence moved from `n - 1` to `n`. Two
 /// processes saving the same run at once are ordered by the row's lock, and the second finds
 /// the sequence moved and gets [`CheckpointError::Conflict`]. Sequences are `u64` and the
 /// column is `bigint`: a sequence above `i64::MAX` is stored as the `bigint` with the same
@@ -378,6 +392,44 @@ impl CheckpointStore for PostgresCheckpoints {
         &'a self,
         run_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
+        Box::pin(async move {
+            let stored = self.load_journal(run_id).await?;
+            Ok(stored.map(|stored| stored.snapshot))
+        })
+    }
+
+    fn journals(&self) -> bool {
+        true
+    }
+
+    fn append<'a>(&'a self, record: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        Box::pin(async move {
+            let refused = self
+                .run(async |session| {
+                    if session.append(record).await? {
+                        return Ok(None);
+                    }
+                    session.stored_sequence(&record.run_id).await.map(Some)
+                })
+                .await?;
+            match refused {
+                None => Ok(()),
+                Some(None) if record.sequence == 0 => Err(CheckpointError::Store(
+                    "a run's first save must be a snapshot".into(),
+                )),
+                Some(found) => Err(CheckpointError::conflict(
+                    &record.run_id,
+                    record.sequence,
+                    found,
+                )),
+            }
+        })
+    }
+
+    fn load_journal<'a>(
+        &'a self,
+        run_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StoredRun>, CheckpointError>> {
         Box::pin(async move { self.run(async |session| session.load(run_id).await).await })
     }
 

@@ -1,20 +1,25 @@
 //! One connection of the PostgreSQL store and the statements prepared on it: the fencing rule
-//! as SQL, the table's name made safe to write into it, and sequences as `bigint`.
+//! as SQL (snapshots and appends alike), the tables' names made safe to write into it, and
+//! sequences as `bigint`.
 
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Statement};
 
 use super::PostgresStoreError;
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{Checkpoint, StoredRun};
 
 /// Identifiers longer than this are cut by PostgreSQL without an error.
 const MAX_IDENTIFIER_BYTES: usize = 63;
+
+/// What the records table's name adds to the snapshot table's.
+const RECORDS_SUFFIX: &str = "_records";
 
 /// One connection with the store's statements prepared on it.
 pub(super) struct Session {
     pub(super) client: Client,
     insert_first: Statement,
     advance: Statement,
+    append: Statement,
     read_sequence: Statement,
     load: Statement,
     delete: Statement,
@@ -27,9 +32,10 @@ impl Session {
     ) -> Result<Session, tokio_postgres::Error> {
         create_table(&client, table).await?;
         let sql = &table.sql;
-        let (insert_first, advance, read_sequence, load, delete) = tokio::try_join!(
+        let (insert_first, advance, append, read_sequence, load, delete) = tokio::try_join!(
             client.prepare(&sql.insert_first),
             client.prepare(&sql.advance),
+            client.prepare(&sql.append),
             client.prepare(&sql.read_sequence),
             client.prepare(&sql.load),
             client.prepare(&sql.delete),
@@ -38,6 +44,7 @@ impl Session {
             client,
             insert_first,
             advance,
+            append,
             read_sequence,
             load,
             delete,
@@ -70,6 +77,23 @@ impl Session {
         Ok(written == 1)
     }
 
+    /// Whether the record was appended: false when the fencing rule refused it. A record never
+    /// has sequence 0 (a run's first save is a snapshot): such a record is refused.
+    pub(super) async fn append(&self, record: &Checkpoint) -> Result<bool, tokio_postgres::Error> {
+        let Some(previous) = record.sequence.checked_sub(1) else {
+            return Ok(false);
+        };
+        let run_id = record.run_id.as_str();
+        let (sequence, previous) = (to_bigint(record.sequence), to_bigint(previous));
+        let params = [
+            &run_id as _,
+            &sequence as _,
+            &previous as _,
+            &record.state as _,
+        ];
+        Ok(self.client.execute(&self.append, &params).await? == 1)
+    }
+
     pub(super) async fn stored_sequence(
         &self,
         run_id: &str,
@@ -81,18 +105,30 @@ impl Session {
         row.map(|row| row.try_get(0).map(from_bigint)).transpose()
     }
 
+    /// The run's snapshot and records, read by one statement (so from one view of the
+    /// tables): the snapshot row first, then the records in order.
     pub(super) async fn load(
         &self,
         run_id: &str,
-    ) -> Result<Option<Checkpoint>, tokio_postgres::Error> {
-        let Some(row) = self.client.query_opt(&self.load, &[&run_id]).await? else {
+    ) -> Result<Option<StoredRun>, tokio_postgres::Error> {
+        let rows = self.client.query(&self.load, &[&run_id]).await?;
+        let mut rows = rows.iter().map(|row| -> Result<_, tokio_postgres::Error> {
+            Ok(Checkpoint {
+                run_id: run_id.to_owned(),
+                sequence: from_bigint(row.try_get(0)?),
+                state: row.try_get(1)?,
+            })
+        });
+        let Some(mut snapshot) = rows.next().transpose()? else {
             return Ok(None);
         };
-        Ok(Some(Checkpoint {
-            run_id: run_id.to_owned(),
-            sequence: from_bigint(row.try_get(0)?),
-            state: row.try_get(1)?,
-        }))
+        let records = rows.collect::<Result<Vec<_>, _>>()?;
+        // The row holds the run's latest sequence; the records follow the snapshot without a
+        // gap, so the snapshot's own is the one before the first record's.
+        if let Some(first) = records.first() {
+            snapshot.sequence = first.sequence.wrapping_sub(1);
+        }
+        Ok(Some(StoredRun { snapshot, records }))
     }
 
     pub(super) async fn delete(&self, run_id: &str) -> Result<(), tokio_postgres::Error> {
@@ -128,18 +164,24 @@ struct Sql {
     create: String,
     insert_first: String,
     advance: String,
+    append: String,
     read_sequence: String,
     load: String,
     delete: String,
 }
 
 impl Sql {
-    fn for_table(t: &str) -> Sql {
+    /// The statements of the snapshot table `t` and its records table `r`. The snapshot row's
+    /// `sequence` is the run's latest, snapshot or record: every save checks and moves it.
+    fn for_tables(t: &str, r: &str) -> Sql {
         Sql {
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {t} (run_id text PRIMARY KEY, \
                  sequence bigint NOT NULL, state bytea NOT NULL, \
-                 updated_at timestamptz NOT NULL DEFAULT now())"
+                 updated_at timestamptz NOT NULL DEFAULT now()); \
+                 CREATE TABLE IF NOT EXISTS {r} (run_id text NOT NULL, \
+                 sequence bigint NOT NULL, record bytea NOT NULL, \
+                 PRIMARY KEY (run_id, sequence))"
             ),
             // The fencing rule, checked by the statement that writes: a first save only where
             // the run has no row, a later one only where the stored sequence precedes it.
@@ -147,13 +189,30 @@ impl Sql {
                 "INSERT INTO {t} (run_id, sequence, state, updated_at) \
                  VALUES ($1, 0, $2, now()) ON CONFLICT (run_id) DO NOTHING"
             ),
+            // A snapshot drops the records it covers, in the statement that writes it.
             advance: format!(
-                "UPDATE {t} SET sequence = $2, state = $3, updated_at = now() \
-                 WHERE run_id = $1 AND sequence = $4"
+                "WITH moved AS (UPDATE {t} SET sequence = $2, state = $3, updated_at = now() \
+                 WHERE run_id = $1 AND sequence = $4 RETURNING run_id), \
+                 dropped AS (DELETE FROM {r} WHERE run_id IN (SELECT run_id FROM moved)) \
+                 SELECT run_id FROM moved"
+            ),
+            // A record is written only where the row's sequence moved from the one before it.
+            append: format!(
+                "WITH moved AS (UPDATE {t} SET sequence = $2, updated_at = now() \
+                 WHERE run_id = $1 AND sequence = $3 RETURNING run_id) \
+                 INSERT INTO {r} (run_id, sequence, record) SELECT run_id, $2, $4 FROM moved"
             ),
             read_sequence: format!("SELECT sequence FROM {t} WHERE run_id = $1"),
-            load: format!("SELECT sequence, state FROM {t} WHERE run_id = $1"),
-            delete: format!("DELETE FROM {t} WHERE run_id = $1"),
+            load: format!(
+                "SELECT sequence, state, 0 AS part FROM {t} WHERE run_id = $1 \
+                 UNION ALL SELECT sequence, record, 1 FROM {r} \
+                 WHERE run_id = $1 AND EXISTS (SELECT 1 FROM {t} WHERE run_id = $1) \
+                 ORDER BY part, sequence"
+            ),
+            delete: format!(
+                "WITH dropped AS (DELETE FROM {r} WHERE run_id = $1) \
+                 DELETE FROM {t} WHERE run_id = $1"
+            ),
         }
     }
 }
@@ -166,17 +225,27 @@ pub(super) struct Table {
 }
 
 impl Table {
+    /// The table `name` (`table` or `schema.table`) and its records table beside it, named
+    /// with `_records` after it: so a name leaves room for that within PostgreSQL's 63 bytes.
     pub(super) fn parse(name: &str) -> Result<Table, PostgresStoreError> {
         let parts: Vec<&str> = name.split('.').collect();
-        if parts.len() > 2 || !parts.iter().all(|part| is_identifier(part)) {
+        let fits = |part: &&str| is_identifier(part);
+        let last_fits = parts
+            .last()
+            .is_some_and(|last| last.len() + RECORDS_SUFFIX.len() <= MAX_IDENTIFIER_BYTES);
+        if parts.len() > 2 || !parts.iter().all(fits) || !last_fits {
             return Err(PostgresStoreError::TableName(name.to_owned()));
         }
-        let quoted = parts
-            .iter()
-            .map(|part| format!("\"{part}\""))
-            .collect::<Vec<_>>()
-            .join(".");
-        let sql = Sql::for_table(&quoted);
+        let quote = |parts: &[&str]| {
+            (parts.iter().map(|part| format!("\"{part}\"")))
+                .collect::<Vec<_>>()
+                .join(".")
+        };
+        let quoted = quote(&parts);
+        let records_name = format!("{}{RECORDS_SUFFIX}", parts[parts.len() - 1]);
+        let mut records = parts[..parts.len() - 1].to_vec();
+        records.push(&records_name);
+        let sql = Sql::for_tables(&quoted, &quote(&records));
         Ok(Table { quoted, sql })
     }
 }
@@ -222,6 +291,7 @@ mod tests {
             "ops.",
             "é",
             &"x".repeat(64),
+            &"x".repeat(56), // no room for the records table's `_records`
         ] {
             assert!(
                 matches!(Table::parse(bad), Err(PostgresStoreError::TableName(_))),

@@ -126,12 +126,13 @@ impl<'a> Walk<'a> {
         }
         let limit = self.ctx.limits().max_message_chars;
         let kind = failure.class.kind;
-        let message = scrub(&failure.message(), limit / 2);
         self.ctx.events().emit(Event::ToolFailed {
             tool: name.to_owned(),
             kind,
-            message: message.clone(),
+            message: scrub(&failure.message(), limit / 2),
         });
+        // The note is read by the model: the fallback's words for the model only.
+        let message = scrub(&failure.model_message(), limit / 2);
         self.failure.fallback_failed = Some(format!(
             "the fallback `{name}` was tried and failed too, {}: {message}",
             kind.as_str()

@@ -71,7 +71,10 @@ impl Walk<'_> {
             tool: self.tool.name().to_owned(),
             raw_args: self.raw.to_string(),
             args: serde_json::from_str(&self.raw).ok(),
-            failure: scrub(&self.failure.message(), self.ctx.limits().max_message_chars),
+            failure: scrub(
+                &self.failure.model_message(),
+                self.ctx.limits().max_message_chars,
+            ),
             kind: self.failure.class.kind,
             key,
             attempt,

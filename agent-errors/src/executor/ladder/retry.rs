@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::{Next, Walk};
 use crate::breaker::BreakerState;
+use crate::classify::ErrorKind;
 use crate::events::Event;
 use crate::executor::attempt::{Missed, attempt};
 use crate::executor::context::RunContext;
@@ -110,6 +111,9 @@ impl<D: Iterator<Item = Duration>> Policy for RetryRung<'_, '_, D> {
             .retrier
             .after_failure(class.is_retryable(), class.retry_after);
         let Step::Wait(delay) = step else {
+            if class.kind == ErrorKind::Unknown {
+                say_unknown_is_not_retried(walk.ctx, walk.tool);
+            }
             return step;
         };
         if circuit_open(walk.ctx, walk.tool) {
@@ -154,6 +158,20 @@ impl<D> RetryRung<'_, '_, D> {
         } else {
             ControlFlow::Break(Next::Done(Handled::Cancelled))
         }
+    }
+}
+
+/// A `retry` that never retries because nothing recognised the failure is a silent
+/// misconfiguration (a tool returning bare text), so it is said: once per run and tool, as an
+/// event and a `tracing` warning naming the tool and what to return instead.
+fn say_unknown_is_not_retried(ctx: &RunContext, tool: &ToolDef) {
+    let said = ctx.events().snapshot().iter().any(
+        |event| matches!(event, Event::UnknownNotRetried { tool: said } if said == tool.name()),
+    );
+    if !said {
+        ctx.events().emit(Event::UnknownNotRetried {
+            tool: tool.name().to_owned(),
+        });
     }
 }
 

@@ -1,0 +1,301 @@
+//! rig's own agent loop wired by this library: no wrong wiring fails silently, a stop belongs to
+//! its run, and what a rig tool keeps for operators never reaches the model. On rig 0.44's own
+//! test kit (its scripted model), offline.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use agent_errors::retry::RetrySchedule;
+use agent_errors::rig::{GuardedTool, RecoveringModel, RigGuard};
+use agent_errors::testing::{FaultyTool, ScriptedModel, echo_tool};
+use agent_errors::{Agent, HttpError, Limits, Registry, RunContext, ToolDef};
+
+use super::rig::{failing, status};
+use rig_core::test_utils::{MockCompletionModel, MockTurn};
+use rig_core::tool::{Tool, ToolContext, ToolExecutionError};
+
+/// What the operator reads and the model must not.
+const INTERNALS: &str = "pg connect to db-internal.corp.example:5432 as admin failed";
+
+/// A rig tool whose failure keeps its internals for operators, as rig intends.
+struct Ledger {
+    /// The error is built as `ToolExecutionError::from_error` builds it, else with explicit
+    /// model feedback.
+    from_error: bool,
+}
+
+impl Tool for Ledger {
+    const NAME: &'static str = "ledger";
+    type Args = serde_json::Value;
+    type Output = String;
+    type Error = ToolExecutionError;
+
+    fn description(&self) -> String {
+        "Reads the ledger.".into()
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+
+    async fn call(
+        &self,
+        _: &mut ToolContext,
+        _: serde_json::Value,
+    ) -> Result<String, ToolExecutionError> {
+        let cause = std::io::Error::other(INTERNALS);
+        Err(match self.from_error {
+            true => ToolExecutionError::from_error(cause),
+            false => ToolExecutionError::from_error(cause)
+                .with_model_feedback("the ledger is unavailable, try later"),
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_our_loop_the_model_sees_a_rig_tools_feedback_never_its_operator_message() {
+    for from_error in [true, false] {
+        let model = ScriptedModel::new().tool_call("ledger", "{}").text("sorry");
+        let agent = Agent::builder("a")
+            .model(model.clone())
+            .tool(ToolDef::from_rig(Ledger { from_error }))
+            .build()
+            .unwrap();
+        agent.run("balance?").await.unwrap();
+        let seen = format!("{:?}", model.last_request().unwrap().messages);
+        assert!(!seen.contains("db-internal"), "{seen}");
+        if !from_error {
+            assert!(
+                seen.contains("the ledger is unavailable, try later"),
+                "{seen}"
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_rigs_loop_the_model_sees_a_rig_tools_feedback_never_its_operator_message() {
+    let registry = Registry::builder()
+        .tool(ToolDef::from_rig(Ledger { from_error: false }))
+        .build()
+        .unwrap();
+    let guard = RigGuard::new(Arc::new(registry), Arc::new(RunContext::new()));
+    let model = MockCompletionModel::from_turns([
+        MockTurn::tool_call("call-1", "ledger", serde_json::json!({})),
+        MockTurn::text("sorry"),
+    ]);
+    let agent = guard.agent(model.clone()).default_max_turns(3).build();
+    agent.prompt("balance?").await.unwrap();
+    let seen = serde_json::to_string(&model.requests()[1].chat_history).unwrap();
+    assert!(!seen.contains("db-internal"), "{seen}");
+    assert!(
+        seen.contains("the ledger is unavailable, try later"),
+        "{seen}"
+    );
+}
+
+/// A CRM whose token is revoked on its first call, and an echo that always answers.
+fn revoked_crm() -> FaultyTool {
+    FaultyTool::new(echo_tool("crm")).fail_times(1, || HttpError::new(401, "token revoked"))
+}
+
+fn crm_call(id: &str) -> MockTurn {
+    MockTurn::tool_call(id, "crm", serde_json::json!({"text": "acme"}))
+}
+
+/// An echo tool of its own name, as a rig tool for the typed guard.
+macro_rules! rig_echo {
+    ($ty:ident, $name:literal) => {
+        struct $ty;
+        impl Tool for $ty {
+            const NAME: &'static str = $name;
+            type Args = serde_json::Value;
+            type Output = String;
+            type Error = ToolExecutionError;
+            fn description(&self) -> String {
+                "Echoes.".into()
+            }
+            fn parameters(&self) -> serde_json::Value {
+                serde_json::json!({"type": "object"})
+            }
+            async fn call(
+                &self,
+                _: &mut ToolContext,
+                _: serde_json::Value,
+            ) -> Result<String, ToolExecutionError> {
+                Ok("echoed".into())
+            }
+        }
+    };
+}
+
+rig_echo!(Crm, "crm");
+rig_echo!(Notes, "notes");
+
+#[tokio::test(start_paused = true)]
+async fn without_the_hook_a_guarded_tool_refuses_every_call_after_its_run_was_told_to_end() {
+    let crm = revoked_crm();
+    let registry = Arc::new(Registry::builder().tool(crm.tool()).build().unwrap());
+    let guarded = GuardedTool::<Crm>::new(registry, Arc::new(RunContext::new())).unwrap();
+    let model = MockCompletionModel::from_turns([
+        crm_call("call-1"),
+        crm_call("call-2"),
+        MockTurn::text("done"),
+    ]);
+    // The hook is forgotten.
+    let agent = rig_agent::AgentBuilder::new(model.clone())
+        .default_max_turns(4)
+        .tool(guarded.clone())
+        .build();
+    let _ = agent.prompt("look up acme").await;
+    assert_eq!(
+        crm.calls(),
+        1,
+        "the tool never runs again after its run was told to end"
+    );
+    let seen = serde_json::to_string(&model.requests()[2].chat_history).unwrap();
+    assert!(
+        seen.contains("stop_hook"),
+        "the refusal names the hook: {seen}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_guard_per_tool_with_the_hook_of_only_the_first_still_ends_the_run() {
+    let crm = revoked_crm();
+    let registry = Arc::new(
+        Registry::builder()
+            .tool(crm.tool())
+            .tool(echo_tool("notes"))
+            .build()
+            .unwrap(),
+    );
+    let run = Arc::new(RunContext::new());
+    let notes = GuardedTool::<Notes>::new(Arc::clone(&registry), Arc::clone(&run)).unwrap();
+    let crm_tool = GuardedTool::<Crm>::new(registry, run).unwrap();
+    let model = MockCompletionModel::from_turns([
+        crm_call("call-1"),
+        crm_call("call-2"),
+        MockTurn::text("done"),
+    ]);
+    let agent = rig_agent::AgentBuilder::new(model.clone())
+        .default_max_turns(4)
+        .tool(notes.clone())
+        .tool(crm_tool)
+        .add_hook(notes.stop_hook())
+        .build();
+    let error = agent.prompt("look up acme").await.unwrap_err();
+    assert!(
+        error.to_string().contains("`crm` ended the run: Auth"),
+        "{error}"
+    );
+    assert_eq!(model.request_count(), 1);
+    assert_eq!(crm.calls(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_agent_built_once_serves_a_new_prompt_after_a_stopped_run() {
+    // The typed guard and its hook, and the registry guard: both serve the second prompt.
+    for typed in [true, false] {
+        let crm = revoked_crm();
+        let registry = Arc::new(Registry::builder().tool(crm.tool()).build().unwrap());
+        let model = MockCompletionModel::from_turns([
+            crm_call("call-1"),
+            crm_call("call-2"),
+            MockTurn::text("acme is a customer"),
+        ]);
+        let run = Arc::new(RunContext::new());
+        let agent = match typed {
+            true => {
+                let guarded = GuardedTool::<Crm>::new(registry, run).unwrap();
+                rig_agent::AgentBuilder::new(model.clone())
+                    .default_max_turns(3)
+                    .tool(guarded.clone())
+                    .add_hook(guarded.stop_hook())
+                    .build()
+            }
+            false => RigGuard::new(registry, run)
+                .agent(model.clone())
+                .default_max_turns(3)
+                .build(),
+        };
+        agent.prompt("look up acme").await.unwrap_err();
+        assert_eq!(model.request_count(), 1);
+
+        let answer = agent.prompt("look up acme again").await.unwrap();
+        assert_eq!(answer.output(), "acme is a customer");
+        assert_eq!(model.request_count(), 3, "the second run asked the model");
+        assert_eq!(crm.calls(), 2);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_no_approver_a_call_needing_approval_ends_waiting_for_a_person() {
+    let transfer = echo_tool("transfer").requires_approval(true);
+    let registry = Arc::new(Registry::builder().tool(transfer).build().unwrap());
+    let guard = RigGuard::new(registry, Arc::new(RunContext::new()));
+    let model = MockCompletionModel::from_turns([
+        MockTurn::tool_call("call-1", "transfer", serde_json::json!({"text": "9000"})),
+        MockTurn::text("never asked"),
+    ]);
+    let agent = guard.agent(model.clone()).default_max_turns(3).build();
+    let error = agent.prompt("pay acme").await.unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("`transfer` ended the run: WaitingForPerson"),
+        "{error}"
+    );
+    assert_eq!(model.request_count(), 1);
+}
+
+/// How many events of this name the run recorded.
+fn count(run: &RunContext, name: &str) -> usize {
+    let events = run.events().snapshot();
+    events.iter().filter(|event| event.name() == name).count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recovering_models_retries_spend_the_runs_retry_allowance_and_are_on_its_report() {
+    let run = Arc::new(RunContext::new().with_limits(Limits::default().with_max_retries(1)));
+    let registry = Arc::new(Registry::builder().build().unwrap());
+    let guard = RigGuard::new(registry, Arc::clone(&run));
+    let (model, transport) = failing(
+        [status(503), status(503), status(503)],
+        [MockTurn::text("hello")],
+    );
+    let schedule = RetrySchedule::attempts(5).unwrap();
+    let agent = guard.agent(guard.recovering(model, schedule)).build();
+    agent.prompt("hi").await.unwrap_err();
+    assert_eq!(
+        transport.calls.load(Ordering::SeqCst),
+        2,
+        "one retry: the run's allowance, not the schedule's four"
+    );
+    assert_eq!(count(&run, "llm_retry"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_chain_over_rig_models_answers_from_the_next_once_one_failed_for_good() {
+    let run = Arc::new(RunContext::new());
+    let (primary, primary_calls) = failing([status(503), status(503)], []);
+    let (backup, _) = failing([status(529)], [MockTurn::text("hello from the backup")]);
+    let schedule = RetrySchedule::attempts(2).unwrap();
+    let model = RecoveringModel::new(primary, schedule)
+        .fallback(backup)
+        .in_run(Arc::clone(&run));
+    let agent = rig_agent::AgentBuilder::new(model).build();
+    let answer = agent.prompt("hi").await.unwrap();
+    assert_eq!(answer.output(), "hello from the backup");
+    assert_eq!(primary_calls.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(count(&run, "llm_fallback"), 1);
+    assert_eq!(count(&run, "llm_retry"), 2, "one on each model");
+
+    // An invalid request is no other model's to serve.
+    let (primary, _) = failing([status(400)], []);
+    let (backup, backup_calls) = failing([], [MockTurn::text("never asked")]);
+    let model = RecoveringModel::new(primary, RetrySchedule::attempts(2).unwrap()).fallback(backup);
+    let agent = rig_agent::AgentBuilder::new(model).build();
+    agent.prompt("hi").await.unwrap_err();
+    assert_eq!(backup_calls.calls.load(Ordering::SeqCst), 0);
+}
