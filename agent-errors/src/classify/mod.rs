@@ -130,10 +130,12 @@ pub(crate) use kind::ErrorKind;
 pub use redacted::RedactedError;
 
 #[cfg(any(feature = "openai", feature = "anthropic"))]
+pub(crate) use body::is_quota_exhausted;
+pub(crate) use body::server_delay;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use body::status_of_error_type;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use body::{is_overloaded, server_refuses};
-pub(crate) use body::{is_quota_exhausted, server_delay};
 
 use rules::Rule;
 use typed::Known;
