@@ -17,7 +17,7 @@
 //!
 //! ```text
 //! policy   := entry ("," entry)* ","?
-//! entry    := key "=" ladder
+//! entry    := key "=" ladder | "run_breaker" "=" on_trip
 //! key      := "invalid_args" | "execution"
 //!           | "transient" | "timeout" | "quota" | "server_error"
 //!           | "auth" | "not_found" | "validation" | "bug" | "unknown"
@@ -28,6 +28,7 @@
 //!           | "fix" "(" "agent" "=" STRING ("," "retries" "=" count)? ")"
 //!           | "fallback" "(" "tool" "=" STRING ")"
 //!           | "escalate" | "throw" | "degrade" | "ask_person"
+//! on_trip  := ("stop_run" | "remove_tool") ("(" "per_kind" ")")?
 //! retry_arg:= count | "max_attempts" "=" count
 //!           | "initial" "=" duration | "max" "=" duration
 //! count    := a positive integer literal (u32)
@@ -48,6 +49,13 @@
 //! * `outcome_unknown`: a resumed durable run found the call interrupted by a crash, its result
 //!   never recorded (and the tool not `idempotent`). Like `auth`, only its own entry answers
 //!   it, never `execution`; built-in: `escalate`.
+//!
+//! `run_breaker` is not a key but the per-run breaker's rule for the tool (the breaker that
+//! counts a tool's consecutive failures in one run, 3 unless the agent's `breaker_threshold`
+//! says otherwise): `stop_run` ends the run when it trips (the default), `remove_tool` takes the
+//! tool off the table for the rest of the run (no longer offered to the model, which is told
+//! why once) and lets the run go on with the other tools. `(per_kind)` counts failures per kind
+//! of failure, so timeouts do not add up with validation errors.
 //!
 //! What the actions do, rung by rung in a ladder:
 //!
@@ -79,6 +87,8 @@
 //! * `fix` without `agent`, `fallback` without `tool`, `retry` without a count;
 //! * a duration that is malformed or zero, or an `initial` longer than `max`;
 //! * an empty ladder `[]`, or an action after `escalate`, `throw` or `degrade`;
+//! * a `run_breaker` that is not `stop_run` or `remove_tool`, a ladder, or an argument other
+//!   than `per_kind`;
 //! * `retry` under a key it can never help: `invalid_args` (the same arguments fail the same
 //!   way), `auth`, `not_found`, `validation`, `bug`, `unknown` and `outcome_unknown` (never
 //!   retried at run time);

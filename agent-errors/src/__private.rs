@@ -22,7 +22,9 @@ pub use crate::ErrorKind;
 pub use crate::error::{BoxError, ToolError};
 pub use crate::extensions::{Ctx, Extensions};
 pub use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
-pub use crate::policy::{Action, FixAction, Ladder, Policy, PolicyKey, RetryAction};
+pub use crate::policy::{
+    Action, FixAction, Ladder, OnTrip, Policy, PolicyKey, RetryAction, RunBreakerRule,
+};
 pub use crate::tool::ToolDef;
 pub use agent_errors_macros::__policy_keys as policy_keys;
 pub use schemars;
@@ -130,6 +132,8 @@ pub struct ToolSpec {
     pub description: &'static str,
     /// Its own policy.
     pub policy: &'static PolicyTable,
+    /// Its own policy's `run_breaker = ...`.
+    pub run_breaker: Option<RunBreakerRule>,
     /// Whether `degrade` may drop it.
     pub optional: bool,
     /// Whether running it twice with the same arguments does no more than once.
@@ -160,8 +164,12 @@ pub fn tool_def(
 
 /// The facts every `#[tool]` declares, set on its `ToolDef`.
 fn with_spec(def: ToolDef, spec: &'static ToolSpec, crate_defaults: Option<Policy>) -> ToolDef {
+    let own = match spec.run_breaker {
+        Some(rule) => policy(spec.policy).run_breaker(rule),
+        None => policy(spec.policy),
+    };
     let def = def
-        .with_policy(policy(spec.policy))
+        .with_policy(own)
         .with_crate_defaults(crate_defaults)
         .optional(spec.optional)
         .idempotent(spec.idempotent)

@@ -250,7 +250,7 @@ impl KeyNode {
             None => Err(syn::Error::new(
                 ident.span(),
                 format_args!(
-                    "unknown key `{name}`, expected one of: {}",
+                    "unknown key `{name}`, expected one of: {}, or `run_breaker`",
                     quoted_list(Key::ALL.iter().map(|k| k.name()))
                 ),
             )),

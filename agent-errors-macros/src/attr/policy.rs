@@ -294,10 +294,16 @@ pub(crate) struct EntryNode {
 }
 
 /// An entry whose key and ladder are checked apart, so a bad ladder still counts its key as set
-/// and a bad key does not hide the ladder's problems.
-pub(super) struct RawEntry {
-    key: syn::Result<KeyNode>,
-    ladder: syn::Result<LadderNode>,
+/// and a bad key does not hide the ladder's problems; or the per-run breaker's rule.
+pub(super) enum RawEntry {
+    Ladder {
+        key: syn::Result<KeyNode>,
+        ladder: syn::Result<LadderNode>,
+    },
+    RunBreaker {
+        ident: Ident,
+        rule: syn::Result<RunBreakerNode>,
+    },
 }
 
 impl Parse for RawEntry {
@@ -309,13 +315,103 @@ impl Parse for RawEntry {
                 "write the entries without `on_error(...)` here, e.g. `execution = retry(3)`",
             ));
         }
+        if ident == RUN_BREAKER {
+            input.parse::<Token![=]>()?;
+            let rule = input.parse::<RunBreakerNode>();
+            return Ok(RawEntry::RunBreaker { ident, rule });
+        }
         let key = KeyNode::from_ident(ident);
         if let Err(error) = input.parse::<Token![=]>() {
             return Err(key.err().unwrap_or(error));
         }
         let ladder = input.parse::<LadderNode>();
-        Ok(RawEntry { key, ladder })
+        Ok(RawEntry::Ladder { key, ladder })
     }
+}
+
+/// The entry that sets the per-run breaker's rule rather than a ladder.
+pub(super) const RUN_BREAKER: &str = "run_breaker";
+
+/// What the per-run breaker does when the tool trips it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnTripKind {
+    StopRun,
+    RemoveTool,
+}
+
+/// `run_breaker = remove_tool(per_kind)`: what the per-run breaker does when the tool trips
+/// it, and whether it counts failures per kind.
+#[derive(Debug, Clone)]
+pub(crate) struct RunBreakerNode {
+    pub(crate) on_trip: OnTripKind,
+    pub(crate) per_kind: bool,
+}
+
+impl Parse for RunBreakerNode {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        if input.peek(token::Bracket) {
+            // Taken whole, so the error is this one and not "expected `,`" after it.
+            let ladder = input.parse::<proc_macro2::Group>()?;
+            return Err(syn::Error::new(
+                ladder.span(),
+                "`run_breaker` takes one action, not a ladder: `stop_run` or `remove_tool`",
+            ));
+        }
+        let name = any_ident(input, "`stop_run` or `remove_tool`")?;
+        let parens = if input.peek(token::Paren) {
+            let content;
+            let parens = syn::parenthesized!(content in input);
+            Some((parens, content))
+        } else {
+            None
+        };
+        let on_trip = match name.unraw().to_string().as_str() {
+            "stop_run" => OnTripKind::StopRun,
+            "remove_tool" => OnTripKind::RemoveTool,
+            other => {
+                return Err(syn::Error::new(
+                    name.span(),
+                    format_args!(
+                        "unknown `run_breaker` action `{other}`, expected `stop_run` or \
+                         `remove_tool`"
+                    ),
+                ));
+            }
+        };
+        let per_kind = match parens {
+            Some((parens, content)) => parse_per_kind(&name, parens, &content)?,
+            None => false,
+        };
+        Ok(RunBreakerNode { on_trip, per_kind })
+    }
+}
+
+/// The inside of `remove_tool(...)`: `per_kind`, once.
+fn parse_per_kind(
+    name: &Ident,
+    parens: token::Paren,
+    content: ParseStream<'_>,
+) -> syn::Result<bool> {
+    let cx = Ctxt::new();
+    let mut seen = SetOnce::new("argument");
+    let args = parse_list(content, &cx, |input| {
+        let (ident, _) = arg_name(input, &["per_kind"], &format!("`{}`", name.unraw()))?;
+        Ok(ident)
+    });
+    for ident in args {
+        seen.set(&cx, &ident, "per_kind", ());
+    }
+    let per_kind = seen.get().is_some();
+    if !per_kind && !cx.has_errors() {
+        cx.error_at(
+            parens.span.join(),
+            format_args!(
+                "write `{0}` without parentheses, or `{0}(per_kind)` to count failures per kind",
+                name.unraw()
+            ),
+        );
+    }
+    cx.finish(per_kind)
 }
 
 /// `key = ladder, key = ladder, ...`: the inside of `on_error(...)` and `policy!(...)`.
@@ -323,12 +419,15 @@ impl Parse for RawEntry {
 pub(crate) struct PolicyNode {
     /// In the order written, which is the order `Policy::entries` reports.
     pub(crate) entries: Vec<EntryNode>,
+    /// `run_breaker = ...`, when written.
+    pub(crate) run_breaker: Option<RunBreakerNode>,
 }
 
 /// Gathers a policy's entries, each key at most once.
 pub(super) struct PolicyBuilder {
     seen: Vec<SetOnce<()>>,
     entries: Vec<EntryNode>,
+    run_breaker: SetOnce<RunBreakerNode>,
 }
 
 impl PolicyBuilder {
@@ -336,11 +435,22 @@ impl PolicyBuilder {
         PolicyBuilder {
             seen: Key::ALL.iter().map(|_| SetOnce::new("key")).collect(),
             entries: Vec::new(),
+            run_breaker: SetOnce::new("key"),
         }
     }
 
     pub(super) fn add(&mut self, raw: RawEntry, cx: &Ctxt) {
-        let key = match raw.key {
+        let (key, ladder) = match raw {
+            RawEntry::Ladder { key, ladder } => (key, ladder),
+            RawEntry::RunBreaker { ident, rule } => {
+                match rule {
+                    Ok(rule) => self.run_breaker.set(cx, &ident, RUN_BREAKER, rule),
+                    Err(error) => cx.push(error),
+                }
+                return;
+            }
+        };
+        let key = match key {
             Ok(key) => {
                 self.seen[key.key as usize].set(cx, &key.ident, key.key.name(), ());
                 Some(key)
@@ -350,7 +460,7 @@ impl PolicyBuilder {
                 None
             }
         };
-        match (key, raw.ladder) {
+        match (key, ladder) {
             (Some(key), Ok(ladder)) => self.entries.push(EntryNode { key, ladder }),
             (_, Err(error)) => cx.push(error),
             (None, Ok(_)) => {}
@@ -360,6 +470,7 @@ impl PolicyBuilder {
     pub(super) fn finish(self) -> PolicyNode {
         PolicyNode {
             entries: self.entries,
+            run_breaker: self.run_breaker.get(),
         }
     }
 }

@@ -5,7 +5,9 @@ use proc_macro2::{Literal, Span, TokenStream};
 use quote::quote;
 use syn::{Ident, Path};
 
-use crate::attr::{ActionKind, ActionNode, DurationLit, Key, PolicyNode};
+use crate::attr::{
+    ActionKind, ActionNode, DurationLit, Key, OnTripKind, PolicyNode, RunBreakerNode,
+};
 
 use super::private;
 
@@ -22,7 +24,39 @@ pub(super) fn policy_table(p: &TokenStream, node: &PolicyNode) -> TokenStream {
 /// A `Policy` expression, entries in the order written.
 pub(crate) fn policy(p: &TokenStream, node: &PolicyNode) -> TokenStream {
     let table = policy_table(p, node);
-    quote!(#p::policy(const { #table }))
+    let policy = quote!(#p::policy(const { #table }));
+    match &node.run_breaker {
+        Some(written) => {
+            let rule = run_breaker(p, written);
+            quote!(#policy.run_breaker(#rule))
+        }
+        None => policy,
+    }
+}
+
+/// `Some(rule)` for a policy's `run_breaker = ...`, `None` when it writes none: a constant.
+pub(super) fn optional_run_breaker(p: &TokenStream, node: &PolicyNode) -> TokenStream {
+    match &node.run_breaker {
+        Some(written) => {
+            let rule = run_breaker(p, written);
+            quote!(::core::option::Option::Some(#rule))
+        }
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+/// The `RunBreakerRule` that `run_breaker = ...` writes, as a constant expression.
+fn run_breaker(p: &TokenStream, written: &RunBreakerNode) -> TokenStream {
+    let on_trip = match written.on_trip {
+        OnTripKind::StopRun => quote!(#p::OnTrip::StopRun),
+        OnTripKind::RemoveTool => quote!(#p::OnTrip::RemoveTool),
+    };
+    let rule = quote!(#p::RunBreakerRule::new(#on_trip));
+    if written.per_kind {
+        quote!(#rule.per_kind())
+    } else {
+        rule
+    }
 }
 
 /// The runtime's `PolicyKey` for `key`.

@@ -12,7 +12,7 @@ use crate::ast::{FnHead, Output, Param, ParamSource, Receiver, ToolFn};
 use crate::attr::ToolArgs;
 use crate::valid;
 
-use super::policy::{optional_duration, policy_table};
+use super::policy::{optional_duration, optional_run_breaker, policy_table};
 use super::{crate_defaults, description, entry_ident, path_string, private};
 
 /// The entry function of a `#[tool]`, returning its `ToolDef`: the argument struct, a plain fn
@@ -249,9 +249,9 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
             }
         }
     };
-    let policy = match &args.on_error {
-        Some(node) => policy_table(p, node),
-        None => quote!(&[]),
+    let (policy, run_breaker) = match &args.on_error {
+        Some(node) => (policy_table(p, node), optional_run_breaker(p, node)),
+        None => (quote!(&[]), quote!(::core::option::Option::None)),
     };
     let optional = args.optional;
     let idempotent = args.idempotent;
@@ -274,6 +274,7 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
             name: #name,
             description: #description,
             policy: #policy,
+            run_breaker: #run_breaker,
             optional: #optional,
             idempotent: #idempotent,
             approval_required: #approval_required,

@@ -30,6 +30,7 @@ impl RunError {
             RunError::UsageLimit(_) => "usage_limit",
             RunError::MissingContext { .. } => "missing_context",
             RunError::InvalidLlmDecision(_) => "invalid_llm_decision",
+            RunError::NoTimer => "no_timer",
         }
     }
 }

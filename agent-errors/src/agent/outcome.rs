@@ -213,6 +213,14 @@ pub enum RunError {
          to give up, or a retry of at least 1 attempt"
     )]
     InvalidLlmDecision(crate::retry::ZeroAttempts),
+    /// The run was started on a Tokio runtime built without its timer, which every backoff and
+    /// timeout of a run sleeps on, so it did not start.
+    #[error(
+        "the run needs a Tokio runtime with its timer enabled, for its retries' backoff and its \
+         timeouts: call `enable_time()` (or `enable_all()`) on the runtime builder, or turn on \
+         tokio's `time` feature for `#[tokio::main]`"
+    )]
+    NoTimer,
 }
 
 impl RunError {

@@ -21,7 +21,7 @@ use crate::events::RunReport;
 use crate::executor::{Cancellation, RecoveryState, RunContext};
 use crate::observe;
 use crate::retry::RunRetries;
-use crate::usage::UsageLimits;
+use crate::usage::{RunMeter, UsageLimits};
 
 impl<O: AgentOutput> Agent<O> {
     /// Runs the agent on `input` and returns its output.
@@ -245,16 +245,20 @@ impl<O: AgentOutput> AgentInner<O> {
         start: Start,
         mut options: RunOptions,
     ) -> Ended<O> {
-        if let Err(missing) = self.check_context(&options.extensions) {
+        let refused = self
+            .check_context(&options.extensions)
+            .and_then(|()| super::run_context::check_timer(options.journal.is_some()));
+        if let Err(refused) = refused {
             return Ended::from(RunOutcome {
-                result: Err(missing),
+                result: Err(refused),
                 report: RunReport::default(),
                 transcript: start.transcript,
                 run_id,
             });
         }
         let deltas = options.deltas.take().map(DeltaSender::new);
-        let ctx = self.context(options, &run_id, recorders.calls);
+        let meter = RunMeter::for_run(&start.usage_limits, &options.caller_meter);
+        let ctx = self.context(options, &run_id, recorders.calls, meter.clone());
         if let Some(recovery) = start.recovery {
             ctx.restore(recovery);
         }
@@ -268,10 +272,14 @@ impl<O: AgentOutput> AgentInner<O> {
             source: self.source.clone(),
             events: ctx.event_sink(),
             retries: RunRetries::new(Arc::clone(ctx.retries())),
+            meter: meter.clone(),
         };
-        let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits));
+        let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits, meter));
         if let Some(saved) = start.counts {
             counts.restore(saved);
+        }
+        if let Some((_, pending)) = &start.pending {
+            counts.count_resumed(pending, |name| self.registry.tool(name).is_some());
         }
         counts.clock = start.clock;
         let driven = async {

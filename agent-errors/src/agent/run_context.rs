@@ -1,5 +1,6 @@
 //! What a run is given: its context, built from the agent's parts and the run's options, and the
-//! check, before anything runs, that it holds every value the agent's tools need.
+//! checks, before anything runs, that it holds every value the agent's tools need and a clock
+//! to wait on.
 
 use std::sync::Arc;
 
@@ -7,6 +8,7 @@ use super::{AgentInner, AgentOutput, RunError, RunOptions};
 use crate::breaker::RunBreaker;
 use crate::events::EventLog;
 use crate::executor::{CallRecorder, RunContext, RunSetup};
+use crate::usage::RunMeter;
 
 impl<O: AgentOutput> AgentInner<O> {
     /// The run's context, made in one go from its parts.
@@ -15,6 +17,7 @@ impl<O: AgentOutput> AgentInner<O> {
         options: RunOptions,
         run_id: &str,
         recorder: Arc<dyn CallRecorder>,
+        meter: RunMeter,
     ) -> RunContext {
         let (observer, run) = self.observer.for_run(options.feed);
         RunContext::for_run(RunSetup {
@@ -30,6 +33,7 @@ impl<O: AgentOutput> AgentInner<O> {
             recorder,
             journal: options.journal,
             approvals: self.approvals.for_run(options.answers),
+            meter,
         })
     }
 
@@ -56,4 +60,18 @@ impl<O: AgentOutput> AgentInner<O> {
         }
         Ok(())
     }
+}
+
+/// Refuses a run on a Tokio runtime built without its timer (`enable_time`): every backoff and
+/// every timeout of the run sleeps on it, and Tokio would panic at the first, in the middle of
+/// the run. A journaled run waits on its journal's clock instead, and a run outside any Tokio
+/// runtime is left to the executor it runs on.
+pub(super) fn check_timer(journaled: bool) -> Result<(), RunError> {
+    if journaled || tokio::runtime::Handle::try_current().is_err() {
+        return Ok(());
+    }
+    // Tokio offers no question for it: making a sleep (never polled, so never registered) is
+    // what panics without a timer.
+    let probe = std::panic::catch_unwind(|| drop(tokio::time::sleep(std::time::Duration::ZERO)));
+    probe.map_err(|_| RunError::NoTimer)
 }

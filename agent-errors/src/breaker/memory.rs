@@ -1,6 +1,6 @@
 //! The in-process breaker store: the default.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU32;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -9,11 +9,31 @@ use tokio::time::Instant;
 
 use super::store::{Admission, Admit, BreakerState, BreakerStore, Change, Scope};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct Circuit {
     failures: u32,
     opened_at: Option<Instant>,
     probing: bool,
+    /// The outcomes of the last calls, oldest first (`true`: failed), under a failure-rate rule.
+    window: VecDeque<bool>,
+}
+
+/// A failure-rate rule: the circuit opens when, among the last `window` calls (and at least
+/// `min_calls` of them), `percent`% or more failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FailureRate {
+    pub(crate) percent: u8,
+    pub(crate) window: NonZeroU32,
+    pub(crate) min_calls: NonZeroU32,
+}
+
+impl FailureRate {
+    /// Whether `window`'s outcomes open the circuit.
+    fn opens(&self, window: &VecDeque<bool>) -> bool {
+        let calls = window.len() as u64;
+        let failed = window.iter().filter(|failed| **failed).count() as u64;
+        calls >= u64::from(self.min_calls.get()) && failed * 100 >= u64::from(self.percent) * calls
+    }
 }
 
 /// Breakers kept in this process: closed, open after `threshold` consecutive failures, one
@@ -34,6 +54,8 @@ struct Circuit {
 #[derive(Debug)]
 pub struct MemoryStore {
     threshold: u32,
+    /// When set, the circuit opens on this rule instead of `threshold` consecutive failures.
+    rate: Option<FailureRate>,
     cooldown: Duration,
     circuits: Mutex<HashMap<String, Circuit>>,
 }
@@ -43,6 +65,17 @@ impl MemoryStore {
     pub fn new(threshold: NonZeroU32, cooldown: Duration) -> Self {
         MemoryStore {
             threshold: threshold.get(),
+            rate: None,
+            cooldown,
+            circuits: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Opens on a failure rate: see [`ServiceBreaker::failure_rate`](super::ServiceBreaker::failure_rate).
+    pub(crate) fn with_failure_rate(rate: FailureRate, cooldown: Duration) -> Self {
+        MemoryStore {
+            threshold: rate.min_calls.get(),
+            rate: Some(rate),
             cooldown,
             circuits: Mutex::new(HashMap::new()),
         }
@@ -83,6 +116,9 @@ impl MemoryStore {
 
     /// Records an outcome; returns the change of state it made, if any.
     pub(crate) fn record_outcome(&self, key: &str, ok: bool) -> Option<Change> {
+        if let Some(rate) = self.rate {
+            return self.record_in_window(rate, key, ok);
+        }
         let mut circuits = self.lock();
         if ok {
             // Skipping the removal when nothing is tracked keeps the happy path to one lookup.
@@ -92,11 +128,7 @@ impl MemoryStore {
             let removed = circuits.remove(key)?;
             return removed.opened_at.map(|_| Change::Closed);
         }
-        let c = circuits.entry(key.to_owned()).or_insert(Circuit {
-            failures: 0,
-            opened_at: None,
-            probing: false,
-        });
+        let c = circuits.entry(key.to_owned()).or_default();
         c.failures += 1;
         if c.probing || c.failures >= self.threshold {
             // Failures of calls let through before it opened keep it open, but change nothing.
@@ -108,6 +140,37 @@ impl MemoryStore {
         None
     }
 
+    /// [`record_outcome`](Self::record_outcome) under a failure-rate rule: every call is kept
+    /// in the window, successes too, so the rate is over calls and not over failures alone.
+    fn record_in_window(&self, rate: FailureRate, key: &str, ok: bool) -> Option<Change> {
+        let mut circuits = self.lock();
+        if !circuits.contains_key(key) {
+            circuits.insert(key.to_owned(), Circuit::default());
+        }
+        let c = circuits.get_mut(key).expect("inserted above");
+        if c.opened_at.is_some() {
+            // The probe's outcome (or that of a call let through before it opened) decides.
+            let probed = std::mem::take(&mut c.probing);
+            if ok {
+                *c = Circuit::default();
+                return Some(Change::Closed);
+            }
+            c.opened_at = Some(Instant::now());
+            return probed.then_some(Change::Opened);
+        }
+        if c.window.len() >= rate.window.get() as usize {
+            c.window.pop_front();
+        }
+        c.window.push_back(!ok);
+        if !ok && rate.opens(&c.window) {
+            // A fresh window after the circuit closes again: old calls judged it already.
+            c.window.clear();
+            c.opened_at = Some(Instant::now());
+            return Some(Change::Opened);
+        }
+        None
+    }
+
     /// Takes up a circuit a shared store had open until `until` (with this process holding its
     /// probe when `probing`): it stays open here until then, then lets one probe through. A
     /// circuit open here for longer keeps its own time.
@@ -115,11 +178,7 @@ impl MemoryStore {
     pub(crate) fn adopt_open(&self, key: &str, until: Instant, probing: bool) {
         let opened_at = until.checked_sub(self.cooldown).unwrap_or(until);
         let mut circuits = self.lock();
-        let c = circuits.entry(key.to_owned()).or_insert(Circuit {
-            failures: 0,
-            opened_at: None,
-            probing: false,
-        });
+        let c = circuits.entry(key.to_owned()).or_default();
         if c.opened_at.is_none_or(|at| at < opened_at) {
             c.opened_at = Some(opened_at);
         }
@@ -199,5 +258,75 @@ mod tests {
         assert_eq!(s.admit_now("api"), Admission::Probe);
         s.record("api", false);
         assert_eq!(s.state("api"), BreakerState::Open);
+    }
+
+    fn rate(percent: u8, window: u32, min_calls: u32) -> MemoryStore {
+        let rate = FailureRate {
+            percent,
+            window: NonZeroU32::new(window).unwrap(),
+            min_calls: NonZeroU32::new(min_calls).unwrap(),
+        };
+        MemoryStore::with_failure_rate(rate, Duration::from_secs(30))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_rate_is_judged_only_from_the_minimum_of_calls_on() {
+        let s = rate(50, 4, 4);
+        for _ in 0..3 {
+            s.record("api", false);
+        }
+        assert_eq!(s.state("api"), BreakerState::Closed, "3 calls are too few");
+        s.record("api", true);
+        assert_eq!(
+            s.state("api"),
+            BreakerState::Closed,
+            "a success opens nothing"
+        );
+        s.record("api", false);
+        assert_eq!(s.state("api"), BreakerState::Open, "3 of the last 4 failed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn blips_between_successes_keep_a_failure_rate_circuit_closed() {
+        let s = rate(70, 10, 5);
+        let consecutive = store();
+        let mut consecutive_opened = false;
+        for n in 0..40 {
+            let ok = n % 4 >= 2; // two failures, two successes: half failed, 2 in a row
+            s.record("api", ok);
+            assert_eq!(s.state("api"), BreakerState::Closed, "call {n}");
+            consecutive.record("api", ok);
+            consecutive_opened |= consecutive.state("api") == BreakerState::Open;
+        }
+        assert!(
+            consecutive_opened,
+            "2 failures in a row open the consecutive rule"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_rate_circuit_probes_after_its_cooldown_and_starts_a_fresh_window() {
+        let s = rate(50, 2, 2);
+        s.record("api", false);
+        s.record("api", false);
+        assert_eq!(s.admit_now("api"), Admission::Rejected);
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert_eq!(s.admit_now("api"), Admission::Probe);
+        s.record("api", false);
+        assert_eq!(
+            s.state("api"),
+            BreakerState::Open,
+            "a failed probe reopens it"
+        );
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert_eq!(s.admit_now("api"), Admission::Probe);
+        s.record("api", true);
+        assert_eq!(s.state("api"), BreakerState::Closed);
+        s.record("api", false);
+        assert_eq!(
+            s.state("api"),
+            BreakerState::Closed,
+            "one call of a fresh window"
+        );
     }
 }

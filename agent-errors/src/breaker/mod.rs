@@ -10,6 +10,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
+use memory::FailureRate;
 pub use memory::MemoryStore;
 pub use store::{Admission, Admit, BreakerState, BreakerStore};
 #[cfg(feature = "redis")]
@@ -18,7 +19,17 @@ pub(crate) use store::{Change, Scope};
 /// The default number of consecutive failures that trips a run's breaker.
 pub(crate) const DEFAULT_THRESHOLD: u32 = 3;
 
-/// Consecutive failures per tool within one run; resets on success. Fresh for every run.
+/// Between a tool's name and a kind in the key of a count kept per kind: a control character,
+/// which a tool name never holds (names are sanitized before they are counted).
+const KIND_SEPARATOR: char = '\u{1f}';
+
+/// The key of `tool`'s count of failures of one `kind`.
+pub(crate) fn per_kind_key(tool: &str, kind: &str) -> String {
+    format!("{tool}{KIND_SEPARATOR}{kind}")
+}
+
+/// Consecutive failures per tool (or per tool and kind) within one run; resets on success.
+/// Fresh for every run.
 #[derive(Debug, Clone)]
 pub(crate) struct RunBreaker {
     threshold: u32,
@@ -40,21 +51,42 @@ impl RunBreaker {
         }
     }
 
-    /// Records an outcome; returns the consecutive-failure count when this trips the breaker.
-    pub(crate) fn record(&mut self, tool: &str, ok: bool) -> Option<u32> {
-        if ok {
-            // Skipping the hash when nothing has failed keeps the happy path cheap.
-            if self.failures.is_empty() {
-                return None;
-            }
-            if let Some(n) = self.failures.get_mut(tool) {
-                *n = 0;
-            }
-            return None;
+    /// Records a success of `tool`: every count of it starts again, whichever kind it was kept
+    /// for.
+    pub(crate) fn succeeded(&mut self, tool: &str) {
+        // Skipping the hash when nothing has failed keeps the happy path cheap.
+        if self.failures.is_empty() {
+            return;
         }
-        let n = self.failures.entry(tool.to_owned()).or_insert(0);
+        if let Some(n) = self.failures.get_mut(tool) {
+            *n = 0;
+        }
+        let kinds = self.failures.iter_mut().filter(|(key, _)| {
+            key.split_once(KIND_SEPARATOR)
+                .is_some_and(|(t, _)| t == tool)
+        });
+        for (_, n) in kinds {
+            *n = 0;
+        }
+    }
+
+    /// Records a failure counted under `key` (a tool's name, or [`per_kind_key`]); returns the
+    /// consecutive-failure count when this trips the breaker.
+    pub(crate) fn failed(&mut self, key: &str) -> Option<u32> {
+        let n = self.failures.entry(key.to_owned()).or_insert(0);
         *n += 1;
         (*n >= self.threshold).then_some(*n)
+    }
+
+    /// Forgets every count of `tool`: it was taken off the table, and its counts must not stop
+    /// a call still in flight.
+    pub(crate) fn forget(&mut self, tool: &str) {
+        self.failures.retain(|key, _| {
+            key != tool
+                && key
+                    .split_once(KIND_SEPARATOR)
+                    .is_none_or(|(t, _)| t != tool)
+        });
     }
 
     /// The consecutive failures counted per tool.
@@ -147,6 +179,21 @@ pub enum BreakerSettingsError {
     /// A cooldown of 0 would let every call through as a probe: the circuit never stays open.
     #[error("a service breaker's cooldown must be longer than 0")]
     ZeroCooldown,
+    /// A failure rate must be a percentage from 1 to 100.
+    #[error("a service breaker's failure rate must be from 1 to 100 percent, got {0}")]
+    RateOutOfRange(u8),
+    /// A window of 0 calls, or a minimum of 0 calls or more than the window holds: the rate
+    /// would be judged on nothing, or never.
+    #[error(
+        "a service breaker's window must hold at least 1 call and its minimum must be from 1 to \
+         the window ({window}), got {min_calls}"
+    )]
+    BadWindow {
+        /// The calls the window keeps.
+        window: u32,
+        /// The calls needed before the rate is judged.
+        min_calls: u32,
+    },
 }
 
 impl ServiceBreaker {
@@ -170,6 +217,59 @@ impl ServiceBreaker {
         }
         Ok(ServiceBreaker::from_store(MemoryStore::new(
             threshold, cooldown,
+        )))
+    }
+
+    /// Opens when `percent`% or more of the last `window` calls failed, once at least
+    /// `min_calls` of them were made (the rule of resilience4j's count-based window and of
+    /// Polly's minimum throughput); lets one probe through after `cooldown`. The state stays in
+    /// this process.
+    ///
+    /// Where failures are independent blips, this rule keeps the circuit closed while most calls
+    /// get through; the consecutive rule of [`ServiceBreaker::new`] opens on any short run of
+    /// bad luck (at a 50% failure rate, 5 in a row come once in every 32 calls or so), and its
+    /// rejections then fail calls that would have worked.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use agent_errors::breaker::{BreakerSettingsError, BreakerState, ServiceBreaker};
+    ///
+    /// // Opens when half of the last 20 calls failed, judged from the 10th call on.
+    /// let breaker = ServiceBreaker::failure_rate(50, 20, 10, Duration::from_secs(30))?;
+    /// assert_eq!(breaker.state("search"), BreakerState::Closed);
+    /// assert!(matches!(
+    ///     ServiceBreaker::failure_rate(50, 20, 30, Duration::from_secs(30)),
+    ///     Err(BreakerSettingsError::BadWindow { window: 20, min_calls: 30 })
+    /// ));
+    /// # Ok::<(), BreakerSettingsError>(())
+    /// ```
+    pub fn failure_rate(
+        percent: u8,
+        window: u32,
+        min_calls: u32,
+        cooldown: Duration,
+    ) -> Result<Self, BreakerSettingsError> {
+        if !(1..=100).contains(&percent) {
+            return Err(BreakerSettingsError::RateOutOfRange(percent));
+        }
+        let bad_window = BreakerSettingsError::BadWindow { window, min_calls };
+        let (Some(window), Some(min_calls)) = (NonZeroU32::new(window), NonZeroU32::new(min_calls))
+        else {
+            return Err(bad_window);
+        };
+        if min_calls > window {
+            return Err(bad_window);
+        }
+        if cooldown.is_zero() {
+            return Err(BreakerSettingsError::ZeroCooldown);
+        }
+        let rate = FailureRate {
+            percent,
+            window,
+            min_calls,
+        };
+        Ok(ServiceBreaker::from_store(MemoryStore::with_failure_rate(
+            rate, cooldown,
         )))
     }
 

@@ -191,6 +191,12 @@ pub enum Event {
         /// The cap.
         limit: crate::usage::UsageLimit,
     },
+    /// A model's response reported no usage while the run has a token or cost cap: it is
+    /// counted as the caps' [`MissingUsage`](crate::run::MissingUsage) says. Told once per run.
+    UsageMissing {
+        /// The model that answered.
+        model: String,
+    },
     /// A tool failed with an error nothing recognises (kind `unknown`) on a `retry` rung of its
     /// policy, so it was not retried: `retry` only makes again what can succeed on retry. Said
     /// once per run and tool, with a `tracing` warning saying what to return instead.
@@ -286,6 +292,7 @@ impl Event {
             Event::LlmFallback { .. } => "llm_fallback",
             Event::OutputReask { .. } => "output_reask",
             Event::UsageLimitReached { .. } => "usage_limit_reached",
+            Event::UsageMissing { .. } => "usage_missing",
             Event::UnknownNotRetried { .. } => "unknown_not_retried",
         }
     }
@@ -308,7 +315,8 @@ impl Event {
             Event::LlmRetry { .. }
             | Event::LlmFallback { .. }
             | Event::OutputReask { .. }
-            | Event::UsageLimitReached { .. } => None,
+            | Event::UsageLimitReached { .. }
+            | Event::UsageMissing { .. } => None,
         }
     }
 }

@@ -134,6 +134,11 @@ impl Event {
             Event::UsageLimitReached { limit } => {
                 tracing::warn!(event = "usage_limit_reached", limit = %limit)
             }
+            Event::UsageMissing { model } => tracing::warn!(
+                event = "usage_missing",
+                gen_ai.response.model = %model,
+                "the response reported no usage: counted as the usage limits say"
+            ),
             Event::UnknownNotRetried { tool } => tracing::warn!(
                 event = "unknown_not_retried",
                 gen_ai.tool.name = %tool,
@@ -354,6 +359,9 @@ pub(super) fn count(event: &Event, model: &str) {
         Event::UsageLimitReached { .. } => {
             counter!("agent_errors.run.usage_limits_reached", MODEL => model.to_owned())
                 .increment(1);
+        }
+        Event::UsageMissing { model: answered } => {
+            counter!("agent_errors.model.usage_missing", MODEL => answered.clone()).increment(1);
         }
         Event::UnknownNotRetried { .. } => {
             counter!("agent_errors.tool.unknown_not_retried", TOOL => tool()).increment(1);

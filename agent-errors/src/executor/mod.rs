@@ -9,8 +9,8 @@
 //! 3. [`gate`]: what every argument set passes before a tool body may receive it, whoever
 //!    wrote it (the model, a fixer, a fallback, a resumed run): the tool is available, no key
 //!    is given twice, the permission hook allows it.
-//! 4. [`attempt`]: parse the arguments, ask the service breaker, run the tool under its
-//!    timeout, catch a panic.
+//! 4. [`attempt`]: count the tool body on the run's usage meter, parse the arguments, ask the
+//!    service breaker, run the tool under its timeout, catch a panic.
 //! 5. [`ladder`]: a failed call walks its policy's rungs (retry, fix, fallback, escalate,
 //!    throw, degrade) until it is answered.
 //! 6. [`outcome`]: the decision becomes a [`CallOutcome`]: a result for the model, or a stop of
@@ -32,7 +32,6 @@ mod permission;
 mod record;
 mod resume;
 
-use std::borrow::Cow;
 use std::future::poll_fn;
 use std::pin::pin;
 use std::task::Poll;
@@ -47,7 +46,7 @@ pub use outcome::{CallOutcome, Terminated, TerminationReason};
 pub use permission::{Permission, PermissionContext, PermissionDenied, PermissionHook};
 
 pub(crate) use approval::Approvals;
-use context::Halt;
+use context::{Halt, Trip};
 pub(crate) use context::{RecoveryState, RunSetup};
 pub(crate) use outcome::CANCELLED;
 pub(crate) use record::{CallRecorder, NoRecorder, Recorded};
@@ -57,7 +56,7 @@ pub(crate) use resume::{CallProgress, CallStart};
 use crate::chat::{ToolCall, ToolResult};
 use crate::classify::ErrorKind;
 use crate::events::Event;
-use crate::policy::ResolvedPolicy;
+use crate::policy::{ResolvedPolicy, RunBreakerRule};
 use crate::registry::Registry;
 use crate::sanitize::{MAX_TOOL_NAME_CHARS, sanitize};
 use crate::tool::ToolDef;
@@ -68,44 +67,57 @@ use outcome::{Failure, Handled};
 
 /// Runs one tool call through its resolved policy, inside its span: see [`Registry::execute`].
 /// A call of a resumed run starts from how far it got; any other starts fresh.
-pub(crate) async fn execute(
-    registry: &Registry,
-    ctx: &RunContext,
-    call: &ToolCall,
-    start: CallStart<'_>,
-) -> CallOutcome {
-    // The name is looked up once: the tool, its policy and its meters come together.
-    let found = registry.entry(&call.name);
-    let meters = found.map(|(_, _, meters)| meters);
-    let entry = found.map(|(tool, policy, _)| (tool, policy));
-    // Boxed once here, the call's work is not copied again by each layer that wraps it (the
-    // span, the halt, a turn's join): one allocation costs less than those copies.
-    let handled = Box::pin(handle(registry, ctx, entry, call, start));
-    let work = || execute_call(registry, ctx, call, handled);
-    crate::observe::tool_call(call, meters, work).await
+pub(crate) fn execute<'a>(
+    registry: &'a Registry,
+    ctx: &'a RunContext,
+    call: &'a ToolCall,
+    start: CallStart<'a>,
+) -> impl Future<Output = CallOutcome> + 'a {
+    execute_spanned(registry, ctx, call, start, || {
+        crate::observe::spans::execute_tool(call)
+    })
 }
 
 /// [`execute`] for a fresh call that already has its span: the `execute_tool` span of the
 /// framework whose loop made the call (rig's), so the call is not traced twice under two ids.
 #[cfg(feature = "rig")]
-pub(crate) async fn execute_in_span(
+pub(crate) fn execute_in_span<'a>(
+    registry: &'a Registry,
+    ctx: &'a RunContext,
+    call: &'a ToolCall,
+    span: tracing::Span,
+) -> impl Future<Output = CallOutcome> + 'a {
+    execute_spanned(registry, ctx, call, CallStart::Fresh, || span)
+}
+
+/// [`execute`] inside the span `span` makes.
+async fn execute_spanned(
     registry: &Registry,
     ctx: &RunContext,
     call: &ToolCall,
-    span: tracing::Span,
+    start: CallStart<'_>,
+    span: impl FnOnce() -> tracing::Span,
 ) -> CallOutcome {
+    // The name is looked up once: the tool, its policy and its meters come together.
     let found = registry.entry(&call.name);
     let meters = found.map(|(_, _, meters)| meters);
     let entry = found.map(|(tool, policy, _)| (tool, policy));
-    let handled = Box::pin(handle(registry, ctx, entry, call, CallStart::Fresh));
-    let work = || execute_call(registry, ctx, call, handled);
-    crate::observe::tool_call_in(span, meters, work).await
+    // An unknown name has no policy: nothing to take off the table, the run's default rule.
+    let rule = found
+        .map(|(_, policy, _)| policy.run_breaker())
+        .unwrap_or_default();
+    // Boxed once here, the call's work is not copied again by each layer that wraps it (the
+    // span, the halt, a turn's join): one allocation costs less than those copies.
+    let handled = Box::pin(handle(registry, ctx, entry, call, start));
+    let work = || execute_call(registry, ctx, call, rule, handled);
+    crate::observe::tool_call(span(), meters, work).await
 }
 
 async fn execute_call(
     registry: &Registry,
     ctx: &RunContext,
     call: &ToolCall,
+    rule: RunBreakerRule,
     handled: impl Future<Output = Handled>,
 ) -> CallOutcome {
     ctx.hooks().adopt_classifier(registry.classifier());
@@ -115,40 +127,39 @@ async fn execute_call(
     let Some(handled) = until_halted(ctx.halting(), handled).await else {
         return CallOutcome::cancelled(call);
     };
-    if matches!(handled, Handled::Cancelled) {
-        return CallOutcome::cancelled(call);
-    }
-    let ok = matches!(handled, Handled::Ok(_));
-    let kind = match &handled {
-        Handled::Error(surfaced) => surfaced.kind,
-        Handled::Stop(stop) => stop.1.class.kind,
-        Handled::Ok(_) | Handled::Tripped { .. } | Handled::Cancelled | Handled::Waiting(_) => {
-            ErrorKind::Unknown
+    let surfaced = match handled {
+        Handled::Ok(output) => {
+            ctx.learnt()
+                .record_outcome(&call.name, ErrorKind::Unknown, true, rule);
+            return CallOutcome::Result(ToolResult::ok(call, output));
         }
+        Handled::Error(surfaced) => surfaced,
+        // The run ends (or the call was cancelled): nothing for the breaker to count.
+        handled => return handled.into_outcome(ctx, call),
     };
-    let outcome = match handled {
-        // Nothing to report: the output becomes the result here, not through the general path.
-        Handled::Ok(output) => CallOutcome::Result(ToolResult::ok(call, output)),
-        handled => handled.into_outcome(ctx, call),
-    };
-    if outcome.stop().is_some() {
-        return outcome;
-    }
     // An unknown name is the model's text: bound it before it is used as a key.
-    let tool = if ok {
-        Cow::Borrowed(&*call.name)
-    } else {
-        Cow::Owned(sanitize(&call.name, MAX_TOOL_NAME_CHARS))
-    };
-    match ctx.learnt().record_outcome(&tool, ok) {
-        None => outcome,
-        Some(failures) => {
-            let tool = tool.into_owned();
+    let tool = sanitize(&call.name, MAX_TOOL_NAME_CHARS);
+    let kind = surfaced.kind;
+    match ctx.learnt().record_outcome(&tool, kind, false, rule) {
+        None => Handled::Error(surfaced).into_outcome(ctx, call),
+        Some(Trip::Stop { failures }) => {
+            // Reported as shown, though the run ends before the model sees it.
+            let _ = Handled::Error(surfaced).into_outcome(ctx, call);
             ctx.events().emit(Event::BreakerTripped {
                 tool: tool.clone(),
                 failures,
             });
             outcome::tripped(tool, kind, failures)
+        }
+        Some(Trip::Removed { failures }) => {
+            let shown =
+                Handled::Error(outcome::removed(surfaced, &tool, failures)).into_outcome(ctx, call);
+            ctx.events().emit(Event::BreakerTripped {
+                tool: tool.clone(),
+                failures,
+            });
+            ctx.events().emit(Event::Degraded { tool });
+            shown
         }
     }
 }

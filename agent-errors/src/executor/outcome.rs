@@ -503,3 +503,14 @@ pub(crate) fn tripped(tool: String, kind: ErrorKind, failures: u32) -> CallOutco
     let reason = TerminationReason::BreakerTripped { failures };
     CallOutcome::Stop(Box::new(Terminated::new(tool, kind, reason, None)))
 }
+
+/// What the model is shown when the per-run breaker took `tool` off the table after `failures`
+/// failures: the failure, and why the tool is gone.
+pub(crate) fn removed(surfaced: SurfacedError, tool: &str, failures: u32) -> SurfacedError {
+    let suggestion = format!(
+        "`{tool}` failed {failures} times in a row, so it has been removed from your tools for the \
+         rest of this run. Do not call it again: go on with the other tools, or answer with what \
+         you have."
+    );
+    surfaced.with_suggestion(suggestion)
+}

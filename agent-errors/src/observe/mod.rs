@@ -18,7 +18,7 @@ pub(crate) use metrics::{AgentMeters, CallEnd, ToolMeters};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::chat::{ChatResponse, ToolCall};
+use crate::chat::ChatResponse;
 use crate::model::ChatModel;
 
 /// How a tool call ended, as its span and meters record it: told by the executor's outcome, so
@@ -49,22 +49,13 @@ pub(crate) trait RunEnd {
     }
 }
 
-/// Runs one tool call inside its `execute_tool` span and counts it on the tool's `meters` (a
-/// name the model made up has none and is counted as `_OTHER`, so model text cannot grow the
-/// number of metric series).
+/// Runs one tool call inside its `execute_tool` span (its own, or the one another agent loop
+/// opened for it: rig's opens one per call) and counts it on the tool's `meters` (a name the
+/// model made up has none and is counted as `_OTHER`, so model text cannot grow the number of
+/// metric series).
 ///
 /// The call's work is made here by `work`, not handed over made, so it is not copied into place.
 pub(crate) async fn tool_call<T: ToolCallEnd, F: Future<Output = T>>(
-    call: &ToolCall,
-    meters: Option<&ToolMeters>,
-    work: impl FnOnce() -> F,
-) -> T {
-    tool_call_in(spans::execute_tool(call), meters, work).await
-}
-
-/// [`tool_call`] inside `span`: the call's own `execute_tool` span, or one a framework opened
-/// for it (rig's loop opens one per call), so that a call is one span whoever runs it.
-pub(crate) async fn tool_call_in<T: ToolCallEnd, F: Future<Output = T>>(
     span: tracing::Span,
     meters: Option<&ToolMeters>,
     work: impl FnOnce() -> F,

@@ -10,9 +10,11 @@ use crate::ErrorKind;
 use crate::retry::{RetrySchedule, ZeroAttempts};
 
 mod resolve;
+mod run_breaker;
 
 pub(crate) use resolve::{Layers, ResolvedPolicy};
 pub use resolve::{PolicyLayer, Shadowed};
+pub use run_breaker::{OnTrip, RunBreakerRule};
 
 /// What a policy entry answers: a failure class, or a refinement by error kind.
 ///
@@ -309,8 +311,9 @@ impl fmt::Display for Ladder {
     }
 }
 
-/// A set of `key = ladder` entries: what `on_error(...)`, `policy!(...)` and `defaults!(...)`
-/// build. A key set twice keeps the last.
+/// A set of `key = ladder` entries, and optionally the per-run breaker's rule for the tool
+/// (`run_breaker = ...`): what `on_error(...)`, `policy!(...)` and `defaults!(...)` build. A key
+/// set twice keeps the last.
 ///
 /// # Examples
 ///
@@ -332,6 +335,7 @@ impl fmt::Display for Ladder {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Policy {
     entries: Vec<(PolicyKey, Ladder)>,
+    run_breaker: Option<RunBreakerRule>,
 }
 
 impl Policy {
@@ -364,9 +368,31 @@ impl Policy {
         self.entries.iter().map(|(k, l)| (*k, l))
     }
 
-    /// Whether no key is set.
+    /// Sets what the per-run breaker does when the tool trips it (`run_breaker = ...`): see
+    /// [`RunBreakerRule`]. A tool's own rule beats the agent's, which beats the crate's.
+    #[must_use]
+    pub fn run_breaker(mut self, rule: RunBreakerRule) -> Self {
+        self.run_breaker = Some(rule);
+        self
+    }
+
+    /// The per-run breaker's rule, if this policy sets it.
+    pub fn run_breaker_rule(&self) -> Option<RunBreakerRule> {
+        self.run_breaker
+    }
+
+    /// This policy with everything `later` sets set over it: keys merge, the later entry wins.
+    pub(crate) fn merged(self, later: &Policy) -> Policy {
+        let mut merged = later
+            .entries()
+            .fold(self, |merged, (key, ladder)| merged.on(key, ladder.clone()));
+        merged.run_breaker = later.run_breaker.or(merged.run_breaker);
+        merged
+    }
+
+    /// Whether nothing is set.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.is_empty() && self.run_breaker.is_none()
     }
 
     /// The built-in, fail-closed policy: no retries; bad arguments are shown to the model; auth

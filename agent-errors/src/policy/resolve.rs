@@ -3,7 +3,7 @@
 
 use crate::ErrorKind;
 
-use super::{Ladder, Policy, PolicyKey};
+use super::{Ladder, Policy, PolicyKey, RunBreakerRule};
 
 use std::fmt;
 
@@ -66,6 +66,8 @@ pub(crate) struct ResolvedPolicy {
     entries: Vec<(PolicyKey, Ladder, PolicyLayer)>,
     /// Entries a higher layer's entry for the same key replaces (built-in ones left out).
     overridden: Vec<Shadowed>,
+    /// The per-run breaker's rule: the highest layer's that sets one, else the default.
+    run_breaker: RunBreakerRule,
 }
 
 /// An entry that never decides anything for a tool, and what does instead.
@@ -152,10 +154,20 @@ impl ResolvedPolicy {
                     }),
             );
         }
+        let run_breaker = layers
+            .iter()
+            .find_map(|(policy, _)| policy.and_then(Policy::run_breaker_rule))
+            .unwrap_or_default();
         ResolvedPolicy {
             entries,
             overridden,
+            run_breaker,
         }
+    }
+
+    /// What the per-run breaker does when this tool trips it, and what it counts.
+    pub(crate) fn run_breaker(&self) -> RunBreakerRule {
+        self.run_breaker
     }
 
     /// For a resolved kind entry that an `execution` entry of a higher layer always answers

@@ -83,11 +83,7 @@ impl RegistryBuilder {
     pub fn on_tool_error(mut self, tool: impl Into<String>, policy: Policy) -> Self {
         let tool = tool.into();
         match self.agent_policies.iter_mut().find(|(t, _)| *t == tool) {
-            Some((_, existing)) => {
-                for (key, ladder) in policy.entries() {
-                    *existing = std::mem::take(existing).on(key, ladder.clone());
-                }
-            }
+            Some((_, existing)) => *existing = std::mem::take(existing).merged(&policy),
             None => self.agent_policies.push((tool, policy)),
         }
         self
@@ -97,11 +93,8 @@ impl RegistryBuilder {
     /// `on_tool_error`, above the crate's `defaults!`. Set twice, the keys merge.
     #[must_use]
     pub fn on_any_tool_error(mut self, policy: Policy) -> Self {
-        let mut merged = self.agent_defaults.take().unwrap_or_default();
-        for (key, ladder) in policy.entries() {
-            merged = merged.on(key, ladder.clone());
-        }
-        self.agent_defaults = Some(merged);
+        let merged = self.agent_defaults.take().unwrap_or_default();
+        self.agent_defaults = Some(merged.merged(&policy));
         self
     }
 

@@ -502,3 +502,29 @@ async fn model_call_retries_spend_the_runs_retry_allowance() {
         3
     );
 }
+
+/// A runtime built without its timer would panic at the first backoff, mid-run: the run is
+/// refused before the model is asked, with an error saying what to enable.
+#[test]
+fn a_runtime_without_a_timer_is_refused_at_run_start_not_a_panic_at_the_first_retry() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime without enable_time");
+    let model = ScriptedModel::new()
+        .error(agent_errors::HttpError::new(503, "busy"))
+        .text("answered after a retry");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .on_llm_error(|_, _| LlmErrorDecision::retry(3, ms(100)))
+        .build()
+        .unwrap();
+
+    let result = runtime.block_on(agent.run("hi"));
+
+    let Err(error) = result else {
+        panic!("ran without a timer: {result:?}")
+    };
+    assert!(matches!(error, RunError::NoTimer), "{error:?}");
+    assert!(error.to_string().contains("enable_time()"), "{error}");
+    assert_eq!(model.calls(), 0, "refused before the model is asked");
+}

@@ -2,13 +2,25 @@
 //! counts and trip, the turn being answered, permission denials. Saved with a durable run's
 //! checkpoint and restored when it resumes.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
-use crate::breaker::RunBreaker;
+use crate::breaker::{RunBreaker, per_kind_key};
+use crate::classify::ErrorKind;
+use crate::policy::{OnTrip, RunBreakerRule};
+
+/// What the per-run breaker did when a call's failure tripped it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Trip {
+    /// The run stops.
+    Stop { failures: u32 },
+    /// The tool was taken off the table; the run goes on.
+    Removed { failures: u32 },
+}
 
 /// The state behind the lock.
 #[derive(Debug, Default, Clone)]
@@ -97,26 +109,48 @@ impl Recovery {
         }
     }
 
-    /// Records a call's outcome on the per-run breaker; returns the failure count when this
-    /// outcome tripped it.
-    pub(crate) fn record_outcome(&self, tool: &str, ok: bool) -> Option<u32> {
+    /// Records a call's outcome on the per-run breaker, counted as `rule` says; returns what
+    /// the breaker did when this outcome tripped it.
+    pub(crate) fn record_outcome(
+        &self,
+        tool: &str,
+        kind: ErrorKind,
+        ok: bool,
+        rule: RunBreakerRule,
+    ) -> Option<Trip> {
         if ok && !self.troubled() {
             return None;
         }
         self.troubled.store(true, Ordering::SeqCst);
         let mut state = self.lock();
-        if !ok && state.turn != 0 {
+        if ok {
+            state.breaker.succeeded(tool);
+            return None;
+        }
+        let key = if rule.per_kind {
+            Cow::Owned(per_kind_key(tool, kind.as_str()))
+        } else {
+            Cow::Borrowed(tool)
+        };
+        if state.turn != 0 {
             let turn = state.turn;
-            if state.counted.get(tool) == Some(&turn) {
+            if state.counted.get(&*key) == Some(&turn) {
                 return None;
             }
-            state.counted.insert(tool.to_owned(), turn);
+            state.counted.insert(key.clone().into_owned(), turn);
         }
-        let failures = state.breaker.record(tool, ok)?;
+        let failures = state.breaker.failed(&key)?;
+        // A tool taken off the table that the model calls anyway, until it trips again, is a
+        // model that cannot go on without it: that ends the run.
+        if rule.on_trip == OnTrip::RemoveTool && !state.degraded.contains(tool) {
+            state.breaker.forget(tool);
+            state.degraded.insert(tool.to_owned());
+            return Some(Trip::Removed { failures });
+        }
         if state.tripped.is_none() {
             state.tripped = Some((tool.to_owned(), failures));
         }
-        Some(failures)
+        Some(Trip::Stop { failures })
     }
 
     /// The run's denials, and those of `tool`.

@@ -79,6 +79,7 @@ impl Walk<'_> {
             key,
             attempt,
             context: self.extensions.clone(),
+            meter: self.ctx.meter().clone(),
         }
     }
 
