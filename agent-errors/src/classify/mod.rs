@@ -129,13 +129,11 @@ pub use http_response::MAX_ERROR_BODY_BYTES;
 pub(crate) use kind::ErrorKind;
 pub use redacted::RedactedError;
 
-#[cfg(any(feature = "openai", feature = "anthropic"))]
-pub(crate) use body::is_quota_exhausted;
 pub(crate) use body::server_delay;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use body::status_of_error_type;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
-pub(crate) use body::{is_overloaded, server_refuses};
+pub(crate) use body::{is_overloaded, is_quota_exhausted, server_refuses};
 
 use rules::Rule;
 use typed::Known;
@@ -388,6 +386,16 @@ pub(crate) fn model_words(level: &(dyn Error + 'static)) -> (String, bool) {
         return (rig::tool_feedback(tool), false);
     }
     (level.to_string(), true)
+}
+
+/// Whether a level of a failure holds words for operators only (see [`model_words`]).
+pub(crate) fn is_for_operators(level: &(dyn Error + 'static)) -> bool {
+    #[cfg(feature = "rig")]
+    if level.is::<rig_core::tool::ToolExecutionError>() {
+        return true;
+    }
+    let _ = level;
+    false
 }
 
 /// The first `T` in an error's [`chain`], the error itself included.
