@@ -54,6 +54,9 @@ pub struct FixRequest {
     pub attempt: u32,
     /// The values the run was given: `request.context.get::<T>()`.
     pub context: crate::call::Extensions,
+    /// The meter of the run whose call failed: a fixer that is an agent runs on it, so the
+    /// requests and tool calls it makes count against that run's caps.
+    pub(crate) meter: crate::usage::RunMeter,
 }
 
 impl FixRequest {
@@ -73,6 +76,7 @@ impl FixRequest {
             key: PolicyKey::InvalidArgs,
             attempt: 1,
             context: crate::call::Extensions::new(),
+            meter: crate::usage::RunMeter::default(),
         }
     }
 

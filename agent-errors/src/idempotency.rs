@@ -28,7 +28,12 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// rig `ToolContext` it is called with, `context.require::<IdempotencyKey>()` (feature `rig`:
 /// see [`ToolDef::from_rig`](crate::ToolDef::from_rig)).
 ///
-/// It serializes as `{"run_id": "...", "call_id": "..."}`.
+/// It serializes as `{"run_id": "...", "call_id": "..."}`. Its text (`to_string()`, what a tool
+/// sends downstream) is the run id, `:`, and the call id, with every `%` in the run id written
+/// `%25` and every `:` in it `%3A`: the first `:` always ends the run id, so two keys with
+/// different parts never print alike (`tenant:a` + `call_1` is `tenant%3Aa:call_1`, `tenant` +
+/// `a:call_1` is `tenant:a:call_1`). A run id with neither character prints as it is. This
+/// form is stable across releases: a service may store it.
 ///
 /// # Examples
 ///
@@ -227,10 +232,21 @@ impl<'de> Deserialize<'de> for IdempotencyKey {
     }
 }
 
-/// `run_id:call_id`.
+/// `run_id:call_id`, the run id's `%` and `:` escaped (`%25`, `%3A`) so that the first `:`
+/// is the one between the parts.
 impl fmt::Display for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.run_id, self.call_id)
+        let mut rest = &*self.run_id;
+        while let Some(at) = rest.find([':', '%']) {
+            f.write_str(&rest[..at])?;
+            f.write_str(if rest.as_bytes()[at] == b':' {
+                "%3A"
+            } else {
+                "%25"
+            })?;
+            rest = &rest[at + 1..];
+        }
+        write!(f, "{rest}:{}", self.call_id)
     }
 }
 
@@ -338,6 +354,22 @@ mod tests {
         assert_eq!(json, json!({"run_id": "run:7", "call_id": "call_1"}));
         assert_eq!(serde_json::from_value::<IdempotencyKey>(json).unwrap(), key);
         assert!(serde_json::from_value::<IdempotencyKey>(json!("run:7:call_1")).is_err());
+    }
+
+    #[test]
+    fn the_text_of_a_key_tells_its_parts_apart() {
+        let a = IdempotencyKey::new("tenant:a", "call_1");
+        let b = IdempotencyKey::new("tenant", "a:call_1");
+        assert_ne!(a.to_string(), b.to_string());
+        assert_eq!(a.to_string(), "tenant%3Aa:call_1");
+        assert_eq!(b.to_string(), "tenant:a:call_1");
+        let percent = IdempotencyKey::new("50%3A", "x");
+        assert_eq!(percent.to_string(), "50%253A:x");
+        assert_ne!(
+            percent.to_string(),
+            IdempotencyKey::new("50:", "x").to_string()
+        );
+        assert_eq!(call_key("run-7").to_string(), "run-7:call_1");
     }
 
     #[test]

@@ -162,7 +162,7 @@ pub mod run {
     };
     pub use crate::executor::{Terminated, TerminationReason};
     pub use crate::usage::{
-        DEFAULT_MAX_TOOL_CALLS_PER_TURN, ModelPrice, OnExceed, RunUsage, UsageLimit,
+        DEFAULT_MAX_TOOL_CALLS_PER_TURN, MissingUsage, ModelPrice, OnExceed, RunUsage, UsageLimit,
         UsageLimitExceeded, UsageLimits,
     };
 }

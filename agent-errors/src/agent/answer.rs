@@ -119,6 +119,11 @@ impl<O: AgentOutput> AgentInner<O> {
         if ctx.cancellation().is_cancelled() {
             return Err(RunError::Cancelled);
         }
+        // A path of the turn (a retry, a fallback tool, a fixer agent) went past a cap: that
+        // ends the run, whatever the calls it halted answered.
+        if let Some(capped) = ctx.meter().exceeded() {
+            return Err(RunError::UsageLimit(capped));
+        }
         if let Some(verdict) = batch_verdict(stops) {
             return Err(verdict);
         }

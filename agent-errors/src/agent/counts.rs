@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use super::durable::SavedCounts;
 use super::stream::DeltaSender;
 use super::usage_meter::UsageMeter;
-use crate::usage::Usage;
+use crate::usage::{RunUsage, Usage};
 
 pub(super) struct Counts {
     pub(super) turns: u32,
@@ -38,7 +38,11 @@ impl Counts {
     }
 
     pub(super) fn saved(&self) -> SavedCounts {
-        let (calls_of, cost) = self.meter.saved();
+        let metered = self.meter.saved();
+        let (calls_of, cost) = metered
+            .as_ref()
+            .map(|used| (used.calls_of.clone(), used.cost))
+            .unwrap_or_default();
         SavedCounts {
             turns: self.turns,
             model_calls: self.model_calls,
@@ -46,6 +50,7 @@ impl Counts {
             usage: self.usage,
             calls_of,
             cost,
+            metered,
         }
     }
 
@@ -54,6 +59,15 @@ impl Counts {
         self.model_calls = saved.model_calls;
         self.tool_calls = saved.tool_calls;
         self.usage = saved.usage;
-        self.meter.restore(saved.calls_of, saved.cost);
+        // A checkpoint from before the meter counted every path: its own counts are the best
+        // account of what the run used.
+        let metered = saved.metered.unwrap_or(RunUsage {
+            requests: saved.model_calls,
+            tokens: saved.usage,
+            tool_calls: saved.tool_calls,
+            calls_of: saved.calls_of,
+            cost: saved.cost,
+        });
+        self.meter.restore(metered);
     }
 }

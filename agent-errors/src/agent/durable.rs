@@ -293,6 +293,10 @@ pub(super) struct SavedCounts {
     /// What the run's tokens cost; added within version 2 (read as 0).
     #[serde(default)]
     pub(super) cost: f64,
+    /// What the run's meter counted on every path (model wrappers, fixer agents, each tool
+    /// body), when the run has caps; added within version 2 (read from the counts above).
+    #[serde(default)]
+    pub(super) metered: Option<crate::usage::RunUsage>,
 }
 
 /// Everything a resumed run needs, serialized as the checkpoint's state.

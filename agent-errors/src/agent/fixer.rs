@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 
 use super::output::strip_code_fence;
-use super::{Agent, RunError};
+use super::{Agent, RunError, RunOptions};
 use crate::chat::CallSource;
 use crate::executor::TerminationReason;
 use crate::fix::{Fix, FixRequest, Fixer, FixerDef, FixerError};
@@ -80,7 +80,13 @@ pub struct NotJsonArguments {
 impl Fixer for AgentFixer {
     fn fix(&self, request: FixRequest) -> BoxFuture<'_, Result<Fix, FixerError>> {
         Box::pin(async move {
-            match self.agent.run(fix_prompt(&request)).await {
+            // The fixer's run is the failed call's run's too: it counts on that run's meter.
+            let options = RunOptions {
+                caller_meter: request.meter.clone(),
+                ..RunOptions::default()
+            };
+            let run = self.agent.run_with(fix_prompt(&request), options);
+            match run.await.result {
                 Ok(answer) => {
                     match serde_json::from_str::<serde_json::Value>(strip_code_fence(&answer)) {
                         Ok(value) => Ok(Fix::args_value(&value)),

@@ -142,11 +142,25 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
             Ok(result) => result,
             Err(panic) => return Ok(Err(callback_panicked("ChatModel::chat", panic))),
         };
-        let used = result.as_ref().ok().and_then(|response| response.usage);
-        let judged = result.and_then(|response| turn::judge(response, &mut self.counts.usage));
-        if let Err(capped) = self.counts.answered(model.name(), used) {
-            return Ok(Err(capped));
+        match &result {
+            // A run without caps across the run has no meter to charge.
+            Ok(_) if !self.ctx.meter().is_metered() => {}
+            Ok(response) => {
+                let estimate = || request.estimated_usage(Some(response));
+                let charged =
+                    (self.counts).answered(self.ctx, model.name(), response.usage, estimate);
+                if let Err(capped) = charged {
+                    return Ok(Err(capped));
+                }
+            }
+            Err(_) => {
+                // A model wrapper's retry or fallback inside this call was refused by a cap.
+                if let Some(capped) = self.ctx.meter().exceeded() {
+                    return Ok(Err(RunError::UsageLimit(capped)));
+                }
+            }
         }
+        let judged = result.and_then(|response| turn::judge(response, &mut self.counts.usage));
         match judged {
             Ok(response) => Ok(Ok(Turn::Response(response))),
             Err(error) => Err(error),

@@ -6,7 +6,7 @@ use crate::approval::Decision;
 use crate::executor::Cancellation;
 use crate::extensions::Extensions;
 use crate::observe::{EventStream, Feed};
-use crate::usage::UsageLimits;
+use crate::usage::{RunMeter, UsageLimits};
 
 use super::RunDelta;
 
@@ -51,6 +51,9 @@ pub struct RunOptions {
     pub(crate) answers: Vec<(String, Decision)>,
     /// This run's caps, when not the agent's.
     pub(crate) usage_limits: Option<Arc<UsageLimits>>,
+    /// The meter of the run that started this one (a fixer agent's run is started by the run
+    /// whose call it repairs): this run's usage counts there too, against its caps.
+    pub(crate) caller_meter: RunMeter,
 }
 
 impl RunOptions {

@@ -21,7 +21,7 @@ use crate::events::RunReport;
 use crate::executor::{Cancellation, RecoveryState, RunContext};
 use crate::observe;
 use crate::retry::RunRetries;
-use crate::usage::UsageLimits;
+use crate::usage::{RunMeter, UsageLimits};
 
 impl<O: AgentOutput> Agent<O> {
     /// Runs the agent on `input` and returns its output.
@@ -257,7 +257,8 @@ impl<O: AgentOutput> AgentInner<O> {
             });
         }
         let deltas = options.deltas.take().map(DeltaSender::new);
-        let ctx = self.context(options, &run_id, recorders.calls);
+        let meter = RunMeter::for_run(&start.usage_limits, &options.caller_meter);
+        let ctx = self.context(options, &run_id, recorders.calls, meter.clone());
         if let Some(recovery) = start.recovery {
             ctx.restore(recovery);
         }
@@ -271,10 +272,14 @@ impl<O: AgentOutput> AgentInner<O> {
             source: self.source.clone(),
             events: ctx.event_sink(),
             retries: RunRetries::new(Arc::clone(ctx.retries())),
+            meter: meter.clone(),
         };
-        let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits));
+        let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits, meter));
         if let Some(saved) = start.counts {
             counts.restore(saved);
+        }
+        if let Some((_, pending)) = &start.pending {
+            counts.count_resumed(pending, |name| self.registry.tool(name).is_some());
         }
         counts.clock = start.clock;
         let driven = async {

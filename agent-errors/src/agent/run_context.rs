@@ -8,6 +8,7 @@ use super::{AgentInner, AgentOutput, RunError, RunOptions};
 use crate::breaker::RunBreaker;
 use crate::events::EventLog;
 use crate::executor::{CallRecorder, RunContext, RunSetup};
+use crate::usage::RunMeter;
 
 impl<O: AgentOutput> AgentInner<O> {
     /// The run's context, made in one go from its parts.
@@ -16,6 +17,7 @@ impl<O: AgentOutput> AgentInner<O> {
         options: RunOptions,
         run_id: &str,
         recorder: Arc<dyn CallRecorder>,
+        meter: RunMeter,
     ) -> RunContext {
         let (observer, run) = self.observer.for_run(options.feed);
         RunContext::for_run(RunSetup {
@@ -31,6 +33,7 @@ impl<O: AgentOutput> AgentInner<O> {
             recorder,
             journal: options.journal,
             approvals: self.approvals.for_run(options.answers),
+            meter,
         })
     }
 

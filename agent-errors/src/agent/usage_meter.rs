@@ -1,68 +1,74 @@
-//! The run's usage accounting: the loop asks it before each model request, after each
-//! response and when a turn's tool calls arrive; it says whether the run may go on.
+//! The run's usage accounting, as the loop sees it: the loop asks before each model request,
+//! after each response and when a turn's tool calls arrive, and is told whether the run may go
+//! on. What is counted lives in the run's one meter ([`RunMeter`]), which every other path of
+//! the run charges too (model wrappers, tool attempts, fixer agents); the loop adds the one
+//! thing only it knows: the final answer a graceful stop asks for.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::counts::Counts;
+use super::durable::PendingCall;
 use super::model_call::Turn;
 use super::{AgentInner, AgentOutput, RunError};
 use crate::chat::{ChatRequest, Message, ToolCall, ToolResult};
 use crate::events::Event;
 use crate::executor::RunContext;
 use crate::observe;
-use crate::usage::{OnExceed, RunUsage, Usage, UsageLimit, UsageLimitExceeded, UsageLimits};
+use crate::usage::{
+    OnExceed, RunMeter, RunUsage, Usage, UsageLimit, UsageLimitExceeded, UsageLimits,
+};
 
 /// Where the one last request of a graceful stop is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 enum FinalRequest {
     #[default]
     NotAsked,
-    /// Asked for; the next request is let through past the caps.
+    /// Asked for; the next request is let through past the run's own caps.
     Allowed,
     /// Made: nothing more is let through.
     Made,
 }
 
-/// What the caps of one run count beyond the loop's own counts (calls of capped tools, cost).
+/// The run's caps and the meter they hold on.
 #[derive(Debug)]
 pub(super) struct UsageMeter {
     limits: Arc<UsageLimits>,
-    calls_of: BTreeMap<String, u32>,
-    cost: f64,
+    meter: RunMeter,
     last: FinalRequest,
 }
 
 impl UsageMeter {
-    pub(super) fn new(limits: Arc<UsageLimits>) -> Self {
+    pub(super) fn new(limits: Arc<UsageLimits>, meter: RunMeter) -> Self {
         UsageMeter {
             limits,
-            calls_of: BTreeMap::new(),
-            cost: 0.0,
+            meter,
             last: FinalRequest::NotAsked,
         }
     }
 
-    pub(super) fn saved(&self) -> (BTreeMap<String, u32>, f64) {
-        (self.calls_of.clone(), self.cost)
+    /// What the meter counted, to be saved with a checkpoint.
+    pub(super) fn saved(&self) -> Option<RunUsage> {
+        self.meter.used()
     }
 
-    pub(super) fn restore(&mut self, calls_of: BTreeMap<String, u32>, cost: f64) {
-        self.calls_of = calls_of;
-        self.cost = cost;
+    /// Takes up what an interrupted run had counted.
+    pub(super) fn restore(&self, used: RunUsage) {
+        self.meter.restore(used);
     }
 }
 
 impl Counts {
-    /// What the run has used so far.
+    /// What the run has used so far: what its meter counted, or, in a run without a cap across
+    /// the run (which has no meter), the loop's own counts.
     pub(super) fn run_usage(&self) -> RunUsage {
-        RunUsage {
+        self.meter.meter.used().unwrap_or_else(|| RunUsage {
             requests: self.model_calls,
             tokens: self.usage,
             tool_calls: self.tool_calls,
-            calls_of: self.meter.calls_of.clone(),
-            cost: self.meter.cost,
-        }
+            calls_of: BTreeMap::new(),
+            cost: 0.0,
+        })
     }
 
     fn exceeded(&self, (limit, allowed): (UsageLimit, String)) -> RunError {
@@ -70,13 +76,17 @@ impl Counts {
         RunError::UsageLimit(Box::new(exceeded))
     }
 
-    /// Before a model request: refused when it would go past the request cap (the one last
-    /// request of a graceful stop goes through once).
+    /// Before a model request: refused when it would go past the request cap or the run went
+    /// past another (the one last request of a graceful stop goes through once).
     pub(super) fn may_ask(&mut self) -> Result<(), RunError> {
         match self.meter.last {
             FinalRequest::Allowed => {
                 self.meter.last = FinalRequest::Made;
-                return Ok(());
+                return self
+                    .meter
+                    .meter
+                    .final_request()
+                    .map_err(RunError::UsageLimit);
             }
             FinalRequest::Made => {
                 let allowed = self.model_calls.to_string();
@@ -84,55 +94,56 @@ impl Counts {
             }
             FinalRequest::NotAsked => {}
         }
-        match self.meter.limits.request_refused(self.model_calls) {
-            Some(refused) => Err(self.exceeded(refused)),
-            None => Ok(()),
-        }
+        self.meter.meter.request().map_err(RunError::UsageLimit)
     }
 
-    /// After a response that reported `used` (already added to the run's usage), from `model`:
-    /// its cost counted, and an error when the run went past a token or cost cap.
-    pub(super) fn answered(&mut self, model: &str, used: Option<Usage>) -> Result<(), RunError> {
-        let Some(used) = used else {
-            return Ok(());
-        };
-        match self.meter.limits.cost_of(model, used) {
-            Some(cost) => self.meter.cost += cost,
-            None => tracing::warn!(model, "no price for this model: its tokens cost nothing"),
+    /// After a response from `model` that `reported` its usage (already added to the run's
+    /// report) or did not (then counted as the caps say, from `estimate` by default): counted,
+    /// and an error when the run went past a token or cost cap. The first response without
+    /// usage under such a cap is told as an event and a warning.
+    pub(super) fn answered(
+        &mut self,
+        ctx: &RunContext,
+        model: &str,
+        reported: Option<Usage>,
+        estimate: impl FnOnce() -> Usage,
+    ) -> Result<(), RunError> {
+        // The final answer is counted, not capped: it is what the stop asked for.
+        let capped = self.meter.last == FinalRequest::NotAsked;
+        let charged = self.meter.meter.answered(model, reported, estimate, capped);
+        if charged.first_missing {
+            ctx.events().emit(Event::UsageMissing {
+                model: model.to_owned(),
+            });
         }
-        if self.meter.last != FinalRequest::NotAsked {
-            // The final answer is counted, not capped: it is what the stop asked for.
-            return Ok(());
-        }
-        match self
-            .meter
-            .limits
-            .tokens_exceeded(&self.usage, self.meter.cost)
-        {
-            Some(exceeded) => Err(self.exceeded(exceeded)),
-            None => Ok(()),
-        }
+        charged.result.map_err(RunError::UsageLimit)
     }
 
-    /// When a turn's calls arrive: counted, or refused (none of them runs) when they would go
-    /// past a tool-call cap.
+    /// When a turn's calls arrive: refused (none of them runs) when they would go past a
+    /// tool-call cap. The report counts them here; the meter counts each tool body as it runs.
     pub(super) fn may_run(&mut self, calls: &[ToolCall]) -> Result<(), RunError> {
         let names = calls.iter().map(|call| &*call.name);
-        let meter = &self.meter;
-        if let Some(refused) = meter
-            .limits
-            .calls_refused(names, self.tool_calls, &meter.calls_of)
-        {
+        if self.meter.meter.is_metered() {
+            self.meter
+                .meter
+                .calls_refused(names)
+                .map_err(RunError::UsageLimit)?;
+        } else if let Some(refused) = self.meter.limits.calls_refused(names, 0, &BTreeMap::new()) {
             return Err(self.exceeded(refused));
         }
         self.tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);
-        let meter = &mut self.meter;
-        for call in calls {
-            if meter.limits.caps(&call.name) {
-                *meter.calls_of.entry(call.name.to_string()).or_default() += 1;
-            }
-        }
         Ok(())
+    }
+
+    /// A resumed run's turn: the checkpoint counted before any of its calls ran, so the runs
+    /// of a tool body each call had made by its last save (one that may have been running
+    /// included) are counted now.
+    pub(super) fn count_resumed(&self, pending: &[PendingCall], is_tool: impl Fn(&str) -> bool) {
+        for pending in pending.iter().filter(|p| is_tool(&p.call.name)) {
+            self.meter
+                .meter
+                .ran(&pending.call.name, pending.progress.attempts);
+        }
     }
 
     /// Whether the run, ended by `error`, asks the model once more for a final answer: only

@@ -14,9 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::events::EventSink;
 use crate::retry::RunRetries;
-use crate::usage::Usage;
+use crate::usage::{RunMeter, Usage};
 
 mod call;
+mod estimate;
 mod options;
 
 pub use call::{ToolCall, ToolResult};
@@ -204,6 +205,10 @@ pub struct ChatRequest {
     /// The run's retry allowance inside an agent run: the provider's transport and the model
     /// wrappers spend it for every retry they make, so a run's retries have one bound.
     pub(crate) retries: RunRetries,
+    /// The run's meter inside an agent run with caps: every request a model wrapper makes
+    /// beyond the one it was asked for (a retry, a switch to a fallback) is counted on it and
+    /// held to the run's caps, and so are the tokens of an answer it throws away.
+    pub(crate) meter: RunMeter,
 }
 
 impl ChatRequest {
@@ -217,7 +222,14 @@ impl ChatRequest {
             source: CallSource::MAIN_AGENT,
             events: EventSink::default(),
             retries: RunRetries::default(),
+            meter: RunMeter::default(),
         }
+    }
+
+    /// Before a model wrapper asks its model again (a retry): whether the run's retry
+    /// allowance and its caps let it. Always true outside a run.
+    pub(crate) fn may_ask_again(&self) -> bool {
+        self.retries.try_spend() && self.meter.request().is_ok()
     }
 
     /// Sets the source.

@@ -129,11 +129,11 @@ pub use http_response::MAX_ERROR_BODY_BYTES;
 pub(crate) use kind::ErrorKind;
 pub use redacted::RedactedError;
 
+pub(crate) use body::server_delay;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use body::status_of_error_type;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
-pub(crate) use body::{is_overloaded, server_refuses};
-pub(crate) use body::{is_quota_exhausted, server_delay};
+pub(crate) use body::{is_overloaded, is_quota_exhausted, server_refuses};
 
 use rules::Rule;
 use typed::Known;

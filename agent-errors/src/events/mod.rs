@@ -145,6 +145,12 @@ pub enum Event {
         /// The cap.
         limit: crate::usage::UsageLimit,
     },
+    /// A model's response reported no usage while the run has a token or cost cap: it is
+    /// counted as the caps' [`MissingUsage`](crate::run::MissingUsage) says. Told once per run.
+    UsageMissing {
+        /// The model that answered.
+        model: String,
+    },
     /// A tool failed with an error nothing recognises (kind `unknown`) on a `retry` rung of its
     /// policy, so it was not retried: `retry` only makes again what can succeed on retry. Said
     /// once per run and tool, with a `tracing` warning saying what to return instead.
@@ -171,6 +177,7 @@ impl Event {
             Event::LlmRetry { .. } => "llm_retry",
             Event::LlmFallback { .. } => "llm_fallback",
             Event::UsageLimitReached { .. } => "usage_limit_reached",
+            Event::UsageMissing { .. } => "usage_missing",
             Event::UnknownNotRetried { .. } => "unknown_not_retried",
         }
     }
@@ -191,7 +198,8 @@ impl Event {
             | Event::UnknownNotRetried { tool } => Some(tool),
             Event::LlmRetry { .. }
             | Event::LlmFallback { .. }
-            | Event::UsageLimitReached { .. } => None,
+            | Event::UsageLimitReached { .. }
+            | Event::UsageMissing { .. } => None,
         }
     }
 
@@ -253,6 +261,11 @@ impl Event {
             Event::UsageLimitReached { limit } => {
                 tracing::warn!(event = "usage_limit_reached", limit = %limit)
             }
+            Event::UsageMissing { model } => tracing::warn!(
+                event = "usage_missing",
+                model = %model,
+                "the response reported no usage: counted as the usage limits say"
+            ),
             Event::UnknownNotRetried { tool } => tracing::warn!(
                 event = "unknown_not_retried",
                 tool = %tool,
@@ -357,6 +370,9 @@ fn count(event: &Event, model: &str) {
         Event::UsageLimitReached { .. } => {
             counter!("agent_errors.run.usage_limits_reached", MODEL => model.to_owned())
                 .increment(1);
+        }
+        Event::UsageMissing { model: answered } => {
+            counter!("agent_errors.model.usage_missing", MODEL => answered.clone()).increment(1);
         }
         Event::UnknownNotRetried { .. } => {
             counter!("agent_errors.tool.unknown_not_retried", TOOL => tool()).increment(1);

@@ -199,6 +199,12 @@ fn start(
     if let Some(failures) = ctx.learnt().breaker_tripped(tool.name()) {
         return Err(Missed::Tripped { failures });
     }
+    // Every run of a tool body counts on the run's meter, whatever path asked for it; past a
+    // cap the body does not run and the run ends (its loop reads the cap from the meter).
+    if let Err(capped) = ctx.meter().tool_body(tool.name()) {
+        ctx.halting().halt();
+        return Err(Missed::Failed(ToolError::execution(raw, *capped).into()));
+    }
     match std::panic::catch_unwind(AssertUnwindSafe(|| {
         tool.handler().call_with(raw, extensions)
     })) {

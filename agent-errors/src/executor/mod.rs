@@ -9,8 +9,8 @@
 //! 3. [`gate`]: what every argument set passes before a tool body may receive it, whoever
 //!    wrote it (the model, a fixer, a fallback, a resumed run): the tool is available, no key
 //!    is given twice, the permission hook allows it.
-//! 4. [`attempt`]: parse the arguments, ask the service breaker, run the tool under its
-//!    timeout, catch a panic.
+//! 4. [`attempt`]: count the tool body on the run's usage meter, parse the arguments, ask the
+//!    service breaker, run the tool under its timeout, catch a panic.
 //! 5. [`ladder`]: a failed call walks its policy's rungs (retry, fix, fallback, escalate,
 //!    throw, degrade) until it is answered.
 //! 6. [`outcome`]: the decision becomes a [`CallOutcome`]: a result for the model, or a stop of

@@ -42,7 +42,10 @@ use crate::stream::ChatStream;
 ///
 /// Inside an agent run each call again of the primary spends the run's retry allowance
 /// ([`Limits::max_retries`](crate::Limits)); with none left the request goes to the fallback at
-/// once. The switch itself is not a retry and spends nothing.
+/// once. The switch itself is not a retry and spends nothing from the allowance. Under the
+/// run's [`UsageLimits`](crate::run::UsageLimits) each call again of the primary and the
+/// fallback's request are requests like any other, and the tokens of an answer thrown away for
+/// the fallback's count: past a cap the request is not sent and the run ends with the cap.
 ///
 /// Each switch emits an `llm_fallback` event as a `tracing` event and records it on the run's
 /// report (inside an agent run the request carries the run's log), and on an [`EventLog`]
@@ -166,12 +169,17 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
         let mut policy = self.primary_retry(request, |model, request| model.chat(request));
         let reason = match retry::call(&mut policy).await {
             Ok(answer) => match self.triggers.on_answer(request, &answer) {
-                Some(reason) => reason,
-                None => return Ok(answered_by(answer, &self.primary)),
+                Some(reason) if request.meter.request().is_ok() => {
+                    // Thrown away, but its tokens were spent.
+                    charge_discarded(request, &self.primary, &answer);
+                    reason
+                }
+                // Unusable, or the run's caps refuse the fallback: the run judges it as it is.
+                _ => return Ok(answered_by(answer, &self.primary)),
             },
             Err(error) => match self.triggers.on_failure(&*error) {
-                Some(reason) => reason,
-                None => return Err(error),
+                Some(reason) if request.meter.request().is_ok() => reason,
+                _ => return Err(error),
             },
         };
         self.record_switch(request, reason);
@@ -188,11 +196,11 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
         match retry::call(&mut policy).await {
             Ok(stream) => Ok(stream),
             Err(error) => match self.triggers.on_failure(&*error) {
-                Some(reason) => {
+                Some(reason) if request.meter.request().is_ok() => {
                     self.record_switch(request, reason);
                     self.fallback.chat_stream(request).await
                 }
-                None => Err(error),
+                _ => Err(error),
             },
         }
     }
@@ -204,6 +212,19 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
             to: self.fallback.name().to_owned(),
         };
         emit_to(event, [request.events.log(), self.events.as_ref()]);
+    }
+}
+
+/// Counts the tokens of `answer`, which `model` gave and the fallback replaces, on the run's
+/// meter (the next request the run makes is refused if they took it past a cap).
+fn charge_discarded(request: &ChatRequest, model: &impl ChatModel, answer: &ChatResponse) {
+    let estimate = || request.estimated_usage(Some(answer));
+    let charged = (request.meter).answered(model.name(), answer.usage, estimate, true);
+    if charged.first_missing {
+        let event = Event::UsageMissing {
+            model: model.name().to_owned(),
+        };
+        emit_to(event, [request.events.log(), None]);
     }
 }
 
@@ -245,8 +266,11 @@ impl<'a, P: ChatModel, D: Iterator<Item = Duration>, T> Policy for PrimaryRetry<
             return Step::Stop(Stop::Never);
         };
         match self.retrier.after_failure(self.foreground, server) {
-            Step::Wait(delay) if !self.request.retries.try_spend() => {
-                tracing::debug!(?delay, "the run's retry allowance is spent: falling back");
+            Step::Wait(delay) if !self.request.may_ask_again() => {
+                tracing::debug!(
+                    ?delay,
+                    "the run's allowance or caps refuse a retry: falling back"
+                );
                 Step::Stop(Stop::Exhausted)
             }
             step => step,

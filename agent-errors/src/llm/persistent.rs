@@ -228,7 +228,7 @@ impl<M: ChatModel, D: Iterator<Item = Duration>, T> Policy for WaitItOut<'_, M, 
         let Step::Wait(delay) = step else {
             return step;
         };
-        if !self.request.retries.try_spend() {
+        if !self.request.may_ask_again() {
             return Step::Stop(Stop::Exhausted);
         }
         let attempt = self.retrier.failures();

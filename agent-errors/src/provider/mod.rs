@@ -165,10 +165,10 @@ where
         if matches!(step, Step::Stop(_)) {
             return step;
         }
-        if !self.request.retries.try_spend() {
+        if !self.request.may_ask_again() {
             tracing::debug!(
                 model,
-                "the run's retry allowance is spent: not retrying the model call"
+                "the run's retry allowance or its caps refuse another request: not retrying"
             );
             return Step::Stop(Stop::Exhausted);
         }

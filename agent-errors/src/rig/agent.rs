@@ -74,10 +74,14 @@ pub enum GuardError {
 /// given none), shared by its clones and [siblings](GuardedTool::sibling). Under `ctx`'s run
 /// id, its call id is `rig-effect-` and the id of rig's dispatch of the call (what rig's hooks,
 /// recorder and replayer name it by, numbered from 1 again in every agent built); under a run
-/// id made here, or for a call that did not come through rig's bus, `rig-call-` and a count
-/// shared by the guard's clones and siblings, so agents built around one guard never share a
-/// key. Keys name calls within the run id, so give a `ctx` of its own id to each rig agent, and
-/// to each new start of a task whose effects a service must not confuse with the last start's.
+/// id made here, for a call that did not come through rig's bus, or for a call whose rig id
+/// an earlier call through this guard already had (a second agent built around the guard,
+/// with its own count from 1), `rig-call-` and a count shared by the guard's clones and
+/// siblings, so agents built around one guard never share a key. Only the first agent's keys
+/// follow rig's ids, which a replay of that agent's run in another process finds again: give
+/// each rig agent a `ctx` of its own run id (and each new start of a task whose effects a
+/// service must not confuse with the last start's), and a second agent on one id is logged as
+/// a warning.
 ///
 /// # Examples
 ///

@@ -8,6 +8,7 @@
 //! guarded tool's run. A guard whose hook never ran in any run of an agent cannot have its stops
 //! delivered: its tools then refuse every call after a stop, with an error that names the hook.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -16,7 +17,7 @@ use rig_agent::agent::hook::{
 };
 use rig_core::tool::{ContextValue, ToolContext, ToolExecutionError, ToolOutput};
 
-use super::key::{GuardedCall, guarding, rig_call_id};
+use super::key::{GuardedCall, guarding, rig_effect};
 use crate::chat::ToolCall;
 use crate::executor::{CallOutcome, RunContext, Terminated, TerminationReason};
 use crate::idempotency::IdempotencyKey;
@@ -69,6 +70,9 @@ pub(super) struct Core {
     /// The run id of the guarded calls' keys: `ctx`'s, or one made for it.
     run_id: Arc<str>,
     next_call: Arc<AtomicU64>,
+    /// The rig ids the guard's calls were keyed by: rig's ids start from 1 in every agent
+    /// built, so one seen again is another agent's call.
+    keyed: Arc<Mutex<HashSet<u64>>>,
     wiring: Arc<Wiring>,
 }
 
@@ -82,6 +86,7 @@ impl Core {
             ctx,
             run_id,
             next_call: Arc::new(AtomicU64::new(1)),
+            keyed: Arc::default(),
             wiring: Arc::default(),
         }
     }
@@ -130,17 +135,27 @@ impl Core {
         }
     }
 
-    /// rig numbers a call by its agent's bus, from 1 again in every agent built: a name only
-    /// within a run id the user gives each agent. A run id made here is shared by every agent
-    /// built around this guard, so their calls are counted instead.
+    /// The call's id in its key. rig numbers a call by its agent's bus, from 1 again in every
+    /// agent built: a name only within a run id the user gives each agent, and only for the
+    /// first agent to use a number. A run id made here is shared by every agent built around
+    /// this guard, and a number seen before is another agent's: those calls are counted
+    /// instead.
     fn call_id(&self, context: &ToolContext) -> String {
-        let rig_id = self.ctx.run_id().and_then(|_| rig_call_id(context));
-        rig_id.unwrap_or_else(|| {
-            format!(
-                "rig-call-{}",
-                self.next_call.fetch_add(1, Ordering::Relaxed)
-            )
-        })
+        let effect = self.ctx.run_id().and_then(|_| rig_effect(context));
+        if let Some(effect) = effect {
+            if Wiring::lock(&self.keyed).insert(effect) {
+                return format!("rig-effect-{effect}");
+            }
+            let run_id = &*self.run_id;
+            tracing::warn!(
+                run_id,
+                "a second rig agent calls through a guard of one run id: its calls are keyed \
+                 by a count a replay in another process does not find again; give each agent \
+                 a RunContext of its own run id"
+            );
+        }
+        let count = self.next_call.fetch_add(1, Ordering::Relaxed);
+        format!("rig-call-{count}")
     }
 }
 

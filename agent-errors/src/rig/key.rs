@@ -44,12 +44,12 @@ pub(super) async fn unguarded<F: Future>(work: F) -> F::Output {
     GUARDED.scope(None, work).await
 }
 
-/// Rig's own name for the tool call being served, when rig's bus dispatched it: the call's
-/// effect id, which rig's hooks, recorder and replayer know it by. Read from the dispatcher
-/// rig puts in the context of every tool call it serves.
-pub(super) fn rig_call_id(context: &ToolContext) -> Option<String> {
+/// Rig's own number for the tool call being served, when rig's bus dispatched it: the call's
+/// effect id, which rig's hooks, recorder and replayer know it by (`rig-effect-` and it, in a
+/// key). Read from the dispatcher rig puts in the context of every tool call it serves.
+pub(super) fn rig_effect(context: &ToolContext) -> Option<u64> {
     let effect = context.scope::<Dispatcher>()?.parent()?;
-    Some(format!("rig-effect-{}", effect.as_u64()))
+    Some(effect.as_u64())
 }
 
 /// The context one attempt of a rig tool runs with: the one rig built for the call when a

@@ -7,6 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::Usage;
+use super::meter::MissingUsage;
 
 /// The default of [`UsageLimits::max_tool_calls_per_turn`]: far more calls than a model makes
 /// in one turn on purpose, far fewer than a model that has lost its way can ask for.
@@ -15,16 +16,37 @@ pub const DEFAULT_MAX_TOOL_CALLS_PER_TURN: u32 = 128;
 /// Caps on what one run may use. Every cap is off by default except the tool calls of one
 /// model turn ([`DEFAULT_MAX_TOOL_CALLS_PER_TURN`]).
 ///
-/// The request cap is checked before each model request (a request that would go past it is
-/// not sent); the token and cost caps after each response, from the usage the provider
-/// reports; the tool-call caps when a turn's calls arrive, before any of them runs. A run that
-/// goes past a cap ends with [`RunError::UsageLimit`](crate::RunError::UsageLimit), carrying
-/// what it used, and its transcript answers every call it holds (calls of a refused turn with
-/// an error result saying they were not run). Choose [`OnExceed::FinalAnswer`] for a cap to
-/// have the run ask the model once more, without tools, for its best answer instead.
+/// A run with a cap across the run counts on one meter every path it spends on:
+/// - a **request** is every request sent to a model: the agent's own, `on_llm_error`'s retries,
+///   each retry a model wrapper or the provider's transport makes inside one call
+///   ([`PersistentRetry`](crate::llm::PersistentRetry), a
+///   [`FallbackModel`](crate::llm::FallbackModel) calling its primary again), a fallback
+///   model's request, and every request of a fixer agent ([`Agent::into_fixer`]) the run
+///   calls: its run counts on the meter of the run whose call it repairs, under that run's
+///   caps as well as its own;
+/// - **tokens and cost** are those of every response, an answer a `FallbackModel` threw away
+///   included. A response that reports no usage is counted as
+///   [`missing_usage`](UsageLimits::missing_usage) says (by default estimated from its text,
+///   see [`MissingUsage`]); the first of a run under a token or cost cap is an `usage_missing`
+///   event and a `tracing` warning;
+/// - a **tool call** is one run of a tool body: its first try, each retry, its run after a
+///   fixer's repair, and a fallback tool's run (counted for the tool that runs) each count
+///   one; a call refused before its body runs (an unknown tool, invalid arguments, a denial)
+///   counts none.
 ///
-/// A request is one call of the agent's model, `on_llm_error`'s retries included; a model
-/// wrapper's own retries inside that call (a fallback, a persistent retry) count as one.
+/// The request cap is checked before each request on any of those paths (one that would go
+/// past it is not sent); the token and cost caps after each response; the tool-call caps when
+/// a turn's calls arrive (a turn that would go past one runs none of its calls) and again
+/// before each tool body runs (a retry or fallback past the cap does not run, and the turn's
+/// other calls are stopped). A run that goes past a cap, on whichever path, ends with
+/// [`RunError::UsageLimit`](crate::RunError::UsageLimit), carrying what it used, and its
+/// transcript answers every call it holds (calls of a refused turn with an error result saying
+/// they were not run). Choose [`OnExceed::FinalAnswer`] for a cap to have the run ask the model
+/// once more, without tools, for its best answer instead.
+///
+/// A run whose only cap is the per-turn one has no meter, and pays nothing for one.
+///
+/// [`Agent::into_fixer`]: crate::Agent::into_fixer
 ///
 /// # Examples
 ///
@@ -53,6 +75,9 @@ pub struct UsageLimits {
     max_cost: Option<f64>,
     prices: BTreeMap<String, ModelPrice>,
     final_answer: Vec<UsageLimit>,
+    /// Added after the caps themselves: a saved run without it estimates.
+    #[serde(default)]
+    missing_usage: MissingUsage,
 }
 
 impl Default for UsageLimits {
@@ -89,6 +114,7 @@ impl UsageLimits {
             max_cost: None,
             prices: BTreeMap::new(),
             final_answer: Vec::new(),
+            missing_usage: MissingUsage::Estimate,
         }
     }
 
@@ -159,6 +185,14 @@ impl UsageLimits {
         self
     }
 
+    /// How a response that reports no usage counts against the token and cost caps
+    /// ([`MissingUsage::Estimate`] by default).
+    #[must_use]
+    pub fn missing_usage(mut self, counted: MissingUsage) -> Self {
+        self.missing_usage = counted;
+        self
+    }
+
     /// What the run does when it goes past `limit` ([`OnExceed::Error`] by default).
     #[must_use]
     pub fn on_exceed(mut self, limit: UsageLimit, then: OnExceed) -> Self {
@@ -176,6 +210,30 @@ impl UsageLimits {
         } else {
             OnExceed::Error
         }
+    }
+
+    /// Whether any cap holds across the whole run (the per-turn cap holds within a turn): a run
+    /// without one needs no meter.
+    #[inline]
+    pub(crate) fn caps_run(&self) -> bool {
+        self.requests.is_some()
+            || self.tool_calls.is_some()
+            || !self.calls_of.is_empty()
+            || self.caps_tokens()
+    }
+
+    /// Whether a response's tokens count against a cap (a token cap, or the cost cap).
+    #[inline]
+    pub(crate) fn caps_tokens(&self) -> bool {
+        self.input_tokens.is_some()
+            || self.output_tokens.is_some()
+            || self.total_tokens.is_some()
+            || self.max_cost.is_some()
+    }
+
+    /// How a response that reports no usage is counted.
+    pub(crate) fn counted_when_missing(&self) -> MissingUsage {
+        self.missing_usage
     }
 
     /// The first cap a request would go past, with `made` requests already made.
@@ -384,21 +442,24 @@ pub enum OnExceed {
     FinalAnswer,
 }
 
-/// What a run used: model requests, tokens, tool calls and their cost. A run that goes past
-/// a cap carries it in [`UsageLimitExceeded::usage`]; every run's report has its parts
-/// ([`RunReport`](crate::RunReport)'s `model_calls`, `usage` and `tool_calls`).
+/// What a run used, as its meter counted it (see [`UsageLimits`] for what counts): model
+/// requests, tokens, tool calls and their cost. A run that goes past a cap carries it in
+/// [`UsageLimitExceeded::usage`]. A run's report ([`RunReport`](crate::RunReport)) keeps the
+/// loop's own counts: its own requests, the usage its responses reported and the tool calls the
+/// model made. A run with no cap across the run has no meter: a per-turn cap's error carries
+/// those instead.
 ///
 /// # Examples
 ///
 /// ```
 /// use agent_errors::{Agent, RunOptions};
 /// use agent_errors::run::UsageLimits;
-/// use agent_errors::testing::ScriptedModel;
+/// use agent_errors::testing::{ScriptedModel, echo_tool};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let model = ScriptedModel::new().tool_call("lookup", "{}").text("never asked");
-/// let agent = Agent::builder("capped").model(model).build()?;
+/// let model = ScriptedModel::new().tool_call("lookup", r#"{"text": "x"}"#).text("never asked");
+/// let agent = Agent::builder("capped").model(model).tool(echo_tool("lookup")).build()?;
 /// let options = RunOptions::new().usage_limits(UsageLimits::new().max_requests(1));
 /// let error = agent.run_with("go", options).await.result.unwrap_err();
 /// let used = &error.usage_limit().expect("the request cap ended it").usage;
@@ -409,11 +470,11 @@ pub enum OnExceed {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct RunUsage {
-    /// Model requests made.
+    /// Model requests sent, on every path of the run.
     pub requests: u32,
-    /// Tokens the responses reported.
+    /// Tokens of the responses: as reported, or counted as [`MissingUsage`] says.
     pub tokens: Usage,
-    /// Tool calls run.
+    /// Runs of tool bodies: first tries, retries, repaired runs and fallbacks.
     pub tool_calls: u32,
     /// Calls of each tool that has a cap of its own.
     pub calls_of: BTreeMap<String, u32>,

@@ -2,11 +2,14 @@
 //! and the caps a run's usage is held to.
 
 mod limits;
+mod meter;
 
 pub use limits::{
     DEFAULT_MAX_TOOL_CALLS_PER_TURN, ModelPrice, OnExceed, RunUsage, UsageLimit,
     UsageLimitExceeded, UsageLimits,
 };
+pub use meter::MissingUsage;
+pub(crate) use meter::RunMeter;
 
 use serde::{Deserialize, Serialize};
 

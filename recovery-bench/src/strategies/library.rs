@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_errors::breaker::{BreakerSettingsError, ServiceBreaker};
 use agent_errors::build::FixerDef;
 use agent_errors::checkpoint::{CheckpointStore, MemoryCheckpoints};
 use agent_errors::llm::FallbackModel;
@@ -51,7 +52,8 @@ impl Strategy for LibraryDefaults {
 
 /// The policies a README reader writes for these tools: lookups and keyed writes retried then
 /// shown to the model, broken arguments repaired by a fixer, the search falling back to its
-/// cache, model errors retried, an overloaded model replaced by a backup, and durable runs. The
+/// cache, model errors retried, an overloaded model replaced by a backup, a service breaker that
+/// judges a failure rate rather than a run of failures, and durable runs. The
 /// writes (a ticket, an email) must happen once whatever the model re-asks, so they are keyed
 /// by their effect, not by the call.
 pub(crate) struct LibraryTuned;
@@ -105,9 +107,17 @@ fn tuned_agent(
         .on_any_tool_error(any_tool_policy())
         .on_tool_error("search", search_policy())
         .on_llm_error(|_, _| LlmErrorDecision::retry(LLM_ATTEMPTS, LLM_FIRST_BACKOFF))
+        .service_breaker(Arc::new(service_breaker()?))
         .shared_checkpoints(store)
         .build()?;
     Ok(agent)
+}
+
+/// Opens a tool's circuit when half of its last 100 calls failed, judged from its 20th call: the
+/// failure-rate rule of resilience4j and Polly. The default (5 failures in a row) opens on runs
+/// of bad luck under independent blips, and its rejections then end runs a retry would finish.
+fn service_breaker() -> Result<ServiceBreaker, BreakerSettingsError> {
+    ServiceBreaker::failure_rate(50, 100, 20, Duration::from_secs(30))
 }
 
 /// Model calls per turn, the first included, and the first delay between them.

@@ -122,3 +122,22 @@ async fn a_write_asked_for_again_is_applied_once_under_the_effect_idempotency_ke
         "answered from the record"
     );
 }
+
+#[test]
+fn keys_with_different_parts_never_print_alike() {
+    let pairs = [
+        (("tenant:a", "call_1"), ("tenant", "a:call_1")),
+        (("a%3Ab", "c"), ("a:b", "c")),
+        (("run", "7:call_1"), ("run:7", "call_1")),
+    ];
+    for ((run_a, call_a), (run_b, call_b)) in pairs {
+        let a = IdempotencyKey::new(run_a, call_a);
+        let b = IdempotencyKey::new(run_b, call_b);
+        assert_ne!(a.to_string(), b.to_string(), "{a:?} and {b:?}");
+    }
+    assert_eq!(
+        IdempotencyKey::new("run-7", "call_1").to_string(),
+        "run-7:call_1",
+        "a run id without `:` or `%` prints as it is"
+    );
+}

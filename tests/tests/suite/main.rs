@@ -54,3 +54,4 @@ mod streaming;
 mod testing_kit;
 mod unrecognised;
 mod usage_limits;
+mod usage_meter;

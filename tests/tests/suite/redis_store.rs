@@ -18,7 +18,14 @@ use support::{RedisServer, eventually};
 const COOLDOWN: Duration = Duration::from_millis(300);
 const CACHE_TTL: Duration = Duration::from_millis(50);
 
+/// A store that waits for Redis's answers as long as a loaded machine needs: a test about the
+/// fleet's shared state must not see a slow answer turn into a local decision.
 async fn store(server: &RedisServer, prefix: &str) -> RedisStore {
+    store_with_timeout(server, prefix, PATIENT).await
+}
+
+/// A store that gives up on Redis after 50 ms: for the tests about a Redis that hangs.
+async fn quick_store(server: &RedisServer, prefix: &str) -> RedisStore {
     store_with_timeout(server, prefix, Duration::from_millis(50)).await
 }
 
@@ -167,7 +174,7 @@ async fn until_health(health: &mut tokio::sync::watch::Receiver<StoreHealth>, wa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_redis_costs_one_command_timeout_then_decisions_are_local() {
     let server = RedisServer::start();
-    let a = store(&server, "hung").await;
+    let a = quick_store(&server, "hung").await;
     assert_eq!(a.admit("api").await, Admission::Allowed);
 
     server.freeze();
@@ -221,8 +228,8 @@ async fn a_shared_retry_budget_spends_from_one_window_for_the_fleet() {
 async fn a_call_cancelled_while_asking_redis_does_not_freeze_the_view() {
     let server = RedisServer::start();
     let (a, b) = (
-        store(&server, "cancel").await,
-        store(&server, "cancel").await,
+        quick_store(&server, "cancel").await,
+        quick_store(&server, "cancel").await,
     );
     assert_eq!(a.admit("api").await, Admission::Allowed);
 

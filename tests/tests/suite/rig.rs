@@ -1011,6 +1011,25 @@ async fn inside_rigs_own_loop_agents_built_around_one_guard_without_a_run_id_nev
     two_calls_retried_once(&tool.keys());
 }
 
+#[tokio::test(start_paused = true)]
+async fn inside_rigs_own_loop_agents_built_around_one_guard_with_a_run_id_never_share_a_key() {
+    // The same, with the run id given: rig's ids for the two agents' writes are equal, and a
+    // key made of them would name two refunds as one.
+    let tool = Keyed::default();
+    let registry = Registry::builder()
+        .tool(ToolDef::from_rig(tool.clone()).with_policy(retry(3)))
+        .build()
+        .unwrap();
+    let ctx = Arc::new(RunContext::new().with_run_id("run-8"));
+    let guarded = GuardedTool::<Keyed>::new(Arc::new(registry), ctx).unwrap();
+    one_call_through(&guarded).await;
+    one_call_through(&guarded).await;
+    let keys = tool.keys();
+    two_calls_retried_once(&keys);
+    assert!(keys[0].starts_with("run-8:rig-effect-"), "{keys:?}");
+    assert!(keys[2].starts_with("run-8:rig-call-"), "{keys:?}");
+}
+
 /// A rig tool that makes a call of its own: `keyed`, through a registry and a run context of
 /// its own, without a run id.
 struct Nesting {

@@ -19,6 +19,7 @@ use crate::events::{EventLog, EventSink};
 use crate::extensions::Extensions;
 use crate::journal::RunJournal;
 use crate::retry::RetryAllowance;
+use crate::usage::RunMeter;
 
 use super::approval::Approvals;
 
@@ -76,6 +77,7 @@ pub(crate) struct RunSetup {
     pub(crate) recorder: Arc<dyn CallRecorder>,
     pub(crate) journal: Option<RunJournal>,
     pub(crate) approvals: Option<Arc<Approvals>>,
+    pub(crate) meter: RunMeter,
 }
 
 impl fmt::Debug for RunContext {
@@ -112,6 +114,7 @@ impl RunContext {
             recorder: NoRecorder::shared(),
             journal: None,
             approvals: None,
+            meter: RunMeter::default(),
         })
     }
 
@@ -132,12 +135,13 @@ impl RunContext {
             recorder,
             journal,
             approvals,
+            meter,
         } = setup;
         RunContext {
             events: Arc::new(events),
             extensions,
             run_id,
-            limits: RunLimits::new(limits),
+            limits: RunLimits::new(limits, meter),
             halt: Halt::new(cancel),
             hooks: Hooks {
                 service,
@@ -205,7 +209,7 @@ impl RunContext {
     /// Sets the limits.
     #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
-        self.limits = RunLimits::new(limits);
+        self.limits = RunLimits::new(limits, self.limits.meter().clone());
         self
     }
 
@@ -285,6 +289,11 @@ impl RunContext {
     /// The run's retry allowance: every retry of the run, at any layer, spends from it.
     pub(crate) fn retries(&self) -> &Arc<RetryAllowance> {
         self.limits.retries()
+    }
+
+    /// The run's one usage meter: every model request and tool body of the run counts on it.
+    pub(crate) fn meter(&self) -> &RunMeter {
+        self.limits.meter()
     }
 
     /// How the run stops: its cancellation, and the halt a call that ends the run sets.

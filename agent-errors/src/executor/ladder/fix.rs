@@ -78,6 +78,7 @@ impl Walk<'_> {
             key,
             attempt,
             context: self.extensions.clone(),
+            meter: self.ctx.meter().clone(),
         }
     }
 
