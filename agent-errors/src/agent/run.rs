@@ -124,6 +124,29 @@ struct Start {
     clock: Option<Instant>,
 }
 
+/// `result` once the run's end is recorded: a save that fails makes it the run's error. A run
+/// waiting for a person keeps its checkpoint as it was (resumed, it goes on), and a run whose
+/// save failed records nothing more.
+async fn recorded_end<O>(
+    recorder: &dyn Recorder,
+    transcript: &[Message],
+    counts: &Counts,
+    result: Result<O, RunError>,
+) -> Result<O, RunError> {
+    if matches!(
+        result,
+        Err(RunError::Checkpoint(_) | RunError::WaitingForPerson { .. })
+    ) {
+        return result;
+    }
+    let outcome = result.as_ref().map(|_| ());
+    if recorder.finished(transcript, counts, outcome).await {
+        result
+    } else {
+        Err(unsaved(recorder))
+    }
+}
+
 impl Start {
     /// Where a run resumed from `saved` starts: the calls of its last turn still to answer, its
     /// counts, what it had learnt and what was left of its deadline (`deadline` when it saved
@@ -263,17 +286,7 @@ impl<O: AgentOutput> AgentInner<O> {
             ctx.restore(recovery);
         }
         let recorder = &*recorders.run;
-        // Built in place: a `with_*` chain moves the whole request once per setter.
-        let mut request = ChatRequest {
-            messages: start.transcript,
-            tools: self.offered_tools(&ctx),
-            max_tokens: None,
-            options: self.options.clone(),
-            source: self.source.clone(),
-            events: ctx.event_sink(),
-            retries: RunRetries::new(Arc::clone(ctx.retries())),
-            meter: meter.clone(),
-        };
+        let mut request = self.first_request(&ctx, start.transcript, meter.clone());
         let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits, meter));
         if let Some(saved) = start.counts {
             counts.restore(saved);
@@ -295,7 +308,7 @@ impl<O: AgentOutput> AgentInner<O> {
             self.stop_gracefully(&ctx, &mut request, &mut counts, ended)
                 .await
         };
-        let mut result = match start.deadline {
+        let result = match start.deadline {
             None => driven.await,
             Some(limit) => match tokio::time::timeout(limit, driven).await {
                 Ok(result) => result,
@@ -306,36 +319,46 @@ impl<O: AgentOutput> AgentInner<O> {
                 }
             },
         };
-        // A run waiting for a person keeps its checkpoint as it was: resumed, it goes on.
-        if !matches!(
-            result,
-            Err(RunError::Checkpoint(_) | RunError::WaitingForPerson { .. })
-        ) {
-            let outcome = result.as_ref().map(|_| ());
-            if !recorder.finished(&request.messages, &counts, outcome).await {
-                result = Err(unsaved(recorder));
-            }
-        }
+        let result = recorded_end(recorder, &request.messages, &counts, result).await;
         ctx.events().close();
         if let Err(error) = &result {
             let error = crate::redact::redact(&error.to_string()).into_owned();
             tracing::warn!(%error, "run ended without an output");
         }
+        let report = RunReport {
+            events: ctx.events().take(),
+            turns: counts.turns,
+            model_calls: counts.model_calls,
+            tool_calls: counts.tool_calls,
+            usage: counts.usage,
+        };
+        let (transcript, at) = (request.messages, counts.clock);
         let outcome = RunOutcome {
             result,
-            report: RunReport {
-                events: ctx.events().take(),
-                turns: counts.turns,
-                model_calls: counts.model_calls,
-                tool_calls: counts.tool_calls,
-                usage: counts.usage,
-            },
-            transcript: request.messages,
+            report,
+            transcript,
             run_id,
         };
-        Ended {
-            outcome,
-            at: counts.clock,
+        Ended { outcome, at }
+    }
+
+    /// The run's request, with `messages` so far: the loop adds to it turn by turn.
+    fn first_request(
+        &self,
+        ctx: &RunContext,
+        messages: Vec<Message>,
+        meter: RunMeter,
+    ) -> ChatRequest {
+        // Built in place: a `with_*` chain moves the whole request once per setter.
+        ChatRequest {
+            messages,
+            tools: self.offered_tools(ctx),
+            max_tokens: None,
+            options: self.options.clone(),
+            source: self.source.clone(),
+            events: ctx.event_sink(),
+            retries: RunRetries::new(Arc::clone(ctx.retries())),
+            meter,
         }
     }
 
@@ -351,6 +374,27 @@ impl<O: AgentOutput> AgentInner<O> {
             .collect()
     }
 
+    /// Answers the calls of the turn a resumed run was in, from what was saved about each.
+    async fn answer_resumed(
+        &self,
+        ctx: &RunContext,
+        request: &mut ChatRequest,
+        recorder: &dyn Recorder,
+        asked: Message,
+        pending: Vec<PendingCall>,
+    ) -> Result<(), RunError> {
+        let calls: Vec<ToolCall> = pending.iter().map(|p| p.call.clone()).collect();
+        if pending
+            .iter()
+            .any(|p| matches!(p.answer(), Some((_, Some(_)))))
+        {
+            // A saved answer ended the run: the calls it halted are not run again.
+            ctx.halting().halt();
+        }
+        self.answer_turn(ctx, request, recorder, asked, Some((&calls, &pending)))
+            .await
+    }
+
     /// The loop: answers the calls a resumed run starts with, then asks the model and answers
     /// its calls until it answers in text, a call ends the run, or the turn cap is reached.
     async fn drive(
@@ -363,15 +407,7 @@ impl<O: AgentOutput> AgentInner<O> {
     ) -> Result<O, RunError> {
         request.tools = self.offered_tools(ctx);
         if let Some((asked, pending)) = pending {
-            let calls: Vec<ToolCall> = pending.iter().map(|p| p.call.clone()).collect();
-            if pending
-                .iter()
-                .any(|p| matches!(p.answer(), Some((_, Some(_)))))
-            {
-                // A saved answer ended the run: the calls it halted are not run again.
-                ctx.halting().halt();
-            }
-            self.answer_turn(ctx, request, recorder, asked, Some((&calls, &pending)))
+            self.answer_resumed(ctx, request, recorder, asked, pending)
                 .await?;
         }
         while counts.turns < self.max_turns {

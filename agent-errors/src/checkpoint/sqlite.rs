@@ -24,9 +24,10 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// in the next (each in a savepoint of its own, so one that loses its fencing check stores
 /// nothing and fails alone). Calls run on tokio's blocking pool, never on the runtime's threads.
 ///
-/// Snapshots are kept in the table `agent_errors_checkpoints` (one row per run, whose
-/// `sequence` is the run's latest), the records after them in `agent_errors_checkpoint_records`;
-/// a file written before the journal opens as it is, its rows read as snapshots.
+/// Snapshots are kept in the table `agent_errors_checkpoints` (one row per run), the records
+/// after them in `agent_errors_checkpoint_records`, clustered by run and sequence: an append
+/// writes its record's pages and nothing else. A file written before the journal opens as it
+/// is, its rows read as snapshots.
 ///
 /// # Examples
 ///
@@ -102,7 +103,7 @@ impl SqliteCheckpoints {
                      sequence INTEGER NOT NULL,
                      record   BLOB NOT NULL,
                      PRIMARY KEY (run_id, sequence)
-                 );",
+                 ) WITHOUT ROWID;",
             )
             .map_err(store_error)?;
         Ok(SqliteCheckpoints {
@@ -249,10 +250,6 @@ fn write_one(tx: &mut Transaction<'_>, write: &Write) -> Result<(), CheckpointEr
             ));
         }
         savepoint
-            .prepare_cached("UPDATE agent_errors_checkpoints SET sequence = ?2 WHERE run_id = ?1")
-            .and_then(|mut s| s.execute(params![run_id, sequence]))
-            .map_err(store_error)?;
-        savepoint
             .prepare_cached(
                 "INSERT INTO agent_errors_checkpoint_records (run_id, sequence, record)
                  VALUES (?1, ?2, ?3)",
@@ -263,11 +260,16 @@ fn write_one(tx: &mut Transaction<'_>, write: &Write) -> Result<(), CheckpointEr
     savepoint.commit().map_err(store_error)
 }
 
-/// The run's latest sequence, snapshot or record: the snapshot row keeps it.
+/// The run's latest sequence: its last record's, or its snapshot's when it has none (the
+/// records of a run all follow its snapshot).
 fn latest_sequence(connection: &Connection, run_id: &str) -> Result<Option<u64>, CheckpointError> {
     let found: Option<i64> = connection
-        .prepare_cached("SELECT sequence FROM agent_errors_checkpoints WHERE run_id = ?1")
-        .and_then(|mut s| s.query_row(params![run_id], |row| row.get(0)).optional())
+        .prepare_cached(
+            "SELECT coalesce(
+                 (SELECT max(sequence) FROM agent_errors_checkpoint_records WHERE run_id = ?1),
+                 (SELECT sequence FROM agent_errors_checkpoints WHERE run_id = ?1))",
+        )
+        .and_then(|mut s| s.query_row(params![run_id], |row| row.get(0)))
         .map_err(store_error)?;
     found.map(|sequence| from_sql(run_id, sequence)).transpose()
 }
@@ -286,7 +288,7 @@ fn read_journal(
         )
         .optional()
         .map_err(store_error)?;
-    let Some((latest, state)) = row else {
+    let Some((sequence, state)) = row else {
         return Ok(None);
     };
     let mut statement = tx
@@ -309,15 +311,9 @@ fn read_journal(
             state,
         });
     }
-    // The records follow the snapshot without a gap: the snapshot's sequence is the one before
-    // the first record's, or the run's latest when there are none.
-    let latest = from_sql(run_id, latest)?;
-    let sequence = records
-        .first()
-        .map_or(latest, |first| first.sequence.saturating_sub(1));
     let snapshot = Checkpoint {
         run_id: run_id.to_owned(),
-        sequence,
+        sequence: from_sql(run_id, sequence)?,
         state,
     };
     Ok(Some(StoredRun { snapshot, records }))

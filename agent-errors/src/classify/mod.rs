@@ -388,6 +388,16 @@ pub(crate) fn model_words(level: &(dyn Error + 'static)) -> (String, bool) {
     (level.to_string(), true)
 }
 
+/// Whether a level of a failure holds words for operators only (see [`model_words`]).
+pub(crate) fn is_for_operators(level: &(dyn Error + 'static)) -> bool {
+    #[cfg(feature = "rig")]
+    if level.is::<rig_core::tool::ToolExecutionError>() {
+        return true;
+    }
+    let _ = level;
+    false
+}
+
 /// The first `T` in an error's [`chain`], the error itself included.
 ///
 /// # Examples

@@ -9,7 +9,7 @@ use crate::approval::PendingApproval;
 use crate::chat::{ToolCall, ToolResult};
 use crate::classify::Classifier;
 use crate::classify::RedactedError;
-use crate::classify::{Classification, ErrorKind, chain, model_words};
+use crate::classify::{Classification, ErrorKind, chain, is_for_operators, model_words};
 use crate::error::{BoxError, Severity, ToolError};
 use crate::events::Event;
 use crate::observe::{CallEnd, ToolCallEnd};
@@ -416,10 +416,9 @@ impl Handled {
     /// The failure shown to the model, with the suggestion that fits it.
     pub(crate) fn escalate_failure(ctx: &RunContext, tool: &str, failure: &Failure) -> Handled {
         let message = failure.shown_message();
-        let detail = failure.message();
-        if !message.contains(&detail) {
+        if chain(failure.error.cause()).any(is_for_operators) {
             // What the model is not shown (a rig tool's operator message) is for the logs.
-            let detail = scrub(&detail, ctx.limits().max_message_chars);
+            let detail = scrub(&failure.message(), ctx.limits().max_message_chars);
             tracing::warn!(event = "tool_failed", tool = %tool, %detail, "the model sees the tool's feedback only");
         }
         let handled = Handled::escalate(ctx, tool, failure.class.kind, &message, Severity::High);

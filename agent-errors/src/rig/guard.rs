@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rig_agent::agent::hook::{
-    AgentHook, HookContext, OutcomeAction, OutcomeEvent, RunStart, RunStartAction,
+    AgentHook, CompletionCallAction, CompletionCallEvent, DispatchAction, DispatchEvent,
+    HookContext, ModelTurnAction, ModelTurnFinished, OutcomeAction, OutcomeEvent, RunStart,
+    RunStartAction,
 };
 use rig_core::tool::{ContextValue, ToolContext, ToolExecutionError, ToolOutput};
 
@@ -22,6 +24,7 @@ use crate::chat::ToolCall;
 use crate::executor::{CallOutcome, RunContext, Terminated, TerminationReason};
 use crate::idempotency::IdempotencyKey;
 use crate::registry::Registry;
+use crate::usage::UsageLimits;
 
 /// The mark a guarded call leaves on its result when it ended the run: why, for the hook.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -74,6 +77,8 @@ pub(super) struct Core {
     /// built, so one seen again is another agent's call.
     keyed: Arc<Mutex<HashSet<u64>>>,
     wiring: Arc<Wiring>,
+    /// The caps of each rig run, counted by the hook.
+    pub(super) limits: Option<Arc<UsageLimits>>,
 }
 
 impl Core {
@@ -88,6 +93,7 @@ impl Core {
             next_call: Arc::new(AtomicU64::new(1)),
             keyed: Arc::default(),
             wiring: Arc::default(),
+            limits: None,
         }
     }
 
@@ -95,6 +101,8 @@ impl Core {
     pub(super) fn hook(&self) -> StopHook {
         StopHook {
             wiring: Arc::clone(&self.wiring),
+            limits: self.limits.clone(),
+            run: Arc::clone(&self.ctx),
         }
     }
 
@@ -251,9 +259,19 @@ fn reason_name(reason: &TerminationReason) -> &'static str {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StopHook {
     wiring: Arc<Wiring>,
+    limits: Option<Arc<UsageLimits>>,
+    run: Arc<RunContext>,
+}
+
+impl std::fmt::Debug for StopHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StopHook")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AgentHook for StopHook {
@@ -261,9 +279,43 @@ impl AgentHook for StopHook {
         Some("agent_errors::StopHook".to_owned())
     }
 
-    async fn on_run_start(&self, _ctx: &HookContext, _event: RunStart<'_>) -> RunStartAction {
+    async fn on_run_start(&self, ctx: &HookContext, _event: RunStart<'_>) -> RunStartAction {
         self.wiring.hooked.store(true, Ordering::Release);
+        if let Some(limits) = &self.limits {
+            super::usage::RigRunUsage::start(ctx.scratchpad(), limits);
+        }
         RunStartAction::Continue
+    }
+
+    async fn on_completion_call(
+        &self,
+        ctx: &HookContext,
+        _event: CompletionCallEvent<'_>,
+    ) -> CompletionCallAction {
+        match &self.limits {
+            Some(limits) => super::usage::before_request(ctx.scratchpad(), limits, &self.run),
+            None => CompletionCallAction::Continue,
+        }
+    }
+
+    async fn on_model_turn_finished(
+        &self,
+        ctx: &HookContext,
+        turn: ModelTurnFinished<'_>,
+    ) -> ModelTurnAction {
+        match &self.limits {
+            Some(limits) => super::usage::after_turn(ctx.scratchpad(), limits, &self.run, &turn),
+            None => ModelTurnAction::Continue,
+        }
+    }
+
+    async fn on_dispatch(&self, ctx: &HookContext, event: DispatchEvent<'_>) -> DispatchAction {
+        match (&self.limits, event.tool_name()) {
+            (Some(limits), Some(tool)) => {
+                super::usage::before_call(ctx.scratchpad(), limits, &self.run, tool)
+            }
+            _ => DispatchAction::Proceed,
+        }
     }
 
     async fn on_outcome(&self, _ctx: &HookContext, event: OutcomeEvent<'_>) -> OutcomeAction {

@@ -25,6 +25,7 @@ mod recover;
 mod run_guard;
 mod stream;
 mod tool;
+mod usage;
 
 pub use agent::{GuardError, GuardedTool};
 pub use convert::ConvertError;

@@ -17,6 +17,7 @@ use super::recover::RecoveringModel;
 use crate::executor::RunContext;
 use crate::registry::Registry;
 use crate::retry::RetrySchedule;
+use crate::usage::UsageLimits;
 
 /// Every tool of a [`Registry`] under our policies inside rig's own agent loop (`rig_agent`),
 /// with the hook that ends rig's run when one of them must: the way to keep a rig agent on
@@ -99,6 +100,50 @@ impl RigGuard {
         RigGuard {
             core: Core::new(registry, ctx),
         }
+    }
+
+    /// Caps each rig run of the guard's agents, as [`AgentBuilder::usage_limits`](crate::AgentBuilder::usage_limits)
+    /// caps a run of ours: its model requests, tokens, cost and tool calls, counted per rig run
+    /// (each prompt is a run of its own) by the guard's hook. Past a cap the run ends with rig's
+    /// error naming it (`the run went past its limit on model requests: at most 2`), or, for a
+    /// cap the limits answer with [`OnExceed::FinalAnswer`](crate::run::OnExceed), the calls of
+    /// the turn that went past are not run and the model is asked once more, without tools, for
+    /// the best answer it has: rig's run ends with that answer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_errors::{Registry, RunContext};
+    /// use agent_errors::rig::RigGuard;
+    /// use agent_errors::run::{OnExceed, UsageLimit, UsageLimits};
+    /// use agent_errors::testing::echo_tool;
+    /// use rig_core::test_utils::{MockCompletionModel, MockTurn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let registry = Arc::new(Registry::builder().tool(echo_tool("search")).build()?);
+    /// let limits = UsageLimits::new()
+    ///     .max_tool_calls(1)
+    ///     .on_exceed(UsageLimit::ToolCalls, OnExceed::FinalAnswer);
+    /// let guard = RigGuard::new(registry, Arc::new(RunContext::new())).with_usage_limits(limits);
+    /// let search = |id| MockTurn::tool_call(id, "search", serde_json::json!({"text": "rust"}));
+    /// let model = MockCompletionModel::from_turns([
+    ///     search("call-1"),
+    ///     search("call-2"), // one call too many: not run
+    ///     MockTurn::text("Rust is a language (from one search)."),
+    /// ]);
+    /// let agent = guard.agent(model.clone()).default_max_turns(5).build();
+    /// let answer = agent.prompt("what is rust?").await?;
+    /// assert_eq!(answer.output(), "Rust is a language (from one search).");
+    /// assert!(model.requests()[2].tools.is_empty(), "the last request offers no tools");
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_usage_limits(mut self, limits: UsageLimits) -> Self {
+        self.core.limits = Some(Arc::new(limits));
+        self
     }
 
     /// A rig agent builder over `model` with every guarded tool and the guard's hook: go on

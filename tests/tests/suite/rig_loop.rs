@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use agent_errors::retry::RetrySchedule;
 use agent_errors::rig::{GuardedTool, RecoveringModel, RigGuard};
+use agent_errors::run::{OnExceed, UsageLimit, UsageLimits};
 use agent_errors::testing::{FaultyTool, ScriptedModel, echo_tool};
 use agent_errors::{Agent, HttpError, Limits, Registry, RunContext, ToolDef};
 
@@ -298,4 +299,86 @@ async fn a_fallback_chain_over_rig_models_answers_from_the_next_once_one_failed_
     let agent = rig_agent::AgentBuilder::new(model).build();
     agent.prompt("hi").await.unwrap_err();
     assert_eq!(backup_calls.calls.load(Ordering::SeqCst), 0);
+}
+
+fn search(id: &str) -> MockTurn {
+    MockTurn::tool_call(id, "search", serde_json::json!({"text": "rust"}))
+}
+
+/// A guard over an echo tool named `search`, capped by `limits`.
+fn capped(limits: UsageLimits) -> (RigGuard, Arc<RunContext>) {
+    let registry = Arc::new(
+        Registry::builder()
+            .tool(echo_tool("search"))
+            .build()
+            .unwrap(),
+    );
+    let run = Arc::new(RunContext::new());
+    let guard = RigGuard::new(registry, Arc::clone(&run)).with_usage_limits(limits);
+    (guard, run)
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_rigs_loop_a_run_ends_at_its_request_cap_and_each_prompt_is_a_run_of_its_own() {
+    let (guard, _) = capped(UsageLimits::new().max_requests(2));
+    let model = MockCompletionModel::from_turns([
+        search("call-1"),
+        search("call-2"),
+        // The first run ends before asking again; the second prompt is answered from here.
+        search("call-3"),
+        MockTurn::text("the second prompt's answer"),
+    ]);
+    let agent = guard.agent(model.clone()).default_max_turns(10).build();
+    let error = agent.prompt("search a lot").await.unwrap_err();
+    assert!(
+        error.to_string().contains("limit on model requests"),
+        "{error}"
+    );
+    assert_eq!(model.request_count(), 2);
+
+    // The next prompt has its own two requests.
+    let answer = agent.prompt("search once").await.unwrap();
+    assert_eq!(answer.output(), "the second prompt's answer");
+    assert_eq!(model.request_count(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_rigs_loop_a_token_cap_ends_the_run() {
+    let (guard, _) = capped(UsageLimits::new().max_total_tokens(10));
+    let usage = rig_core::completion::Usage::new()
+        .input_tokens(40)
+        .output_tokens(5);
+    let turn = search("call-1").with_usage(usage);
+    let model = MockCompletionModel::from_turns([turn, MockTurn::text("never asked")]);
+    let agent = guard.agent(model.clone()).default_max_turns(5).build();
+    let error = agent.prompt("search").await.unwrap_err();
+    assert!(
+        error.to_string().contains("limit on total tokens"),
+        "{error}"
+    );
+    assert_eq!(model.request_count(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_rigs_loop_a_tool_call_cap_asks_for_a_final_answer_without_running_the_extra_calls() {
+    let limits = UsageLimits::new()
+        .max_tool_calls(1)
+        .on_exceed(UsageLimit::ToolCalls, OnExceed::FinalAnswer);
+    let (guard, run) = capped(limits);
+    let model = MockCompletionModel::from_turns([
+        search("call-1"),
+        search("call-2"),
+        MockTurn::text("from one search"),
+    ]);
+    let agent = guard.agent(model.clone()).default_max_turns(5).build();
+    let answer = agent.prompt("what is rust?").await.unwrap();
+    assert_eq!(answer.output(), "from one search");
+    let last = &model.requests()[2];
+    assert!(last.tools.is_empty(), "the final request offers no tools");
+    let history = serde_json::to_string(&last.chat_history).unwrap();
+    assert!(
+        history.contains("not run: the run reached its usage limit"),
+        "{history}"
+    );
+    assert_eq!(count(&run, "usage_limit_reached"), 1);
 }

@@ -120,7 +120,9 @@ impl Default for PostgresCheckpointsBuilder {
 
 impl PostgresCheckpointsBuilder {
     /// The table to keep checkpoints in, `name` or `schema.name` (default
-    /// [`DEFAULT_TABLE`]); created when missing. Processes that share runs use the same table.
+    /// [`DEFAULT_TABLE`]); created when missing, with `<name>_records` beside it for the
+    /// records after each snapshot (so `name` is at most 55 bytes: PostgreSQL cuts identifiers
+    /// at 63). Processes that share runs use the same table.
     #[must_use]
     pub fn table(mut self, name: impl Into<String>) -> Self {
         self.table = name.into();
