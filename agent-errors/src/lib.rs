@@ -170,7 +170,7 @@ pub mod run {
 /// One tool call: how a tool is called, what it can reach, and how the call ends.
 pub mod call {
     pub use crate::error::{BoxFuture, InvalidArguments, ToolArgs, UnknownSeverity};
-    pub use crate::executor::{CallInterrupted, CallOutcome, CircuitOpen, ToolPanic};
+    pub use crate::executor::{CallInterrupted, CallOutcome, CircuitOpen, Cleared, ToolPanic};
     pub use crate::extensions::{Extensions, MissingContext};
     pub use crate::idempotency::{EffectKeyError, IdempotencyKey};
     pub use crate::tool::{ToolFuture, ToolHandler};

@@ -53,7 +53,8 @@ pub type ToolFuture = BoxFuture<'static, Result<String, BoxError>>;
 ///
 /// let schema = serde_json::json!({"type": "object", "properties": {"text": {"type": "string"}}});
 /// let tool = ToolDef::from_handler("upper", "Upper-cases a text.", schema, Upper);
-/// assert!(tool.handler().call("{not json").is_err());
+/// assert!(Upper.call("{not json").is_err());
+/// assert_eq!(tool.name(), "upper");
 /// ```
 pub trait ToolHandler: Send + Sync + 'static {
     /// Parses `raw_args`; on success returns the running call.
@@ -419,8 +420,9 @@ impl ToolDef {
         self
     }
 
-    /// The handler.
-    pub fn handler(&self) -> &dyn ToolHandler {
+    /// The handler: the executor starts it only with arguments the gate cleared for this tool
+    /// (see [`Cleared`](crate::call::Cleared)), so it is not reachable from outside the crate.
+    pub(crate) fn handler(&self) -> &dyn ToolHandler {
         self.handler.as_ref()
     }
 

@@ -32,7 +32,9 @@ fn trim(request: FixRequest) -> Result<Fix, FixerError> {
 }
 
 async fn call(tool: &ToolDef, raw: &str) -> Result<String, BoxError> {
-    let running = tool.handler().call(raw).map_err(BoxError::from)?;
+    let running = sdk::runtime::testing::handler_of(tool)
+        .call(raw)
+        .map_err(BoxError::from)?;
     running.await
 }
 

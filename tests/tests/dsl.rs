@@ -34,7 +34,9 @@ fn fix(agent: &'static str, retries: u32) -> Action {
 }
 
 async fn call(tool: &ToolDef, raw: &str) -> Result<String, BoxError> {
-    let running = tool.handler().call(raw).map_err(BoxError::from)?;
+    let running = agent_errors::testing::handler_of(tool)
+        .call(raw)
+        .map_err(BoxError::from)?;
     running.await
 }
 
@@ -190,7 +192,12 @@ async fn the_tools_own_error_stays_reachable() {
 #[tokio::test]
 async fn bad_arguments_fail_before_the_tool_runs() {
     let tool = tool_def!(search);
-    let parse = |raw: &str| tool.handler().call(raw).map(|_| ()).unwrap_err();
+    let parse = |raw: &str| {
+        agent_errors::testing::handler_of(&tool)
+            .call(raw)
+            .map(|_| ())
+            .unwrap_err()
+    };
     assert!(matches!(
         parse("{query: dune}"),
         ToolError::InvalidArgs { .. }
@@ -459,7 +466,9 @@ async fn slow_echo(text: String) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_call_can_run_on_another_thread() {
     let tool = tool_def!(slow_echo);
-    let running = tool.handler().call(r#"{"text": "hi"}"#).unwrap();
+    let running = agent_errors::testing::handler_of(&tool)
+        .call(r#"{"text": "hi"}"#)
+        .unwrap();
     let out = tokio::spawn(running).await.unwrap().unwrap();
     assert_eq!(out, "hi");
 }

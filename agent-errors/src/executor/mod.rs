@@ -4,16 +4,20 @@
 //!
 //! 1. [`context`]: the run the call belongs to (limits, cancellation, breakers, the tools
 //!    `degrade` dropped), and [`permission`]: the hook asked before a tool runs.
-//! 2. this module's [`execute`]: find the tool, pass the [`gate`], make the first
-//!    [`attempt`](attempt::attempt), and report the outcome on the per-run breaker.
-//! 3. [`gate`]: what every argument set passes before a tool body may receive it, whoever
-//!    wrote it (the model, a fixer, a fallback, a resumed run): the tool is available, no key
-//!    is given twice, the permission hook allows it.
-//! 4. [`attempt`]: count the tool body on the run's usage meter, parse the arguments, ask the
-//!    service breaker, run the tool under its timeout, catch a panic.
-//! 5. [`ladder`]: a failed call walks its policy's rungs (retry, fix, fallback, escalate,
-//!    throw, degrade) until it is answered.
-//! 6. [`outcome`]: the decision becomes a [`CallOutcome`]: a result for the model, or a stop of
+//! 2. this module's [`execute`]: find the tool, run the call's [`course`], and report the
+//!    outcome on the per-run breaker.
+//! 3. [`course`]: one function for every call, fresh or resumed: through the gate, the first
+//!    try, then the ladder, differing only in the progress the call starts from.
+//! 4. [`gate`]: the one door into a tool body, for every argument set whoever wrote it (the
+//!    model, a fixer, a fallback, a person, a resumed run): the tool is available, no key is
+//!    given twice, the permission hook allows it, a person approved it when one must. Its
+//!    answer, a [`Cleared`], is the only value a tool body starts from.
+//! 5. [`attempt`]: count the tool body on the run's usage meter, parse the cleared arguments,
+//!    ask the service breaker, run the tool under its timeout, catch a panic.
+//! 6. [`ladder`]: a failed call walks its policy's rungs (retry, fix, fallback, escalate,
+//!    throw, degrade, ask a person) until it is answered; every new argument set and every
+//!    other tool goes back through the gate.
+//! 7. [`outcome`]: the decision becomes a [`CallOutcome`]: a result for the model, or a stop of
 //!    the run.
 //!
 //! Whatever happens (an unknown tool, a denial, a panic, a cancelled run) the call gets exactly
@@ -23,7 +27,9 @@ mod approval;
 mod attempt;
 mod cancel;
 mod context;
+mod course;
 mod entry;
+mod failure;
 mod gate;
 mod ladder;
 mod limits;
@@ -38,16 +44,16 @@ use std::task::Poll;
 
 use futures_util::future::join_all;
 
-pub use attempt::{CircuitOpen, ToolPanic};
 pub use cancel::Cancellation;
 pub use context::RunContext;
+pub use failure::{CircuitOpen, ToolPanic};
+pub use gate::Cleared;
 pub use limits::{DEFAULT_MAX_PERMISSION_DENIALS, Limits};
 pub use outcome::{CallOutcome, Terminated, TerminationReason};
 pub use permission::{Permission, PermissionContext, PermissionDenied, PermissionHook};
 
-pub(crate) use approval::Approvals;
+pub(crate) use context::{Approvals, RecoveryState, RunSetup};
 use context::{Halt, Trip};
-pub(crate) use context::{RecoveryState, RunSetup};
 pub(crate) use outcome::CANCELLED;
 pub(crate) use record::{CallRecorder, NoRecorder, Recorded};
 pub use resume::CallInterrupted;
@@ -56,14 +62,10 @@ pub(crate) use resume::{CallProgress, CallStart};
 use crate::chat::{ToolCall, ToolResult};
 use crate::classify::ErrorKind;
 use crate::events::Event;
-use crate::policy::{ResolvedPolicy, RunBreakerRule};
+use crate::policy::RunBreakerRule;
 use crate::registry::Registry;
 use crate::sanitize::{MAX_TOOL_NAME_CHARS, sanitize};
-use crate::tool::ToolDef;
-use attempt::Missed;
-use gate::{Refused, unknown_tool};
-use ladder::Walk;
-use outcome::{Failure, Handled};
+use outcome::Handled;
 
 /// Runs one tool call through its resolved policy, inside its span: see [`Registry::execute`].
 /// A call of a resumed run starts from how far it got; any other starts fresh.
@@ -83,7 +85,7 @@ pub(crate) async fn execute(
         .unwrap_or_default();
     // Boxed once here, the call's work is not copied again by each layer that wraps it (the
     // span, the halt, a turn's join): one allocation costs less than those copies.
-    let handled = Box::pin(handle(registry, ctx, entry, call, start));
+    let handled = Box::pin(course::run(registry, ctx, entry, call, start));
     let work = || execute_call(registry, ctx, call, rule, handled);
     crate::observe::tool_call(call, meters, work).await
 }
@@ -215,79 +217,4 @@ where
         }
     }))
     .await
-}
-
-/// Finds the tool, lets the arguments it would receive through the [`gate`], and makes the
-/// first attempt; a failure walks the ladder. A call of a resumed run passes the same gate
-/// before it goes on from where it was.
-///
-/// Whatever else reaches a tool body passes [`gate::pass`] the same way first: a fixer's
-/// rewrite and a fallback (in the ladder), and the arguments a fixer wrote before a resumed
-/// run's process stopped (here).
-async fn handle(
-    registry: &Registry,
-    ctx: &RunContext,
-    entry: Option<(&ToolDef, &ResolvedPolicy)>,
-    call: &ToolCall,
-    start: CallStart<'_>,
-) -> Handled {
-    let Some(entry @ (tool, _)) = entry else {
-        return unknown_tool(registry, ctx, call);
-    };
-    // For a resumed call, the arguments a fixer wrote before the run was interrupted, when one
-    // did: those are what the tool would receive.
-    let sent = match start {
-        CallStart::From(CallProgress {
-            arguments: Some(arguments),
-            ..
-        }) => arguments.as_str(),
-        _ => call.arguments.as_str(),
-    };
-    let first = match gate::pass(ctx, tool, call, sent) {
-        Ok(()) => None,
-        Err(Refused::Unavailable(handled) | Refused::Denied(handled)) => return handled,
-        Err(Refused::Invalid(error)) => Some(error),
-    };
-    if let Some(budget) = ctx.hooks().retry_budget() {
-        budget.record_call(tool.breaker_key());
-    }
-    let extensions = ctx.call_extensions(&call.id);
-    if first.is_none() && matches!(start, CallStart::Fresh) && approval::required(ctx, tool, call) {
-        let asked = approval::first_attempt(registry, ctx, entry, call, sent, extensions);
-        return Box::pin(asked).await;
-    }
-    if let CallStart::From(progress) = start {
-        if let Some(invalid) = first {
-            let failure = Failure::new(invalid, progress.attempts, ctx.hooks().classifier());
-            let walk = Walk::new(registry, ctx, entry, call, failure, extensions);
-            return Box::pin(walk.resumed(progress).run()).await;
-        }
-        return Box::pin(resume::go_on(
-            registry, ctx, entry, call, progress, extensions,
-        ))
-        .await;
-    }
-    let tried = match first {
-        Some(invalid) => Err(Missed::Failed(invalid.into())),
-        None => attempt::attempt(ctx, tool, &call.arguments, &extensions).await,
-    };
-    match tried {
-        Ok(output) => Handled::Ok(output),
-        Err(Missed::Tripped { failures }) => Handled::Tripped {
-            tool: tool.name().to_owned(),
-            failures,
-        },
-        // Recovery is the rare path: boxing it keeps the happy path's future small.
-        Err(Missed::Failed(error)) => {
-            let walk = Walk::new(
-                registry,
-                ctx,
-                entry,
-                call,
-                Failure::new(error, 1, ctx.hooks().classifier()),
-                extensions,
-            );
-            Box::pin(walk.run()).await
-        }
-    }
 }

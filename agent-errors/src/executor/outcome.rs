@@ -3,8 +3,8 @@
 
 use std::fmt;
 
-use super::attempt::{Failed, classify_tool_error};
 use super::context::RunContext;
+use super::failure::{Failed, classify_tool_error};
 use crate::approval::PendingApproval;
 use crate::chat::{ToolCall, ToolResult};
 use crate::classify::Classifier;

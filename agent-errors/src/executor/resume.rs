@@ -1,26 +1,15 @@
 //! Where a call starts ([`CallStart`]): afresh, or from what a durable run saved about it
-//! ([`CallProgress`]) before the process running it stopped. A resumed call has passed the
-//! gate with the arguments it will send before it gets here; then a call sleeping before a
-//! retry sleeps its saved delay and retries, and a call that was running is run again when its
-//! tool is idempotent and is otherwise a failure of kind
-//! [`OutcomeUnknown`](ErrorKind::OutcomeUnknown) for its policy.
-
-use std::time::Duration;
+//! ([`CallProgress`]) before the process running it stopped. The [course](super::course) of a
+//! call reads it: a call sleeping before a retry sleeps its saved delay and retries, a call that
+//! was running is run again when its tool is idempotent and is otherwise a failure of kind
+//! [`OutcomeUnknown`](ErrorKind::OutcomeUnknown) for its policy, and a call that waited for a
+//! person asks again.
 
 use serde::{Deserialize, Serialize};
 
-use super::approval::{self, Waiting};
-use super::attempt::{Missed, attempt};
-use super::context::RunContext;
-use super::ladder::Walk;
-use super::outcome::{Failure, Handled};
-use crate::chat::ToolCall;
+use crate::approval::PendingApproval;
 use crate::classify::ErrorKind;
-use crate::error::ToolError;
-use crate::extensions::Extensions;
-use crate::policy::{PolicyKey, ResolvedPolicy};
-use crate::registry::Registry;
-use crate::tool::ToolDef;
+use crate::policy::PolicyKey;
 
 /// Where a call starts.
 #[derive(Debug, Clone, Copy)]
@@ -29,6 +18,51 @@ pub(crate) enum CallStart<'a> {
     Fresh,
     /// A resumed run goes on with it from how far it got.
     From(&'a CallProgress),
+}
+
+impl<'a> CallStart<'a> {
+    /// The progress a resumed call starts from.
+    pub(crate) fn progress(self) -> Option<&'a CallProgress> {
+        match self {
+            CallStart::Fresh => None,
+            CallStart::From(progress) => Some(progress),
+        }
+    }
+}
+
+/// Where a call waits for a person, as a checkpoint saves it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Waiting {
+    /// The question the person is asked.
+    pub(crate) pending: PendingApproval,
+    /// The policy key whose ladder handed the failure over, when one did: a resumed walk does
+    /// not walk it again.
+    pub(crate) key: Option<String>,
+}
+
+/// The argument sets a person approved for one call, each for one tool: an approval covers
+/// exactly what was approved, so a fixer's rewrite or a fallback to another tool asks again.
+/// Saved with the call's progress, so a resumed run does not ask twice about what was approved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Approved(Vec<(String, String)>);
+
+impl Approved {
+    /// Whether a person approved sending `arguments` to `tool`.
+    pub(crate) fn covers(&self, tool: &str, arguments: &str) -> bool {
+        self.0.iter().any(|(t, a)| t == tool && a == arguments)
+    }
+
+    /// Records that a person approved sending `arguments` to `tool`.
+    pub(crate) fn add(&mut self, tool: &str, arguments: &str) {
+        if !self.covers(tool, arguments) {
+            self.0.push((tool.to_owned(), arguments.to_owned()));
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// How far one call got: what a resumed run needs to go on without spending anything twice.
@@ -48,6 +82,9 @@ pub(crate) struct CallProgress {
     /// Set while the call waits for a person: no tool is running then either.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) waiting: Option<Waiting>,
+    /// The argument sets a person approved for this call, each for one tool.
+    #[serde(default, skip_serializing_if = "Approved::is_empty")]
+    pub(crate) approved: Approved,
 }
 
 impl Default for CallProgress {
@@ -60,6 +97,7 @@ impl Default for CallProgress {
             retry: None,
             backoff_ms: None,
             waiting: None,
+            approved: Approved::default(),
         }
     }
 }
@@ -121,62 +159,4 @@ pub struct CallInterrupted;
 pub(crate) struct SavedFailure {
     pub(crate) kind: ErrorKind,
     pub(crate) message: String,
-}
-
-/// Goes on with a call of a resumed run that has no result yet, once the gate has let its
-/// arguments through.
-pub(super) async fn go_on(
-    registry: &Registry,
-    ctx: &RunContext,
-    entry @ (tool, _): (&ToolDef, &ResolvedPolicy),
-    call: &ToolCall,
-    progress: &CallProgress,
-    extensions: Extensions,
-) -> Handled {
-    if let Some(waiting) = &progress.waiting {
-        let asked = approval::go_on(registry, ctx, entry, call, progress, waiting, extensions);
-        return Box::pin(asked).await;
-    }
-    let raw = progress.arguments.as_deref().unwrap_or(&call.arguments);
-    let walk = |failure| {
-        Walk::new(registry, ctx, entry, call, failure, extensions.clone()).resumed(progress)
-    };
-    if let (Some(place), Some(delay)) = (&progress.retry, progress.backoff_ms) {
-        let failure = saved_failure(ctx, raw, place, progress.attempts);
-        let delay = Duration::from_millis(delay);
-        return walk(failure).at_retry(place, delay).run().await;
-    }
-    if !tool.is_idempotent() {
-        let error = ToolError::execution(raw, CallInterrupted);
-        let failure = Failure::new(error, progress.attempts, ctx.hooks().classifier());
-        return walk(failure).run().await;
-    }
-    // Idempotent: the attempt that was running is made again, in the place it was made.
-    if let Some(place) = &progress.retry {
-        let failure = saved_failure(ctx, raw, place, progress.attempts);
-        return walk(failure).at_retry(place, Duration::ZERO).run().await;
-    }
-    match attempt(ctx, tool, raw, &extensions).await {
-        Ok(output) => Handled::Ok(output),
-        Err(Missed::Tripped { failures }) => Handled::Tripped {
-            tool: tool.name().to_owned(),
-            failures,
-        },
-        Err(Missed::Failed(error)) => {
-            let failure = Failure::new(error, progress.attempts, ctx.hooks().classifier());
-            walk(failure).run().await
-        }
-    }
-}
-
-fn saved_failure(ctx: &RunContext, args: &str, place: &RetryPlace, attempts: u32) -> Failure {
-    let saved = SavedFailure {
-        kind: place.kind,
-        message: place.message.clone(),
-    };
-    Failure::new(
-        ToolError::execution(args, saved),
-        attempts,
-        ctx.hooks().classifier(),
-    )
 }

@@ -35,3 +35,26 @@ mod model;
 pub use assert::{ReportAssertions, TranscriptViolation, transcript_violations};
 pub use faults::{Fault, FaultyTool, echo_tool};
 pub use model::{Reply, ScriptExhausted, ScriptedModel};
+
+use crate::ToolDef;
+use crate::call::ToolHandler;
+
+/// A tool's handler on its own, around the gate: for tests of how a handler parses its
+/// arguments and for benchmarks that measure a handler without an executor.
+///
+/// A run never calls a tool this way: every call it makes passes the gate (availability,
+/// repeated keys, the permission hook, a person's approval) and starts the body from what the
+/// gate cleared. This goes around all of it, so it lives in the test kit only; never hand it a
+/// model's arguments.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::testing::{echo_tool, handler_of};
+///
+/// let echo = echo_tool("echo");
+/// assert!(handler_of(&echo).call("{not json").is_err());
+/// ```
+pub fn handler_of(tool: &ToolDef) -> &dyn ToolHandler {
+    tool.handler()
+}

@@ -220,7 +220,7 @@ impl Bench {
                 }
                 Workload::Handler => {
                     for _ in 0..n {
-                        let running = tool.handler().call(black_box(ARGS));
+                        let running = agent_errors::testing::handler_of(tool).call(black_box(ARGS));
                         drop(black_box(running.expect("valid arguments").await));
                     }
                 }

@@ -138,7 +138,7 @@ async fn tool_call(
         if attempt > 0 {
             tokio::time::sleep(NAIVE_DELAY).await;
         }
-        let outcome = match tool.handler().call(&call.arguments) {
+        let outcome = match agent_errors::testing::handler_of(tool).call(&call.arguments) {
             Ok(running) => running.await,
             Err(error) => Err(error.into()),
         };

@@ -694,11 +694,11 @@ async fn invalid_args_keep_the_raw_text_and_tell_bad_json_from_a_wrong_shape() {
     let (tool, _) = scripted_tool("greet", vec![]);
     let registry = registry_of(tool);
     let def = registry.tool("greet").unwrap();
-    match def.handler().call("{name: world}") {
+    match agent_errors::testing::handler_of(def).call("{name: world}") {
         Err(ToolError::InvalidArgs { raw, .. }) => assert_eq!(raw, "{name: world}"),
         other => panic!("expected InvalidArgs, got {:?}", other.err()),
     }
-    match def.handler().call(r#"{"name": 5}"#) {
+    match agent_errors::testing::handler_of(def).call(r#"{"name": 5}"#) {
         Err(ToolError::Deserialization { target, .. }) => assert!(target.contains("NameArgs")),
         other => panic!("expected Deserialization, got {:?}", other.err()),
     }

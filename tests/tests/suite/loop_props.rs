@@ -179,7 +179,7 @@ struct Logging {
 
 impl ToolHandler for Logging {
     fn call(&self, raw_args: &str) -> Result<ToolFuture, ToolError> {
-        let running = self.inner.handler().call(raw_args)?;
+        let running = agent_errors::testing::handler_of(&self.inner).call(raw_args)?;
         let tool = self.inner.name().to_owned();
         let args = raw_args.to_owned();
         self.log.lock().unwrap().push(Logged::Call {

@@ -26,6 +26,7 @@ mod checkpoint_stores;
 mod classify;
 mod contained;
 mod defaults;
+mod door;
 mod dsl_no_defaults;
 mod durable;
 mod durable_processes;

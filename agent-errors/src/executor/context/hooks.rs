@@ -9,10 +9,9 @@ use crate::budget::RetryBudget;
 use crate::classify::Classifier;
 use crate::journal::RunJournal;
 
-use super::super::approval::Approvals;
-
 use super::super::permission::PermissionHook;
 use super::super::record::CallRecorder;
+use super::approvals::Approvals;
 
 /// The run's hooks; each is absent (or a no-op) unless the run was given one.
 pub(crate) struct Hooks {

@@ -3,6 +3,7 @@
 //! permission, classifier, recorder) and what it has learnt (`recovery`). [`RunContext`] holds
 //! one of each, with the run's id, values and events.
 
+mod approvals;
 mod halt;
 mod hooks;
 mod limits;
@@ -21,13 +22,12 @@ use crate::journal::RunJournal;
 use crate::retry::RetryAllowance;
 use crate::usage::RunMeter;
 
-use super::approval::Approvals;
-
 use super::cancel::Cancellation;
 use super::limits::Limits;
 use super::permission::{PermissionContext, PermissionHook};
 use super::record::{CallRecorder, NoRecorder};
 
+pub(crate) use approvals::Approvals;
 pub(crate) use halt::Halt;
 pub(crate) use hooks::Hooks;
 pub(crate) use limits::RunLimits;

@@ -10,13 +10,11 @@
 //! fallback: its credentials need checking whatever the called tool's failure was. The
 //! fallback's failure is also an event of its own, so the run's report keeps both.
 
-use std::borrow::Cow;
-
-use super::{Next, Walk};
+use super::{Next, Sending, Walk};
 use crate::classify::ErrorKind;
 use crate::events::Event;
 use crate::executor::attempt::{Missed, attempt};
-use crate::executor::gate::{self, Refused};
+use crate::executor::gate::{Cleared, Refused};
 use crate::executor::outcome::{Failure, Handled, TerminationReason};
 use crate::policy::{Action, ResolvedPolicy};
 use crate::sanitize::scrub;
@@ -25,24 +23,25 @@ use crate::tool::ToolDef;
 impl<'a> Walk<'a> {
     /// `fallback(tool = ..)`: call another tool with the same arguments, under the retry rungs
     /// of its own resolved policy (paid for by the same retry allowance), but not its fallback
-    /// rungs: fallbacks do not chain. The arguments pass the gate as the fallback's: an
-    /// unavailable fallback is skipped, a denied one answers the call as a denial. Auth ends
+    /// rungs: fallbacks do not chain. The arguments pass the gate as the fallback's (a person
+    /// is asked when the fallback needs approval): an unavailable fallback is skipped, a denied
+    /// one answers the call as a denial. Auth ends
     /// the run, naming the fallback; any other failure is noted on the called tool's failure,
     /// which goes on down the ladder.
     pub(super) async fn fallback(&mut self, target: &str) -> Next {
         let Some((fallback, policy, _)) = self.registry.entry(target) else {
             return Next::Down;
         };
-        match gate::pass(self.ctx, fallback, self.call, &self.raw) {
-            Ok(()) => {}
+        let cleared = match self.clear_for(fallback, None).await {
+            Ok(cleared) => cleared,
             Err(Refused::Unavailable(_)) => return Next::Down,
-            Err(Refused::Denied(handled)) => return Next::Done(handled),
+            Err(Refused::Answered(handled)) => return Next::Done(handled),
             Err(Refused::Invalid(error)) => {
                 let failure =
                     Failure::new(error, self.failure.attempts, self.ctx.hooks().classifier());
                 return self.fallback_failed(fallback, failure);
             }
-        }
+        };
         self.ctx.events().emit(Event::FellBack {
             tool: self.tool.name().to_owned(),
             to: fallback.name().to_owned(),
@@ -51,14 +50,17 @@ impl<'a> Walk<'a> {
         if !self.save(None, None).await {
             return Next::Done(Handled::Cancelled);
         }
-        let failure = match attempt(self.ctx, fallback, &self.raw, &self.extensions).await {
+        let failure = match attempt(self.ctx, &cleared, &self.extensions).await {
             Ok(output) => return Next::Done(Handled::Ok(output)),
             Err(Missed::Tripped { failures }) => return self.tripped(fallback.name(), failures),
             Err(Missed::Failed(error)) => {
                 Failure::new(error, self.failure.attempts, self.ctx.hooks().classifier())
             }
         };
-        match self.fallback_retries((fallback, policy), failure).await {
+        match self
+            .fallback_retries((fallback, policy), failure, cleared)
+            .await
+        {
             Ok(handled) => Next::Done(handled),
             Err(failure) => self.fallback_failed(fallback, failure),
         }
@@ -70,20 +72,19 @@ impl<'a> Walk<'a> {
         &self,
         (fallback, policy): (&'a ToolDef, &'a ResolvedPolicy),
         failure: Failure,
+        cleared: Cleared<'a>,
     ) -> Result<Handled, Failure> {
+        // The arguments cleared for the fallback, as the same variant as the walk's, so a saved
+        // progress keeps a fixer's rewrite.
         let mut walk = Walk::new(
             self.registry,
             self.ctx,
             (fallback, policy),
             self.call,
-            failure,
-            self.extensions.clone(),
+            (failure, Sending::Cleared(cleared)),
+            (self.extensions.clone(), self.approved.clone()),
+            None,
         );
-        // The same arguments, as the same variant, so a saved progress keeps a fixer's rewrite.
-        walk.raw = match &self.raw {
-            Cow::Borrowed(raw) => Cow::Borrowed(raw),
-            Cow::Owned(raw) => Cow::Owned(raw.clone()),
-        };
         walk.repair_steps = self.repair_steps;
         walk.nested = true;
         walk.retries_only().await

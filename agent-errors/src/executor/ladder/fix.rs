@@ -1,14 +1,13 @@
 //! The `fix(agent = ..)` rung: a fixer asked for new arguments (which pass the gate and are
 //! tried) or for a result in the tool's place, a bounded number of times.
 
-use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
 
-use super::{Next, Walk};
-use crate::executor::attempt::{Missed, ToolPanic, attempt};
-use crate::executor::gate::{self, Refused};
+use super::{Next, Sending, Walk};
+use crate::executor::failure::ToolPanic;
+use crate::executor::gate::Refused;
 use crate::executor::outcome::{Handled, TerminationReason};
 use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
 use crate::policy::{FixAction, PolicyKey};
@@ -68,8 +67,8 @@ impl Walk<'_> {
     fn fix_request(&self, key: PolicyKey, attempt: u32) -> FixRequest {
         FixRequest {
             tool: self.tool.name().to_owned(),
-            raw_args: self.raw.to_string(),
-            args: serde_json::from_str(&self.raw).ok(),
+            raw_args: self.raw().to_owned(),
+            args: serde_json::from_str(self.raw()).ok(),
             failure: scrub(
                 &self.failure.model_message(),
                 self.ctx.limits().max_message_chars,
@@ -82,13 +81,14 @@ impl Walk<'_> {
         }
     }
 
-    /// Calls the tool again with the arguments a fixer wrote, once they pass the gate: a fixer
-    /// chooses what the tool receives no more than the model does.
+    /// Calls the tool again with the arguments a fixer wrote, once they pass the gate (a
+    /// person asked again when one must approve): a fixer chooses what the tool receives no
+    /// more than the model does.
     async fn rerun_fixed(&mut self, fixer: &FixerDef, attempt_no: u32, new_raw: String) -> Next {
-        self.raw = Cow::Owned(new_raw);
-        match gate::pass(self.ctx, self.tool, self.call, &self.raw) {
-            Ok(()) => {}
-            Err(Refused::Unavailable(handled) | Refused::Denied(handled)) => {
+        self.send(new_raw);
+        match self.clear_for(self.tool, None).await {
+            Ok(cleared) => self.sending = Sending::Cleared(cleared),
+            Err(Refused::Unavailable(handled) | Refused::Answered(handled)) => {
                 return Next::Done(handled);
             }
             Err(Refused::Invalid(error)) => {
@@ -103,14 +103,7 @@ impl Walk<'_> {
         if !self.save(None, None).await {
             return Next::Done(Handled::Cancelled);
         }
-        match attempt(self.ctx, self.tool, &self.raw, &self.extensions).await {
-            Ok(output) => Next::Done(Handled::Ok(output)),
-            Err(Missed::Failed(error)) => {
-                let attempts = self.failure.attempts;
-                self.after_failure(error, attempts)
-            }
-            Err(Missed::Tripped { failures }) => self.tripped(self.tool.name(), failures),
-        }
+        self.attempt_cleared().await
     }
 
     fn fixed_by(&mut self, fixer: &FixerDef, attempt: u32) {

@@ -18,10 +18,14 @@ mod retry;
 use std::borrow::Cow;
 use std::time::Duration;
 
-use super::attempt::Failed;
+use super::attempt::{Missed, attempt};
 use super::context::RunContext;
+use super::failure::Failed;
+use super::gate::{self, Asking, Blocked, Cleared, Refused};
 use super::outcome::{Failure, Handled, TerminationReason};
+use super::resume::Approved;
 use super::resume::{CallProgress, RetryPlace};
+use crate::approval::WaitReason;
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
 use crate::events::Event;
@@ -29,7 +33,7 @@ use crate::extensions::Extensions;
 use crate::policy::{Action, Ladder, PolicyKey, ResolvedPolicy};
 use crate::registry::Registry;
 use crate::sanitize::{SurfacedError, scrub};
-use crate::tool::ToolDef;
+use crate::tool::{ToolDef, ToolOutput};
 
 /// What a rung decided.
 enum Next {
@@ -43,6 +47,22 @@ enum Next {
     Switch,
 }
 
+/// The arguments a walk's next attempt sends to its tool: cleared by the gate, or not yet (a
+/// fixer's rewrite, arguments the gate refused as invalid), to be cleared before they are sent.
+pub(super) enum Sending<'a> {
+    Cleared(Cleared<'a>),
+    Unchecked(Cow<'a, str>),
+}
+
+impl<'a> Sending<'a> {
+    fn raw(&self) -> &Cow<'a, str> {
+        match self {
+            Sending::Cleared(cleared) => cleared.sent(),
+            Sending::Unchecked(raw) => raw,
+        }
+    }
+}
+
 /// One failed call on its way down the ladders.
 pub(super) struct Walk<'a> {
     registry: &'a Registry,
@@ -50,8 +70,11 @@ pub(super) struct Walk<'a> {
     tool: &'a ToolDef,
     policy: &'a ResolvedPolicy,
     call: &'a ToolCall,
-    /// The arguments as the next attempt sends them: a fixer may have replaced them.
-    raw: Cow<'a, str>,
+    /// The arguments as the next attempt sends them: a fixer or a person may have replaced
+    /// them.
+    sending: Sending<'a>,
+    /// What a person approved for this call: other arguments ask again.
+    approved: Approved,
     failure: Failure,
     walked: Vec<PolicyKey>,
     repair_steps: u32,
@@ -70,55 +93,42 @@ pub(super) struct Walk<'a> {
 }
 
 impl<'a> Walk<'a> {
+    /// A walk of `tool`'s ladders for `failure`, sending `sending` from now on. A call of a
+    /// resumed run goes on from `progress`: the repairs it already spent stay spent. `walked`
+    /// counts a ladder as walked already: a person it handed the call to approved another try,
+    /// and a new failure of the same key does not walk it again.
     pub(super) fn new(
         registry: &'a Registry,
         ctx: &'a RunContext,
         (tool, policy): (&'a ToolDef, &'a ResolvedPolicy),
         call: &'a ToolCall,
-        failure: Failure,
-        extensions: Extensions,
+        (failure, sending): (Failure, Sending<'a>),
+        (extensions, approved): (Extensions, Approved),
+        from: Option<(&CallProgress, Option<PolicyKey>)>,
     ) -> Self {
+        let (repair_steps, walked) = match from {
+            Some((progress, walked)) => (progress.repair_steps, walked),
+            None => (0, None),
+        };
+        let mut walked_keys = Vec::with_capacity(2);
+        walked_keys.extend(walked);
         Walk {
             registry,
             ctx,
             tool,
             policy,
             call,
-            raw: Cow::Borrowed(&call.arguments),
+            sending,
+            approved,
             failure,
-            walked: Vec::with_capacity(2),
-            repair_steps: 0,
+            walked: walked_keys,
+            repair_steps,
             extensions,
             rung: (PolicyKey::Execution, 0),
             start: None,
             fixed_by: None,
             nested: false,
         }
-    }
-
-    /// A walk for a call of a resumed run: the repairs it already spent stay spent, and the
-    /// arguments a fixer wrote are the ones sent.
-    pub(super) fn resumed(mut self, progress: &CallProgress) -> Self {
-        self.repair_steps = progress.repair_steps;
-        if let Some(arguments) = &progress.arguments {
-            self.raw = Cow::Owned(arguments.clone());
-        }
-        self
-    }
-
-    /// Sends `arguments` (a person's approval) from now on.
-    pub(super) fn with_arguments(mut self, arguments: &str) -> Self {
-        if arguments != self.raw {
-            self.raw = Cow::Owned(arguments.to_owned());
-        }
-        self
-    }
-
-    /// Counts the ladder of `key` as walked already: a person it handed the call to approved
-    /// another try, and a new failure of the same key does not walk it again.
-    pub(super) fn walked(mut self, key: Option<PolicyKey>) -> Self {
-        self.walked.extend(key);
-        self
     }
 
     /// Starts on the retry rung `place` names, its drawn retries spent, the next attempt made
@@ -217,11 +227,89 @@ impl<'a> Walk<'a> {
         CallProgress {
             attempts: self.failure.attempts,
             repair_steps: self.repair_steps,
-            arguments: match &self.raw {
+            arguments: match self.sending.raw() {
                 Cow::Owned(raw) => Some(raw.clone()),
                 Cow::Borrowed(_) => None,
             },
+            approved: self.approved.clone(),
             ..CallProgress::default()
+        }
+    }
+
+    /// The arguments of the walk, as its next attempt sends them.
+    fn raw(&self) -> &str {
+        self.sending.raw()
+    }
+
+    /// Sends `raw` from now on: it passes the gate before it is sent.
+    fn send(&mut self, raw: String) {
+        self.sending = Sending::Unchecked(Cow::Owned(raw));
+    }
+
+    /// Lets the walk's arguments through the gate for `tool` (a person asked when one must
+    /// approve, or whatever the rules say when `forced`): cleared, or why not.
+    async fn clear_for(
+        &mut self,
+        tool: &'a ToolDef,
+        forced: Option<WaitReason>,
+    ) -> Result<Cleared<'a>, Refused> {
+        let raw = self.sending.raw().clone();
+        if forced.is_none() {
+            match gate::pass(self.ctx, tool, self.call, &raw, &self.approved) {
+                Ok(cleared) => return Ok(cleared),
+                Err(Blocked::Refused(refused)) => return Err(refused),
+                Err(Blocked::Ask) => {}
+            }
+        }
+        let asking = Asking {
+            forced,
+            key: Some(self.rung.0),
+            progress: self.progress(),
+        };
+        let mut approved = std::mem::take(&mut self.approved);
+        let through = gate::through(self.ctx, tool, self.call, raw, &mut approved, asking);
+        let cleared = Box::pin(through).await;
+        self.approved = approved;
+        cleared
+    }
+
+    /// Makes the walk's next attempt: its arguments through the gate first when they are not
+    /// cleared yet (a person's edit is sent from then on), and a failure taken as the failure
+    /// in hand. `forced` asks a person first, whatever the rules say.
+    async fn try_again(&mut self, forced: Option<WaitReason>) -> Next {
+        if forced.is_some() || matches!(self.sending, Sending::Unchecked(_)) {
+            match self.clear_for(self.tool, forced).await {
+                Ok(cleared) => self.sending = Sending::Cleared(cleared),
+                Err(Refused::Unavailable(handled) | Refused::Answered(handled)) => {
+                    return Next::Done(handled);
+                }
+                Err(Refused::Invalid(error)) => {
+                    let attempts = self.failure.attempts;
+                    return self.after_failure(error, attempts);
+                }
+            }
+        }
+        self.attempt_cleared().await
+    }
+
+    /// The attempt with the walk's cleared arguments: the answer, or the failure taken.
+    async fn attempt_cleared(&mut self) -> Next {
+        let Sending::Cleared(cleared) = &self.sending else {
+            return Next::Down;
+        };
+        let tried = attempt(self.ctx, cleared, &self.extensions).await;
+        self.attempted(tried)
+    }
+
+    /// What an attempt of the walk's tool came to: the answer, or the failure taken.
+    fn attempted(&mut self, tried: Result<ToolOutput, Missed>) -> Next {
+        match tried {
+            Ok(output) => Next::Done(Handled::Ok(output)),
+            Err(Missed::Tripped { failures }) => self.tripped(self.tool.name(), failures),
+            Err(Missed::Failed(error)) => {
+                let attempts = self.failure.attempts;
+                self.after_failure(error, attempts)
+            }
         }
     }
 

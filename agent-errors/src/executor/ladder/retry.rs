@@ -5,11 +5,11 @@
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use super::{Next, Walk};
+use super::{Next, Sending, Walk};
 use crate::breaker::BreakerState;
 use crate::classify::ErrorKind;
 use crate::events::Event;
-use crate::executor::attempt::{Missed, attempt};
+use crate::executor::attempt::attempt;
 use crate::executor::context::RunContext;
 use crate::executor::outcome::Handled;
 use crate::executor::resume::RetryPlace;
@@ -88,16 +88,17 @@ impl<D: Iterator<Item = Duration>> Policy for RetryRung<'_, '_, D> {
 
     async fn call(&mut self) -> Result<Next, ()> {
         let walk = &mut *self.walk;
-        match attempt(walk.ctx, walk.tool, &walk.raw, &walk.extensions).await {
-            Ok(output) => Ok(Next::Done(Handled::Ok(output))),
-            Err(Missed::Tripped { failures }) => Ok(walk.tripped(walk.tool.name(), failures)),
-            Err(Missed::Failed(error)) => {
-                let attempts = walk.failure.attempts;
-                match walk.after_failure(error, attempts) {
-                    Next::Switch => Ok(Next::Switch),
-                    _ => Err(()),
-                }
+        // The same cleared arguments again; arguments not cleared yet pass the gate first.
+        let next = match &walk.sending {
+            Sending::Cleared(cleared) => {
+                let tried = attempt(walk.ctx, cleared, &walk.extensions).await;
+                walk.attempted(tried)
             }
+            Sending::Unchecked(_) => Box::pin(walk.try_again(None)).await,
+        };
+        match next {
+            Next::Down => Err(()),
+            next => Ok(next),
         }
     }
 

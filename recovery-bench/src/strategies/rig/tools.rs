@@ -110,9 +110,9 @@ impl<N: Named> Tool for BenchTool<N> {
             Some(key) => Extensions::new().with(HeldKey(key)).with(KeyWritesByEffect),
             None => Extensions::new(),
         };
-        let running = self
-            .tool
-            .handler()
+        // rig's own loop calls the tool as it is written, with none of the executor's checks:
+        // that is what this baseline measures.
+        let running = agent_errors::testing::handler_of(&self.tool)
             .call_with(&args.to_string(), &sent)
             .map_err(|refused| ToolExecutionError::invalid_args(refused.to_string()))?;
         running.await.map_err(|failure| execution_error(&failure))

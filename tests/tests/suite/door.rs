@@ -1,0 +1,178 @@
+//! One door into every tool body: whatever path reaches a tool (the model's arguments, a fixer's
+//! rewrite, a fallback tool, a retry, a person's edit), the arguments about to run pass every
+//! check in one place, a person's approval included, and an approval covers exactly the tool
+//! and arguments approved.
+
+use std::sync::{Arc, Mutex};
+
+use agent_errors::approval::{Decision, PendingApproval};
+use agent_errors::build::FixerDef;
+use agent_errors::permission::Permission;
+use agent_errors::policy::{Action, Policy, PolicyKey};
+use agent_errors::testing::ScriptedModel;
+use agent_errors::{Agent, Fix, FixRequest, HttpError, ToolCall, ToolDef};
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct TransferArgs {
+    amount: u32,
+}
+
+type Ran = Arc<Mutex<Vec<u32>>>;
+type Asked = Arc<Mutex<Vec<PendingApproval>>>;
+
+/// `transfer`, which remembers every amount its body ran with.
+fn transfer(ran: &Ran) -> ToolDef {
+    let ran = Arc::clone(ran);
+    ToolDef::new("transfer", "Sends money.", move |args: TransferArgs| {
+        let ran = Arc::clone(&ran);
+        async move {
+            ran.lock().unwrap().push(args.amount);
+            Ok::<_, std::io::Error>(format!("sent {}", args.amount))
+        }
+    })
+}
+
+/// An approver that gives `answers` in turn (the last one from then on) and remembers what it
+/// was asked.
+fn approver(
+    answers: Vec<Decision>,
+    asked: &Asked,
+) -> impl Fn(&PendingApproval) -> Decision + Send + Sync + 'static {
+    let asked = Arc::clone(asked);
+    move |pending: &PendingApproval| {
+        let mut asked = asked.lock().unwrap();
+        asked.push(pending.clone());
+        let nth = (asked.len() - 1).min(answers.len() - 1);
+        answers[nth].clone()
+    }
+}
+
+/// `quote`, which always fails, and falls back to `transfer` (whose arguments it takes).
+fn failing_quote() -> ToolDef {
+    ToolDef::new("quote", "Quotes a transfer.", |_: TransferArgs| async {
+        Err::<String, _>(HttpError::new(400, "no quote today"))
+    })
+    .with_policy(Policy::new().on(PolicyKey::Execution, Action::fallback("transfer")))
+}
+
+fn asked_about(asked: &Asked) -> Vec<(String, String)> {
+    let asked = asked.lock().unwrap();
+    asked
+        .iter()
+        .map(|p| (p.tool.clone(), p.arguments.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_fallback_to_a_tool_that_requires_approval_asks_first() {
+    let ran = Ran::default();
+    let asked = Asked::default();
+    let model = ScriptedModel::new()
+        .tool_call("quote", r#"{"amount": 5}"#)
+        .text("done");
+    let agent = Agent::builder("clerk")
+        .model(model)
+        .tool(failing_quote())
+        .tool(transfer(&ran).requires_approval(true))
+        .approver(approver(vec![Decision::Deny("no".into())], &asked))
+        .build()
+        .unwrap();
+
+    agent.run("quote it").await.unwrap();
+    assert!(
+        ran.lock().unwrap().is_empty(),
+        "the denied fallback never ran"
+    );
+    assert_eq!(
+        asked_about(&asked),
+        [("transfer".to_owned(), r#"{"amount": 5}"#.to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn a_fallback_the_agents_rule_picks_asks_first() {
+    let ran = Ran::default();
+    let asked = Asked::default();
+    let model = ScriptedModel::new()
+        .tool_call("quote", r#"{"amount": 5}"#)
+        .text("done");
+    let agent = Agent::builder("clerk")
+        .model(model)
+        .tool(failing_quote())
+        .tool(transfer(&ran))
+        .require_approval(|call: &ToolCall| &*call.name == "transfer")
+        .approver(approver(vec![Decision::Deny("no".into())], &asked))
+        .build()
+        .unwrap();
+
+    agent.run("quote it").await.unwrap();
+    assert!(
+        ran.lock().unwrap().is_empty(),
+        "the denied fallback never ran"
+    );
+    assert_eq!(asked_about(&asked).len(), 1);
+}
+
+#[tokio::test]
+async fn a_fixers_rewrite_of_approved_arguments_asks_again() {
+    let ran = Ran::default();
+    let asked = Asked::default();
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": "900"}"#)
+        .text("done");
+    let fixer = FixerDef::from_fn("repair", |_: FixRequest| {
+        Ok(Fix::args(r#"{"amount": 90000}"#))
+    });
+    let policy = Policy::new().on(PolicyKey::InvalidArgs, Action::fix("repair", 1).unwrap());
+    let agent = Agent::builder("clerk")
+        .model(model)
+        .tool(transfer(&ran).requires_approval(true).with_policy(policy))
+        .fixer(fixer)
+        .approver(approver(
+            vec![Decision::Approve, Decision::Deny("not that much".into())],
+            &asked,
+        ))
+        .build()
+        .unwrap();
+
+    agent.run("pay").await.unwrap();
+    assert!(ran.lock().unwrap().is_empty(), "90000 was never approved");
+    assert_eq!(
+        asked_about(&asked),
+        [
+            ("transfer".to_owned(), r#"{"amount": "900"}"#.to_owned()),
+            ("transfer".to_owned(), r#"{"amount": 90000}"#.to_owned()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn arguments_refused_for_a_repeated_key_ask_a_person_once_repaired() {
+    let ran = Ran::default();
+    let asked = Asked::default();
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 1, "amount": 90000}"#)
+        .text("done");
+    let fixer = FixerDef::from_fn("repair", |_: FixRequest| {
+        Ok(Fix::args(r#"{"amount": 90000}"#))
+    });
+    let policy = Policy::new().on(PolicyKey::InvalidArgs, Action::fix("repair", 1).unwrap());
+    let agent = Agent::builder("clerk")
+        .model(model)
+        .tool(transfer(&ran).requires_approval(true).with_policy(policy))
+        .fixer(fixer)
+        .permission(|_: &ToolCall| Permission::Allow)
+        .approver(approver(vec![Decision::Deny("no".into())], &asked))
+        .build()
+        .unwrap();
+
+    agent.run("pay").await.unwrap();
+    assert!(
+        ran.lock().unwrap().is_empty(),
+        "the repaired call was never approved"
+    );
+    assert_eq!(
+        asked_about(&asked),
+        [("transfer".to_owned(), r#"{"amount": 90000}"#.to_owned())]
+    );
+}
