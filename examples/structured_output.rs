@@ -109,17 +109,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             } => {
                 println!("  event  tool_retry {tool} attempt {attempt} ({kind})")
             }
-            Event::OutputRetry { attempt, problems } => {
-                println!(
-                    "  event  output_retry attempt {attempt}: {}",
-                    problems.join("; ")
-                )
+            Event::OutputReask { attempt, reason } => {
+                println!("  event  output_reask attempt {attempt}: {reason}")
             }
             other => println!("  event  {}", other.name()),
         }
     }
     println!("  model calls: {}", outcome.report.model_calls);
     assert_eq!(order.line.quantity, 3);
-    assert_eq!(outcome.report.count("output_retry"), 2);
+    assert_eq!(outcome.report.count("output_reask"), 2);
     Ok(())
 }

@@ -66,7 +66,7 @@ where
 ///
 /// Each re-ask is a model request like any other: it counts against the run's turn cap, usage
 /// limits and [retry allowance](crate::Limits::with_max_retries) (a run whose allowance
-/// is spent asks no more), and is reported as an [`Event::OutputRetry`].
+/// is spent asks no more), and is reported as an [`Event::OutputReask`].
 ///
 /// The default asks once more, then ends with `InvalidOutput`.
 ///
@@ -386,9 +386,10 @@ impl<O: AgentOutput> AgentInner<O> {
         if !again || !ctx.retries().try_spend() {
             return Verdict::Done(self.give_up(reasks, refused, &text));
         }
-        ctx.events().emit(Event::OutputRetry {
+        let problems: Vec<String> = refused.problems.iter().map(ToString::to_string).collect();
+        ctx.events().emit(Event::OutputReask {
             attempt,
-            problems: refused.problems.iter().map(ToString::to_string).collect(),
+            reason: problems.join("; "),
         });
         if reasks.asked >= policy.retries {
             if let Some(model) = fallback {
@@ -399,7 +400,13 @@ impl<O: AgentOutput> AgentInner<O> {
                     .name()
                     .to_owned();
                 let to = model.name().to_owned();
-                ctx.events().emit(Event::LlmFallback { from, to });
+                ctx.events().emit(Event::LlmFallback {
+                    from,
+                    to,
+                    trigger: "invalid_output",
+                    attempts: attempt,
+                    kind: crate::classify::ErrorKind::Validation,
+                });
                 counts.model = Some(Arc::clone(model));
                 reasks.fell_back = true;
             }

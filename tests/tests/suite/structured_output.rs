@@ -40,11 +40,11 @@ fn corrections(model: &ScriptedModel) -> Vec<String> {
         .collect()
 }
 
-fn retries(events: &[Event]) -> Vec<(u32, Vec<String>)> {
+fn retries(events: &[Event]) -> Vec<(u32, String)> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::OutputRetry { attempt, problems } => Some((*attempt, problems.clone())),
+            Event::OutputReask { attempt, reason } => Some((*attempt, reason.clone())),
             _ => None,
         })
         .collect()
@@ -124,7 +124,7 @@ async fn an_answer_that_never_fits_ends_the_run_after_exactly_the_allowed_reques
     assert_eq!(model.calls(), 3);
     let retries = retries(&outcome.report.events);
     assert_eq!(retries.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 2]);
-    assert!(retries[1].1[0].contains("\"id\" is a required property"));
+    assert!(retries[1].1.contains("\"id\" is a required property"));
 }
 
 #[tokio::test(start_paused = true)]
