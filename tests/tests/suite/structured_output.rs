@@ -183,7 +183,8 @@ async fn a_fallback_model_answers_once_the_retries_are_spent() {
     assert_eq!((primary.calls(), fallback.calls()), (2, 1));
     assert!(outcome.report.events.iter().any(|e| matches!(
         e,
-        Event::LlmFallback { from, to } if from == "small" && to == "large"
+        Event::LlmFallback { from, to, trigger, .. }
+            if from == "small" && to == "large" && *trigger == "invalid_output"
     )));
 }
 
