@@ -15,7 +15,7 @@ use super::{AgentInner, AgentOutput, RunError, stream, turn};
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::classify::server_delay;
 use crate::error::BoxError;
-use crate::events::Event;
+use crate::events::{Event, ModelLayer, count_outcome};
 use crate::executor::{Cancellation, RunContext, ToolPanic};
 use crate::journal::{JournaledModelCall, RunJournal};
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER, cannot_succeed_on_retry};
@@ -118,6 +118,11 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
     type Output = Result<Turn<O>, RunError>;
     type Error = BoxError;
 
+    fn finished(&mut self, last: &BoxError, recovered: bool) {
+        let kind = crate::classify::classify(&**last).kind;
+        count_outcome(ModelLayer::OnLlmError, recovered, kind);
+    }
+
     async fn call(&mut self) -> Result<Self::Output, BoxError> {
         if let Err(capped) = self.counts.may_ask() {
             return Ok(Err(capped));
@@ -125,7 +130,10 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
         self.counts.model_calls += 1;
         // The model is user code: a panic in `chat` (before or inside its future) ends the
         // run with an error that says so instead of unwinding through `run`.
-        let model = &*self.agent.model;
+        // The output policy's fallback, once it took over, answers in the agent model's place.
+        // (A clone of `None` for a run without one: no reference count is touched.)
+        let fallback = self.counts.model.clone();
+        let model = fallback.as_deref().unwrap_or(&*self.agent.model);
         let (request, deltas) = (self.request, self.counts.deltas.as_ref());
         // Made where each branch awaits it: made once before the branches, the ask's future
         // would be copied into the one that takes it.
@@ -225,7 +233,12 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
                 tracing::debug!(attempt, "the run's retry allowance is spent");
                 return Step::Stop(Stop::Exhausted);
             }
-            self.ctx.events().emit(Event::LlmRetry { attempt, delay });
+            self.ctx.events().emit(Event::LlmRetry {
+                layer: ModelLayer::OnLlmError,
+                attempt,
+                delay,
+                kind: crate::classify::classify(&**error).kind,
+            });
         }
         step
     }

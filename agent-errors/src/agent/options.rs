@@ -105,9 +105,9 @@ impl RunOptions {
         self
     }
 
-    /// Answers the call `call_id` that a run waits on, by its id alone: used once, for the
-    /// first question the resumed run asks under that id (the call it waited on; a call the
-    /// model makes later with the same id is asked again). Prefer
+    /// Answers the call `call_id` that a run waits on, by its id: used once, and only for the
+    /// question the run saved when it stopped to wait for that call (the same tool, arguments
+    /// shown and reason); a call the model makes later with the same id is asked again. Prefer
     /// [`answer_to`](Self::answer_to), which also checks the tool and arguments the person
     /// was shown.
     ///

@@ -53,10 +53,15 @@ pub(crate) fn question(
     PendingApproval::asked(&call.id, tool.name(), sent, (shown, cut), reason)
 }
 
-/// The answer for `pending`, reported as an event: see [`answer_for`]. A plain approval of a
-/// question shown cut is refused: the person did not see what would run.
-pub(crate) async fn decision(ctx: &RunContext, pending: &PendingApproval) -> Decision {
-    let decision = match answer_for(ctx, pending).await {
+/// The answer for `pending`, reported as an event: see [`answer_for`]. `awaited` is the
+/// question the run saved when it stopped to wait for this call, if it did. A plain approval of
+/// a question shown cut is refused: the person did not see what would run.
+pub(crate) async fn decision(
+    ctx: &RunContext,
+    pending: &PendingApproval,
+    awaited: Option<&PendingApproval>,
+) -> Decision {
+    let decision = match answer_for(ctx, pending, awaited).await {
         Decision::Approve if pending.arguments_cut => Decision::Deny(
             "approved without seeing the whole arguments (the question showed them cut); \
              answer ApproveUnseen to run them anyway"
@@ -76,12 +81,14 @@ pub(crate) async fn decision(ctx: &RunContext, pending: &PendingApproval) -> Dec
 }
 
 /// The answer given to the run for `pending`, taken for its one use: the first unused answer
-/// under its call id that is bound to this question (or to no digest). One bound to another
-/// question (its digest differs) is refused, reported, and left for its own question.
+/// under its call id that is bound to this question: by its digest, or (an answer by call id
+/// alone) by being the question the run saved as `awaited`. One for another question is
+/// refused, reported, and left for its own question.
 fn given_answer(
     ctx: &RunContext,
     approvals: &Approvals,
     pending: &PendingApproval,
+    awaited: Option<&PendingApproval>,
 ) -> Option<Decision> {
     let mut other_question = false;
     let unused = approvals
@@ -89,16 +96,30 @@ fn given_answer(
         .iter()
         .filter(|given| given.call_id == pending.call_id && !given.is_used());
     for given in unused {
-        match &given.digest {
-            Some(digest) if *digest != pending.digest => other_question = true,
-            _ if given.take() => return Some(given.decision.clone()),
-            _ => {}
+        let bound = match &given.digest {
+            Some(digest) => *digest == pending.digest,
+            None => awaited.is_some_and(|awaited| same_question(awaited, pending)),
+        };
+        if !bound {
+            other_question = true;
+        } else if given.take() {
+            return Some(given.decision.clone());
         }
     }
     if other_question {
         refused(ctx, pending);
     }
     None
+}
+
+/// Whether `saved` and `asked` are one question: by digest, or field by field for a question
+/// saved before questions had one.
+fn same_question(saved: &PendingApproval, asked: &PendingApproval) -> bool {
+    if !saved.digest.is_empty() {
+        return saved.digest == asked.digest && saved.call_id == asked.call_id;
+    }
+    (&saved.call_id, &saved.tool, &saved.arguments, &saved.reason)
+        == (&asked.call_id, &asked.tool, &asked.arguments, &asked.reason)
 }
 
 /// Reports an answer given for another question than `pending`, which is asked again.
@@ -119,11 +140,21 @@ fn refused(ctx: &RunContext, pending: &PendingApproval) {
 
 /// The answer for `pending`: one given to the run and bound to it (used once), else the
 /// approver's, else "later". An approver that panics has denied the call.
-async fn answer_for(ctx: &RunContext, pending: &PendingApproval) -> Decision {
+///
+/// An answer given to the run answers the question a person was shown: one given with its
+/// digest is used only for a question with that digest; one given by call id alone only when
+/// `pending` is the very question the run saved as `awaited`. Call ids are the provider's text and can come back on a later call (some
+/// number them per turn), so an id alone would let a person's answer approve arguments, or a
+/// tool, they never saw.
+async fn answer_for(
+    ctx: &RunContext,
+    pending: &PendingApproval,
+    awaited: Option<&PendingApproval>,
+) -> Decision {
     let Some(approvals) = ctx.approvals() else {
         return Decision::Later;
     };
-    if let Some(given) = given_answer(ctx, approvals, pending) {
+    if let Some(given) = given_answer(ctx, approvals, pending, awaited) {
         return given;
     }
     let Some(approver) = &approvals.approver else {

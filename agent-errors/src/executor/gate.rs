@@ -195,6 +195,9 @@ pub(crate) struct Asking {
     pub(crate) key: Option<PolicyKey>,
     /// How far the call got: saved with a wait.
     pub(crate) progress: CallProgress,
+    /// The question the run saved when it stopped to wait for this call: only an answer to
+    /// exactly that question, given to the run, is taken for the first question asked.
+    pub(crate) awaited: Option<PendingApproval>,
 }
 
 /// The rest of the door, for arguments [`pass`] answered [`Blocked::Ask`] about (or a question
@@ -213,6 +216,7 @@ pub(crate) async fn through<'a>(
         forced,
         key,
         progress,
+        mut awaited,
     } = asking;
     // Whether checks 1-4 passed for `arguments`: they did when `pass` asked for a person.
     let mut checked = forced.is_none();
@@ -220,7 +224,8 @@ pub(crate) async fn through<'a>(
     loop {
         if let Some(reason) = question.take() {
             let pending = approval::question(tool, call, &arguments, reason);
-            match approval::decision(ctx, &pending).await {
+            let awaited = awaited.take();
+            match approval::decision(ctx, &pending, awaited.as_ref()).await {
                 Decision::Approve | Decision::ApproveUnseen => {
                     approved.add(tool.name(), &arguments)
                 }

@@ -706,3 +706,31 @@ async fn a_turns_other_calls_are_answered_while_one_waits_and_never_run_again() 
         .collect();
     assert_eq!(shown, ["sent 900", "1000"]);
 }
+
+/// A person's answer is bound to the question they were shown: a later call that reuses the
+/// answered call's id (ids are the provider's text, numbered per turn by some) is asked about
+/// again, whether it sends the same tool other arguments or calls another tool.
+#[tokio::test]
+async fn an_answer_is_not_replayed_for_a_later_call_that_reuses_its_id() {
+    let store = Store::Sqlite(Scratch::new("replay"));
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    start_waiting(&store, &sent).await;
+
+    // The resumed run's model numbers its calls from `call_1` again.
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 90000}"#)
+        .text("sent it");
+    let agent = resumer(&store, &model, &sent).await;
+    let options =
+        RunOptions::new().answer("call_1", Decision::ApproveWith(r#"{"amount": 901}"#.into()));
+    let outcome = agent.resume("rent", options).await;
+    let Err(RunError::WaitingForPerson { pending }) = outcome.result else {
+        panic!("expected the reused id to wait: {:?}", outcome.result);
+    };
+    assert_eq!(pending[0].arguments, r#"{"amount": 90000}"#);
+    assert_eq!(
+        *sent.lock().unwrap(),
+        [901],
+        "only the answered question ran"
+    );
+}
