@@ -35,16 +35,20 @@ fn by_rule(approvals: &Approvals, call: &ToolCall) -> bool {
 }
 
 /// The question for a call about to send `sent` to `tool`: the arguments as a person is shown
-/// them (redacted, bounded).
+/// them (redacted, bounded), and whether they are shown whole (not cut to the bound).
 pub(crate) fn question(
     ctx: &RunContext,
     tool: &ToolDef,
     call: &ToolCall,
     sent: &str,
     reason: WaitReason,
-) -> PendingApproval {
+) -> (PendingApproval, bool) {
     let shown = scrub(sent, ctx.limits().max_message_chars);
-    PendingApproval::new(&*call.id, tool.name(), shown, reason)
+    let whole = !crate::redact::scan_bound(sent).1 && shown == scrub(sent, usize::MAX);
+    (
+        PendingApproval::new(&*call.id, tool.name(), shown, reason),
+        whole,
+    )
 }
 
 /// The answer for `pending`, reported as an event: see [`answer_for`]. `awaited` is the

@@ -223,10 +223,20 @@ pub(crate) async fn through<'a>(
     let mut question = Some(forced.unwrap_or(WaitReason::ApprovalRequired));
     loop {
         if let Some(reason) = question.take() {
-            let pending = approval::question(ctx, tool, call, &arguments, reason);
+            let (pending, whole) = approval::question(ctx, tool, call, &arguments, reason);
             let awaited = awaited.take();
             match approval::decision(ctx, &pending, awaited.as_ref()).await {
-                Decision::Approve => approved.add(tool.name(), &arguments),
+                Decision::Approve if whole => approved.add(tool.name(), &arguments),
+                // A plain approval covers what the person was shown: arguments cut to fit the
+                // question run only when approved in full, as an edit that gives them whole.
+                Decision::Approve => {
+                    let reason = "the person approved only the part of these arguments they \
+                                  were shown (they were too long to show whole)"
+                        .to_owned();
+                    let shown = format!("a person did not approve this call: {reason}");
+                    let denial = denied(ctx, tool, &arguments, reason, &shown);
+                    return Err(Refused::Answered(denial));
+                }
                 Decision::ApproveWith(edited) => {
                     approved.add(tool.name(), &edited);
                     arguments = Cow::Owned(edited);
