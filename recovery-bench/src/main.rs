@@ -9,7 +9,8 @@
 //!
 //! Options: `--seed N` (default 1), `--runs-per-task N` (default 40), `--out DIR` (default the
 //! repository's `docs/recovery`), `--no-plots`, `--no-cpu` (leave out the measured CPU time,
-//! the one column that is not the same for a seed, to diff two runs).
+//! the one column that is not the same for a seed, to diff two runs), `--structured-only` (only
+//! the bad-structured-answers mix, which has a task and strategies of its own).
 
 mod bench;
 mod faults;
@@ -18,6 +19,7 @@ mod model;
 mod plots;
 mod report;
 mod strategies;
+mod structured;
 mod tasks;
 mod world;
 
@@ -37,7 +39,10 @@ enum ArgsError {
     Missing(String),
     #[error("`{flag}` wants a positive whole number, not `{value}`")]
     NotANumber { flag: String, value: String },
-    #[error("unknown option `{0}` (expected --seed, --runs-per-task, --out, --no-plots, --no-cpu)")]
+    #[error(
+        "unknown option `{0}` (expected --seed, --runs-per-task, --out, --no-plots, --no-cpu, \
+         --structured-only)"
+    )]
     Unknown(String),
 }
 
@@ -47,6 +52,7 @@ struct Args {
     out: PathBuf,
     plots: bool,
     columns: Columns,
+    structured_only: bool,
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError> {
@@ -56,6 +62,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
         out: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/recovery")),
         plots: true,
         columns: Columns::All,
+        structured_only: false,
     };
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| ArgsError::Missing(flag.clone()));
@@ -75,6 +82,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
             "--out" => parsed.out = PathBuf::from(value()?),
             "--no-plots" => parsed.plots = false,
             "--no-cpu" => parsed.columns = Columns::Deterministic,
+            "--structured-only" => parsed.structured_only = true,
             _ => return Err(ArgsError::Unknown(flag)),
         }
     }
@@ -96,6 +104,12 @@ fn main() -> ExitCode {
         rates: RATES.to_vec(),
     };
     let suite = tasks::suite();
+    // Its own task and strategies: what is done with a bad final answer, not with a failure.
+    let structured_runs = args.runs_per_task * suite.len() as u64;
+    if args.structured_only {
+        print!("{}", structured::table(config.seed, structured_runs));
+        return ExitCode::SUCCESS;
+    }
     let started = std::time::Instant::now();
     let results = run_all(&every_strategy(), &suite, &config);
     println!(
@@ -109,6 +123,7 @@ fn main() -> ExitCode {
     println!("{}", report::suite_table(&suite));
     print!("{}", report::tables(&results, &config.mixes, args.columns));
     print!("{}", report::goal(&results, LibraryTuned.name()));
+    print!("\n{}", structured::table(config.seed, structured_runs));
     if args.plots {
         if let Err(e) = write_plots(&results, &config.mixes, &args.out) {
             eprintln!("recovery-bench: {e}");

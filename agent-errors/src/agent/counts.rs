@@ -1,11 +1,14 @@
 //! What the loop counts over a run (turns, model and tool calls, usage), saved with a durable
 //! run so a resumed one goes on counting.
 
+use std::sync::Arc;
+
 use tokio::time::Instant;
 
 use super::durable::SavedCounts;
 use super::stream::DeltaSender;
 use super::usage_meter::UsageMeter;
+use crate::model::ChatModel;
 use crate::usage::{RunUsage, Usage};
 
 pub(super) struct Counts {
@@ -21,6 +24,9 @@ pub(super) struct Counts {
     /// turn, a turn's end until the run does something else), for the next timing to start or
     /// end at instead of reading the clock again.
     pub(super) clock: Option<Instant>,
+    /// The model answering the run's requests when it is not the agent's own: the output
+    /// policy's fallback, once it took over.
+    pub(super) model: Option<Arc<dyn ChatModel>>,
 }
 
 impl Counts {
@@ -34,6 +40,7 @@ impl Counts {
             deltas,
             meter,
             clock: None,
+            model: None,
         }
     }
 
