@@ -141,7 +141,8 @@ pub struct PendingApproval {
     /// [`Decision::ApproveWith`].
     pub arguments: String,
     /// Whether [`arguments`](Self::arguments) is cut: a plain [`Decision::Approve`] is then
-    /// refused, and only [`Decision::ApproveUnseen`] runs the call as it is.
+    /// refused (the call is denied), and only [`Decision::ApproveUnseen`] runs the call as it
+    /// is, or [`Decision::ApproveWith`] its whole arguments as an edit.
     #[serde(default)]
     pub arguments_cut: bool,
     /// Why it waits.

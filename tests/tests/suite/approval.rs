@@ -734,3 +734,52 @@ async fn an_answer_is_not_replayed_for_a_later_call_that_reuses_its_id() {
         "only the answered question ran"
     );
 }
+
+/// A person approves what they were shown: arguments too long to show whole (here an amount
+/// past the cut of what the question shows) do not run on a plain approval of the part shown.
+#[tokio::test]
+async fn approving_a_question_shown_in_part_does_not_run_the_arguments_past_the_cut() {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct NotedTransfer {
+        note: String,
+        amount: u32,
+    }
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let ran = Arc::clone(&sent);
+    let transfer = ToolDef::new("transfer", "Sends money.", move |args: NotedTransfer| {
+        let ran = Arc::clone(&ran);
+        async move {
+            ran.lock().unwrap().push(args.amount);
+            Ok::<_, std::io::Error>(format!("sent {} ({} chars)", args.amount, args.note.len()))
+        }
+    })
+    .requires_approval(true);
+    let arguments = format!(r#"{{"note": "{}", "amount": 90000}}"#, "x".repeat(5_000));
+    let model = ScriptedModel::new()
+        .tool_call("transfer", &arguments)
+        .text("done");
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&asked);
+    // A person who approves any transfer they can see is not 90000.
+    let agent = Agent::builder("clerk")
+        .model(model.clone())
+        .tool(transfer)
+        .approver(move |pending: &PendingApproval| {
+            seen.lock().unwrap().push(pending.clone());
+            if pending.arguments.contains("90000") {
+                Decision::Deny("too much".into())
+            } else {
+                Decision::Approve
+            }
+        })
+        .build()
+        .unwrap();
+    let answer = agent.run("pay").await;
+    assert!(answer.is_ok(), "{answer:?}");
+    assert!(
+        sent.lock().unwrap().is_empty(),
+        "the amount the person never saw did not run"
+    );
+    assert_eq!(asked.lock().unwrap().len(), 1);
+    assert!(shown_to_model(&model)[0].is_error);
+}
