@@ -21,6 +21,8 @@ pub(super) struct Counts {
     /// turn, a turn's end until the run does something else), for the next timing to start or
     /// end at instead of reading the clock again.
     pub(super) clock: Option<Instant>,
+    /// Whether the model is sent earlier failures of a tool as one-line summaries.
+    pub(super) compact_failures: bool,
 }
 
 impl Counts {
@@ -34,6 +36,7 @@ impl Counts {
             deltas,
             meter,
             clock: None,
+            compact_failures: false,
         }
     }
 

@@ -24,6 +24,7 @@ mod arguments;
 mod blocking;
 mod checkpoint_stores;
 mod classify;
+mod compact;
 mod contained;
 mod defaults;
 mod door;
