@@ -9,7 +9,9 @@
 //!
 //! Options: `--seed N` (default 1), `--runs-per-task N` (default 40), `--out DIR` (default the
 //! repository's `docs/recovery`), `--no-plots`, `--no-cpu` (leave out the measured CPU time,
-//! the one column that is not the same for a seed, to diff two runs).
+//! the one column that is not the same for a seed, to diff two runs), `--compact-failures` (run
+//! only this library's strategies, each with and without compacting old failures in what the
+//! model is sent, side by side).
 
 mod bench;
 mod faults;
@@ -28,7 +30,7 @@ use crate::bench::{BenchConfig, run_all};
 use crate::faults::{Mix, RATES};
 use crate::plots::Measure;
 use crate::report::Columns;
-use crate::strategies::{LibraryTuned, Strategy, every_strategy};
+use crate::strategies::{LibraryTuned, Strategy, compaction_pairs, every_strategy};
 
 /// The command line did not make sense.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +39,9 @@ enum ArgsError {
     Missing(String),
     #[error("`{flag}` wants a positive whole number, not `{value}`")]
     NotANumber { flag: String, value: String },
-    #[error("unknown option `{0}` (expected --seed, --runs-per-task, --out, --no-plots, --no-cpu)")]
+    #[error(
+        "unknown option `{0}` (expected --seed, --runs-per-task, --out, --no-plots, --no-cpu, --compact-failures)"
+    )]
     Unknown(String),
 }
 
@@ -47,6 +51,7 @@ struct Args {
     out: PathBuf,
     plots: bool,
     columns: Columns,
+    compaction: bool,
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError> {
@@ -56,6 +61,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
         out: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/recovery")),
         plots: true,
         columns: Columns::All,
+        compaction: false,
     };
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| ArgsError::Missing(flag.clone()));
@@ -75,6 +81,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
             "--out" => parsed.out = PathBuf::from(value()?),
             "--no-plots" => parsed.plots = false,
             "--no-cpu" => parsed.columns = Columns::Deterministic,
+            "--compact-failures" => parsed.compaction = true,
             _ => return Err(ArgsError::Unknown(flag)),
         }
     }
@@ -97,7 +104,12 @@ fn main() -> ExitCode {
     };
     let suite = tasks::suite();
     let started = std::time::Instant::now();
-    let results = run_all(&every_strategy(), &suite, &config);
+    let strategies = if args.compaction {
+        compaction_pairs()
+    } else {
+        every_strategy()
+    };
+    let results = run_all(&strategies, &suite, &config);
     println!(
         "seed {}, {} tasks x {} runs per cell, {} cells, {:.1} s\n",
         config.seed,
@@ -108,7 +120,7 @@ fn main() -> ExitCode {
     );
     println!("{}", report::suite_table(&suite));
     print!("{}", report::tables(&results, &config.mixes, args.columns));
-    print!("{}", report::goal(&results, LibraryTuned.name()));
+    print!("{}", report::goal(&results, LibraryTuned::default().name()));
     if args.plots {
         if let Err(e) = write_plots(&results, &config.mixes, &args.out) {
             eprintln!("recovery-bench: {e}");
