@@ -15,7 +15,7 @@ use super::{AgentInner, AgentOutput, RunError, stream, turn};
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::classify::server_delay;
 use crate::error::BoxError;
-use crate::events::Event;
+use crate::events::{Event, ModelLayer, count_outcome};
 use crate::executor::{Cancellation, RunContext, ToolPanic};
 use crate::journal::{JournaledModelCall, RunJournal};
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER, cannot_succeed_on_retry};
@@ -117,6 +117,11 @@ struct OnLlmError<'a, O: AgentOutput> {
 impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
     type Output = Result<Turn<O>, RunError>;
     type Error = BoxError;
+
+    fn finished(&mut self, last: &BoxError, recovered: bool) {
+        let kind = crate::classify::classify(&**last).kind;
+        count_outcome(ModelLayer::OnLlmError, recovered, kind);
+    }
 
     async fn call(&mut self) -> Result<Self::Output, BoxError> {
         if let Err(capped) = self.counts.may_ask() {
@@ -225,7 +230,12 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
                 tracing::debug!(attempt, "the run's retry allowance is spent");
                 return Step::Stop(Stop::Exhausted);
             }
-            self.ctx.events().emit(Event::LlmRetry { attempt, delay });
+            self.ctx.events().emit(Event::LlmRetry {
+                layer: ModelLayer::OnLlmError,
+                attempt,
+                delay,
+                kind: crate::classify::classify(&**error).kind,
+            });
         }
         step
     }

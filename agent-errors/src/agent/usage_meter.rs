@@ -177,14 +177,6 @@ pub(super) fn refuse_turn(request: &mut ChatRequest, text: Option<String>, calls
         .extend(results.into_iter().map(Message::Tool));
 }
 
-/// What the model is told when a capped run asks it for its final answer.
-pub(super) fn final_answer_prompt(limit: &UsageLimit) -> String {
-    format!(
-        "This run has reached its limit on {limit}. Do not call any tools. Answer now with the \
-         best answer you can give from what you have so far."
-    )
-}
-
 impl<O: AgentOutput> AgentInner<O> {
     /// A run `ended` past a cap whose limits ask for a final answer: one last model request,
     /// without tools, and its text is the run's output. Any other end is given back as it was,
@@ -208,7 +200,7 @@ impl<O: AgentOutput> AgentInner<O> {
         });
         request
             .messages
-            .push(Message::user(final_answer_prompt(&exceeded.limit)));
+            .push(Message::user(exceeded.limit.final_answer_prompt()));
         request.tools = Arc::from(Vec::new());
         request.options.tool_choice = None;
         request.options.parallel_tool_calls = None;

@@ -20,7 +20,7 @@ use super::{Event, on_event};
 /// let log = Arc::new(EventLog::new());
 /// let sink = EventSink::new(Arc::clone(&log)); // what a ChatRequest carries
 /// if let Some(log) = sink.log() {
-///     log.emit(Event::LlmFallback { from: "big".into(), to: "small".into() });
+///     log.emit(Event::OutputReask { attempt: 1, reason: "`total` is missing".into() });
 /// }
 /// assert_eq!(log.take().len(), 1);
 /// assert!(log.snapshot().is_empty());
@@ -170,14 +170,20 @@ impl RunReport {
 /// A model wrapper of yours puts its events on the run's report through the request's sink:
 ///
 /// ```
-/// use agent_errors::{ChatModel, ChatRequest, ChatResponse, Event, call::BoxFuture, BoxError};
+/// use agent_errors::{ChatModel, ChatRequest, ChatResponse, ErrorKind, Event, call::BoxFuture, BoxError};
 ///
 /// struct Cached;
 ///
 /// impl ChatModel for Cached {
 ///     fn chat<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
 ///         if let Some(log) = request.events.log() {
-///             log.emit(Event::LlmFallback { from: "live".into(), to: "cache".into() });
+///             log.emit(Event::LlmFallback {
+///                 from: "live".into(),
+///                 to: "cache".into(),
+///                 trigger: "offline",
+///                 attempts: 0,
+///                 kind: ErrorKind::Transient,
+///             });
 ///         }
 ///         Box::pin(async { Ok(ChatResponse::text("from the cache")) })
 ///     }

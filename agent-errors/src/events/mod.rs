@@ -5,10 +5,13 @@ use std::time::Duration;
 
 use crate::classify::ErrorKind;
 use crate::error::Severity;
-use label::{ERROR_TYPE, MODEL, TOOL};
-use metrics::counter;
 
 mod log;
+mod trace;
+
+use trace::count;
+pub(crate) use trace::label;
+pub(crate) use trace::{Layer, count_outcome, mark_failed};
 
 pub(crate) use log::LiveFeed;
 pub use log::{EventLog, EventSink, RunReport};
@@ -46,7 +49,8 @@ pub use log::{EventLog, EventSink, RunReport};
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event {
-    /// A tool call failed and is retried after `delay`.
+    /// A tool call failed and is retried after `delay`: one event per retry, on the tool's
+    /// ladder and on a fallback tool's own retries.
     ToolRetry {
         /// The tool.
         tool: String,
@@ -65,6 +69,19 @@ pub enum Event {
         kind: ErrorKind,
         /// The sanitized message.
         message: String,
+    },
+    /// A fixer wrote new arguments for a failed call and the tool is called again with them:
+    /// one event per such attempt, whether or not it then succeeds (`tool_fixed` says which
+    /// one did).
+    ToolRerun {
+        /// The tool.
+        tool: String,
+        /// The fixer.
+        fixer: String,
+        /// The attempt that failed (1-based, counting every attempt of the call).
+        attempt: u32,
+        /// Its kind.
+        kind: ErrorKind,
     },
     /// A fixer repaired a call.
     ToolFixed {
@@ -90,6 +107,10 @@ pub enum Event {
         tool: String,
         /// The tool called instead.
         to: String,
+        /// The attempt that failed (1-based, counting every attempt of the call).
+        attempt: u32,
+        /// Its kind: what sent the call to the fallback.
+        kind: ErrorKind,
     },
     /// A tool was dropped for the rest of the run.
     Degraded {
@@ -125,19 +146,44 @@ pub enum Event {
         /// The answer.
         answer: &'static str,
     },
-    /// A model call failed and is retried after `delay`.
+    /// A model call failed and is made again after `delay`, by the layer that says so: one
+    /// event per retry at every layer of the model-call stack.
     LlmRetry {
-        /// The attempt that failed (1-based, within the turn).
+        /// Which layer retries: the provider's transport, `on_llm_error`, `FallbackModel` (its
+        /// primary called again), `PersistentRetry`, or `rig::recovering` in rig's loop.
+        layer: ModelLayer,
+        /// The attempt that failed (1-based, counted by that layer: within the turn for
+        /// `on_llm_error`, within one request for the others).
         attempt: u32,
         /// The sleep before the next.
         delay: Duration,
+        /// The failure's kind.
+        kind: ErrorKind,
     },
-    /// The agent switched to a fallback model.
+    /// A request went to a fallback model.
     LlmFallback {
         /// The model given up on.
         from: String,
         /// The model used instead.
         to: String,
+        /// Why: `overload`, `rate_limit`, `outage`, `auth_or_config` (a failure the fallback's
+        /// triggers name), or `empty_answer`, `cut_off`, `refusal`, `invalid_output` (an answer
+        /// [`FallbackOn::BadAnswer`](crate::llm::FallbackOn::BadAnswer) refuses); `failure` for
+        /// a failure of no such kind that moves a rig `RecoveringModel` chain on.
+        trigger: &'static str,
+        /// How many calls the primary was given for this request.
+        attempts: u32,
+        /// The kind of the primary's last failure; `validation` for a refused answer.
+        kind: ErrorKind,
+    },
+    /// The model's final answer was refused (it does not fit the run's output type, or a
+    /// validator refused it) and the model is asked again with the reason: one event per
+    /// re-ask.
+    OutputReask {
+        /// The answer that was refused (1-based, within the run).
+        attempt: u32,
+        /// Why, as the model is told it: sanitized and bounded.
+        reason: String,
     },
     /// The run went past a usage cap whose limits ask for a final answer: the model is asked
     /// once more, without tools.
@@ -160,12 +206,80 @@ pub enum Event {
     },
 }
 
+/// The layer of the model-call stack that made a model call again, as [`Event::LlmRetry`]
+/// names it, from the innermost out.
+///
+/// # Examples
+///
+/// Counting the retries of a run by layer:
+///
+/// ```
+/// use std::collections::HashMap;
+/// use agent_errors::{Event, RunReport};
+/// use agent_errors::observe::ModelLayer;
+///
+/// fn by_layer(report: &RunReport) -> HashMap<&'static str, usize> {
+///     let mut counts = HashMap::new();
+///     for event in &report.events {
+///         if let Event::LlmRetry { layer, .. } = event {
+///             let name = match layer {
+///                 ModelLayer::Transport => "the provider's transport",
+///                 ModelLayer::Rig => "rig::recovering",
+///                 ModelLayer::PersistentRetry => "PersistentRetry",
+///                 ModelLayer::FallbackModel => "FallbackModel's primary",
+///                 ModelLayer::OnLlmError => "on_llm_error",
+///                 _ => layer.as_str(),
+///             };
+///             *counts.entry(name).or_default() += 1;
+///         }
+///     }
+///     counts
+/// }
+/// assert!(by_layer(&RunReport::default()).is_empty());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ModelLayer {
+    /// A built-in provider's own transport retries (OpenAI, Anthropic).
+    Transport,
+    /// `rig::recovering`, below rig's own agent loop.
+    Rig,
+    /// [`PersistentRetry`](crate::llm::PersistentRetry).
+    PersistentRetry,
+    /// [`FallbackModel`](crate::llm::FallbackModel) calling its primary again before it falls
+    /// back.
+    FallbackModel,
+    /// The agent's `on_llm_error`, around the whole stack.
+    OnLlmError,
+}
+
+impl ModelLayer {
+    /// The layer's name, as the `layer` field and metric label spell it: `transport`, `rig`,
+    /// `persistent_retry`, `fallback_model`, `on_llm_error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelLayer::Transport => "transport",
+            ModelLayer::Rig => "rig",
+            ModelLayer::PersistentRetry => "persistent_retry",
+            ModelLayer::FallbackModel => "fallback_model",
+            ModelLayer::OnLlmError => "on_llm_error",
+        }
+    }
+}
+
+impl std::fmt::Display for ModelLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Event {
     /// The event's name: `tool_retry`, `tool_failed`, ...
     pub fn name(&self) -> &'static str {
         match self {
             Event::ToolRetry { .. } => "tool_retry",
             Event::ToolFailed { .. } => "tool_failed",
+            Event::ToolRerun { .. } => "tool_rerun",
             Event::ToolFixed { .. } => "tool_fixed",
             Event::Escalated { .. } => "escalated",
             Event::FellBack { .. } => "fell_back",
@@ -176,6 +290,7 @@ impl Event {
             Event::PersonAsked { .. } => "person_asked",
             Event::LlmRetry { .. } => "llm_retry",
             Event::LlmFallback { .. } => "llm_fallback",
+            Event::OutputReask { .. } => "output_reask",
             Event::UsageLimitReached { .. } => "usage_limit_reached",
             Event::UsageMissing { .. } => "usage_missing",
             Event::UnknownNotRetried { .. } => "unknown_not_retried",
@@ -187,6 +302,7 @@ impl Event {
         match self {
             Event::ToolRetry { tool, .. }
             | Event::ToolFailed { tool, .. }
+            | Event::ToolRerun { tool, .. }
             | Event::ToolFixed { tool, .. }
             | Event::Escalated { tool, .. }
             | Event::FellBack { tool, .. }
@@ -198,82 +314,9 @@ impl Event {
             | Event::UnknownNotRetried { tool } => Some(tool),
             Event::LlmRetry { .. }
             | Event::LlmFallback { .. }
+            | Event::OutputReask { .. }
             | Event::UsageLimitReached { .. }
             | Event::UsageMissing { .. } => None,
-        }
-    }
-
-    pub(crate) fn trace(&self) {
-        match self {
-            Event::ToolRetry {
-                tool,
-                attempt,
-                kind,
-                delay,
-            } => tracing::warn!(
-                event = "tool_retry", tool = %tool, attempt, kind = %kind, delay_ms = delay.as_millis() as u64
-            ),
-            Event::ToolFailed {
-                tool,
-                kind,
-                message,
-            } => {
-                tracing::warn!(event = "tool_failed", tool = %tool, kind = %kind, message = %message)
-            }
-            Event::ToolFixed {
-                tool,
-                fixer,
-                attempt,
-            } => {
-                tracing::info!(event = "tool_fixed", tool = %tool, fixer = %fixer, attempt)
-            }
-            Event::Escalated {
-                tool,
-                reason,
-                severity,
-            } => tracing::warn!(
-                event = "escalated", tool = %tool, reason = %reason, severity = %severity
-            ),
-            Event::FellBack { tool, to } => {
-                tracing::warn!(event = "fell_back", tool = %tool, to = %to)
-            }
-            Event::Degraded { tool } => tracing::warn!(event = "degraded", tool = %tool),
-            Event::BreakerTripped { tool, failures } => {
-                tracing::error!(event = "breaker_tripped", tool = %tool, failures)
-            }
-            Event::RetryBudgetExhausted { tool } => {
-                tracing::warn!(event = "retry_budget_exhausted", tool = %tool)
-            }
-            Event::Terminated { tool, kind } => {
-                tracing::error!(event = "terminated", tool = %tool, kind = %kind)
-            }
-            Event::PersonAsked { tool, answer } => {
-                tracing::info!(event = "person_asked", tool = %tool, answer)
-            }
-            Event::LlmRetry { attempt, delay } => tracing::warn!(
-                event = "llm_retry",
-                attempt,
-                delay_ms = delay.as_millis() as u64
-            ),
-            Event::LlmFallback { from, to } => {
-                tracing::warn!(event = "llm_fallback", from = %from, to = %to)
-            }
-            Event::UsageLimitReached { limit } => {
-                tracing::warn!(event = "usage_limit_reached", limit = %limit)
-            }
-            Event::UsageMissing { model } => tracing::warn!(
-                event = "usage_missing",
-                model = %model,
-                "the response reported no usage: counted as the usage limits say"
-            ),
-            Event::UnknownNotRetried { tool } => tracing::warn!(
-                event = "unknown_not_retried",
-                tool = %tool,
-                "`{tool}` failed with an error of kind `unknown`, which its `retry` never retries: \
-                 return an error that says what it is (an `HttpError` with its status, an \
-                 `io::Error`, a typed error with a `classify` rule, or text naming the status, \
-                 such as \"(503)\" or \"HTTP 503\"), or use `unknown = ...` in the policy"
-            ),
         }
     }
 }
@@ -300,82 +343,5 @@ fn on_event(event: &Event, model: &str) {
     count(event, model);
     if let Event::ToolFailed { kind, .. } | Event::Terminated { kind, .. } = event {
         mark_failed(&tracing::Span::current(), kind.as_str());
-    }
-}
-
-/// Marks `span` as failed with this `error.type`. A span without the field, such as a user's
-/// own, ignores it.
-pub(crate) fn mark_failed(span: &tracing::Span, kind: &str) {
-    span.record("error.type", kind);
-    span.record("otel.status_code", "ERROR");
-}
-
-/// Label keys of the metrics, as the GenAI conventions spell them where they name one.
-pub(crate) mod label {
-    pub(crate) const TOOL: &str = "gen_ai.tool.name";
-    pub(crate) const MODEL: &str = "gen_ai.request.model";
-    pub(crate) const ERROR_TYPE: &str = "error.type";
-}
-
-/// Counts what recovery did. `model` labels the model-call events, which do not name one.
-fn count(event: &Event, model: &str) {
-    let tool = || event.tool().unwrap_or_default().to_owned();
-    match event {
-        Event::ToolRetry { kind, .. } => {
-            counter!("agent_errors.tool.retries", TOOL => tool(), ERROR_TYPE => kind.as_str())
-                .increment(1);
-        }
-        Event::ToolFailed { kind, .. } => {
-            counter!("agent_errors.tool.failures", TOOL => tool(), ERROR_TYPE => kind.as_str())
-                .increment(1);
-        }
-        Event::ToolFixed { fixer, .. } => {
-            counter!("agent_errors.tool.fixes", TOOL => tool(), "fixer" => fixer.clone())
-                .increment(1);
-        }
-        Event::Escalated { severity, .. } => {
-            let severity = severity.as_str();
-            counter!("agent_errors.tool.escalations", TOOL => tool(), "severity" => severity)
-                .increment(1);
-        }
-        Event::FellBack { to, .. } => {
-            counter!("agent_errors.tool.fallbacks", TOOL => tool(), "to" => to.clone())
-                .increment(1);
-        }
-        Event::Degraded { .. } => {
-            counter!("agent_errors.tool.degrades", TOOL => tool()).increment(1);
-        }
-        Event::RetryBudgetExhausted { .. } => {
-            counter!("agent_errors.tool.retries_refused", TOOL => tool()).increment(1);
-        }
-        Event::BreakerTripped { .. } => {
-            counter!("agent_errors.breaker.trips", TOOL => tool()).increment(1);
-        }
-        Event::Terminated { kind, .. } => {
-            counter!("agent_errors.tool.terminations", TOOL => tool(), ERROR_TYPE => kind.as_str())
-                .increment(1);
-        }
-        Event::PersonAsked { answer, .. } => {
-            counter!("agent_errors.tool.person_answers", TOOL => tool(), "answer" => *answer)
-                .increment(1);
-        }
-        Event::LlmRetry { .. } => {
-            counter!("agent_errors.model.retries", MODEL => model.to_owned()).increment(1);
-        }
-        Event::LlmFallback { to, .. } => {
-            let to = to.clone();
-            counter!("agent_errors.model.fallbacks", MODEL => model.to_owned(), "to" => to)
-                .increment(1);
-        }
-        Event::UsageLimitReached { .. } => {
-            counter!("agent_errors.run.usage_limits_reached", MODEL => model.to_owned())
-                .increment(1);
-        }
-        Event::UsageMissing { model: answered } => {
-            counter!("agent_errors.model.usage_missing", MODEL => answered.clone()).increment(1);
-        }
-        Event::UnknownNotRetried { .. } => {
-            counter!("agent_errors.tool.unknown_not_retried", TOOL => tool()).increment(1);
-        }
     }
 }

@@ -14,6 +14,18 @@ impl Registry {
         super::execute(self, ctx, call, super::CallStart::Fresh).await
     }
 
+    /// [`execute`](Registry::execute) inside `span`, the `execute_tool` span another agent
+    /// loop opened for the call, instead of a span of its own.
+    #[cfg(feature = "rig")]
+    pub(crate) async fn execute_in_span(
+        &self,
+        ctx: &RunContext,
+        call: &ToolCall,
+        span: tracing::Span,
+    ) -> CallOutcome {
+        super::execute_in_span(self, ctx, call, span).await
+    }
+
     /// Runs the tool calls of one model turn concurrently and returns their outcomes in the
     /// order of `calls`. Parallel failures of one tool in a turn count once for the per-run
     /// breaker (three lookups that miss together are one stumble), and a call that stops the

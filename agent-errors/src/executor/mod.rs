@@ -69,11 +69,36 @@ use outcome::Handled;
 
 /// Runs one tool call through its resolved policy, inside its span: see [`Registry::execute`].
 /// A call of a resumed run starts from how far it got; any other starts fresh.
-pub(crate) async fn execute(
+pub(crate) fn execute<'a>(
+    registry: &'a Registry,
+    ctx: &'a RunContext,
+    call: &'a ToolCall,
+    start: CallStart<'a>,
+) -> impl Future<Output = CallOutcome> + 'a {
+    execute_spanned(registry, ctx, call, start, || {
+        crate::observe::spans::execute_tool(call)
+    })
+}
+
+/// [`execute`] for a fresh call that already has its span: the `execute_tool` span of the
+/// framework whose loop made the call (rig's), so the call is not traced twice under two ids.
+#[cfg(feature = "rig")]
+pub(crate) fn execute_in_span<'a>(
+    registry: &'a Registry,
+    ctx: &'a RunContext,
+    call: &'a ToolCall,
+    span: tracing::Span,
+) -> impl Future<Output = CallOutcome> + 'a {
+    execute_spanned(registry, ctx, call, CallStart::Fresh, || span)
+}
+
+/// [`execute`] inside the span `span` makes.
+async fn execute_spanned(
     registry: &Registry,
     ctx: &RunContext,
     call: &ToolCall,
     start: CallStart<'_>,
+    span: impl FnOnce() -> tracing::Span,
 ) -> CallOutcome {
     // The name is looked up once: the tool, its policy and its meters come together.
     let found = registry.entry(&call.name);
@@ -87,7 +112,7 @@ pub(crate) async fn execute(
     // span, the halt, a turn's join): one allocation costs less than those copies.
     let handled = Box::pin(course::run(registry, ctx, entry, call, start));
     let work = || execute_call(registry, ctx, call, rule, handled);
-    crate::observe::tool_call(call, meters, work).await
+    crate::observe::tool_call(span(), meters, work).await
 }
 
 async fn execute_call(

@@ -11,8 +11,9 @@ use futures_util::future::BoxFuture;
 
 use super::trigger::{FallbackOn, Triggers};
 use super::{CallSource, ChatModel, ChatRequest, ChatResponse};
+use crate::classify::{ErrorKind, classify};
 use crate::error::BoxError;
-use crate::events::{Event, EventLog, emit_to};
+use crate::events::{Event, EventLog, ModelLayer, count_outcome, emit_to};
 use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop, ZeroAttempts};
 use crate::stream::ChatStream;
 
@@ -162,27 +163,29 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
             foreground: self.foreground.contains(&request.source),
             triggers: &self.triggers,
             ask,
+            calls: 0,
+            events: self.events.as_ref(),
         }
     }
 
     async fn answer(&self, request: &ChatRequest) -> Result<ChatResponse, BoxError> {
         let mut policy = self.primary_retry(request, |model, request| model.chat(request));
-        let reason = match retry::call(&mut policy).await {
+        let (reason, kind) = match retry::call(&mut policy).await {
             Ok(answer) => match self.triggers.on_answer(request, &answer) {
                 Some(reason) if request.meter.request().is_ok() => {
                     // Thrown away, but its tokens were spent.
                     charge_discarded(request, &self.primary, &answer);
-                    reason
+                    (reason, ErrorKind::Validation)
                 }
                 // Unusable, or the run's caps refuse the fallback: the run judges it as it is.
                 _ => return Ok(answered_by(answer, &self.primary)),
             },
             Err(error) => match self.triggers.on_failure(&*error) {
-                Some(reason) if request.meter.request().is_ok() => reason,
+                Some(reason) if request.meter.request().is_ok() => (reason, classify(&*error).kind),
                 _ => return Err(error),
             },
         };
-        self.record_switch(request, reason);
+        self.record_switch(request, (reason, kind), policy.calls);
         let answer = self.fallback.chat(request).await?;
         Ok(answered_by(answer, &self.fallback))
     }
@@ -197,7 +200,8 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
             Ok(stream) => Ok(stream),
             Err(error) => match self.triggers.on_failure(&*error) {
                 Some(reason) if request.meter.request().is_ok() => {
-                    self.record_switch(request, reason);
+                    let kind = classify(&*error).kind;
+                    self.record_switch(request, (reason, kind), policy.calls);
                     self.fallback.chat_stream(request).await
                 }
                 _ => Err(error),
@@ -205,11 +209,20 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
         }
     }
 
-    fn record_switch(&self, request: &ChatRequest, reason: &'static str) {
-        tracing::debug!(reason, "falling back");
+    /// Announces the switch: why (the trigger, and the kind of failure it read) and after how
+    /// many calls to the primary.
+    fn record_switch(
+        &self,
+        request: &ChatRequest,
+        (trigger, kind): (&'static str, ErrorKind),
+        attempts: u32,
+    ) {
         let event = Event::LlmFallback {
             from: self.primary.name().to_owned(),
             to: self.fallback.name().to_owned(),
+            trigger,
+            attempts,
+            kind,
         };
         emit_to(event, [request.events.log(), self.events.as_ref()]);
     }
@@ -247,6 +260,10 @@ struct PrimaryRetry<'a, P, D, T> {
     foreground: bool,
     triggers: &'a Triggers,
     ask: Ask<'a, P, T>,
+    /// Calls made to the primary.
+    calls: u32,
+    /// The wrapper's own log, besides the request's.
+    events: Option<&'a Arc<EventLog>>,
 }
 
 /// How a request is put to a model: answered whole ([`ChatModel::chat`]) or opened as a stream
@@ -257,7 +274,14 @@ impl<'a, P: ChatModel, D: Iterator<Item = Duration>, T> Policy for PrimaryRetry<
     type Output = T;
     type Error = BoxError;
 
+    /// Whether the primary answered in the end; a switch follows a primary that gave up.
+    fn finished(&mut self, last: &BoxError, recovered: bool) {
+        let kind = classify(&**last).kind;
+        count_outcome(ModelLayer::FallbackModel, recovered, kind);
+    }
+
     async fn call(&mut self) -> Result<T, BoxError> {
+        self.calls += 1;
         (self.ask)(self.primary, self.request).await
     }
 
@@ -272,6 +296,16 @@ impl<'a, P: ChatModel, D: Iterator<Item = Duration>, T> Policy for PrimaryRetry<
                     "the run's allowance or caps refuse a retry: falling back"
                 );
                 Step::Stop(Stop::Exhausted)
+            }
+            Step::Wait(delay) => {
+                let event = Event::LlmRetry {
+                    layer: ModelLayer::FallbackModel,
+                    attempt: self.calls,
+                    delay,
+                    kind: classify(&**error).kind,
+                };
+                emit_to(event, [self.request.events.log(), self.events]);
+                Step::Wait(delay)
             }
             step => step,
         }

@@ -18,7 +18,7 @@ mod fallback;
 mod persistent;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) mod retryability;
-mod trigger;
+pub(crate) mod trigger;
 
 // `LlmErrorDecision` is named at the crate root.
 pub(crate) use decision::LlmErrorDecision;

@@ -9,9 +9,11 @@ use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::{ChatModel, ChatRequest, ChatResponse};
-use crate::classify::{HttpError, classify, find_in_chain, is_overload_error, server_delay};
+use crate::classify::{
+    ErrorKind, HttpError, classify, find_in_chain, is_overload_error, server_delay,
+};
 use crate::error::BoxError;
-use crate::events::{Event, EventLog, emit_to};
+use crate::events::{Event, EventLog, ModelLayer, count_outcome, emit_to};
 use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop};
 use crate::stream::ChatStream;
 
@@ -191,8 +193,13 @@ impl<M: ChatModel> PersistentRetry<M> {
         retry::call(&mut policy).await
     }
 
-    fn record_retry(&self, request: &ChatRequest, attempt: u32, delay: Duration) {
-        let event = Event::LlmRetry { attempt, delay };
+    fn record_retry(&self, request: &ChatRequest, attempt: u32, delay: Duration, kind: ErrorKind) {
+        let event = Event::LlmRetry {
+            layer: ModelLayer::PersistentRetry,
+            attempt,
+            delay,
+            kind,
+        };
         emit_to(event, [request.events.log(), self.events.as_ref()]);
     }
 }
@@ -215,6 +222,11 @@ impl<M: ChatModel, D: Iterator<Item = Duration>, T> Policy for WaitItOut<'_, M, 
     type Output = T;
     type Error = BoxError;
 
+    fn finished(&mut self, last: &BoxError, recovered: bool) {
+        let kind = classify(&**last).kind;
+        count_outcome(ModelLayer::PersistentRetry, recovered, kind);
+    }
+
     async fn call(&mut self) -> Result<T, BoxError> {
         (self.ask)(&self.wrapper.model, self.request).await
     }
@@ -232,7 +244,9 @@ impl<M: ChatModel, D: Iterator<Item = Duration>, T> Policy for WaitItOut<'_, M, 
             return Step::Stop(Stop::Exhausted);
         }
         let attempt = self.retrier.failures();
-        self.wrapper.record_retry(self.request, attempt, delay);
+        let kind = classify(&**error).kind;
+        self.wrapper
+            .record_retry(self.request, attempt, delay, kind);
         step
     }
 

@@ -127,9 +127,9 @@ impl Triggers {
         match class.kind {
             // The request itself is wrong: no model of the chain can answer it.
             ErrorKind::Validation => None,
-            ErrorKind::Quota if class.is_retryable() => self.rate_limit.map(|_| "rate limit"),
+            ErrorKind::Quota if class.is_retryable() => self.rate_limit.map(|_| "rate_limit"),
             ErrorKind::Auth | ErrorKind::NotFound | ErrorKind::Quota => {
-                self.auth_or_config.then_some("auth or configuration")
+                self.auth_or_config.then_some("auth_or_config")
             }
             _ if class.is_retryable() => self.outage.then_some("outage"),
             _ => None,
@@ -147,16 +147,16 @@ impl Triggers {
         }
         let text = answer.text.as_deref().unwrap_or_default();
         if answer.tool_calls.is_empty() && text.trim().is_empty() {
-            return Some("empty answer");
+            return Some("empty_answer");
         }
         match answer.finish_reason {
-            Some(FinishReason::Length) => return Some("cut off at the token limit"),
+            Some(FinishReason::Length) => return Some("cut_off"),
             Some(FinishReason::Refusal | FinishReason::ContentFilter) => return Some("refusal"),
             _ => {}
         }
         match &request.options.response_format {
             Some(format) if answer.tool_calls.is_empty() && !fits(format, text) => {
-                Some("invalid structured output")
+                Some("invalid_output")
             }
             _ => None,
         }

@@ -10,7 +10,7 @@ mod live;
 pub(crate) mod metrics;
 pub(crate) mod spans;
 
-pub use crate::events::{EventLog, EventSink};
+pub use crate::events::{EventLog, EventSink, ModelLayer};
 pub use live::{DEFAULT_EVENT_CAPACITY, EventStream, Missed, RunEvent, RunId};
 pub(crate) use live::{Feed, Observer};
 pub(crate) use metrics::{AgentMeters, CallEnd, ToolMeters};
@@ -18,7 +18,7 @@ pub(crate) use metrics::{AgentMeters, CallEnd, ToolMeters};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::chat::{ChatResponse, ToolCall};
+use crate::chat::ChatResponse;
 use crate::model::ChatModel;
 
 /// How a tool call ended, as its span and meters record it: told by the executor's outcome, so
@@ -49,17 +49,17 @@ pub(crate) trait RunEnd {
     }
 }
 
-/// Runs one tool call inside its `execute_tool` span and counts it on the tool's `meters` (a
-/// name the model made up has none and is counted as `_OTHER`, so model text cannot grow the
-/// number of metric series).
+/// Runs one tool call inside its `execute_tool` span (its own, or the one another agent loop
+/// opened for it: rig's opens one per call) and counts it on the tool's `meters` (a name the
+/// model made up has none and is counted as `_OTHER`, so model text cannot grow the number of
+/// metric series).
 ///
 /// The call's work is made here by `work`, not handed over made, so it is not copied into place.
 pub(crate) async fn tool_call<T: ToolCallEnd, F: Future<Output = T>>(
-    call: &ToolCall,
+    span: tracing::Span,
     meters: Option<&ToolMeters>,
     work: impl FnOnce() -> F,
 ) -> T {
-    let span = spans::execute_tool(call);
     let started = Instant::now();
     // No subscriber: skip the instrumentation wrapper on the hot path.
     let outcome = if span.is_disabled() {

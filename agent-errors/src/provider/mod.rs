@@ -26,6 +26,7 @@ use futures_util::future::BoxFuture;
 use crate::chat::{CallSource, ChatRequest};
 use crate::classify::server_delay;
 use crate::error::BoxError;
+use crate::events::{Event, ModelLayer, count_outcome, emit_to};
 use crate::llm::retryability::{RetryRules, Verdict};
 use crate::retry::{self, Policy, Retrier, RetrySchedule, Sleep, Step, Stop};
 use crate::stream::guard::Limits;
@@ -114,6 +115,7 @@ impl Transport {
             retrier: Retrier::new(&self.schedule),
             shrunk: false,
             refreshed: false,
+            failed: 0,
         };
         retry::call(&mut policy).await
     }
@@ -131,6 +133,8 @@ struct TransportRetry<'t, F, D> {
     retrier: Retrier<D>,
     shrunk: bool,
     refreshed: bool,
+    /// Attempts that failed so far.
+    failed: u32,
 }
 
 impl<F, Fut, T, E, D> Policy for TransportRetry<'_, F, D>
@@ -143,6 +147,11 @@ where
     type Output = T;
     type Error = E;
 
+    fn finished(&mut self, last: &E, recovered: bool) {
+        let kind = crate::classify::classify(last).kind;
+        count_outcome(ModelLayer::Transport, recovered, kind);
+    }
+
     async fn call(&mut self) -> Result<T, E> {
         (self.attempt)(self.max_tokens).await
     }
@@ -150,6 +159,7 @@ where
     async fn retry(&mut self, error: &E) -> Step {
         let transport = self.transport;
         let model = self.model;
+        self.failed += 1;
         let verdict = error.verdict(&transport.rules, &self.request.source);
         let step = match verdict {
             Verdict::Retry => {
@@ -172,6 +182,7 @@ where
             );
             return Step::Stop(Stop::Exhausted);
         }
+        self.announce(error, &step);
         match verdict {
             Verdict::RetryWithMaxTokens(n) => {
                 tracing::debug!(
@@ -206,6 +217,21 @@ where
 }
 
 impl<F, D> TransportRetry<'_, F, D> {
+    /// The `llm_retry` event of the attempt that failed with `error` and is made again.
+    fn announce(&self, error: &(dyn Error + 'static), step: &Step) {
+        let delay = match step {
+            Step::Wait(delay) => *delay,
+            _ => Duration::ZERO,
+        };
+        let event = Event::LlmRetry {
+            layer: ModelLayer::Transport,
+            attempt: self.failed,
+            delay,
+            kind: crate::classify::classify(error).kind,
+        };
+        emit_to(event, [self.request.events.log(), None]);
+    }
+
     /// Asks the hook for a fresh key and uses it; false when the hook failed.
     async fn refresh(&self) -> bool {
         let Some(hook) = self.transport.refresh.clone() else {

@@ -51,6 +51,11 @@ pub(crate) trait Policy {
 
     /// A piece of the wait passed: `waited` of it so far, `remaining` still to go.
     fn slept(&mut self, _waited: Duration, _remaining: Duration) {}
+
+    /// The loop ends after at least one failed call: a later call succeeded (`recovered`), or
+    /// the policy stopped and `last` goes back to the caller. `last` is the last failure either
+    /// way. Not called when a hook ends the loop with an output of its own.
+    fn finished(&mut self, _last: &Self::Error, _recovered: bool) {}
 }
 
 /// Calls once and, if that fails, goes on as [`retry`] does.
@@ -71,7 +76,10 @@ pub(crate) async fn retry<P: Policy>(
     let mut error = error;
     loop {
         match policy.retry(&error).await {
-            Step::Stop(_) => return Err(error),
+            Step::Stop(_) => {
+                policy.finished(&error, false);
+                return Err(error);
+            }
             Step::Again => {}
             Step::Wait(delay) => {
                 if let ControlFlow::Break(output) = policy.before_sleep(delay).await {
@@ -84,7 +92,10 @@ pub(crate) async fn retry<P: Policy>(
             return Ok(output);
         }
         match policy.call().await {
-            Ok(output) => return Ok(output),
+            Ok(output) => {
+                policy.finished(&error, true);
+                return Ok(output);
+            }
             Err(next) => error = next,
         }
     }

@@ -26,6 +26,15 @@ use crate::idempotency::IdempotencyKey;
 use crate::registry::Registry;
 use crate::usage::UsageLimits;
 
+/// The `execute_tool` span rig's loop opened for the call being run, if it is in one: the call's
+/// recovery is traced there, one span per call under rig's call id, rather than in a second
+/// span of ours nested in it under another id.
+fn rig_tool_span() -> Option<tracing::Span> {
+    let current = tracing::Span::current();
+    let named = current.metadata().map(|meta| meta.name());
+    (named == Some("execute_tool")).then_some(current)
+}
+
 /// The mark a guarded call leaves on its result when it ended the run: why, for the hook.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(super) struct RunEnded {
@@ -126,7 +135,14 @@ impl Core {
             context: context.for_dispatch(),
             key: IdempotencyKey::new(Arc::clone(&self.run_id), &*call.id),
         };
-        match guarding(guarded, self.registry.execute(&self.ctx, &call)).await {
+        let outcome = match rig_tool_span() {
+            Some(span) => {
+                let work = self.registry.execute_in_span(&self.ctx, &call, span);
+                guarding(guarded, work).await
+            }
+            None => guarding(guarded, self.registry.execute(&self.ctx, &call)).await,
+        };
+        match outcome {
             CallOutcome::Result(result) if result.is_error => {
                 Err(ToolExecutionError::other(result.content).with_retryable(false))
             }

@@ -26,8 +26,9 @@ use rig_core::wire::{Descriptor, Flow, Mode, Out, Wire, WireEvent};
 use rig_core::{DynModel, wire::Decoder};
 
 use crate::classify::{ErrorKind, classify};
-use crate::events::Event;
+use crate::events::{Event, ModelLayer, count_outcome, emit_to};
 use crate::executor::RunContext;
+use crate::llm::trigger::Triggers;
 use crate::retry::{RetrySchedule, retry_after_failure};
 
 /// The wire format the recovering wire names in rig's history.
@@ -377,6 +378,16 @@ fn write_block(
     out.whole(index, block, serde_json::Value::Null, &text)
 }
 
+/// Why a chain of rig models moves on, as [`FallbackModel`](crate::llm::FallbackModel)'s
+/// triggers name it: the chain moves on after any failure but an invalid request.
+const ANY_FAILURE: Triggers = Triggers {
+    overload: true,
+    rate_limit: Some(std::time::Duration::MAX),
+    outage: true,
+    auth_or_config: true,
+    bad_answer: false,
+};
+
 /// Calls the wrapped models in turn, each retried under our classification.
 #[derive(Clone)]
 struct RecoveringTransport {
@@ -395,9 +406,9 @@ impl RecoveringTransport {
         let mut models = self.models.iter().peekable();
         loop {
             let model = models.next().ok_or_else(no_model)?;
-            let error = match self.retried(model, &request).await {
+            let (error, attempts) = match self.retried(model, &request).await {
                 Ok(response) => return Ok(response),
-                Err(error) => error,
+                Err(failed) => failed,
             };
             let next = models
                 .peek()
@@ -406,52 +417,68 @@ impl RecoveringTransport {
                 return Err(error);
             };
             let (from, to) = (model_name(model).to_owned(), model_name(next).to_owned());
-            tracing::warn!(
-                event = "llm_fallback",
+            self.emit(Event::LlmFallback {
                 from,
                 to,
-                "falling back to the next rig model"
-            );
-            self.emit(Event::LlmFallback { from, to });
+                trigger: ANY_FAILURE.on_failure(&error).unwrap_or("failure"),
+                attempts,
+                kind: classify(&error).kind,
+            });
         }
     }
 
     /// One model's answer, its retryable failures called again while the schedule (and the
-    /// run's allowance, in a run) has a retry left.
+    /// run's allowance, in a run) has a retry left; else its last failure and the calls made.
     async fn retried(
         &self,
         model: &DynModel<Completion>,
         request: &CompletionRequest,
-    ) -> Result<CompletionResponse, ProviderError> {
+    ) -> Result<CompletionResponse, (ProviderError, u32)> {
         let first = match model.call(request.clone()).await {
             Ok(response) => return Ok(response),
             Err(first) => first,
         };
+        let mut last = None;
         let allowance = self.run.as_ref().map(|run| Arc::clone(run.retries()));
         let delays = self.schedule.delays().map_while(move |delay| {
             let allowed = allowance.as_ref().is_none_or(|left| left.try_spend());
             allowed.then_some(delay)
         });
-        retry_after_failure(
+        let retried = retry_after_failure(
             delays,
             first,
             || model.call(request.clone()),
             |error| classify(error),
             |_, notice| {
-                tracing::warn!(event = "llm_retry", ?notice, "retrying a rig model call");
+                last = Some(notice.classification.kind);
                 self.emit(Event::LlmRetry {
+                    layer: ModelLayer::Rig,
                     attempt: notice.attempt,
                     delay: notice.delay,
+                    kind: notice.classification.kind,
                 });
             },
         )
-        .await
-        .map_err(|failure| failure.into_error())
+        .await;
+        match retried {
+            Ok(response) => {
+                if let Some(kind) = last {
+                    count_outcome(ModelLayer::Rig, true, kind);
+                }
+                Ok(response)
+            }
+            Err(failure) => {
+                count_outcome(ModelLayer::Rig, false, failure.classification.kind);
+                Err((failure.error, failure.attempts))
+            }
+        }
     }
 
+    /// Records `event` on the run's report, or, outside a run, traces and counts it.
     fn emit(&self, event: Event) {
-        if let Some(run) = &self.run {
-            run.events().emit(event);
+        match &self.run {
+            Some(run) => run.events().emit(event),
+            None => emit_to(event, [None, None]),
         }
     }
 }

@@ -187,10 +187,7 @@ fn call_name(content: &AssistantContent) -> Option<&str> {
 
 /// The last request of a graceful stop: no tools, and the model told to answer now.
 fn final_request(limit: &UsageLimit) -> RequestPatch {
-    let text = format!(
-        "This run has reached its limit on {limit}. Do not call any tools. Answer now with the \
-         best answer you can give from what you have so far."
-    );
+    let text = limit.final_answer_prompt();
     RequestPatch::new()
         .active_tools(Vec::<String>::new())
         .context(Document {

@@ -399,6 +399,17 @@ pub enum UsageLimit {
     Cost,
 }
 
+impl UsageLimit {
+    /// What the model is told when a run capped here asks it for its final answer, in either
+    /// loop (ours, or rig's under a guard).
+    pub(crate) fn final_answer_prompt(&self) -> String {
+        format!(
+            "This run has reached its limit on {self}. Do not call any tools. Answer now with the \
+             best answer you can give from what you have so far."
+        )
+    }
+}
+
 impl fmt::Display for UsageLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -14,7 +14,8 @@
 //! | `meta` | answers the request's `_meta`, as JSON |
 //!
 //! `MCP_FAULT_LIST` makes `tools/list` fail too: `hang` never answers it, `huge` answers 100,000
-//! tools (one reply line far over the client transport's line limit, so it never arrives).
+//! tools (one reply line of about 30 MB, over the client transport's 16 MiB line limit, so it
+//! never arrives).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -81,9 +82,12 @@ impl ServerHandler for FaultServer {
         match std::env::var("MCP_FAULT_LIST").as_deref() {
             Ok("hang") => std::future::pending().await,
             Ok("huge") => {
+                // About 30 MB on one line: past rmcp's 16 MiB line limit, so the client drops
+                // it and the answer never arrives.
+                let description = "One of very many tools, described at length. ".repeat(6);
                 let many = (0..100_000).map(|n| {
                     let name = format!("tool_{n:06}_with_a_long_name_to_fill_the_line");
-                    Tool::new(name, "One of very many.", JsonObject::new())
+                    Tool::new(name, description.clone(), JsonObject::new())
                 });
                 return Ok(ListToolsResult::with_all_items(many.collect()));
             }

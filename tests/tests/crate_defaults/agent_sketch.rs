@@ -62,7 +62,7 @@ async fn the_sketch_runs_end_to_end() -> Result<(), Box<dyn std::error::Error>> 
     assert_eq!(outcome.result?, "2");
     outcome
         .report
-        .assert_events(&["llm_retry", "tool_fixed"])
+        .assert_events(&["llm_retry", "tool_rerun", "tool_fixed"])
         .assert_turns(2)
         .assert_model_calls(3);
 

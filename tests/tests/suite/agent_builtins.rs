@@ -321,7 +321,7 @@ async fn a_fixer_agents_json_answer_repairs_the_call_in_the_same_turn() {
     let result = tool_results(&seen)[0];
     assert!(!result.is_error);
     assert_eq!(result.content, "2");
-    outcome.report.assert_events(&["tool_fixed"]);
+    outcome.report.assert_events(&["tool_rerun", "tool_fixed"]);
 }
 
 #[tokio::test(start_paused = true)]

@@ -155,8 +155,9 @@ async fn a_fix_followed_by_retries_still_announces_the_fix() {
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(
         outcome.report.event_names(),
-        ["tool_retry", "tool_fixed"],
-        "the retry after the fix, then the fix once the call succeeded"
+        ["tool_rerun", "tool_retry", "tool_fixed"],
+        "the re-run with the fixer's arguments, the retry after it, then the fix once the call \
+         succeeded"
     );
 }
 

@@ -219,7 +219,7 @@ async fn backoff_doubles_from_the_initial_delay() {
         .events
         .iter()
         .map(|e| match e {
-            Event::LlmRetry { attempt, delay } => (*attempt, *delay),
+            Event::LlmRetry { attempt, delay, .. } => (*attempt, *delay),
             other => panic!("unexpected event {other:?}"),
         })
         .collect();

@@ -6,11 +6,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent_errors::Event;
+use agent_errors::classify::classify;
 use agent_errors::llm::{FallbackModel, Heartbeat, PersistentRetry};
+use agent_errors::observe::{EventLog, ModelLayer};
 use agent_errors::retry::RetrySchedule;
 use agent_errors::{BoxError, ChatResponse, HttpError};
 use agent_errors::{ChatModel, ChatRequest, Message, llm::CallSource};
-use agent_errors::{Event, observe::EventLog};
 use tokio::time::Instant;
 
 /// `futures_util::future::BoxFuture`, which `ChatModel::chat` returns.
@@ -110,12 +112,26 @@ async fn falls_back_after_n_consecutive_overloads() {
         Duration::from_millis(500 + 1000),
         "two backoffs between three overloads"
     );
+    let overloaded = classify(&HttpError::new(529, "Overloaded")).kind;
+    let retry = |attempt, delay| Event::LlmRetry {
+        layer: ModelLayer::FallbackModel,
+        attempt,
+        delay,
+        kind: overloaded,
+    };
     assert_eq!(
         log.snapshot(),
-        [Event::LlmFallback {
-            from: "big".into(),
-            to: "small".into()
-        }]
+        [
+            retry(1, Duration::from_millis(500)),
+            retry(2, Duration::from_millis(1000)),
+            Event::LlmFallback {
+                from: "big".into(),
+                to: "small".into(),
+                trigger: "overload",
+                attempts: 3,
+                kind: overloaded,
+            }
+        ]
     );
     assert_eq!(model.name(), "big");
 }
@@ -141,7 +157,12 @@ async fn a_primary_that_recovers_in_time_keeps_the_request() {
     assert_eq!(reply.text.as_deref(), Some("big after all"));
     assert_eq!((primary.calls(), fallback.calls()), (3, 0));
     assert_eq!(start.elapsed(), Duration::from_millis(1500));
-    assert!(log.snapshot().is_empty());
+    let names: Vec<&str> = log.snapshot().iter().map(Event::name).collect();
+    assert_eq!(
+        names,
+        ["llm_retry", "llm_retry"],
+        "two retries and no switch"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -303,19 +324,14 @@ async fn persistent_retry_waits_out_retry_after_in_30s_chunks() {
             (2, 90, 0, 180)
         ]
     );
-    assert_eq!(
-        log.snapshot(),
-        [
-            Event::LlmRetry {
-                attempt: 1,
-                delay: SECS(90)
-            },
-            Event::LlmRetry {
-                attempt: 2,
-                delay: SECS(90)
-            }
-        ]
-    );
+    let overloaded = classify(&HttpError::new(529, "Overloaded")).kind;
+    let retry = |attempt| Event::LlmRetry {
+        layer: ModelLayer::PersistentRetry,
+        attempt,
+        delay: SECS(90),
+        kind: overloaded,
+    };
+    assert_eq!(log.snapshot(), [retry(1), retry(2)]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -451,7 +467,10 @@ async fn inside_an_agent_run_the_switch_lands_on_the_runs_report() {
         switches,
         [&Event::LlmFallback {
             from: "big".into(),
-            to: "small".into()
+            to: "small".into(),
+            trigger: "overload",
+            attempts: 2,
+            kind: classify(&HttpError::new(529, "Overloaded")).kind,
         }]
     );
 }

@@ -1,8 +1,6 @@
 //! What a run looks like from outside: its span tree, its metrics, and its live event stream.
 
-use std::collections::BTreeMap;
 use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_errors::observe::Missed;
@@ -14,94 +12,9 @@ use agent_errors::{
     policy::{Action, Policy, PolicyKey},
 };
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Subscriber, field};
-use tracing_subscriber::Layer;
-use tracing_subscriber::layer::{Context, SubscriberExt};
-use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::layer::SubscriberExt;
 
-/// A span as the capturing layer saw it.
-#[derive(Debug, Clone, Default)]
-struct Captured {
-    name: String,
-    parent: Option<usize>,
-    fields: BTreeMap<String, String>,
-    /// The `event` field of each tracing event emitted inside the span.
-    events: Vec<String>,
-}
-
-/// Records every span (name, fields, parent) and the events emitted inside each.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<Captured>>>);
-
-/// The index of a span in the capture, kept in its extensions.
-struct Index(usize);
-
-struct Fields<'a>(&'a mut BTreeMap<String, String>);
-
-impl field::Visit for Fields<'_> {
-    fn record_str(&mut self, field: &field::Field, value: &str) {
-        self.0.insert(field.name().to_owned(), value.to_owned());
-    }
-
-    fn record_debug(&mut self, field: &field::Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(field.name().to_owned(), format!("{value:?}"));
-    }
-}
-
-impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(id) else { return };
-        let parent = span
-            .parent()
-            .and_then(|p| p.extensions().get::<Index>().map(|i| i.0));
-        let mut captured = Captured {
-            name: span.name().to_owned(),
-            parent,
-            ..Captured::default()
-        };
-        attrs.record(&mut Fields(&mut captured.fields));
-        let mut spans = self.0.lock().unwrap();
-        span.extensions_mut().insert(Index(spans.len()));
-        spans.push(captured);
-    }
-
-    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(id) else { return };
-        let Some(&Index(i)) = span.extensions().get::<Index>() else {
-            return;
-        };
-        values.record(&mut Fields(&mut self.0.lock().unwrap()[i].fields));
-    }
-
-    fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
-        let Some(span) = ctx.event_span(event) else {
-            return;
-        };
-        let Some(&Index(i)) = span.extensions().get::<Index>() else {
-            return;
-        };
-        let mut fields = BTreeMap::new();
-        event.record(&mut Fields(&mut fields));
-        if let Some(name) = fields.remove("event") {
-            self.0.lock().unwrap()[i].events.push(name);
-        }
-    }
-}
-
-impl Capture {
-    fn spans(&self) -> Vec<Captured> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-/// The tests of this file run one at a time: tracing caches each callsite's interest
-/// process-wide, and a test without a subscriber racing one with a capturing subscriber can leave
-/// a span callsite marked "never" while the capture is installed.
-async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
-    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    LOCK.lock().await
-}
+use crate::capture::{Capture, metrics_of, serial};
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -209,7 +122,10 @@ async fn a_run_is_one_span_tree_with_recovery_events_in_the_spans_they_happened_
         tools,
         [
             ("fetch", vec!["tool_retry".to_owned()]),
-            ("parse", vec!["tool_fixed".to_owned()]),
+            (
+                "parse",
+                vec!["tool_rerun".to_owned(), "tool_fixed".to_owned()]
+            ),
             ("primary", vec!["fell_back".to_owned()]),
         ]
     );
@@ -241,25 +157,6 @@ async fn a_failed_tool_call_and_a_failed_run_carry_their_error_type() {
     assert_eq!(tool.fields["error.type"], "auth");
     assert_eq!(tool.fields["otel.status_code"], "ERROR");
     assert_eq!(spans[0].fields["error.type"], "terminated");
-}
-
-/// The value of each metric, keyed by its name and labels.
-fn metrics_of(recorder: &DebuggingRecorder) -> BTreeMap<String, DebugValue> {
-    recorder
-        .snapshotter()
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .map(|(key, _, _, value)| {
-            let key = key.key();
-            let mut labels: Vec<String> = key
-                .labels()
-                .map(|l| format!("{}={}", l.key(), l.value()))
-                .collect();
-            labels.sort();
-            (format!("{}{{{}}}", key.name(), labels.join(",")), value)
-        })
-        .collect()
 }
 
 #[tokio::test(start_paused = true)]
@@ -340,7 +237,7 @@ async fn live_streams_get_every_event_in_order_tagged_with_its_run() {
     }
     let events: Vec<Event> = live.iter().map(|e| e.event.clone()).collect();
     assert_eq!(events, outcome.report.events);
-    assert_eq!(events.len(), 4, "{events:?}");
+    assert_eq!(events.len(), 5, "{events:?}");
     let run = live[0].run;
     assert!(live.iter().all(|e| e.run == run));
     for expected in &live {

@@ -420,6 +420,50 @@ async fn service_unavailable_then_ok() {
 }
 
 #[tokio::test]
+async fn inside_a_run_each_transport_retry_is_an_event_on_the_report() {
+    let server = FaultServer::start([
+        Reply::error(503, "unavailable", "try again"),
+        Reply::error(429, "rate_limited", "slow down").with_header("retry-after", "2"),
+        Reply::text("ok"),
+    ])
+    .await;
+    let sleeps = Sleeps::default();
+    let model = builder(&server, &sleeps).build().unwrap();
+    let agent = agent_errors::Agent::builder("a")
+        .model(model)
+        .build()
+        .unwrap();
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let counted = metrics::set_default_local_recorder(&recorder);
+
+    let outcome = agent.run_with_report("hi").await;
+
+    drop(counted);
+    assert_eq!(outcome.result.unwrap(), "ok");
+    let key = "agent_errors.recoveries{error.type=quota,layer=transport,outcome=recovered}";
+    assert!(
+        matches!(
+            crate::capture::metrics_of(&recorder).get(key),
+            Some(metrics_util::debugging::DebugValue::Counter(1))
+        ),
+        "the transport recovered from the 429"
+    );
+    let retry = |attempt, delay, kind| agent_errors::Event::LlmRetry {
+        layer: agent_errors::observe::ModelLayer::Transport,
+        attempt,
+        delay,
+        kind,
+    };
+    assert_eq!(
+        outcome.report.events,
+        [
+            retry(1, MS(250), classify(&HttpError::new(503, "")).kind),
+            retry(2, SECS(2), ErrorKind::Quota),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn after_three_attempts_the_last_error_comes_back_unchanged() {
     let server = FaultServer::start([
         Reply::error(503, "unavailable", "first"),

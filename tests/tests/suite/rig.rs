@@ -657,7 +657,7 @@ mod fallback {
             .snapshot()
             .into_iter()
             .filter_map(|event| match event {
-                Event::LlmFallback { from, to } => Some((from, to)),
+                Event::LlmFallback { from, to, .. } => Some((from, to)),
                 _ => None,
             })
             .collect();
@@ -1230,4 +1230,124 @@ async fn inside_rigs_own_loop_two_calls_of_one_turn_get_two_keys() {
         "{keys:?}"
     );
     assert_ne!(keys[0], keys[2], "two calls of one turn, two keys");
+}
+
+mod attempts {
+    //! Every attempt of a rig-loop run visible: the model retries of a `RecoveringModel` on the
+    //! run's report, and a guarded tool's call as one span, rig's, with its retries in it.
+
+    use agent_errors::Event;
+    use agent_errors::observe::ModelLayer;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::*;
+    use crate::capture::{Capture, serial};
+
+    fn turns() -> [MockTurn; 2] {
+        [
+            MockTurn::tool_call("call-1", "flaky", serde_json::json!({"n": 21})),
+            MockTurn::text("it is 42"),
+        ]
+    }
+
+    /// A rig agent of `model` whose `flaky` tool fails `failures` times under `retry(3)`,
+    /// guarded in `run`.
+    fn agent(
+        model: impl Into<rig_core::DynModel<rig_core::operation::Completion>>,
+        run: &Arc<RunContext>,
+        failures: u32,
+    ) -> rig_agent::Agent {
+        let tool = ToolDef::from_rig(flaky(ToolErrorKind::Network, failures)).with_policy(retry(3));
+        let registry = Registry::builder().tool(tool).build().unwrap();
+        let guarded = GuardedTool::<Flaky>::new(Arc::new(registry), Arc::clone(run)).unwrap();
+        rig_agent::AgentBuilder::new(model)
+            .default_max_turns(3)
+            .tool(guarded.clone())
+            .add_hook(guarded.stop_hook())
+            .build()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_model_retry_inside_rigs_loop_is_on_the_runs_report_beside_the_tools() {
+        let run = Arc::new(RunContext::new());
+        let (model, transport) = failing_as([None, Some(status(503))], turns());
+        let schedule = RetrySchedule::attempts(3).unwrap().with_jitter(0.0);
+        let model =
+            agent_errors::rig::RecoveringModel::new(model, schedule).in_run(Arc::clone(&run));
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let counted = metrics::set_default_local_recorder(&recorder);
+
+        let response = agent(model, &run, 1).prompt("double 21").await.unwrap();
+
+        drop(counted);
+        let key = format!(
+            "agent_errors.recoveries{{error.type={},layer=rig,outcome=recovered}}",
+            classify(&status(503)).kind
+        );
+        assert!(
+            matches!(
+                crate::capture::metrics_of(&recorder).get(&key),
+                Some(metrics_util::debugging::DebugValue::Counter(1))
+            ),
+            "{key}"
+        );
+
+        assert_eq!(response.output(), "it is 42");
+        assert_eq!(transport.calls.load(Ordering::SeqCst), 3);
+        let events = run.events().snapshot();
+        let names: Vec<&str> = events.iter().map(Event::name).collect();
+        assert_eq!(names, ["tool_retry", "llm_retry"]);
+        assert_eq!(
+            events[1],
+            Event::LlmRetry {
+                layer: ModelLayer::Rig,
+                attempt: 1,
+                delay: Duration::from_millis(500),
+                kind: classify(&status(503)).kind,
+            }
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_guarded_call_is_one_span_under_rigs_call_id_with_its_retries_in_it() {
+        let _serial = serial().await;
+        let capture = Capture::default();
+        let subscriber = tracing_subscriber::registry().with(capture.clone());
+        let _guard = tracing::subscriber::set_default(subscriber);
+        tracing::callsite::rebuild_interest_cache();
+        // rig's span callsites are registered by the first run that reaches them, perhaps a
+        // test on another thread with no subscriber: one run first, then the interest cache
+        // rebuilt, so that the run under test sees rig's spans whoever registered them.
+        let warm_up = Arc::new(RunContext::new());
+        let model = MockCompletionModel::from_turns(turns());
+        agent(model, &warm_up, 0).prompt("double 21").await.unwrap();
+        tracing::callsite::rebuild_interest_cache();
+        let before = capture.spans().len();
+        let run = Arc::new(RunContext::new().with_run_id("run-7"));
+        let model = MockCompletionModel::from_turns(turns());
+
+        let response = agent(model, &run, 2).prompt("double 21").await.unwrap();
+
+        assert_eq!(response.output(), "it is 42");
+        let spans = capture.spans().split_off(before);
+        let calls: Vec<_> = spans.iter().filter(|s| s.name == "execute_tool").collect();
+        assert_eq!(calls.len(), 1, "one span for the one call: {spans:#?}");
+        let call = calls[0];
+        let id = call
+            .fields
+            .get("gen_ai.tool.call.id")
+            .expect("rig's call id");
+        assert!(
+            id.contains("call-1"),
+            "rig's id for the call, not ours: {id} {call:#?}"
+        );
+        assert_eq!(call.events, ["tool_retry", "tool_retry"]);
+        let attempts: Vec<&str> = call
+            .event_fields
+            .iter()
+            .filter_map(|fields| fields.get("agent_errors.attempt"))
+            .map(String::as_str)
+            .collect();
+        assert_eq!(attempts, ["1", "2"]);
+    }
 }

@@ -45,6 +45,8 @@ impl<'a> Walk<'a> {
         self.ctx.events().emit(Event::FellBack {
             tool: self.tool.name().to_owned(),
             to: fallback.name().to_owned(),
+            attempt: self.failure.attempts,
+            kind: self.failure.class.kind,
         });
         self.failure.attempts += 1;
         if !self.save(None, None).await {

@@ -6,6 +6,7 @@ use std::panic::AssertUnwindSafe;
 use futures_util::FutureExt;
 
 use super::{Next, Sending, Walk};
+use crate::events::Event;
 use crate::executor::failure::ToolPanic;
 use crate::executor::gate::Refused;
 use crate::executor::outcome::{Handled, TerminationReason};
@@ -99,6 +100,12 @@ impl Walk<'_> {
         // From here the call goes on with the fixer's arguments: a success now, or after the
         // retries of a failure of another kind, is the fix's.
         self.fixed_by(fixer, attempt_no);
+        self.ctx.events().emit(Event::ToolRerun {
+            tool: self.tool.name().to_owned(),
+            fixer: fixer.name().to_owned(),
+            attempt: self.failure.attempts,
+            kind: self.failure.class.kind,
+        });
         self.failure.attempts += 1;
         if !self.save(None, None).await {
             return Next::Done(Handled::Cancelled);

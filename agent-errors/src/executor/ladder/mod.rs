@@ -161,17 +161,36 @@ impl<'a> Walk<'a> {
                 self.rung = (key, index);
                 match self.rung(action).await {
                     Next::Done(handled) => return self.announced(handled),
-                    Next::Stop(reason) => return Handled::stop(reason, self.failure),
+                    Next::Stop(reason) => {
+                        self.count_outcome(false);
+                        return Handled::stop(reason, self.failure);
+                    }
                     Next::Down => {}
                     Next::Switch => continue 'ladders,
                 }
             }
+            self.count_outcome(false);
             return Handled::default_fate(self.ctx, self.tool.name(), self.failure);
         }
     }
 
+    /// Counts how the call's recovery ended: it succeeded in the end, or its last failure is
+    /// shown to the model or ends the run.
+    fn count_outcome(&self, recovered: bool) {
+        crate::events::count_outcome(
+            crate::events::Layer::Tool,
+            recovered,
+            self.failure.class.kind,
+        );
+    }
+
     /// A call a fixer's answer made succeed says so, once, whichever rung saw the success.
     fn announced(&mut self, handled: Handled) -> Handled {
+        match &handled {
+            Handled::Ok(_) => self.count_outcome(true),
+            Handled::Cancelled | Handled::Waiting(_) => {}
+            _ => self.count_outcome(false),
+        }
         if let (Handled::Ok(_), Some((fixer, attempt))) = (&handled, self.fixed_by.take()) {
             self.ctx.events().emit(Event::ToolFixed {
                 tool: self.tool.name().to_owned(),

@@ -1,0 +1,370 @@
+//! What is seen of an event outside the report: a `tracing` event (inside the span it happened
+//! in, so an OpenTelemetry exporter makes it a span event) and the recovery counters.
+//!
+//! Fields and labels take the OpenTelemetry names where the conventions have one
+//! (`gen_ai.tool.name`, `gen_ai.request.model`, `error.type`); the rest are `agent_errors.*`.
+
+use std::sync::OnceLock;
+
+use metrics::{Key, Label, Level, Metadata, counter, with_recorder};
+
+use super::{Event, ModelLayer};
+use crate::classify::ErrorKind;
+use label::{ACTION, ERROR_TYPE, LAYER, MODEL, OUTCOME, TOOL};
+
+/// Label keys of the metrics, as the GenAI conventions spell them where they name one.
+pub(crate) mod label {
+    pub(crate) const TOOL: &str = "gen_ai.tool.name";
+    pub(crate) const MODEL: &str = "gen_ai.request.model";
+    pub(crate) const ERROR_TYPE: &str = "error.type";
+    pub(crate) const LAYER: &str = "layer";
+    pub(crate) const ACTION: &str = "action";
+    pub(crate) const OUTCOME: &str = "outcome";
+}
+
+impl Event {
+    /// The `tracing` event, at the level the event deserves.
+    pub(crate) fn trace(&self) {
+        match self {
+            Event::ToolRetry {
+                tool,
+                attempt,
+                kind,
+                delay,
+            } => tracing::warn!(
+                event = "tool_retry",
+                gen_ai.tool.name = %tool,
+                agent_errors.attempt = attempt,
+                "error.type" = %kind,
+                agent_errors.delay_ms = delay.as_millis() as u64,
+            ),
+            Event::ToolRerun {
+                tool,
+                fixer,
+                attempt,
+                kind,
+            } => tracing::info!(
+                event = "tool_rerun",
+                gen_ai.tool.name = %tool,
+                agent_errors.fixer = %fixer,
+                agent_errors.attempt = attempt,
+                "error.type" = %kind,
+            ),
+            Event::ToolFailed {
+                tool,
+                kind,
+                message,
+            } => tracing::warn!(
+                event = "tool_failed", gen_ai.tool.name = %tool, "error.type" = %kind, message = %message
+            ),
+            Event::ToolFixed {
+                tool,
+                fixer,
+                attempt,
+            } => tracing::info!(
+                event = "tool_fixed", gen_ai.tool.name = %tool, agent_errors.fixer = %fixer,
+                agent_errors.attempt = attempt
+            ),
+            Event::Escalated {
+                tool,
+                reason,
+                severity,
+            } => tracing::warn!(
+                event = "escalated", gen_ai.tool.name = %tool, reason = %reason, severity = %severity
+            ),
+            Event::FellBack {
+                tool,
+                to,
+                attempt,
+                kind,
+            } => tracing::warn!(
+                event = "fell_back",
+                gen_ai.tool.name = %tool,
+                agent_errors.fallback.to = %to,
+                agent_errors.attempt = attempt,
+                "error.type" = %kind,
+            ),
+            Event::Degraded { tool } => {
+                tracing::warn!(event = "degraded", gen_ai.tool.name = %tool)
+            }
+            Event::BreakerTripped { tool, failures } => {
+                tracing::error!(event = "breaker_tripped", gen_ai.tool.name = %tool, failures)
+            }
+            Event::RetryBudgetExhausted { tool } => {
+                tracing::warn!(event = "retry_budget_exhausted", gen_ai.tool.name = %tool)
+            }
+            Event::Terminated { tool, kind } => tracing::error!(
+                event = "terminated", gen_ai.tool.name = %tool, "error.type" = %kind
+            ),
+            Event::PersonAsked { tool, answer } => {
+                tracing::info!(event = "person_asked", gen_ai.tool.name = %tool, answer)
+            }
+            Event::LlmRetry {
+                layer,
+                attempt,
+                delay,
+                kind,
+            } => tracing::warn!(
+                event = "llm_retry",
+                agent_errors.layer = %layer,
+                agent_errors.attempt = attempt,
+                "error.type" = %kind,
+                agent_errors.delay_ms = delay.as_millis() as u64,
+            ),
+            Event::LlmFallback {
+                from,
+                to,
+                trigger,
+                attempts,
+                kind,
+            } => tracing::warn!(
+                event = "llm_fallback",
+                gen_ai.request.model = %from,
+                agent_errors.fallback.to = %to,
+                agent_errors.fallback.trigger = trigger,
+                agent_errors.attempt = attempts,
+                "error.type" = %kind,
+            ),
+            Event::OutputReask { attempt, reason } => tracing::warn!(
+                event = "output_reask",
+                agent_errors.attempt = attempt,
+                "error.type" = ErrorKind::Validation.as_str(),
+                reason = %reason,
+            ),
+            Event::UsageLimitReached { limit } => {
+                tracing::warn!(event = "usage_limit_reached", limit = %limit)
+            }
+            Event::UsageMissing { model } => tracing::warn!(
+                event = "usage_missing",
+                gen_ai.response.model = %model,
+                "the response reported no usage: counted as the usage limits say"
+            ),
+            Event::UnknownNotRetried { tool } => tracing::warn!(
+                event = "unknown_not_retried",
+                gen_ai.tool.name = %tool,
+                "`{tool}` failed with an error of kind `unknown`, which its `retry` never retries: \
+                 return an error that says what it is (an `HttpError` with its status, an \
+                 `io::Error`, a typed error with a `classify` rule, or text naming the status, \
+                 such as \"(503)\" or \"HTTP 503\"), or use `unknown = ...` in the policy"
+            ),
+        }
+    }
+
+    /// For an attempt made after a failure (a retry, a re-run with a fixer's arguments, a
+    /// fallback, a re-ask): its layer, what was done, and the failure's kind.
+    fn attempt_labels(&self) -> Option<(Layer, Action, ErrorKind)> {
+        Some(match self {
+            Event::ToolRetry { kind, .. } => (Layer::Tool, Action::Retry, *kind),
+            Event::ToolRerun { kind, .. } => (Layer::Tool, Action::Fix, *kind),
+            Event::FellBack { kind, .. } => (Layer::Tool, Action::Fallback, *kind),
+            Event::LlmRetry { layer, kind, .. } => (Layer::Model(*layer), Action::Retry, *kind),
+            Event::LlmFallback { kind, .. } => (
+                Layer::Model(ModelLayer::FallbackModel),
+                Action::Fallback,
+                *kind,
+            ),
+            Event::OutputReask { .. } => (Layer::Output, Action::Reask, ErrorKind::Validation),
+            _ => return None,
+        })
+    }
+}
+
+/// A layer's retrying ended after at least one failure: a later attempt succeeded
+/// (`recovered`), or the layer passed the failure on (`gave_up`); `kind` is the last failure's.
+pub(crate) fn count_outcome(layer: impl Into<Layer>, recovered: bool, kind: ErrorKind) {
+    let layer = layer.into();
+    let outcome = usize::from(!recovered);
+    let key = keyed(
+        &OUTCOME_KEYS,
+        (layer.index() * 2 + outcome) * KINDS + kind_index(kind),
+        || {
+            let outcome = if recovered { "recovered" } else { "gave_up" };
+            Key::from_parts(
+                "agent_errors.recoveries",
+                vec![
+                    Label::from_static_parts(LAYER, layer.as_str()),
+                    Label::from_static_parts(OUTCOME, outcome),
+                    Label::from_static_parts(ERROR_TYPE, kind.as_str()),
+                ],
+            )
+        },
+    );
+    with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
+}
+
+/// One attempt made after a failure, on `agent_errors.attempts`.
+fn count_attempt((layer, action, kind): (Layer, Action, ErrorKind)) {
+    let index = (layer.index() * ACTIONS + action as usize) * KINDS + kind_index(kind);
+    let key = keyed(&ATTEMPT_KEYS, index, || {
+        Key::from_parts(
+            "agent_errors.attempts",
+            vec![
+                Label::from_static_parts(LAYER, layer.as_str()),
+                Label::from_static_parts(ACTION, action.as_str()),
+                Label::from_static_parts(ERROR_TYPE, kind.as_str()),
+            ],
+        )
+    });
+    with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
+}
+
+/// The layer a recovery count names: a tool's ladder, a layer of the model-call stack, or the
+/// output's re-asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layer {
+    Tool,
+    Model(ModelLayer),
+    Output,
+}
+
+impl From<ModelLayer> for Layer {
+    fn from(layer: ModelLayer) -> Self {
+        Layer::Model(layer)
+    }
+}
+
+impl Layer {
+    fn as_str(self) -> &'static str {
+        match self {
+            Layer::Tool => "tool",
+            Layer::Model(layer) => layer.as_str(),
+            Layer::Output => "output",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Layer::Tool => 0,
+            Layer::Output => 1,
+            Layer::Model(ModelLayer::Transport) => 2,
+            Layer::Model(ModelLayer::Rig) => 3,
+            Layer::Model(ModelLayer::PersistentRetry) => 4,
+            Layer::Model(ModelLayer::FallbackModel) => 5,
+            Layer::Model(ModelLayer::OnLlmError) => 6,
+        }
+    }
+}
+
+/// What an attempt after a failure did.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    Retry,
+    Fix,
+    Fallback,
+    Reask,
+}
+
+impl Action {
+    fn as_str(self) -> &'static str {
+        match self {
+            Action::Retry => "retry",
+            Action::Fix => "fix",
+            Action::Fallback => "fallback",
+            Action::Reask => "reask",
+        }
+    }
+}
+
+const LAYERS: usize = 7;
+const ACTIONS: usize = 4;
+const KINDS: usize = ErrorKind::ALL.len();
+
+fn kind_index(kind: ErrorKind) -> usize {
+    ErrorKind::ALL.iter().position(|k| *k == kind).unwrap_or(0)
+}
+
+static METADATA: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
+
+/// The keys of the attempt and outcome counters, each made the first time it is counted: a
+/// failed call then counts without allocating, as a tool's call meters do.
+static ATTEMPT_KEYS: [OnceLock<Key>; LAYERS * ACTIONS * KINDS] =
+    [const { OnceLock::new() }; LAYERS * ACTIONS * KINDS];
+static OUTCOME_KEYS: [OnceLock<Key>; LAYERS * 2 * KINDS] =
+    [const { OnceLock::new() }; LAYERS * 2 * KINDS];
+
+fn keyed(keys: &'static [OnceLock<Key>], index: usize, make: impl FnOnce() -> Key) -> &'static Key {
+    keys[index].get_or_init(make)
+}
+
+/// Marks `span` as failed with this `error.type`. A span without the field, such as a user's
+/// own, ignores it.
+pub(crate) fn mark_failed(span: &tracing::Span, kind: &str) {
+    span.record("error.type", kind);
+    span.record("otel.status_code", "ERROR");
+}
+
+/// Counts what recovery did. `model` labels the model-call events, which do not name one.
+pub(super) fn count(event: &Event, model: &str) {
+    if let Some(labels) = event.attempt_labels() {
+        count_attempt(labels);
+    }
+    let tool = || event.tool().unwrap_or_default().to_owned();
+    match event {
+        Event::ToolRetry { kind, .. } => {
+            counter!("agent_errors.tool.retries", TOOL => tool(), ERROR_TYPE => kind.as_str())
+                .increment(1);
+        }
+        Event::ToolRerun { fixer, .. } => {
+            counter!("agent_errors.tool.reruns", TOOL => tool(), "fixer" => fixer.clone())
+                .increment(1);
+        }
+        Event::ToolFailed { kind, .. } => {
+            counter!("agent_errors.tool.failures", TOOL => tool(), ERROR_TYPE => kind.as_str())
+                .increment(1);
+        }
+        Event::ToolFixed { fixer, .. } => {
+            counter!("agent_errors.tool.fixes", TOOL => tool(), "fixer" => fixer.clone())
+                .increment(1);
+        }
+        Event::Escalated { severity, .. } => {
+            let severity = severity.as_str();
+            counter!("agent_errors.tool.escalations", TOOL => tool(), "severity" => severity)
+                .increment(1);
+        }
+        Event::FellBack { to, .. } => {
+            counter!("agent_errors.tool.fallbacks", TOOL => tool(), "to" => to.clone())
+                .increment(1);
+        }
+        Event::Degraded { .. } => {
+            counter!("agent_errors.tool.degrades", TOOL => tool()).increment(1);
+        }
+        Event::RetryBudgetExhausted { .. } => {
+            counter!("agent_errors.tool.retries_refused", TOOL => tool()).increment(1);
+        }
+        Event::BreakerTripped { .. } => {
+            counter!("agent_errors.breaker.trips", TOOL => tool()).increment(1);
+        }
+        Event::Terminated { kind, .. } => {
+            counter!("agent_errors.tool.terminations", TOOL => tool(), ERROR_TYPE => kind.as_str())
+                .increment(1);
+        }
+        Event::PersonAsked { answer, .. } => {
+            counter!("agent_errors.tool.person_answers", TOOL => tool(), "answer" => *answer)
+                .increment(1);
+        }
+        Event::LlmRetry { .. } => {
+            counter!("agent_errors.model.retries", MODEL => model.to_owned()).increment(1);
+        }
+        Event::LlmFallback { to, trigger, .. } => {
+            let to = to.clone();
+            counter!(
+                "agent_errors.model.fallbacks",
+                MODEL => model.to_owned(), "to" => to, "trigger" => *trigger
+            )
+            .increment(1);
+        }
+        Event::OutputReask { .. } => {
+            counter!("agent_errors.output.reasks", MODEL => model.to_owned()).increment(1);
+        }
+        Event::UsageLimitReached { .. } => {
+            counter!("agent_errors.run.usage_limits_reached", MODEL => model.to_owned())
+                .increment(1);
+        }
+        Event::UsageMissing { model: answered } => {
+            counter!("agent_errors.model.usage_missing", MODEL => answered.clone()).increment(1);
+        }
+        Event::UnknownNotRetried { .. } => {
+            counter!("agent_errors.tool.unknown_not_retried", TOOL => tool()).increment(1);
+        }
+    }
+}
