@@ -22,6 +22,7 @@ pub use crate::ErrorKind;
 pub use crate::error::{BoxError, ToolError};
 pub use crate::extensions::{Ctx, Extensions};
 pub use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
+pub use crate::output_check::{OutputCheck, OutputRejected};
 pub use crate::policy::{
     Action, FixAction, Ladder, OnTrip, Policy, PolicyKey, RetryAction, RunBreakerRule,
 };
@@ -148,6 +149,29 @@ pub struct ToolSpec {
     /// type is a scalar, a `String`, or an `Option`/`Vec`/`Box` of one, so no map or
     /// `serde_json::Value` (which keep the last of two values) is anywhere inside.
     pub unique_keys: bool,
+    /// The check on its successful outputs, if it declares one.
+    pub output_check: Option<OutputCheckSpec>,
+}
+
+/// A `#[tool(output_check = ...)]`, as a static can hold it.
+#[derive(Debug, Clone, Copy)]
+pub enum OutputCheckSpec {
+    /// `error_member(kind)`.
+    ErrorMember(ErrorKind),
+    /// `ok_false(kind)`.
+    OkFalse(ErrorKind),
+    /// The path of a function of the user's.
+    Custom(fn(&str) -> Result<(), OutputRejected>),
+}
+
+impl OutputCheckSpec {
+    fn check(self) -> OutputCheck {
+        match self {
+            OutputCheckSpec::ErrorMember(kind) => OutputCheck::error_member(kind),
+            OutputCheckSpec::OkFalse(kind) => OutputCheck::ok_false(kind),
+            OutputCheckSpec::Custom(check) => OutputCheck::new(check),
+        }
+    }
 }
 
 /// The `ToolDef` of a `#[tool]` fn: `schema` is the JSON Schema of its arguments, `call` parses
@@ -177,6 +201,10 @@ fn with_spec(def: ToolDef, spec: &'static ToolSpec, crate_defaults: Option<Polic
         .with_unique_keys(spec.unique_keys);
     let def = match spec.breaker {
         Some(key) => def.with_breaker_key(key),
+        None => def,
+    };
+    let def = match spec.output_check {
+        Some(check) => def.with_output_check(check.check()),
         None => def,
     };
     match spec.timeout {

@@ -116,7 +116,9 @@ pub struct PendingApproval {
     pub tool: String,
     /// Its arguments as shown to a person: redacted and bounded, so not always the arguments
     /// the tool would receive. Approving runs the call with its own arguments; to change them,
-    /// answer [`Decision::ApproveWith`].
+    /// answer [`Decision::ApproveWith`]. Arguments too long to show whole (cut, ending in the
+    /// truncation marker) do not run on a plain [`Decision::Approve`] of the part shown: the
+    /// call is denied, and runs only approved with its whole arguments as an edit.
     pub arguments: String,
     /// Why it waits.
     pub reason: WaitReason,

@@ -83,6 +83,7 @@ pub mod observe;
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub mod openai;
+mod output_check;
 pub mod policy;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "openai", feature = "anthropic"))))]
@@ -101,6 +102,7 @@ pub mod retry;
 pub mod rig;
 pub mod sanitize;
 pub mod stream;
+mod structured;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
@@ -158,9 +160,11 @@ pub use tool::ToolDef;
 pub mod run {
     pub use crate::agent::{
         AgentOutput, BrokenTranscript, ESCALATE, FinishedRun, HistoryError, IntoLlmDecision, Json,
-        ModelError, ModelFailure, NotJsonArguments, ResumeError, RunDelta, THROW_EXCEPTION,
+        ModelError, ModelFailure, NotJsonArguments, OutputPolicy, OutputValidator, ResumeError,
+        RunDelta, THROW_EXCEPTION,
     };
     pub use crate::executor::{Terminated, TerminationReason};
+    pub use crate::structured::{AnswerProblem, InvalidAnswer};
     pub use crate::usage::{
         DEFAULT_MAX_TOOL_CALLS_PER_TURN, MissingUsage, ModelPrice, OnExceed, RunUsage, UsageLimit,
         UsageLimitExceeded, UsageLimits,
@@ -173,6 +177,7 @@ pub mod call {
     pub use crate::executor::{CallInterrupted, CallOutcome, CircuitOpen, Cleared, ToolPanic};
     pub use crate::extensions::{Extensions, MissingContext};
     pub use crate::idempotency::{EffectKeyError, IdempotencyKey};
+    pub use crate::output_check::{OutputCheck, OutputRejected};
     pub use crate::tool::{ToolFuture, ToolHandler};
 }
 

@@ -17,6 +17,7 @@ use crate::arguments::parse_args;
 use crate::chat::ToolSpec;
 use crate::error::BoxFuture;
 use crate::error::{BoxError, ToolError};
+use crate::output_check::OutputCheck;
 use crate::policy::Policy;
 
 /// A tool's successful output, as the text the model sees.
@@ -169,6 +170,7 @@ pub struct ToolDef {
     approval_required: bool,
     timeout: Option<Duration>,
     breaker_key: Option<Cow<'static, str>>,
+    output_check: Option<OutputCheck>,
     handler: Arc<dyn ToolHandler>,
     /// Whether the handler's argument type refuses a key given twice at every depth (a struct
     /// of plain fields, as `#[tool]` knows from its parameters' types), so that its own parse
@@ -219,6 +221,7 @@ impl ToolDef {
             approval_required: false,
             timeout: None,
             breaker_key: None,
+            output_check: None,
             handler: Arc::new(handler),
             refuses_duplicate_keys: false,
             requires: Vec::new(),
@@ -336,6 +339,35 @@ impl ToolDef {
         self.breaker_key.as_deref().unwrap_or(&self.name)
     }
 
+    /// Checks every successful output of the tool: one the check rejects is a failure of the
+    /// kind it names, and goes down the tool's ladder like the tool's own errors (a
+    /// `{"error": "rate limited"}` body retried under `retry(3)`, say). For services that
+    /// answer 200 with the failure in the body. `#[tool(output_check = ...)]` sets one too.
+    ///
+    /// ```
+    /// use agent_errors::{ErrorKind, ToolDef};
+    /// use agent_errors::call::OutputCheck;
+    ///
+    /// async fn quote(_: serde_json::Value) -> Result<String, std::io::Error> {
+    ///     Ok(r#"{"error": "rate limited, retry later"}"#.into())
+    /// }
+    /// let tool = ToolDef::new("quote", "A stock quote.", quote)
+    ///     .with_output_check(OutputCheck::error_member(ErrorKind::Transient));
+    /// let check = tool.output_check().expect("set");
+    /// assert!(check.check(r#"{"error": "rate limited, retry later"}"#).is_err());
+    /// ```
+    #[must_use]
+    pub fn with_output_check(mut self, check: OutputCheck) -> Self {
+        self.output_check = Some(check);
+        self
+    }
+
+    /// The check on the tool's successful outputs, if it has one (see
+    /// [`ToolDef::with_output_check`]).
+    pub fn output_check(&self) -> Option<&OutputCheck> {
+        self.output_check.as_ref()
+    }
+
     /// The bound on one call, if any.
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout
@@ -447,6 +479,7 @@ impl fmt::Debug for ToolDef {
             .field("approval_required", &self.approval_required)
             .field("timeout", &self.timeout)
             .field("breaker_key", &self.breaker_key)
+            .field("output_check", &self.output_check.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -9,9 +9,10 @@
 //!
 //! Options: `--seed N` (default 1), `--runs-per-task N` (default 40), `--out DIR` (default the
 //! repository's `docs/recovery`), `--no-plots`, `--no-cpu` (leave out the measured CPU time,
-//! the one column that is not the same for a seed, to diff two runs), `--compact-failures` (run
-//! only this library's strategies, each with and without compacting old failures in what the
-//! model is sent, side by side).
+//! the one column that is not the same for a seed, to diff two runs), `--structured-only` (only
+//! the bad-structured-answers mix, which has a task and strategies of its own),
+//! `--compact-failures` (run only this library's strategies, each with and without compacting
+//! old failures in what the model is sent, side by side).
 
 mod bench;
 mod faults;
@@ -20,6 +21,7 @@ mod model;
 mod plots;
 mod report;
 mod strategies;
+mod structured;
 mod tasks;
 mod world;
 
@@ -40,7 +42,8 @@ enum ArgsError {
     #[error("`{flag}` wants a positive whole number, not `{value}`")]
     NotANumber { flag: String, value: String },
     #[error(
-        "unknown option `{0}` (expected --seed, --runs-per-task, --out, --no-plots, --no-cpu, --compact-failures)"
+        "unknown option `{0}` (expected --seed, --runs-per-task, --out, --no-plots, --no-cpu, \
+         --structured-only, --compact-failures)"
     )]
     Unknown(String),
 }
@@ -52,6 +55,7 @@ struct Args {
     plots: bool,
     columns: Columns,
     compaction: bool,
+    structured_only: bool,
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError> {
@@ -62,6 +66,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
         plots: true,
         columns: Columns::All,
         compaction: false,
+        structured_only: false,
     };
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| ArgsError::Missing(flag.clone()));
@@ -82,6 +87,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
             "--no-plots" => parsed.plots = false,
             "--no-cpu" => parsed.columns = Columns::Deterministic,
             "--compact-failures" => parsed.compaction = true,
+            "--structured-only" => parsed.structured_only = true,
             _ => return Err(ArgsError::Unknown(flag)),
         }
     }
@@ -103,6 +109,12 @@ fn main() -> ExitCode {
         rates: RATES.to_vec(),
     };
     let suite = tasks::suite();
+    // Its own task and strategies: what is done with a bad final answer, not with a failure.
+    let structured_runs = args.runs_per_task * suite.len() as u64;
+    if args.structured_only {
+        print!("{}", structured::table(config.seed, structured_runs));
+        return ExitCode::SUCCESS;
+    }
     let started = std::time::Instant::now();
     let strategies = if args.compaction {
         compaction_pairs()
@@ -121,6 +133,7 @@ fn main() -> ExitCode {
     println!("{}", report::suite_table(&suite));
     print!("{}", report::tables(&results, &config.mixes, args.columns));
     print!("{}", report::goal(&results, LibraryTuned::default().name()));
+    print!("\n{}", structured::table(config.seed, structured_runs));
     if args.plots {
         if let Err(e) = write_plots(&results, &config.mixes, &args.out) {
             eprintln!("recovery-bench: {e}");

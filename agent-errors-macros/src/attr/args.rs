@@ -74,6 +74,7 @@ pub(super) enum ToolArg {
     Blocking(Ident),
     Timeout(Named<DurationLit>),
     Breaker(Named<LitStr>),
+    OutputCheck(Named<OutputCheckValue>),
     OnError(Ident, PolicyNode),
     Crate(Named<CratePath>),
 }
@@ -91,6 +92,7 @@ impl Parse for ToolArg {
                 "blocking",
                 "timeout",
                 "breaker",
+                "output_check",
                 "on_error",
                 "crate",
             ],
@@ -132,6 +134,7 @@ impl Parse for ToolArg {
                 }
                 ToolArg::Breaker(key)
             }
+            "output_check" => ToolArg::OutputCheck(Named::parse_after(ident, input)?),
             "crate" => ToolArg::Crate(Named::parse_after(ident, input)?),
             _ => {
                 let policy = parse_on_error(input, &ident)?;
@@ -169,6 +172,98 @@ impl ArgValue for ApprovalValue {
     }
 }
 
+/// The ready checks `output_check = ...` knows, by name.
+const READY_CHECKS: &[&str] = &["error_member", "ok_false"];
+
+/// The value of `output_check = ...`: a ready check with the kind of failure it reports
+/// (`error_member(transient)`), or the path of a `fn(&str) -> Result<(), OutputRejected>`.
+#[derive(Debug, Clone)]
+pub(crate) enum OutputCheckValue {
+    /// `check(kind)`: the check's name and the runtime `ErrorKind` variant it reports.
+    Ready { check: Ident, kind: &'static str },
+    /// A function of the user's.
+    Custom(Path),
+}
+
+impl ArgValue for OutputCheckValue {
+    fn parse_value(input: ParseStream<'_>, _: &Ident) -> syn::Result<Self> {
+        let expected = "`error_member(kind)`, `ok_false(kind)`, or the path of a \
+                        `fn(&str) -> Result<(), OutputRejected>`";
+        if input.peek(LitStr) {
+            let lit: LitStr = input.parse()?;
+            return Err(syn::Error::new(
+                lit.span(),
+                format_args!("expected {expected}, without quotes"),
+            ));
+        }
+        let path = Path::parse_mod_style(input)
+            .map_err(|e| syn::Error::new(e.span(), format_args!("expected {expected}")))?;
+        let ready = path
+            .get_ident()
+            .filter(|ident| READY_CHECKS.contains(&ident.unraw().to_string().as_str()));
+        if !input.peek(token::Paren) {
+            return match ready {
+                Some(check) => Err(syn::Error::new(
+                    check.span(),
+                    format_args!(
+                        "`{check}` needs the kind of failure it reports: write \
+                         `{check}(transient)`, `{check}(quota)`, ..."
+                    ),
+                )),
+                None => Ok(OutputCheckValue::Custom(path)),
+            };
+        }
+        let Some(check) = ready.cloned() else {
+            return Err(syn::Error::new_spanned(
+                &path,
+                format_args!(
+                    "unknown ready check, expected one of: {}; a function of yours is named \
+                     by its path alone, without parentheses",
+                    quoted_list(READY_CHECKS.iter().copied())
+                ),
+            ));
+        };
+        let content;
+        syn::parenthesized!(content in input);
+        let kinds = || {
+            quoted_list(
+                Key::ALL
+                    .iter()
+                    .filter(|k| k.error_kind().is_some())
+                    .map(|k| k.name()),
+            )
+        };
+        if content.is_empty() {
+            return Err(syn::Error::new(
+                check.span(),
+                format_args!(
+                    "`{check}` needs the kind of failure it reports, one of: {}",
+                    kinds()
+                ),
+            ));
+        }
+        let written = any_ident(&content, "a kind of failure, e.g. `transient`")?;
+        let name = written.unraw().to_string();
+        let kind = Key::ALL
+            .iter()
+            .find(|k| k.name() == name)
+            .and_then(|k| k.error_kind())
+            .ok_or_else(|| {
+                syn::Error::new(
+                    written.span(),
+                    format_args!(
+                        "unknown kind of failure `{name}`, expected one of: {}",
+                        kinds()
+                    ),
+                )
+            })?;
+        if !content.is_empty() {
+            return Err(content.error("a ready check takes one kind of failure"));
+        }
+        Ok(OutputCheckValue::Ready { check, kind })
+    }
+}
+
 /// A flag such as `optional`: its presence says it all, so a value after it is an error.
 fn flag(ident: Ident, input: ParseStream<'_>) -> syn::Result<Ident> {
     if input.peek(Token![=]) {
@@ -192,6 +287,7 @@ pub(crate) struct ToolArgs {
     pub(crate) blocking: Option<Ident>,
     pub(crate) timeout: Option<DurationLit>,
     pub(crate) breaker: Option<LitStr>,
+    pub(crate) output_check: Option<OutputCheckValue>,
     pub(crate) on_error: Option<PolicyNode>,
     pub(crate) krate: Path,
 }
@@ -207,6 +303,7 @@ impl ToolArgs {
         let mut blocking = SetOnce::new("argument");
         let mut timeout = SetOnce::new("argument");
         let mut breaker = SetOnce::new("argument");
+        let mut output_check = SetOnce::new("argument");
         let mut on_error = SetOnce::new("argument");
         let mut krate = SetOnce::new("argument");
         for arg in parse_list(input, cx, ToolArg::parse) {
@@ -219,6 +316,7 @@ impl ToolArgs {
                 ToolArg::Blocking(ident) => blocking.set(cx, &ident, "blocking", ident.clone()),
                 ToolArg::Timeout(arg) => arg.set_in(&mut timeout, cx),
                 ToolArg::Breaker(arg) => arg.set_in(&mut breaker, cx),
+                ToolArg::OutputCheck(arg) => arg.set_in(&mut output_check, cx),
                 ToolArg::OnError(ident, policy) => on_error.set(cx, &ident, "on_error", policy),
                 ToolArg::Crate(arg) => arg.set_in(&mut krate, cx),
             }
@@ -232,6 +330,7 @@ impl ToolArgs {
             blocking: blocking.get(),
             timeout: timeout.get(),
             breaker: breaker.get(),
+            output_check: output_check.get(),
             on_error: on_error.get(),
             krate: crate_path(krate),
         }

@@ -9,7 +9,7 @@ use syn::spanned::Spanned;
 use syn::{Ident, Type};
 
 use crate::ast::{FnHead, Output, Param, ParamSource, Receiver, ToolFn};
-use crate::attr::ToolArgs;
+use crate::attr::{OutputCheckValue, ToolArgs};
 use crate::valid;
 
 use super::policy::{optional_duration, optional_run_breaker, policy_table};
@@ -261,6 +261,23 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
         Some(key) => quote!(::core::option::Option::Some(#key)),
         None => quote!(::core::option::Option::None),
     };
+    let output_check = match &args.output_check {
+        None => quote!(::core::option::Option::None),
+        Some(OutputCheckValue::Ready { check, kind }) => {
+            let variant = match check.unraw().to_string().as_str() {
+                "error_member" => quote!(ErrorMember),
+                _ => quote!(OkFalse),
+            };
+            let kind = Ident::new(kind, check.span());
+            quote!(::core::option::Option::Some(
+                #p::OutputCheckSpec::#variant(#p::ErrorKind::#kind)
+            ))
+        }
+        // Spanned at the path: a function of the wrong type is an error there.
+        Some(OutputCheckValue::Custom(path)) => quote_spanned!(path.span()=>
+            ::core::option::Option::Some(#p::OutputCheckSpec::Custom(#path))
+        ),
+    };
     let unique_keys = whole.is_none()
         && func
             .params
@@ -281,6 +298,7 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
             timeout: #timeout,
             breaker: #breaker,
             unique_keys: #unique_keys,
+            output_check: #output_check,
         };
     }
 }

@@ -6,6 +6,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use super::builtins::Builtins;
+use super::final_answer::AnswerRules;
 use super::llm_error::{IntoLlmDecision, LlmErrorHandler, ModelError, erase_handler};
 use super::{Agent, AgentInner, AgentOutput, DEFAULT_MAX_TURNS};
 use crate::approval::Approver;
@@ -66,6 +67,7 @@ pub struct AgentBuilder<O = String> {
     reserved_names_used: Vec<String>,
     checkpoints: Option<Arc<dyn CheckpointStore>>,
     snapshot_every: u32,
+    pub(super) answers: AnswerRules<O>,
     _output: PhantomData<fn() -> O>,
 }
 
@@ -106,6 +108,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
             reserved_names_used: Vec::new(),
             checkpoints: None,
             snapshot_every: DEFAULT_SNAPSHOT_EVERY,
+            answers: AnswerRules::default(),
             _output: PhantomData,
         }
     }
@@ -497,6 +500,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
                 if options.response_format.is_none() {
                     options.response_format = O::response_format();
                 }
+                let answers = self.answers.compiled(options.response_format.as_ref());
                 let feed = Feed::new(DEFAULT_EVENT_CAPACITY);
                 let observer = Arc::new(Observer::new(Arc::clone(&model), &feed));
                 Ok(Agent {
@@ -525,6 +529,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
                         checkpoints: self.checkpoints,
                         snapshot_every: self.snapshot_every,
                         usage_limits: Arc::new(self.usage_limits),
+                        answers,
                     }),
                 })
             }

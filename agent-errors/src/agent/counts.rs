@@ -1,11 +1,14 @@
 //! What the loop counts over a run (turns, model and tool calls, usage), saved with a durable
 //! run so a resumed one goes on counting.
 
+use std::sync::Arc;
+
 use tokio::time::Instant;
 
 use super::durable::SavedCounts;
 use super::stream::DeltaSender;
 use super::usage_meter::UsageMeter;
+use crate::model::ChatModel;
 use crate::usage::{RunUsage, Usage};
 
 pub(super) struct Counts {
@@ -23,6 +26,9 @@ pub(super) struct Counts {
     pub(super) clock: Option<Instant>,
     /// Whether the model is sent earlier failures of a tool as one-line summaries.
     pub(super) compact_failures: bool,
+    /// The model answering the run's requests when it is not the agent's own: the output
+    /// policy's fallback, once it took over.
+    pub(super) model: Option<Arc<dyn ChatModel>>,
 }
 
 impl Counts {
@@ -37,6 +43,7 @@ impl Counts {
             meter,
             clock: None,
             compact_failures: false,
+            model: None,
         }
     }
 

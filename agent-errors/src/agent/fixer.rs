@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
-use super::output::strip_code_fence;
 use super::{Agent, RunError, RunOptions};
 use crate::chat::CallSource;
 use crate::executor::TerminationReason;
 use crate::fix::{Fix, FixRequest, Fixer, FixerDef, FixerError};
+use crate::structured::strip_code_fence;
 
 impl Agent<String> {
     /// Registers this agent as a fixer under `name`, usable wherever a fixer name is

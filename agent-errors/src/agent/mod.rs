@@ -26,6 +26,7 @@ mod compact;
 mod conversation;
 mod counts;
 mod durable;
+mod final_answer;
 mod fixer;
 mod llm_error;
 mod model_call;
@@ -55,6 +56,7 @@ pub use conversation::{Conversation, HistoryError};
 #[cfg(feature = "rig")]
 pub(crate) use durable::new_run_id;
 pub use durable::{BrokenTranscript, FinishedRun, ResumeError};
+pub use final_answer::{OutputPolicy, OutputValidator};
 pub use fixer::NotJsonArguments;
 pub use llm_error::{IntoLlmDecision, ModelError};
 pub use model_failure::ModelFailure;
@@ -164,6 +166,8 @@ pub(crate) struct AgentInner<O> {
     pub(crate) snapshot_every: u32,
     /// The caps on each run's usage, unless its options give others.
     pub(crate) usage_limits: Arc<UsageLimits>,
+    /// How final answers are judged and re-asked.
+    pub(crate) answers: final_answer::AnswerRules<O>,
 }
 
 impl<O> Clone for AgentInner<O> {
@@ -191,6 +195,7 @@ impl<O> Clone for AgentInner<O> {
             checkpoints: self.checkpoints.clone(),
             snapshot_every: self.snapshot_every,
             usage_limits: Arc::clone(&self.usage_limits),
+            answers: self.answers.clone(),
         }
     }
 }

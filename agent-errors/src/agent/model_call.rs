@@ -130,7 +130,10 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
         self.counts.model_calls += 1;
         // The model is user code: a panic in `chat` (before or inside its future) ends the
         // run with an error that says so instead of unwinding through `run`.
-        let model = &*self.agent.model;
+        // The output policy's fallback, once it took over, answers in the agent model's place.
+        // (A clone of `None` for a run without one: no reference count is touched.)
+        let fallback = self.counts.model.clone();
+        let model = fallback.as_deref().unwrap_or(&*self.agent.model);
         let (request, deltas) = (self.request, self.counts.deltas.as_ref());
         // Made where each branch awaits it: made once before the branches, the ask's future
         // would be copied into the one that takes it.

@@ -84,6 +84,9 @@ impl RunOptions {
     /// Answers the call `call_id` that a run waits on (see
     /// [`RunError::WaitingForPerson`](crate::RunError::WaitingForPerson)): given to [`Agent::resume`](crate::Agent::resume), the run goes on with the
     /// answer instead of asking its approver. An answer for a call that does not wait is unused.
+    /// The answer is bound to the question the run saved when it stopped: it answers that call
+    /// with the tool and arguments the person was shown, and nothing else. A later call that
+    /// comes back with the same id (providers number some ids per turn) is asked about again.
     ///
     /// ```
     /// use agent_errors::{RunOptions, approval::Decision};

@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 
 use crate::chat::ResponseFormat;
 use crate::error::BoxError;
+use crate::structured::strip_code_fence;
 
 /// Turns the model's final text answer into an agent's output.
 ///
@@ -141,22 +142,6 @@ fn format_name(title: &str) -> String {
 impl<T: fmt::Display> fmt::Display for Json<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
-    }
-}
-
-/// The text inside a Markdown code fence (```` ```json ... ``` ````), or the trimmed text.
-pub(crate) fn strip_code_fence(text: &str) -> &str {
-    let trimmed = text.trim();
-    let Some(rest) = trimmed.strip_prefix("```") else {
-        return trimmed;
-    };
-    let Some(body) = rest.strip_suffix("```") else {
-        return trimmed;
-    };
-    // The info string (`json`) runs to the first newline.
-    match body.split_once('\n') {
-        Some((info, inner)) if !info.trim().contains(char::is_whitespace) => inner.trim(),
-        _ => body.trim(),
     }
 }
 

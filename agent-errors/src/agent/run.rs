@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use super::checkpoint_recorder::{CheckpointRecorder, Recorders};
 use super::counts::Counts;
 use super::durable::{self, PendingCall, ResumeError, SavedCounts, SavedRun};
+use super::final_answer::{Reasks, Verdict};
 use super::model_call::Turn;
 use super::observed::Ended;
 use super::recorder::{Recorder, unsaved};
@@ -412,6 +413,7 @@ impl<O: AgentOutput> AgentInner<O> {
             self.answer_resumed(ctx, request, recorder, asked, pending)
                 .await?;
         }
+        let mut reasks = Reasks::default();
         while counts.turns < self.max_turns {
             if ctx.cancellation().is_cancelled() {
                 return Err(RunError::Cancelled);
@@ -449,15 +451,10 @@ impl<O: AgentOutput> AgentInner<O> {
                 let Some(text) = response.text else {
                     return Err(RunError::EmptyResponse);
                 };
-                let output =
-                    O::from_final_text(text.clone()).map_err(|error| RunError::InvalidOutput {
-                        text: crate::redact::redact(&text).into_owned(),
-                        error,
-                    });
-                request
-                    .messages
-                    .push(Message::assistant(Some(text), Vec::new()));
-                return output;
+                match self.final_answer(ctx, request, counts, &mut reasks, text) {
+                    Verdict::Done(output) => return output,
+                    Verdict::AskAgain => continue,
+                }
             }
 
             let calls = response.tool_calls;

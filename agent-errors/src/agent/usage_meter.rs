@@ -225,10 +225,9 @@ impl<O: AgentOutput> AgentInner<O> {
                 request
                     .messages
                     .push(Message::assistant(Some(text.clone()), Vec::new()));
-                O::from_final_text(text.clone()).map_err(|error| RunError::InvalidOutput {
-                    text: crate::redact::redact(&text).into_owned(),
-                    error,
-                })
+                // The caps are reached: the answer is read as any is, but not asked again.
+                let read = self.read_answer(&text);
+                read.or_else(|refused| self.give_up(&mut Default::default(), refused, &text))
             }
             _ => {
                 request.messages.pop();

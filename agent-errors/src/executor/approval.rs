@@ -35,21 +35,30 @@ fn by_rule(approvals: &Approvals, call: &ToolCall) -> bool {
 }
 
 /// The question for a call about to send `sent` to `tool`: the arguments as a person is shown
-/// them (redacted, bounded).
+/// them (redacted, bounded), and whether they are shown whole (not cut to the bound).
 pub(crate) fn question(
     ctx: &RunContext,
     tool: &ToolDef,
     call: &ToolCall,
     sent: &str,
     reason: WaitReason,
-) -> PendingApproval {
+) -> (PendingApproval, bool) {
     let shown = scrub(sent, ctx.limits().max_message_chars);
-    PendingApproval::new(&*call.id, tool.name(), shown, reason)
+    let whole = !crate::redact::scan_bound(sent).1 && shown == scrub(sent, usize::MAX);
+    (
+        PendingApproval::new(&*call.id, tool.name(), shown, reason),
+        whole,
+    )
 }
 
-/// The answer for `pending`, reported as an event: see [`answer_for`].
-pub(crate) async fn decision(ctx: &RunContext, pending: &PendingApproval) -> Decision {
-    let decision = answer_for(ctx, pending).await;
+/// The answer for `pending`, reported as an event: see [`answer_for`]. `awaited` is the
+/// question the run saved when it stopped to wait for this call, if it did.
+pub(crate) async fn decision(
+    ctx: &RunContext,
+    pending: &PendingApproval,
+    awaited: Option<&PendingApproval>,
+) -> Decision {
+    let decision = answer_for(ctx, pending, awaited).await;
     let answer = match &decision {
         Decision::Approve => "approved",
         Decision::ApproveWith(_) => "edited",
@@ -63,15 +72,25 @@ pub(crate) async fn decision(ctx: &RunContext, pending: &PendingApproval) -> Dec
 
 /// The answer for `pending`: one given to the run (the first, if given twice), else the
 /// approver's, else "later". An approver that panics has denied the call.
-async fn answer_for(ctx: &RunContext, pending: &PendingApproval) -> Decision {
+///
+/// An answer given to the run answers the question a person was shown: it is used only when
+/// `pending` is the very question the run saved as `awaited` (same call id, tool, arguments
+/// shown and reason). Call ids are the provider's text and can come back on a later call (some
+/// number them per turn), so an id alone would let a person's answer approve arguments, or a
+/// tool, they never saw.
+async fn answer_for(
+    ctx: &RunContext,
+    pending: &PendingApproval,
+    awaited: Option<&PendingApproval>,
+) -> Decision {
     let Some(approvals) = ctx.approvals() else {
         return Decision::Later;
     };
-    if let Some((_, given)) = approvals
+    let given = approvals
         .answers
         .iter()
-        .find(|(id, _)| *id == pending.call_id)
-    {
+        .find(|(id, _)| *id == pending.call_id);
+    if let Some((_, given)) = given.filter(|_| awaited == Some(pending)) {
         return given.clone();
     }
     let Some(approver) = &approvals.approver else {

@@ -114,7 +114,11 @@ async fn run(
             .map(|timed| timed.unwrap_or_else(|elapsed| Err(Box::new(elapsed) as BoxError))),
     };
     let result = match caught {
-        Ok(Ok(output)) => Ok(output),
+        // A body that reports a failure is one: the breaker and the ladder see it as such.
+        Ok(Ok(output)) => match tool.output_check().map(|check| check.check(&output)) {
+            Some(Err(rejected)) => Err(ToolError::execution(raw, rejected)),
+            _ => Ok(output),
+        },
         Ok(Err(source)) => Err(ToolError::Execution {
             args: raw.into(),
             source,

@@ -62,6 +62,7 @@ pub(super) async fn run(
                     forced: None,
                     key: None,
                     progress: before_first(progress),
+                    awaited: None,
                 };
                 let through = gate::through(ctx, tool, call, sent.clone(), &mut approved, asking);
                 Box::pin(through).await
@@ -282,6 +283,7 @@ async fn ask_again<'a>(
         forced: Some(waiting.pending.reason.clone()),
         key: waiting.key.as_deref().and_then(key_named),
         progress: progress.clone(),
+        awaited: Some(waiting.pending.clone()),
     };
     gate::through(ctx, tool, call, sent.clone(), approved, asking).await
 }

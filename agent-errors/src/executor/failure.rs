@@ -9,6 +9,7 @@ use super::resume::{CallInterrupted, SavedFailure};
 use crate::classify::{Classification, Classifier, ErrorKind, Evidence, classify};
 use crate::error::{InvalidArguments, ToolError};
 use crate::extensions::MissingContext;
+use crate::output_check::OutputRejected;
 
 /// A tool panicked; classified [`ErrorKind::Bug`].
 ///
@@ -129,6 +130,9 @@ pub(crate) fn classify_tool_error(
     }
     if let Some(saved) = cause.downcast_ref::<SavedFailure>() {
         return Classification::new(saved.kind, Evidence::Type("SavedFailure"));
+    }
+    if let Some(rejected) = cause.downcast_ref::<OutputRejected>() {
+        return Classification::new(rejected.kind(), Evidence::Type("OutputRejected"));
     }
     if cause.downcast_ref::<CircuitOpen>().is_some() {
         let mut c = Classification::new(ErrorKind::Transient, Evidence::Type("CircuitOpen"));

@@ -195,6 +195,9 @@ pub(crate) struct Asking {
     pub(crate) key: Option<PolicyKey>,
     /// How far the call got: saved with a wait.
     pub(crate) progress: CallProgress,
+    /// The question the run saved when it stopped to wait for this call: only an answer to
+    /// exactly that question, given to the run, is taken for the first question asked.
+    pub(crate) awaited: Option<PendingApproval>,
 }
 
 /// The rest of the door, for arguments [`pass`] answered [`Blocked::Ask`] about (or a question
@@ -213,15 +216,27 @@ pub(crate) async fn through<'a>(
         forced,
         key,
         progress,
+        mut awaited,
     } = asking;
     // Whether checks 1-4 passed for `arguments`: they did when `pass` asked for a person.
     let mut checked = forced.is_none();
     let mut question = Some(forced.unwrap_or(WaitReason::ApprovalRequired));
     loop {
         if let Some(reason) = question.take() {
-            let pending = approval::question(ctx, tool, call, &arguments, reason);
-            match approval::decision(ctx, &pending).await {
-                Decision::Approve => approved.add(tool.name(), &arguments),
+            let (pending, whole) = approval::question(ctx, tool, call, &arguments, reason);
+            let awaited = awaited.take();
+            match approval::decision(ctx, &pending, awaited.as_ref()).await {
+                Decision::Approve if whole => approved.add(tool.name(), &arguments),
+                // A plain approval covers what the person was shown: arguments cut to fit the
+                // question run only when approved in full, as an edit that gives them whole.
+                Decision::Approve => {
+                    let reason = "the person approved only the part of these arguments they \
+                                  were shown (they were too long to show whole)"
+                        .to_owned();
+                    let shown = format!("a person did not approve this call: {reason}");
+                    let denial = denied(ctx, tool, &arguments, reason, &shown);
+                    return Err(Refused::Answered(denial));
+                }
                 Decision::ApproveWith(edited) => {
                     approved.add(tool.name(), &edited);
                     arguments = Cow::Owned(edited);

@@ -7,6 +7,7 @@ use super::{ChatRequest, ChatResponse, MAX_RETRY_AFTER};
 use crate::ErrorKind;
 use crate::chat::{FinishReason, ResponseFormat};
 use crate::classify::{classify, is_overload_error, server_delay};
+use crate::structured::{AnswerSchema, strip_code_fence};
 
 /// A reason for a [`FallbackModel`](super::FallbackModel) to send a request to its fallback.
 ///
@@ -51,9 +52,9 @@ pub enum FallbackOn {
     /// quota or spending limit that is used up. The fallback answers at once.
     AuthOrConfig,
     /// The primary answered, unusably: nothing (no text, no tool call), cut off at the token
-    /// limit, a refusal or filtered content, or structured output that is not JSON or lacks a
-    /// required top-level key of the requested schema (a shallow check: key presence and the
-    /// top-level type, not a full JSON Schema validation).
+    /// limit, a refusal or filtered content, or structured output that does not fit the
+    /// requested format: not JSON, or against any rule of its JSON Schema at any depth (the
+    /// check an agent makes of its final answer).
     BadAnswer,
 }
 
@@ -163,24 +164,12 @@ impl Triggers {
     }
 }
 
-/// Whether `text` is JSON of the requested shape: an object for `JsonObject`; for a schema, its
-/// top-level `type` and `required` keys.
+/// Whether `text` is JSON of the requested shape: an object for `JsonObject`; for a schema,
+/// every rule of it, as an agent checks its final answer.
 fn fits(format: &ResponseFormat, text: &str) -> bool {
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(text.trim()) else {
-        return false;
-    };
-    match format {
-        ResponseFormat::JsonObject => value.is_object(),
-        ResponseFormat::JsonSchema { schema, .. } => {
-            let wants_object = schema.get("type").and_then(|t| t.as_str()) == Some("object");
-            if wants_object && !value.is_object() {
-                return false;
-            }
-            let required = schema.get("required").and_then(|r| r.as_array());
-            required
-                .into_iter()
-                .flatten()
-                .all(|key| key.as_str().is_none_or(|key| value.get(key).is_some()))
-        }
+    if let ResponseFormat::JsonObject = format {
+        let value = serde_json::from_str::<serde_json::Value>(strip_code_fence(text));
+        return value.is_ok_and(|value| value.is_object());
     }
+    AnswerSchema::of(format).problems(text).is_empty()
 }

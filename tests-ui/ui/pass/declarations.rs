@@ -57,6 +57,32 @@ fn read_file(path: String) -> std::io::Result<String> {
     std::fs::read_to_string(path)
 }
 
+/// Reads a quote from a service that answers 200 with `{"error": ...}` when it is busy.
+#[tool(output_check = error_member(transient), on_error(transient = retry(3)))]
+pub async fn quote(symbol: String) -> String {
+    symbol
+}
+
+/// Posts to a service that answers `{"ok": false}` when it refuses.
+#[tool(output_check = ok_false(quota))]
+pub async fn post(text: String) -> String {
+    text
+}
+
+/// Says whether a ledger's answer reports a locked account.
+pub fn locked(output: &str) -> Result<(), agent_errors::call::OutputRejected> {
+    match output.contains("LOCKED") {
+        true => Err(agent_errors::call::OutputRejected::new(agent_errors::ErrorKind::Auth, "locked")),
+        false => Ok(()),
+    }
+}
+
+/// Reads a ledger, checked by a function of ours.
+#[tool(output_check = locked)]
+pub async fn ledger(account: String) -> String {
+    account
+}
+
 /// Repairs quotes.
 #[fixer]
 pub fn json_fixer(request: FixRequest) -> Result<Fix, FixerError> {

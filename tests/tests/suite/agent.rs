@@ -456,8 +456,10 @@ async fn a_typed_output_is_read_from_the_final_answer() {
     let model = ScriptedModel::new()
         .text("```json\n{\"ok\": true}\n```")
         .text("yes");
+    // No re-ask: the answer that does not parse ends the run at once.
     let agent = AgentBuilder::<Json<Verdict>>::new("judge")
         .model(model)
+        .output_policy(agent_errors::run::OutputPolicy::retry(0))
         .build()
         .unwrap();
     assert_eq!(agent.run("ok?").await.unwrap().0, Verdict { ok: true });

@@ -706,3 +706,80 @@ async fn a_turns_other_calls_are_answered_while_one_waits_and_never_run_again() 
         .collect();
     assert_eq!(shown, ["sent 900", "1000"]);
 }
+
+/// A person's answer is bound to the question they were shown: a later call that reuses the
+/// answered call's id (ids are the provider's text, numbered per turn by some) is asked about
+/// again, whether it sends the same tool other arguments or calls another tool.
+#[tokio::test]
+async fn an_answer_is_not_replayed_for_a_later_call_that_reuses_its_id() {
+    let store = Store::Sqlite(Scratch::new("replay"));
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    start_waiting(&store, &sent).await;
+
+    // The resumed run's model numbers its calls from `call_1` again.
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 90000}"#)
+        .text("sent it");
+    let agent = resumer(&store, &model, &sent).await;
+    let options =
+        RunOptions::new().answer("call_1", Decision::ApproveWith(r#"{"amount": 901}"#.into()));
+    let outcome = agent.resume("rent", options).await;
+    let Err(RunError::WaitingForPerson { pending }) = outcome.result else {
+        panic!("expected the reused id to wait: {:?}", outcome.result);
+    };
+    assert_eq!(pending[0].arguments, r#"{"amount": 90000}"#);
+    assert_eq!(
+        *sent.lock().unwrap(),
+        [901],
+        "only the answered question ran"
+    );
+}
+
+/// A person approves what they were shown: arguments too long to show whole (here an amount
+/// past the cut of what the question shows) do not run on a plain approval of the part shown.
+#[tokio::test]
+async fn approving_a_question_shown_in_part_does_not_run_the_arguments_past_the_cut() {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct NotedTransfer {
+        note: String,
+        amount: u32,
+    }
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let ran = Arc::clone(&sent);
+    let transfer = ToolDef::new("transfer", "Sends money.", move |args: NotedTransfer| {
+        let ran = Arc::clone(&ran);
+        async move {
+            ran.lock().unwrap().push(args.amount);
+            Ok::<_, std::io::Error>(format!("sent {} ({} chars)", args.amount, args.note.len()))
+        }
+    })
+    .requires_approval(true);
+    let arguments = format!(r#"{{"note": "{}", "amount": 90000}}"#, "x".repeat(5_000));
+    let model = ScriptedModel::new()
+        .tool_call("transfer", &arguments)
+        .text("done");
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&asked);
+    // A person who approves any transfer they can see is not 90000.
+    let agent = Agent::builder("clerk")
+        .model(model.clone())
+        .tool(transfer)
+        .approver(move |pending: &PendingApproval| {
+            seen.lock().unwrap().push(pending.clone());
+            if pending.arguments.contains("90000") {
+                Decision::Deny("too much".into())
+            } else {
+                Decision::Approve
+            }
+        })
+        .build()
+        .unwrap();
+    let answer = agent.run("pay").await;
+    assert!(answer.is_ok(), "{answer:?}");
+    assert!(
+        sent.lock().unwrap().is_empty(),
+        "the amount the person never saw did not run"
+    );
+    assert_eq!(asked.lock().unwrap().len(), 1);
+    assert!(shown_to_model(&model)[0].is_error);
+}

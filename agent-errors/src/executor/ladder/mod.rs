@@ -284,6 +284,7 @@ impl<'a> Walk<'a> {
             forced,
             key: Some(self.rung.0),
             progress: self.progress(),
+            awaited: None,
         };
         let mut approved = std::mem::take(&mut self.approved);
         let through = gate::through(self.ctx, tool, self.call, raw, &mut approved, asking);
