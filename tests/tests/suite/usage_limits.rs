@@ -354,3 +354,24 @@ async fn usage_and_limits_hold_across_a_resume() {
     assert!(transcript_violations(&outcome.transcript).is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A model request retried by `on_llm_error` is a request: the retries stop at the cap.
+#[tokio::test(start_paused = true)]
+async fn on_llm_error_retries_stop_at_the_request_limit() {
+    let model = ScriptedModel::new();
+    for _ in 0..5 {
+        model.push(Reply::error(std::io::Error::other("overloaded")));
+    }
+    model.push(Reply::response(text("done", None)));
+    let agent = Agent::builder("capped")
+        .model(model.clone())
+        .usage_limits(UsageLimits::new().max_requests(2))
+        .on_llm_error(|_, _| {
+            agent_errors::LlmErrorDecision::retry(10, std::time::Duration::from_millis(1))
+        })
+        .build()
+        .expect("builds");
+    let outcome = agent.run_with_report("go").await;
+    assert!(outcome.result.is_err(), "{:?}", outcome.result);
+    assert_eq!(model.calls(), 2, "no request past the cap was sent");
+}
