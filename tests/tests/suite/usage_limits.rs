@@ -375,3 +375,29 @@ async fn on_llm_error_retries_stop_at_the_request_limit() {
     assert!(outcome.result.is_err(), "{:?}", outcome.result);
     assert_eq!(model.calls(), 2, "no request past the cap was sent");
 }
+
+/// A streamed run spends from the same caps: its requests and the tokens its streamed
+/// responses report stop it as they would a run that is not streamed.
+#[tokio::test]
+async fn a_streamed_run_stops_at_its_caps() {
+    for (limits, limit) in [
+        (UsageLimits::new().max_requests(2), UsageLimit::Requests),
+        (
+            UsageLimits::new().max_total_tokens(150),
+            UsageLimit::TotalTokens,
+        ),
+    ] {
+        let model = ScriptedModel::new();
+        for _ in 0..3 {
+            let usage = Some(Usage::new(80, 20));
+            model.push(Reply::response(turn(&model, &["echo"], usage)));
+        }
+        model.push(Reply::response(text("done", None)));
+        let (sender, mut deltas) = mpsc::channel(1024);
+        let options = RunOptions::new().stream_to(sender);
+        let outcome = agent(&model, limits).run_with("go", options).await;
+        assert_eq!(exceeded(outcome.result).limit, limit);
+        assert_eq!(model.calls(), 2, "no request past the cap was sent");
+        assert!(deltas.try_recv().is_ok(), "the run was streamed");
+    }
+}
