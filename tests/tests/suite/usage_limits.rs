@@ -401,3 +401,24 @@ async fn a_streamed_run_stops_at_its_caps() {
         assert!(deltas.try_recv().is_ok(), "the run was streamed");
     }
 }
+
+/// The retries of `PersistentRetry` around the run's model are requests: they stop at the cap.
+#[tokio::test(start_paused = true)]
+async fn persistent_retries_stop_at_the_request_limit() {
+    let model = ScriptedModel::new();
+    for _ in 0..5 {
+        model.push(Reply::error(agent_errors::HttpError::new(
+            503,
+            "unavailable",
+        )));
+    }
+    model.push(Reply::response(text("done", None)));
+    let agent = Agent::builder("capped")
+        .model(agent_errors::llm::PersistentRetry::new(model.clone()))
+        .usage_limits(UsageLimits::new().max_requests(2))
+        .build()
+        .expect("builds");
+    let outcome = agent.run_with_report("go").await;
+    assert!(outcome.result.is_err(), "{:?}", outcome.result);
+    assert_eq!(model.calls(), 2, "no request past the cap was sent");
+}
