@@ -207,7 +207,7 @@ mod tests {
             raw.secrets_shown, 1,
             "the 404's text, key and all, was shown once"
         );
-        let redacted = run_task(&LibraryDefaults, page, plan).await;
+        let redacted = run_task(&LibraryDefaults::default(), page, plan).await;
         assert_eq!(redacted.secrets_shown, 0);
         assert_eq!(
             redacted.model_calls, raw.model_calls,
@@ -228,7 +228,7 @@ mod tests {
             restarted.duplicate_effects, 1,
             "the restart sent the email again"
         );
-        let resumed = run_task(&LibraryTuned, mail, plan).await;
+        let resumed = run_task(&LibraryTuned::default(), mail, plan).await;
         assert!(resumed.success);
         assert_eq!(
             resumed.duplicate_effects, 0,
@@ -310,7 +310,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_write_the_model_asks_for_again_is_applied_once_by_its_effect_key() {
         let refund = task("refund review, six calls");
-        let fault_free = run_task(&LibraryTuned, Arc::clone(&refund), FaultPlan::clean(1, 4)).await;
+        let fault_free = run_task(
+            &LibraryTuned::default(),
+            Arc::clone(&refund),
+            FaultPlan::clean(1, 4),
+        )
+        .await;
         // In this plan a write's keyed tries apply its effect and lose the answer (a 504 after
         // the effect), the rest fail before the service, the failure is shown to the model, and
         // the model asks for the write again: a new call, with a new call key.
@@ -320,7 +325,7 @@ mod tests {
             mix: Mix::Transient,
             rate: 0.2,
         };
-        let record = run_task(&LibraryTuned, refund, plan).await;
+        let record = run_task(&LibraryTuned::default(), refund, plan).await;
         assert!(record.success);
         assert_eq!(
             record.model_calls,

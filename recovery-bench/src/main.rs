@@ -10,7 +10,9 @@
 //! Options: `--seed N` (default 1), `--runs-per-task N` (default 40), `--out DIR` (default the
 //! repository's `docs/recovery`), `--no-plots`, `--no-cpu` (leave out the measured CPU time,
 //! the one column that is not the same for a seed, to diff two runs), `--structured-only` (only
-//! the bad-structured-answers mix, which has a task and strategies of its own).
+//! the bad-structured-answers mix, which has a task and strategies of its own),
+//! `--compact-failures` (run only this library's strategies, each with and without compacting
+//! old failures in what the model is sent, side by side).
 
 mod bench;
 mod faults;
@@ -30,7 +32,7 @@ use crate::bench::{BenchConfig, run_all};
 use crate::faults::{Mix, RATES};
 use crate::plots::Measure;
 use crate::report::Columns;
-use crate::strategies::{LibraryTuned, Strategy, every_strategy};
+use crate::strategies::{LibraryTuned, Strategy, compaction_pairs, every_strategy};
 
 /// The command line did not make sense.
 #[derive(Debug, thiserror::Error)]
@@ -41,7 +43,7 @@ enum ArgsError {
     NotANumber { flag: String, value: String },
     #[error(
         "unknown option `{0}` (expected --seed, --runs-per-task, --out, --no-plots, --no-cpu, \
-         --structured-only)"
+         --structured-only, --compact-failures)"
     )]
     Unknown(String),
 }
@@ -52,6 +54,7 @@ struct Args {
     out: PathBuf,
     plots: bool,
     columns: Columns,
+    compaction: bool,
     structured_only: bool,
 }
 
@@ -62,6 +65,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
         out: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/recovery")),
         plots: true,
         columns: Columns::All,
+        compaction: false,
         structured_only: false,
     };
     while let Some(flag) = args.next() {
@@ -82,6 +86,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
             "--out" => parsed.out = PathBuf::from(value()?),
             "--no-plots" => parsed.plots = false,
             "--no-cpu" => parsed.columns = Columns::Deterministic,
+            "--compact-failures" => parsed.compaction = true,
             "--structured-only" => parsed.structured_only = true,
             _ => return Err(ArgsError::Unknown(flag)),
         }
@@ -111,7 +116,12 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let started = std::time::Instant::now();
-    let results = run_all(&every_strategy(), &suite, &config);
+    let strategies = if args.compaction {
+        compaction_pairs()
+    } else {
+        every_strategy()
+    };
+    let results = run_all(&strategies, &suite, &config);
     println!(
         "seed {}, {} tasks x {} runs per cell, {} cells, {:.1} s\n",
         config.seed,
@@ -122,7 +132,7 @@ fn main() -> ExitCode {
     );
     println!("{}", report::suite_table(&suite));
     print!("{}", report::tables(&results, &config.mixes, args.columns));
-    print!("{}", report::goal(&results, LibraryTuned.name()));
+    print!("{}", report::goal(&results, LibraryTuned::default().name()));
     print!("\n{}", structured::table(config.seed, structured_runs));
     if args.plots {
         if let Err(e) = write_plots(&results, &config.mixes, &args.out) {

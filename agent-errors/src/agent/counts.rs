@@ -24,6 +24,8 @@ pub(super) struct Counts {
     /// turn, a turn's end until the run does something else), for the next timing to start or
     /// end at instead of reading the clock again.
     pub(super) clock: Option<Instant>,
+    /// Whether the model is sent earlier failures of a tool as one-line summaries.
+    pub(super) compact_failures: bool,
     /// The model answering the run's requests when it is not the agent's own: the output
     /// policy's fallback, once it took over.
     pub(super) model: Option<Arc<dyn ChatModel>>,
@@ -40,6 +42,7 @@ impl Counts {
             deltas,
             meter,
             clock: None,
+            compact_failures: false,
             model: None,
         }
     }

@@ -22,6 +22,7 @@ mod answer;
 mod builder;
 mod builtins;
 mod checkpoint_recorder;
+mod compact;
 mod conversation;
 mod counts;
 mod durable;

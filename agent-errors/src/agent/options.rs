@@ -54,6 +54,8 @@ pub struct RunOptions {
     /// The meter of the run that started this one (a fixer agent's run is started by the run
     /// whose call it repairs): this run's usage counts there too, against its caps.
     pub(crate) caller_meter: RunMeter,
+    /// Whether the model is sent only the latest failure of a tool in full.
+    pub(crate) compact_failures: bool,
 }
 
 impl RunOptions {
@@ -203,5 +205,29 @@ impl RunOptions {
         let stream = feed.subscribe();
         self.feed = Some(feed);
         (self, stream)
+    }
+
+    /// Sends the model, when it has called a tool again after the tool failed, only that
+    /// tool's latest failure in full and each earlier one as a one-line summary, so a long run
+    /// does not pay for its old failures on every turn. The transcript the run hands back
+    /// ([`RunOutcome::transcript`](crate::RunOutcome::transcript)) keeps every message whole.
+    /// Off by default.
+    ///
+    /// ```
+    /// use agent_errors::{Agent, RunOptions};
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let agent = Agent::builder("a").model(ScriptedModel::new().text("done")).build()?;
+    /// let outcome = agent.run_with("go", RunOptions::new().compact_failures(true)).await;
+    /// assert_eq!(outcome.result?, "done");
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn compact_failures(mut self, compact: bool) -> Self {
+        self.compact_failures = compact;
+        self
     }
 }

@@ -281,6 +281,7 @@ impl<O: AgentOutput> AgentInner<O> {
             });
         }
         let deltas = options.deltas.take().map(DeltaSender::new);
+        let compact_failures = options.compact_failures;
         let meter = RunMeter::for_run(&start.usage_limits, &options.caller_meter);
         let ctx = self.context(options, &run_id, recorders.calls, meter.clone());
         if let Some(recovery) = start.recovery {
@@ -296,6 +297,7 @@ impl<O: AgentOutput> AgentInner<O> {
             counts.count_resumed(pending, |name| self.registry.tool(name).is_some());
         }
         counts.clock = start.clock;
+        counts.compact_failures = compact_failures;
         let driven = async {
             if !recorder.started(&ctx, start.deadline).await {
                 return Err(unsaved(recorder));
@@ -418,6 +420,12 @@ impl<O: AgentOutput> AgentInner<O> {
             }
             counts.turns += 1;
             let started = counts.clock.take();
+            let whole = if counts.compact_failures {
+                super::compact::compacted(&request.messages)
+                    .map(|sent| std::mem::replace(&mut request.messages, sent))
+            } else {
+                None
+            };
             let turn = observe::model_turn(
                 &*self.model,
                 &self.meters,
@@ -426,6 +434,9 @@ impl<O: AgentOutput> AgentInner<O> {
                 Turn::response,
             );
             let (turn, ended) = turn.await;
+            if let Some(whole) = whole {
+                request.messages = whole;
+            }
             // Until something else happens, the turn's end is the run's end too (a durable run
             // saves how it ended after its last turn: its end is read after that).
             counts.clock = self.checkpoints.is_none().then_some(ended);

@@ -21,11 +21,19 @@ use crate::world::KeyWritesByEffect;
 
 /// The agent as built with nothing configured but its model and tools. No checkpoint store
 /// either, so a crash loses the run: it starts again from the user's request.
-pub(crate) struct LibraryDefaults;
+#[derive(Default)]
+pub(crate) struct LibraryDefaults {
+    /// Whether the model is sent earlier failures of a tool as one-line summaries.
+    pub(crate) compact_failures: bool,
+}
 
 impl Strategy for LibraryDefaults {
     fn name(&self) -> &'static str {
-        "4 agent-errors defaults"
+        if self.compact_failures {
+            "4c agent-errors defaults, failures compacted"
+        } else {
+            "4 agent-errors defaults"
+        }
     }
 
     fn run<'a>(&'a self, env: &'a TaskEnv) -> BoxFuture<'a, RunEnd> {
@@ -39,9 +47,8 @@ impl Strategy for LibraryDefaults {
                 Err(e) => return Err(format!("agent not built: {e}")),
             };
             loop {
-                let run = streamed(RunOptions::new(), |options| {
-                    agent.run_with(env.task.prompt, options)
-                });
+                let options = RunOptions::new().compact_failures(self.compact_failures);
+                let run = streamed(options, |options| agent.run_with(env.task.prompt, options));
                 if let Some(outcome) = until_crash(&env.world, run).await {
                     return end_of(outcome);
                 }
@@ -56,11 +63,19 @@ impl Strategy for LibraryDefaults {
 /// judges a failure rate rather than a run of failures, and durable runs. The
 /// writes (a ticket, an email) must happen once whatever the model re-asks, so they are keyed
 /// by their effect, not by the call.
-pub(crate) struct LibraryTuned;
+#[derive(Default)]
+pub(crate) struct LibraryTuned {
+    /// Whether the model is sent earlier failures of a tool as one-line summaries.
+    pub(crate) compact_failures: bool,
+}
 
 impl Strategy for LibraryTuned {
     fn name(&self) -> &'static str {
-        "5 agent-errors tuned"
+        if self.compact_failures {
+            "5c agent-errors tuned, failures compacted"
+        } else {
+            "5 agent-errors tuned"
+        }
     }
 
     fn run<'a>(&'a self, env: &'a TaskEnv) -> BoxFuture<'a, RunEnd> {
@@ -74,6 +89,7 @@ impl Strategy for LibraryTuned {
                     Err(e) => return Err(format!("agent not built: {e}")),
                 };
                 let options = RunOptions::new()
+                    .compact_failures(self.compact_failures)
                     .run_id(env.run_id.clone())
                     .context(KeyWritesByEffect);
                 let run = streamed(options, |options| async {

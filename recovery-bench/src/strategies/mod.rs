@@ -50,8 +50,8 @@ pub(crate) fn every_strategy() -> Vec<Box<dyn Strategy>> {
         Box::new(Baseline(BaselineKind::NoRecovery)),
         Box::new(Baseline(BaselineKind::ErrorsToModel)),
         Box::new(Baseline(BaselineKind::NaiveRetry)),
-        Box::new(LibraryDefaults),
-        Box::new(LibraryTuned),
+        Box::new(LibraryDefaults::default()),
+        Box::new(LibraryTuned::default()),
         Box::new(RigAgent(RigKind::Defaults)),
         Box::new(RigAgent(RigKind::Guarded)),
     ]
@@ -65,4 +65,19 @@ pub(crate) async fn until_crash<T>(world: &World, run: impl Future<Output = T>) 
         out = run => Some(out),
         () = world.crash.fired() => None,
     }
+}
+
+/// This library's strategies with and without compacting old failures in what the model is
+/// sent, side by side.
+pub(crate) fn compaction_pairs() -> Vec<Box<dyn Strategy>> {
+    vec![
+        Box::new(LibraryDefaults::default()),
+        Box::new(LibraryDefaults {
+            compact_failures: true,
+        }),
+        Box::new(LibraryTuned::default()),
+        Box::new(LibraryTuned {
+            compact_failures: true,
+        }),
+    ]
 }

@@ -176,3 +176,35 @@ async fn arguments_refused_for_a_repeated_key_ask_a_person_once_repaired() {
         [("transfer".to_owned(), r#"{"amount": 90000}"#.to_owned())]
     );
 }
+
+/// A key given twice in two spellings (`"amount"` and `"\u0061mount"`), at the top or nested,
+/// is the same key given twice: the gate refuses it before a permission hook or the tool reads
+/// it, even for a tool whose own argument type would take the last one.
+#[tokio::test]
+async fn a_key_repeated_in_another_escape_is_refused_at_any_depth() {
+    for arguments in [
+        r#"{"amount": 1, "\u0061mount": 90000}"#,
+        r#"{"to": {"amount": 1, "am\u006funt": 90000}}"#,
+    ] {
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&ran);
+        let tool = ToolDef::new("send", "Sends.", move |args: serde_json::Value| {
+            let seen = Arc::clone(&seen);
+            async move {
+                seen.lock().unwrap().push(args);
+                Ok::<_, std::io::Error>("sent".to_owned())
+            }
+        });
+        let model = ScriptedModel::new()
+            .tool_call("send", arguments)
+            .text("done");
+        let agent = Agent::builder("clerk")
+            .model(model)
+            .tool(tool)
+            .permission(|_: &ToolCall| Permission::Allow)
+            .build()
+            .unwrap();
+        agent.run("pay").await.unwrap();
+        assert!(ran.lock().unwrap().is_empty(), "{arguments} ran");
+    }
+}

@@ -27,6 +27,7 @@ mod blocking;
 mod capture;
 mod checkpoint_stores;
 mod classify;
+mod compact;
 mod contained;
 mod defaults;
 mod door;

@@ -354,3 +354,71 @@ async fn usage_and_limits_hold_across_a_resume() {
     assert!(transcript_violations(&outcome.transcript).is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A model request retried by `on_llm_error` is a request: the retries stop at the cap.
+#[tokio::test(start_paused = true)]
+async fn on_llm_error_retries_stop_at_the_request_limit() {
+    let model = ScriptedModel::new();
+    for _ in 0..5 {
+        model.push(Reply::error(std::io::Error::other("overloaded")));
+    }
+    model.push(Reply::response(text("done", None)));
+    let agent = Agent::builder("capped")
+        .model(model.clone())
+        .usage_limits(UsageLimits::new().max_requests(2))
+        .on_llm_error(|_, _| {
+            agent_errors::LlmErrorDecision::retry(10, std::time::Duration::from_millis(1))
+        })
+        .build()
+        .expect("builds");
+    let outcome = agent.run_with_report("go").await;
+    assert!(outcome.result.is_err(), "{:?}", outcome.result);
+    assert_eq!(model.calls(), 2, "no request past the cap was sent");
+}
+
+/// A streamed run spends from the same caps: its requests and the tokens its streamed
+/// responses report stop it as they would a run that is not streamed.
+#[tokio::test]
+async fn a_streamed_run_stops_at_its_caps() {
+    for (limits, limit) in [
+        (UsageLimits::new().max_requests(2), UsageLimit::Requests),
+        (
+            UsageLimits::new().max_total_tokens(150),
+            UsageLimit::TotalTokens,
+        ),
+    ] {
+        let model = ScriptedModel::new();
+        for _ in 0..3 {
+            let usage = Some(Usage::new(80, 20));
+            model.push(Reply::response(turn(&model, &["echo"], usage)));
+        }
+        model.push(Reply::response(text("done", None)));
+        let (sender, mut deltas) = mpsc::channel(1024);
+        let options = RunOptions::new().stream_to(sender);
+        let outcome = agent(&model, limits).run_with("go", options).await;
+        assert_eq!(exceeded(outcome.result).limit, limit);
+        assert_eq!(model.calls(), 2, "no request past the cap was sent");
+        assert!(deltas.try_recv().is_ok(), "the run was streamed");
+    }
+}
+
+/// The retries of `PersistentRetry` around the run's model are requests: they stop at the cap.
+#[tokio::test(start_paused = true)]
+async fn persistent_retries_stop_at_the_request_limit() {
+    let model = ScriptedModel::new();
+    for _ in 0..5 {
+        model.push(Reply::error(agent_errors::HttpError::new(
+            503,
+            "unavailable",
+        )));
+    }
+    model.push(Reply::response(text("done", None)));
+    let agent = Agent::builder("capped")
+        .model(agent_errors::llm::PersistentRetry::new(model.clone()))
+        .usage_limits(UsageLimits::new().max_requests(2))
+        .build()
+        .expect("builds");
+    let outcome = agent.run_with_report("go").await;
+    assert!(outcome.result.is_err(), "{:?}", outcome.result);
+    assert_eq!(model.calls(), 2, "no request past the cap was sent");
+}
