@@ -67,7 +67,7 @@ pub enum GuardError {
 ///
 /// The wrapped rig tool is called with the `ToolContext` rig built for the call (the values
 /// given to rig's agent), copied afresh for each attempt, and holding the call's
-/// [`IdempotencyKey`]: `context.require::<IdempotencyKey>()`, the same on every attempt of the
+/// [`IdempotencyKey`](crate::call::IdempotencyKey): `context.require::<IdempotencyKey>()`, the same on every attempt of the
 /// call (our retries, a fixer's repaired run, a fallback) and another for every other call.
 /// Its run id is `ctx`'s [run id](RunContext::with_run_id); a `ctx` without one gets one made
 /// when the guarded tool is (`run-` and 128 random bits, as the agent loop makes one for a run
