@@ -12,25 +12,10 @@ use agent_errors::policy::{Action, Policy, PolicyKey};
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{Agent, Fix, FixRequest, HttpError, ToolCall, ToolDef};
 
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct TransferArgs {
-    amount: u32,
-}
+use crate::support::tools::{TransferArgs, transfer};
 
 type Ran = Arc<Mutex<Vec<u32>>>;
 type Asked = Arc<Mutex<Vec<PendingApproval>>>;
-
-/// `transfer`, which remembers every amount its body ran with.
-fn transfer(ran: &Ran) -> ToolDef {
-    let ran = Arc::clone(ran);
-    ToolDef::new("transfer", "Sends money.", move |args: TransferArgs| {
-        let ran = Arc::clone(&ran);
-        async move {
-            ran.lock().unwrap().push(args.amount);
-            Ok::<_, std::io::Error>(format!("sent {}", args.amount))
-        }
-    })
-}
 
 /// An approver that gives `answers` in turn (the last one from then on) and remembers what it
 /// was asked.
