@@ -9,7 +9,7 @@ pub use limits::{
     UsageLimitExceeded, UsageLimits,
 };
 pub use meter::MissingUsage;
-pub(crate) use meter::RunMeter;
+pub(crate) use meter::{Answerer, RunMeter};
 
 use serde::{Deserialize, Serialize};
 
