@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::builtins::Builtins;
 use super::final_answer::AnswerRules;
+use super::limit_checks::caps_that_never_apply;
 use super::llm_error::{IntoLlmDecision, LlmErrorHandler, ModelError, erase_handler};
 use super::{Agent, AgentInner, AgentOutput, DEFAULT_MAX_TURNS};
 use crate::approval::Approver;
@@ -455,8 +456,10 @@ impl<O: AgentOutput> AgentBuilder<O> {
 
     /// Validates the configuration; lists every problem when it refuses: no model, a zero turn
     /// cap or breaker threshold, a tool named like a built-in, a call that needs approval on an
-    /// agent with neither an approver nor a checkpoint store, and everything the registry
-    /// checks (unknown fixers or fallbacks, duplicate names, `degrade` on a required tool).
+    /// agent with neither an approver nor a checkpoint store, a usage cap that could never
+    /// apply (on the calls of a tool the agent does not have, or on cost with no price for its
+    /// model), and everything the registry checks (unknown fixers or fallbacks, duplicate
+    /// names, `degrade` on a required tool).
     pub fn build(self) -> Result<Agent<O>, ConfigError> {
         let mut problems = Vec::new();
         if self.model.is_none() {
@@ -490,6 +493,15 @@ impl<O: AgentOutput> AgentBuilder<O> {
                 self.checkpoints.is_some(),
                 registry,
             ));
+            if let Some(model) = &self.model {
+                let (limits, builtins) = (&self.usage_limits, self.builtins);
+                problems.extend(caps_that_never_apply(
+                    limits,
+                    registry,
+                    builtins,
+                    model.name(),
+                ));
+            }
         }
         let threshold = NonZeroU32::new(self.breaker_threshold);
         match (self.model, registry, threshold) {

@@ -291,6 +291,16 @@ impl UsageLimits {
         None
     }
 
+    /// The tools whose calls are capped one by one.
+    pub(crate) fn capped_tools(&self) -> impl Iterator<Item = &str> {
+        self.calls_of.keys().map(String::as_str)
+    }
+
+    /// Whether the run's cost is capped and `model` has no price: its tokens would cost nothing.
+    pub(crate) fn leaves_unpriced(&self, model: &str) -> bool {
+        self.max_cost.is_some() && !self.prices.contains_key(model)
+    }
+
     /// Whether calls of `tool` are counted on their own.
     pub(crate) fn caps(&self, tool: &str) -> bool {
         self.calls_of.contains_key(tool)
@@ -351,7 +361,7 @@ impl ModelPrice {
 /// ```
 /// use agent_errors::{Agent, RunError};
 /// use agent_errors::run::{UsageLimit, UsageLimits};
-/// use agent_errors::testing::ScriptedModel;
+/// use agent_errors::testing::{ScriptedModel, echo_tool};
 ///
 /// fn explain(error: &RunError) -> String {
 ///     let Some(exceeded) = error.usage_limit() else {
@@ -374,6 +384,7 @@ impl ModelPrice {
 /// let model = ScriptedModel::new().tool_calls([("search", "{}"), ("search", "{}")]);
 /// let agent = Agent::builder("capped")
 ///     .model(model)
+///     .tool(echo_tool("search"))
 ///     .usage_limits(UsageLimits::new().max_calls_of("search", 1))
 ///     .build()?;
 /// let error = agent.run("find it").await.unwrap_err();
