@@ -228,7 +228,7 @@ impl Recorder for CheckpointRecorder {
             pending: Some(pending),
             counts: Some(counts),
             recovery: Some(recovery),
-            ..SavedStep::transcript(&run.transcript, history, Some(asked))
+            ..SavedStep::transcript(run, history, Some(asked))
         }))
     }
 
@@ -263,7 +263,7 @@ impl Recorder for CheckpointRecorder {
         Box::pin(self.save(move |run| SavedStep {
             counts: Some(counts),
             finished: Some(finished),
-            ..SavedStep::transcript(&run.transcript, transcript, None)
+            ..SavedStep::transcript(run, transcript, None)
         }))
     }
 
