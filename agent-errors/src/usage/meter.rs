@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 
 use super::Usage;
-use super::limits::{RunUsage, UsageLimit, UsageLimitExceeded, UsageLimits};
+use super::{RunUsage, UsageLimit, UsageLimitExceeded, UsageLimits};
 
 /// How a model response that reports no usage is counted against a run's token and cost caps.
 ///
