@@ -16,7 +16,7 @@ use crate::events::Event;
 use crate::executor::RunContext;
 use crate::observe;
 use crate::usage::{
-    OnExceed, RunMeter, RunUsage, Usage, UsageLimit, UsageLimitExceeded, UsageLimits,
+    Answerer, OnExceed, RunMeter, RunUsage, Usage, UsageLimit, UsageLimitExceeded, UsageLimits,
 };
 
 /// Where the one last request of a graceful stop is.
@@ -107,7 +107,7 @@ impl Counts {
     pub(super) fn answered(
         &mut self,
         ctx: &RunContext,
-        model: &str,
+        model: Answerer<'_>,
         reported: Option<Usage>,
         estimate: impl FnOnce() -> Usage,
     ) -> Result<(), RunError> {
@@ -116,7 +116,7 @@ impl Counts {
         let charged = self.meter.meter.answered(model, reported, estimate, capped);
         if charged.first_missing {
             ctx.events().emit(Event::UsageMissing {
-                model: model.to_owned(),
+                model: model.asked.to_owned(),
             });
         }
         charged.result.map_err(RunError::UsageLimit)

@@ -17,7 +17,7 @@ use crate::tool::ToolDef;
 
 mod problem;
 
-use problem::closest;
+pub(crate) use problem::closest;
 pub use problem::{ConfigError, ConfigProblem};
 
 /// Collects tools, fixers and agent-level policies; `build` validates them.

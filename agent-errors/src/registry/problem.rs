@@ -107,6 +107,20 @@ pub enum ConfigProblem {
         /// What needs approval: `` tool `transfer` ``, or the agent's `require_approval` rule.
         what: String,
     },
+    /// The agent's usage limits cap the calls of a tool it does not have
+    /// (`UsageLimits::max_calls_of`): no call would ever count against the cap.
+    UnknownCappedTool {
+        /// The tool named by the cap.
+        tool: String,
+        /// A tool of the agent whose name is close, when one is.
+        did_you_mean: Option<String>,
+    },
+    /// The agent's usage limits cap a run's cost (`UsageLimits::max_cost`) but give no price
+    /// for the agent's model: its tokens would cost nothing, and the cap would never be reached.
+    UnpricedModel {
+        /// The model's name, as `ChatModel::name` says.
+        model: String,
+    },
 }
 
 impl fmt::Display for ConfigProblem {
@@ -168,6 +182,20 @@ impl fmt::Display for ConfigProblem {
                 write!(f, "a tool is named `{name}`, the name of a built-in tool")
             }
             ConfigProblem::ZeroLimit { setting } => write!(f, "`{setting}` must be at least 1"),
+            ConfigProblem::UnknownCappedTool { tool, did_you_mean } => {
+                write!(
+                    f,
+                    "the usage limits cap the calls of tool `{tool}`, which the agent does not \
+                     have, so the cap would never count a call"
+                )?;
+                suggest(f, did_you_mean.as_deref())
+            }
+            ConfigProblem::UnpricedModel { model } => write!(
+                f,
+                "the usage limits cap the cost of a run but give no price for model `{model}`: \
+                 its tokens would cost nothing and the cap would never be reached; add \
+                 `.price(\"{model}\", ModelPrice::per_million_tokens(..))`"
+            ),
             ConfigProblem::NobodyToApprove { what } => write!(
                 f,
                 "{what} requires a person's approval, but the agent can neither ask one (no \
