@@ -77,6 +77,18 @@ pub enum ConfigProblem {
         /// The layer the entry came from.
         layer: PolicyLayer,
     },
+    /// A `retry` rung under a key whose failures are never retried (`invalid_args`, `auth`,
+    /// `not_found`, `validation`, `bug`, `unknown`, `outcome_unknown`): such a failure is called
+    /// once whatever the policy says, so the rung would never run. The macros refuse it at
+    /// compile time; a policy built in code is refused here.
+    RetryNeverRuns {
+        /// The tool.
+        tool: String,
+        /// The key.
+        key: PolicyKey,
+        /// The layer the entry came from.
+        layer: PolicyLayer,
+    },
     /// `on_tool_error` names a tool that is not registered.
     UnknownToolPolicy(String),
     /// An agent was built without a model.
@@ -170,6 +182,12 @@ impl fmt::Display for ConfigProblem {
             ConfigProblem::DegradeNotOptional { tool, key, layer } => write!(
                 f,
                 "`{tool}`: `{key}` ({layer}) says `degrade`, but the tool is not marked `optional`"
+            ),
+            ConfigProblem::RetryNeverRuns { tool, key, layer } => write!(
+                f,
+                "`{tool}`: `{key}` ({layer}) says `retry`, but those failures are never retried \
+                 (the same call would fail the same way), so the rung would never run: use \
+                 `escalate`, `fix(..)` or `fallback(..)`"
             ),
             ConfigProblem::UnknownToolPolicy(name) => {
                 write!(
