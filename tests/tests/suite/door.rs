@@ -40,6 +40,19 @@ fn failing_quote() -> ToolDef {
     .with_policy(Policy::new().on(PolicyKey::Execution, Action::fallback("transfer")))
 }
 
+/// `transfer`, which needs approval, and the fixer `repair` its invalid arguments go to, which
+/// rewrites them to an amount of 90000.
+fn repaired_to_90000(ran: &Ran) -> (ToolDef, FixerDef) {
+    let fixer = FixerDef::from_fn("repair", |_: FixRequest| {
+        Ok(Fix::args(r#"{"amount": 90000}"#))
+    });
+    let policy = Policy::new().on(PolicyKey::InvalidArgs, Action::fix("repair", 1).unwrap());
+    (
+        transfer(ran).requires_approval(true).with_policy(policy),
+        fixer,
+    )
+}
+
 fn asked_about(asked: &Asked) -> Vec<(String, String)> {
     let asked = asked.lock().unwrap();
     asked
@@ -105,13 +118,10 @@ async fn a_fixers_rewrite_of_approved_arguments_asks_again() {
     let model = ScriptedModel::new()
         .tool_call("transfer", r#"{"amount": "900"}"#)
         .text("done");
-    let fixer = FixerDef::from_fn("repair", |_: FixRequest| {
-        Ok(Fix::args(r#"{"amount": 90000}"#))
-    });
-    let policy = Policy::new().on(PolicyKey::InvalidArgs, Action::fix("repair", 1).unwrap());
+    let (repaired, fixer) = repaired_to_90000(&ran);
     let agent = Agent::builder("clerk")
         .model(model)
-        .tool(transfer(&ran).requires_approval(true).with_policy(policy))
+        .tool(repaired)
         .fixer(fixer)
         .approver(approver(
             vec![Decision::Approve, Decision::Deny("not that much".into())],
@@ -138,13 +148,10 @@ async fn arguments_refused_for_a_repeated_key_ask_a_person_once_repaired() {
     let model = ScriptedModel::new()
         .tool_call("transfer", r#"{"amount": 1, "amount": 90000}"#)
         .text("done");
-    let fixer = FixerDef::from_fn("repair", |_: FixRequest| {
-        Ok(Fix::args(r#"{"amount": 90000}"#))
-    });
-    let policy = Policy::new().on(PolicyKey::InvalidArgs, Action::fix("repair", 1).unwrap());
+    let (repaired, fixer) = repaired_to_90000(&ran);
     let agent = Agent::builder("clerk")
         .model(model)
-        .tool(transfer(&ran).requires_approval(true).with_policy(policy))
+        .tool(repaired)
         .fixer(fixer)
         .permission(|_: &ToolCall| Permission::Allow)
         .approver(approver(vec![Decision::Deny("no".into())], &asked))
