@@ -269,10 +269,10 @@ impl UsageLimits {
         made: u32,
         made_of: &BTreeMap<String, u32>,
     ) -> Option<(UsageLimit, String)> {
-        let asked = u32::try_from(calls.clone().len()).unwrap_or(u32::MAX);
-        if let Some(max) = self.tool_calls_per_turn.filter(|max| asked > *max) {
-            return Some((UsageLimit::ToolCallsPerTurn, max.to_string()));
+        if let Some(refused) = self.turn_refused(calls.len()) {
+            return Some(refused);
         }
+        let asked = u32::try_from(calls.clone().len()).unwrap_or(u32::MAX);
         if let Some(max) = self
             .tool_calls
             .filter(|max| made.saturating_add(asked) > *max)
@@ -289,6 +289,15 @@ impl UsageLimits {
             }
         }
         None
+    }
+
+    /// The per-turn cap, when a turn of `asked` calls would go past it: the one cap a run
+    /// without a meter holds.
+    #[inline]
+    pub(crate) fn turn_refused(&self, asked: usize) -> Option<(UsageLimit, String)> {
+        let asked = u32::try_from(asked).unwrap_or(u32::MAX);
+        let max = self.tool_calls_per_turn.filter(|max| asked > *max)?;
+        Some((UsageLimit::ToolCallsPerTurn, max.to_string()))
     }
 
     /// The tools whose calls are capped one by one.
