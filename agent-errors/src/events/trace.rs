@@ -99,6 +99,9 @@ impl Event {
             Event::PersonAsked { tool, answer } => {
                 tracing::info!(event = "person_asked", gen_ai.tool.name = %tool, answer)
             }
+            Event::AnswerExpired { tool, call_id, .. } => tracing::warn!(
+                event = "answer_expired", gen_ai.tool.name = %tool, gen_ai.tool.call.id = %call_id
+            ),
             Event::LlmRetry {
                 layer,
                 attempt,
@@ -340,6 +343,10 @@ pub(super) fn count(event: &Event, model: &str) {
         }
         Event::PersonAsked { answer, .. } => {
             counter!("agent_errors.tool.person_answers", TOOL => tool(), "answer" => *answer)
+                .increment(1);
+        }
+        Event::AnswerExpired { .. } => {
+            counter!("agent_errors.tool.person_answers", TOOL => tool(), "answer" => "expired")
                 .increment(1);
         }
         Event::LlmRetry { .. } => {

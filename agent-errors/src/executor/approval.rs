@@ -6,7 +6,10 @@
 use futures_util::FutureExt;
 
 use super::context::{Approvals, RunContext};
-use crate::approval::{ApprovalContext, Decision, MAX_SHOWN_CHARS, PendingApproval, WaitReason};
+use crate::approval::{
+    self as person, ApprovalContext, Decision, MAX_SHOWN_CHARS, PendingApproval, Verdict,
+    WaitReason,
+};
 use crate::chat::ToolCall;
 use crate::events::Event;
 use crate::sanitize::scrub;
@@ -74,40 +77,58 @@ pub(crate) async fn decision(
         Decision::ApproveWith(_) => "edited",
         Decision::Deny(_) => "denied",
         Decision::Later => "later",
+        Decision::Expired => {
+            expired(ctx, pending);
+            return decision;
+        }
     };
     let tool = pending.tool.clone();
     ctx.events().emit(Event::PersonAsked { tool, answer });
     decision
 }
 
+/// Reports a call whose answer expired before the run reached it (the event is traced as a
+/// warning).
+fn expired(ctx: &RunContext, pending: &PendingApproval) {
+    ctx.events().emit(Event::AnswerExpired {
+        tool: pending.tool.clone(),
+        call_id: pending.call_id.clone(),
+        digest: pending.digest.clone(),
+    });
+}
+
 /// The answer given to the run for `pending`, taken for its one use: the first unused answer
-/// under its call id that is bound to this question: by its digest, or (an answer by call id
-/// alone) by being the question the run saved as `awaited`. One for another question is
-/// refused, reported, and left for its own question.
+/// under its call id that is bound to this question (by its digest, or, an answer by call id
+/// alone, by being the question the run saved as `awaited`) and, when the agent has an answer
+/// key, signed with it. An expired one is [`Decision::Expired`]. One for another question, or
+/// not signed as it must be, is refused, reported, and left for its own question.
 fn given_answer(
     ctx: &RunContext,
     approvals: &Approvals,
     pending: &PendingApproval,
     awaited: Option<&PendingApproval>,
 ) -> Option<Decision> {
-    let mut other_question = false;
+    let mut refusal = None;
+    let now = approvals.clock.now();
     let unused = approvals
         .answers
         .iter()
-        .filter(|given| given.call_id == pending.call_id && !given.is_used());
+        .filter(|given| given.answer.call_id() == pending.call_id && !given.is_used());
     for given in unused {
-        let bound = match &given.digest {
-            Some(digest) => *digest == pending.digest,
-            None => awaited.is_some_and(|awaited| same_question(awaited, pending)),
+        let by_id = given.answer.digest().is_empty();
+        let digest = match by_id {
+            true if awaited.is_some_and(|awaited| same_question(awaited, pending)) => "",
+            _ => &pending.digest,
         };
-        if !bound {
-            other_question = true;
-        } else if given.take() {
-            return Some(given.decision.clone());
+        match person::judge(&given.answer, digest, approvals.key.as_ref(), now) {
+            Verdict::Refused(why) => refusal = Some(why),
+            _ if !given.take() => {}
+            Verdict::Use(decision) => return Some(decision),
+            Verdict::Expired => return Some(Decision::Expired),
         }
     }
-    if other_question {
-        refused(ctx, pending);
+    if let Some(why) = refusal {
+        person::refused(ctx.events(), pending, why);
     }
     None
 }
@@ -120,22 +141,6 @@ fn same_question(saved: &PendingApproval, asked: &PendingApproval) -> bool {
     }
     (&saved.call_id, &saved.tool, &saved.arguments, &saved.reason)
         == (&asked.call_id, &asked.tool, &asked.arguments, &asked.reason)
-}
-
-/// Reports an answer given for another question than `pending`, which is asked again.
-fn refused(ctx: &RunContext, pending: &PendingApproval) {
-    tracing::warn!(
-        tool = %pending.tool,
-        call_id = %pending.call_id,
-        "an answer given for call {} was for another question (other tool, arguments or reason): \
-         refused, the call is asked again",
-        pending.call_id,
-    );
-    let tool = pending.tool.clone();
-    ctx.events().emit(Event::PersonAsked {
-        tool,
-        answer: "refused",
-    });
 }
 
 /// The answer for `pending`: one given to the run and bound to it (used once), else the
@@ -163,6 +168,9 @@ async fn answer_for(
     let run = ApprovalContext {
         run_id: ctx.run_id(),
         extensions: ctx.extensions(),
+        key: approvals.key.as_ref(),
+        clock: &approvals.clock,
+        events: ctx.events(),
     };
     let asked = std::panic::AssertUnwindSafe(approver.decide(pending, run));
     asked
