@@ -242,12 +242,28 @@ impl PendingApproval {
     }
 }
 
+impl PendingApproval {
+    /// The same question asked at `place` (a Restate awakeable's id): its digest covers the
+    /// place too, so an answer to it answers nowhere else.
+    pub(crate) fn asked_at(&self, place: &str) -> PendingApproval {
+        PendingApproval {
+            digest: hashed(&[&self.digest, place]),
+            ..self.clone()
+        }
+    }
+}
+
 /// SHA-256 of the tool, the arguments and the reason, each length-prefixed so no two questions
 /// share a text.
 fn digest(tool: &str, arguments: &str, reason: &WaitReason) -> String {
     let reason = serde_json::to_string(reason).unwrap_or_default();
+    hashed(&[tool, arguments, &reason])
+}
+
+/// SHA-256 (hex) of `parts`, each length-prefixed.
+fn hashed(parts: &[&str]) -> String {
     let mut hash = Sha256::new();
-    for part in [tool, arguments, &reason] {
+    for part in parts {
         hash.update((part.len() as u64).to_be_bytes());
         hash.update(part.as_bytes());
     }
@@ -386,7 +402,8 @@ impl ApprovalContext<'_> {
     /// }
     /// ```
     pub fn accept(&self, pending: &PendingApproval, answer: &Answer) -> Option<Decision> {
-        match judge(answer, &pending.digest, self.key, self.clock.now()) {
+        let question = (&*pending.call_id, &*pending.digest);
+        match judge(answer, question, self.key, self.clock.now()) {
             Verdict::Use(decision) => Some(decision),
             Verdict::Expired => Some(Decision::Expired),
             Verdict::Refused(why) => {

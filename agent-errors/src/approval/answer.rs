@@ -257,13 +257,6 @@ impl Answer {
     pub(crate) fn expired(&self, now: SystemTime) -> bool {
         self.expiry().is_some_and(|at| now >= at)
     }
-
-    /// The same answer bound to `digest` instead: for a question asked where the answer is
-    /// bound to more than the call (an awakeable's id).
-    pub(crate) fn with_digest(mut self, digest: String) -> Answer {
-        self.digest = digest;
-        self
-    }
 }
 
 /// A key of the user's that signs answers and checks them: HMAC-SHA256, at least 32 bytes
@@ -414,14 +407,14 @@ pub(crate) enum Verdict {
     Refused(&'static str),
 }
 
-/// What `answer` is worth for a question with `digest`, for a run with `key`, at `now`.
+/// What `answer` is worth for the question `(call_id, digest)`, for a run with `key`, at `now`.
 pub(crate) fn judge(
     answer: &Answer,
-    digest: &str,
+    (call_id, digest): (&str, &str),
     key: Option<&AnswerKey>,
     now: SystemTime,
 ) -> Verdict {
-    if answer.digest != digest {
+    if answer.call_id != call_id || answer.digest != digest {
         return Verdict::Refused(OTHER_QUESTION);
     }
     if key.is_some_and(|key| !key.verifies(answer)) {

@@ -120,7 +120,8 @@ fn given_answer(
             true if awaited.is_some_and(|awaited| same_question(awaited, pending)) => "",
             _ => &pending.digest,
         };
-        match person::judge(&given.answer, digest, approvals.key.as_ref(), now) {
+        let question = (&*pending.call_id, digest);
+        match person::judge(&given.answer, question, approvals.key.as_ref(), now) {
             Verdict::Refused(why) => refusal = Some(why),
             _ if !given.take() => {}
             Verdict::Use(decision) => return Some(decision),
