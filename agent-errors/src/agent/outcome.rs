@@ -89,6 +89,7 @@ impl<O> RunOutcome<O> {
     /// use std::time::{Duration, SystemTime};
     /// use agent_errors::{Agent, RunOptions};
     /// use agent_errors::approval::{Answer, Decision, PendingApproval, WaitReason};
+    /// use agent_errors::checkpoint::MemoryCheckpoints;
     /// use agent_errors::testing::{ScriptedModel, echo_tool};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
@@ -97,6 +98,7 @@ impl<O> RunOutcome<O> {
     /// let agent = Agent::builder("a")
     ///     .model(ScriptedModel::new().tool_call("wipe", arguments).text("it expired"))
     ///     .tool(echo_tool("wipe").requires_approval(true))
+    ///     .checkpoints(MemoryCheckpoints::new())
     ///     .build()?;
     /// let pending = PendingApproval::new("call_1", "wipe", arguments, WaitReason::ApprovalRequired);
     /// let stale = Answer::to(&pending, Decision::Approve).expires_at(SystemTime::now() - Duration::from_secs(1));
