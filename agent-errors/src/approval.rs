@@ -242,6 +242,7 @@ impl PendingApproval {
     }
 }
 
+#[cfg(feature = "restate")]
 impl PendingApproval {
     /// The same question asked at `place` (a Restate awakeable's id): its digest covers the
     /// place too, so an answer to it answers nowhere else.
