@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 mod answer;
 
 pub use answer::{Answer, AnswerError, AnswerKey, MAX_ANSWER_BYTES};
-pub(crate) use answer::{AnswerClock, Verdict, judge};
+pub(crate) use answer::{AnswerClock, OTHER_QUESTION, Verdict, judge};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};

@@ -18,7 +18,7 @@ use super::saved_stop::SavedStop;
 use crate::chat::{Message, ToolResult};
 use crate::checkpoint::{Checkpoint, CheckpointError, CheckpointStore};
 use crate::error::BoxFuture;
-use crate::executor::{CallProgress, CallRecorder, NoRecorder, RunContext};
+use crate::executor::{CallProgress, CallRecorder, NoRecorder, RecoveryState, RunContext};
 
 /// Where one run's checkpoints go, and the state it last saved.
 pub(super) struct CheckpointRecorder {
@@ -168,11 +168,10 @@ impl CallRecorder for CheckpointRecorder {
         &'a self,
         call_id: &'a str,
         progress: CallProgress,
-        ctx: &'a RunContext,
+        recovery: RecoveryState,
     ) -> BoxFuture<'a, bool> {
-        // The retries a call spends before it sleeps are saved with where it sleeps: a process
-        // that dies in the sleep must not give them back.
-        let recovery = ctx.recovery();
+        // The retries a call spends before it sleeps are saved with where it sleeps (they are in
+        // `recovery`): a process that dies in the sleep must not give them back.
         Box::pin(self.save(move |run| SavedStep {
             call: index_of(run, call_id).map(|index| CallStep {
                 index,
@@ -229,7 +228,7 @@ impl Recorder for CheckpointRecorder {
             pending: Some(pending),
             counts: Some(counts),
             recovery: Some(recovery),
-            ..SavedStep::transcript(&run.transcript, history, Some(asked))
+            ..SavedStep::transcript(run, history, Some(asked))
         }))
     }
 
@@ -264,7 +263,7 @@ impl Recorder for CheckpointRecorder {
         Box::pin(self.save(move |run| SavedStep {
             counts: Some(counts),
             finished: Some(finished),
-            ..SavedStep::transcript(&run.transcript, transcript, None)
+            ..SavedStep::transcript(run, transcript, None)
         }))
     }
 

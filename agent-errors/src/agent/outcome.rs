@@ -88,22 +88,24 @@ impl<O> RunOutcome<O> {
     /// ```
     /// use std::time::{Duration, SystemTime};
     /// use agent_errors::{Agent, RunOptions};
-    /// use agent_errors::approval::{Answer, Decision, PendingApproval, WaitReason};
+    /// use agent_errors::approval::{Answer, Decision};
     /// use agent_errors::checkpoint::MemoryCheckpoints;
     /// use agent_errors::testing::{ScriptedModel, echo_tool};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let arguments = r#"{"text": "all"}"#;
     /// let agent = Agent::builder("a")
-    ///     .model(ScriptedModel::new().tool_call("wipe", arguments).text("it expired"))
+    ///     .model(ScriptedModel::new().tool_call("wipe", r#"{"text": "all"}"#).text("it expired"))
     ///     .tool(echo_tool("wipe").requires_approval(true))
     ///     .checkpoints(MemoryCheckpoints::new())
     ///     .build()?;
-    /// let pending = PendingApproval::new("call_1", "wipe", arguments, WaitReason::ApprovalRequired);
-    /// let stale = Answer::to(&pending, Decision::Approve).expires_at(SystemTime::now() - Duration::from_secs(1));
-    /// let outcome = agent.run_with("clean up", RunOptions::new().answered(stale)).await;
-    /// assert_eq!(outcome.expired_approvals()[0].call_id, "call_1");
+    /// let waiting = agent.run_with("clean up", RunOptions::new().run_id("tidy")).await;
+    /// let pending = &waiting.pending_approvals()[0];
+    /// // The person answered, but too late to count:
+    /// let stale = Answer::to(pending, Decision::Approve).expires_at(SystemTime::now() - Duration::from_secs(1));
+    /// let outcome = agent.resume("tidy", RunOptions::new().answered(stale)).await;
+    /// assert_eq!(outcome.expired_approvals()[0].call_id, pending.call_id);
+    /// assert_eq!(outcome.result?, "it expired");
     /// # Ok(())
     /// # }
     /// ```

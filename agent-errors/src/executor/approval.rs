@@ -98,10 +98,11 @@ fn expired(ctx: &RunContext, pending: &PendingApproval) {
 }
 
 /// The answer given to the run for `pending`, taken for its one use: the first unused answer
-/// under its call id that is bound to this question (by its digest, or, an answer by call id
-/// alone, by being the question the run saved as `awaited`) and, when the agent has an answer
-/// key, signed with it. An expired one is [`Decision::Expired`]. One for another question, or
-/// not signed as it must be, is refused, reported, and left for its own question.
+/// under its call id that is bound to this question, which must be the question the run saved
+/// as `awaited` when it stopped to wait (and, for an answer given with a digest, have that
+/// digest), and, when the agent has an answer key, signed with it. An expired one is
+/// [`Decision::Expired`]. One for another question, for a question this run never stopped on,
+/// or not signed as it must be, is refused, reported, and left for its own question.
 fn given_answer(
     ctx: &RunContext,
     approvals: &Approvals,
@@ -109,19 +110,24 @@ fn given_answer(
     awaited: Option<&PendingApproval>,
 ) -> Option<Decision> {
     let mut refusal = None;
-    let now = approvals.clock.now();
+    let (key, now) = (approvals.key.as_ref(), approvals.clock.now());
     let unused = approvals
         .answers
         .iter()
         .filter(|given| given.answer.call_id() == pending.call_id && !given.is_used());
+    // A digest names a question, not a run: replayed on a run that never asked it (the same
+    // call under the same id, in another run), it would approve what nobody saw.
+    let stopped_on = awaited.is_some_and(|awaited| same_question(awaited, pending));
     for given in unused {
-        let by_id = given.answer.digest().is_empty();
-        let digest = match by_id {
-            true if awaited.is_some_and(|awaited| same_question(awaited, pending)) => "",
+        let digest = match given.answer.digest() {
+            "" => "",
             _ => &pending.digest,
         };
-        let question = (&*pending.call_id, digest);
-        match person::judge(&given.answer, question, approvals.key.as_ref(), now) {
+        let verdict = match stopped_on {
+            true => person::judge(&given.answer, (&pending.call_id, digest), key, now),
+            false => Verdict::Refused(person::OTHER_QUESTION),
+        };
+        match verdict {
             Verdict::Refused(why) => refusal = Some(why),
             _ if !given.take() => {}
             Verdict::Use(decision) => return Some(decision),
@@ -147,9 +153,9 @@ fn same_question(saved: &PendingApproval, asked: &PendingApproval) -> bool {
 /// The answer for `pending`: one given to the run and bound to it (used once), else the
 /// approver's, else "later". An approver that panics has denied the call.
 ///
-/// An answer given to the run answers the question a person was shown: one given with its
-/// digest is used only for a question with that digest; one given by call id alone only when
-/// `pending` is the very question the run saved as `awaited`. Call ids are the provider's text and can come back on a later call (some
+/// An answer given to the run answers the question a person was shown, in the run that asked
+/// it: only when `pending` is the very question the run saved as `awaited`, and one given with
+/// its digest only for a question with that digest. Call ids are the provider's text and can come back on a later call (some
 /// number them per turn), so an id alone would let a person's answer approve arguments, or a
 /// tool, they never saw.
 async fn answer_for(

@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 
-use super::context::RunContext;
+use super::context::recovery::RecoveryState;
 use super::resume::CallProgress;
 use crate::error::BoxFuture;
 
@@ -19,14 +19,14 @@ pub(crate) trait CallRecorder: Send + Sync + 'static {
     /// would have told it.
     fn records(&self) -> bool;
 
-    /// Records `progress` for the call `call_id`, with the run's recovery state as it is now;
-    /// false when the save failed (the run is then halting, and the call must not go on to run
-    /// its tool).
+    /// Records `progress` for the call `call_id`, with the run's `recovery` state as it is now
+    /// (the caller reads it, so the recorder needs nothing of the run that holds it); false when
+    /// the save failed (the run is then halting, and the call must not go on to run its tool).
     fn progress<'a>(
         &'a self,
         call_id: &'a str,
         progress: CallProgress,
-        ctx: &'a RunContext,
+        recovery: RecoveryState,
     ) -> BoxFuture<'a, bool>;
 }
 
@@ -51,7 +51,7 @@ impl CallRecorder for NoRecorder {
         &'a self,
         _: &'a str,
         _: CallProgress,
-        _: &'a RunContext,
+        _: RecoveryState,
     ) -> BoxFuture<'a, bool> {
         Box::pin(Recorded)
     }

@@ -11,7 +11,7 @@ use agent_errors::approval::{
 };
 use agent_errors::call::BoxFuture;
 use agent_errors::testing::ScriptedModel;
-use agent_errors::{Event, Message, RunOptions, ToolDef};
+use agent_errors::{Event, Message, RunOptions};
 
 use crate::answers::{Bank, answers, waiting_on};
 
@@ -63,53 +63,81 @@ async fn an_expired_answer_is_told_to_the_model_as_expired_and_the_outcome_lists
     assert_eq!(waiting_on(outcome.result).len(), 1);
 }
 
-/// Sleeps `secs` seconds of Tokio's clock, then answers.
-fn slow(secs: u64) -> ToolDef {
-    ToolDef::new(
-        "slow",
-        "Takes its time.",
-        move |_: serde_json::Value| async move {
-            tokio::time::sleep(Duration::from_secs(secs)).await;
-            Ok::<_, std::io::Error>("done slowly".to_owned())
-        },
-    )
+/// An approver that relays answers a client sent as text, one per question asked, each after
+/// `delay` of Tokio's clock (the time a person takes).
+struct Relayed {
+    texts: Mutex<Vec<String>>,
+    delay: Duration,
 }
 
-/// A run given an answer for `transfer {"amount": 1}` valid for `valid_for`, which reaches
-/// that call after a tool that takes two minutes: the amounts sent, and the outcome's expired.
-async fn reached_after_two_minutes(valid_for: Duration) -> (Vec<u32>, usize) {
+impl Relayed {
+    fn new(texts: Vec<String>) -> Self {
+        let delay = Duration::ZERO;
+        let texts = Mutex::new(texts);
+        Relayed { texts, delay }
+    }
+}
+
+impl Approver for Relayed {
+    fn decide<'a>(
+        &'a self,
+        pending: &'a PendingApproval,
+        run: ApprovalContext<'a>,
+    ) -> BoxFuture<'a, Decision> {
+        Box::pin(async move {
+            loop {
+                tokio::time::sleep(self.delay).await;
+                let Some(text) = self.texts.lock().unwrap().pop() else {
+                    return Decision::Later;
+                };
+                let Ok(answer) = Answer::from_token(&text) else {
+                    continue;
+                };
+                if let Some(decision) = run.accept(pending, &answer) {
+                    return decision;
+                }
+            }
+        })
+    }
+}
+
+/// A run whose approver relays, two minutes after asking, an answer to `transfer {"amount": 1}`
+/// made valid for `valid_for`: the amounts sent, and how many approvals the outcome lists as
+/// expired.
+async fn answered_after_two_minutes(valid_for: Duration) -> (Vec<u32>, usize) {
     let bank = Bank::new();
     let model = ScriptedModel::new()
-        .tool_call("slow", "{}")
         .tool_call("transfer", r#"{"amount": 1}"#)
         .text("done");
     let pending = PendingApproval::new(
-        "call_2",
+        "call_1",
         "transfer",
         r#"{"amount": 1}"#,
         WaitReason::ApprovalRequired,
     );
-    let agent = bank.builder(&model).tool(slow(120)).build().unwrap();
     let answer = Answer::to(&pending, Decision::Approve).expires_at(SystemTime::now() + valid_for);
-    let outcome = agent
-        .run_with("pay", RunOptions::new().answered(answer))
-        .await;
+    let approver = Relayed {
+        delay: Duration::from_secs(120),
+        ..Relayed::new(vec![answer.to_token()])
+    };
+    let agent = bank.builder(&model).approver(approver).build().unwrap();
+    let outcome = agent.run_with_report("pay").await;
     outcome.result.as_ref().unwrap();
     let sent = bank.sent.lock().unwrap().clone();
     (sent, outcome.expired_approvals().len())
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_answer_expires_by_the_run_s_clock_while_the_run_is_underway() {
+async fn an_answer_expires_by_the_run_s_clock_while_the_run_waits_for_it() {
     assert_eq!(
-        reached_after_two_minutes(Duration::from_secs(60)).await,
+        answered_after_two_minutes(Duration::from_secs(60)).await,
         (vec![], 1),
-        "expired a minute before the call was reached"
+        "expired a minute before it arrived"
     );
     assert_eq!(
-        reached_after_two_minutes(Duration::from_secs(600)).await,
+        answered_after_two_minutes(Duration::from_secs(600)).await,
         (vec![1], 0),
-        "still good when reached"
+        "still good when it arrived"
     );
 }
 
@@ -233,31 +261,6 @@ fn an_answer_s_text_is_read_within_bounds() {
     ));
 }
 
-/// An approver that relays answers a client sent as text, one per question asked.
-struct Relayed(Mutex<Vec<String>>);
-
-impl Approver for Relayed {
-    fn decide<'a>(
-        &'a self,
-        pending: &'a PendingApproval,
-        run: ApprovalContext<'a>,
-    ) -> BoxFuture<'a, Decision> {
-        Box::pin(async move {
-            loop {
-                let Some(text) = self.0.lock().unwrap().pop() else {
-                    return Decision::Later;
-                };
-                let Ok(answer) = Answer::from_token(&text) else {
-                    continue;
-                };
-                if let Some(decision) = run.accept(pending, &answer) {
-                    return decision;
-                }
-            }
-        })
-    }
-}
-
 #[tokio::test]
 async fn an_approver_relaying_answers_takes_only_those_bound_and_signed() {
     let bank = Bank::new();
@@ -289,7 +292,7 @@ async fn an_approver_relaying_answers_takes_only_those_bound_and_signed() {
     let agent = bank
         .builder(&model)
         .answer_key(key())
-        .approver(Relayed(Mutex::new(texts)))
+        .approver(Relayed::new(texts))
         .build()
         .unwrap();
     let outcome = agent.run_with_report("pay").await;

@@ -1,0 +1,33 @@
+//! What a build refuses in an agent's usage limits: a cap that could never apply, which would
+//! otherwise compile, run and cap nothing.
+
+use super::builtins::Builtins;
+use crate::registry::{ConfigProblem, Registry, closest};
+use crate::usage::UsageLimits;
+
+/// The caps of `limits` that could never apply to an agent with `registry`'s tools (and the
+/// built-in tools it offers) on the model named `model`: a per-tool cap on a tool it does not
+/// have (a typo caps nothing), and a cost cap with no price for its model (whose tokens would
+/// then cost nothing).
+pub(super) fn caps_that_never_apply(
+    limits: &UsageLimits,
+    registry: &Registry,
+    builtins: Builtins,
+    model: &str,
+) -> Vec<ConfigProblem> {
+    let called = |tool: &str| registry.tool(tool).is_some() || builtins.enabled(tool);
+    let mut problems: Vec<ConfigProblem> = limits
+        .capped_tools()
+        .filter(|tool| !called(tool))
+        .map(|tool| ConfigProblem::UnknownCappedTool {
+            tool: tool.to_owned(),
+            did_you_mean: closest(tool, registry.tool_names()),
+        })
+        .collect();
+    if limits.leaves_unpriced(model) {
+        problems.push(ConfigProblem::UnpricedModel {
+            model: model.to_owned(),
+        });
+    }
+    problems
+}
