@@ -128,7 +128,8 @@ pub enum ConfigProblem {
         did_you_mean: Option<String>,
     },
     /// The agent's usage limits cap a run's cost (`UsageLimits::max_cost`) but give no price
-    /// for the agent's model: its tokens would cost nothing, and the cap would never be reached.
+    /// for one of the agent's models (its model, or the model its output policy falls back
+    /// to): its tokens would cost nothing, and the cap would never be reached by them.
     UnpricedModel {
         /// The model's name, as `ChatModel::name` says.
         model: String,

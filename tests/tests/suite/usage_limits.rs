@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use agent_errors::checkpoint::SqliteCheckpoints;
 use agent_errors::llm::Usage;
-use agent_errors::run::{ModelPrice, OnExceed, UsageLimit, UsageLimitExceeded, UsageLimits};
+use agent_errors::run::{
+    ModelPrice, OnExceed, OutputPolicy, UsageLimit, UsageLimitExceeded, UsageLimits,
+};
 use agent_errors::testing::{
     Reply, ReportAssertions, ScriptedModel, echo_tool, transcript_violations,
 };
@@ -458,4 +460,23 @@ fn a_cost_cap_without_a_price_for_the_agent_s_model_is_refused_at_build() {
         .max_calls_of("search", 3);
     let model = ScriptedModel::named("priced");
     agent(&model, priced);
+}
+
+#[test]
+fn a_cost_cap_without_a_price_for_the_output_fallback_model_is_refused_at_build() {
+    let limits = UsageLimits::new()
+        .price("priced", ModelPrice::per_million_tokens(2.5, 10.0))
+        .max_cost(0.5);
+    let built = Agent::builder("capped")
+        .model(ScriptedModel::named("priced"))
+        .output_policy(OutputPolicy::retry(1).then_fallback(ScriptedModel::named("backup")))
+        .usage_limits(limits)
+        .build();
+    let Err(error) = built else {
+        panic!("built an agent whose fallback's tokens would cost nothing");
+    };
+    assert!(
+        error.to_string().contains("no price for model `backup`"),
+        "{error}"
+    );
 }

@@ -34,12 +34,9 @@ impl<O: AgentOutput> AgentBuilder<O> {
             problems.extend(nobody_to_approve(&self.approvals, waits, registry));
             if let Some(model) = &self.model {
                 let (limits, builtins) = (&self.usage_limits, self.builtins);
-                problems.extend(caps_that_never_apply(
-                    limits,
-                    registry,
-                    builtins,
-                    model.name(),
-                ));
+                let fallback = self.answers.fallback_model().map(|model| model.name());
+                let models = std::iter::once(model.name()).chain(fallback);
+                problems.extend(caps_that_never_apply(limits, registry, builtins, models));
             }
         }
         let threshold = NonZeroU32::new(self.breaker_threshold);
