@@ -10,23 +10,7 @@ use agent_errors::checkpoint::{CheckpointStore, MemoryCheckpoints};
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{Agent, AgentBuilder, Event, RunError, RunOptions, ToolDef};
 
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct TransferArgs {
-    amount: u32,
-}
-
-/// A tool that sends money and requires approval; records each amount its body was given.
-fn transfer(sent: &Arc<Mutex<Vec<u32>>>) -> ToolDef {
-    let sent = Arc::clone(sent);
-    ToolDef::new("transfer", "Sends money.", move |args: TransferArgs| {
-        let sent = Arc::clone(&sent);
-        async move {
-            sent.lock().unwrap().push(args.amount);
-            Ok::<_, std::io::Error>(format!("sent {}", args.amount))
-        }
-    })
-    .requires_approval(true)
-}
+use crate::support::tools::transfer;
 
 /// A tool that requires approval; counts its runs in `wiped`.
 fn wipe(wiped: &Arc<Mutex<u32>>) -> ToolDef {
@@ -71,7 +55,7 @@ impl Bank {
     pub(crate) fn builder(&self, model: &ScriptedModel) -> AgentBuilder {
         Agent::builder("clerk")
             .model(model.clone())
-            .tool(transfer(&self.sent))
+            .tool(transfer(&self.sent).requires_approval(true))
             .tool(wipe(&self.wiped))
             .shared_checkpoints(Arc::clone(&self.store))
     }
@@ -228,7 +212,7 @@ async fn approved(arguments: &str, decision: Decision) -> (PendingApproval, Vec<
     let seen = Arc::clone(&shown);
     let agent = Agent::builder("clerk")
         .model(model)
-        .tool(transfer(&sent))
+        .tool(transfer(&sent).requires_approval(true))
         .approver(move |pending: &PendingApproval| {
             seen.lock().unwrap().push(pending.clone());
             decision.clone()
