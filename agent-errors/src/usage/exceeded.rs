@@ -16,7 +16,7 @@ use super::Usage;
 /// ```
 /// use agent_errors::{Agent, RunError};
 /// use agent_errors::run::{UsageLimit, UsageLimits};
-/// use agent_errors::testing::ScriptedModel;
+/// use agent_errors::testing::{ScriptedModel, echo_tool};
 ///
 /// fn explain(error: &RunError) -> String {
 ///     let Some(exceeded) = error.usage_limit() else {
@@ -39,6 +39,7 @@ use super::Usage;
 /// let model = ScriptedModel::new().tool_calls([("search", "{}"), ("search", "{}")]);
 /// let agent = Agent::builder("capped")
 ///     .model(model)
+///     .tool(echo_tool("search"))
 ///     .usage_limits(UsageLimits::new().max_calls_of("search", 1))
 ///     .build()?;
 /// let error = agent.run("find it").await.unwrap_err();

@@ -178,7 +178,10 @@ impl UsageLimits {
     }
 
     /// What the model named `model` (as [`ChatModel::name`](crate::ChatModel::name) says)
-    /// costs per token.
+    /// costs per token. A response is priced as the model it says answered it
+    /// ([`ChatResponse::model`](crate::ChatResponse::model): a
+    /// [`FallbackModel`](crate::llm::FallbackModel)'s answer names which of its models gave
+    /// it) when that one has a price, else as the model the run asked.
     #[must_use]
     pub fn price(mut self, model: impl Into<String>, price: ModelPrice) -> Self {
         self.prices.insert(model.into(), price);
@@ -266,10 +269,10 @@ impl UsageLimits {
         made: u32,
         made_of: &BTreeMap<String, u32>,
     ) -> Option<(UsageLimit, String)> {
-        let asked = u32::try_from(calls.clone().len()).unwrap_or(u32::MAX);
-        if let Some(max) = self.tool_calls_per_turn.filter(|max| asked > *max) {
-            return Some((UsageLimit::ToolCallsPerTurn, max.to_string()));
+        if let Some(refused) = self.turn_refused(calls.len()) {
+            return Some(refused);
         }
+        let asked = u32::try_from(calls.clone().len()).unwrap_or(u32::MAX);
         if let Some(max) = self
             .tool_calls
             .filter(|max| made.saturating_add(asked) > *max)
@@ -288,17 +291,39 @@ impl UsageLimits {
         None
     }
 
+    /// The per-turn cap, when a turn of `asked` calls would go past it: the one cap a run
+    /// without a meter holds.
+    #[inline]
+    pub(crate) fn turn_refused(&self, asked: usize) -> Option<(UsageLimit, String)> {
+        let asked = u32::try_from(asked).unwrap_or(u32::MAX);
+        let max = self.tool_calls_per_turn.filter(|max| asked > *max)?;
+        Some((UsageLimit::ToolCallsPerTurn, max.to_string()))
+    }
+
+    /// The tools whose calls are capped one by one.
+    pub(crate) fn capped_tools(&self) -> impl Iterator<Item = &str> {
+        self.calls_of.keys().map(String::as_str)
+    }
+
+    /// Whether the run's cost is capped and `model` has no price: its tokens would cost nothing.
+    pub(crate) fn leaves_unpriced(&self, model: &str) -> bool {
+        self.max_cost.is_some() && !self.prices.contains_key(model)
+    }
+
     /// Whether calls of `tool` are counted on their own.
     pub(crate) fn caps(&self, tool: &str) -> bool {
         self.calls_of.contains_key(tool)
     }
 
-    /// What `used` cost on `model`, if the model has a price.
-    pub(crate) fn cost_of(&self, model: &str, used: Usage) -> Option<f64> {
+    /// What `used` cost on `model`, if it has a price: priced as the model that `said` it
+    /// answered when that one has a price (a fallback chain's answer names which of its models
+    /// gave it, and that one's tokens are what was paid for), else as `model`.
+    pub(crate) fn cost_of(&self, model: &str, said: Option<&str>, used: Usage) -> Option<f64> {
         if self.max_cost.is_none() {
             return Some(0.0);
         }
-        let price = self.prices.get(model)?;
+        let priced = said.and_then(|said| self.prices.get(said));
+        let price = priced.or_else(|| self.prices.get(model))?;
         Some(price.cost(used))
     }
 }

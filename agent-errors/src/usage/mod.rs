@@ -8,7 +8,7 @@ mod meter;
 pub use exceeded::{OnExceed, RunUsage, UsageLimit, UsageLimitExceeded};
 pub use limits::{DEFAULT_MAX_TOOL_CALLS_PER_TURN, ModelPrice, UsageLimits};
 pub use meter::MissingUsage;
-pub(crate) use meter::RunMeter;
+pub(crate) use meter::{Answerer, RunMeter};
 
 use serde::{Deserialize, Serialize};
 

@@ -10,23 +10,7 @@ use agent_errors::checkpoint::{CheckpointStore, MemoryCheckpoints};
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{Agent, Event, RunError, RunOptions, ToolDef};
 
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct TransferArgs {
-    amount: u32,
-}
-
-/// A tool that sends money and requires approval; records each amount its body was given.
-fn transfer(sent: &Arc<Mutex<Vec<u32>>>) -> ToolDef {
-    let sent = Arc::clone(sent);
-    ToolDef::new("transfer", "Sends money.", move |args: TransferArgs| {
-        let sent = Arc::clone(&sent);
-        async move {
-            sent.lock().unwrap().push(args.amount);
-            Ok::<_, std::io::Error>(format!("sent {}", args.amount))
-        }
-    })
-    .requires_approval(true)
-}
+use crate::support::tools::transfer;
 
 /// A tool that requires approval; counts its runs in `wiped`.
 fn wipe(wiped: &Arc<Mutex<u32>>) -> ToolDef {
@@ -65,7 +49,7 @@ impl Bank {
     fn agent(&self, model: &ScriptedModel) -> Agent {
         Agent::builder("clerk")
             .model(model.clone())
-            .tool(transfer(&self.sent))
+            .tool(transfer(&self.sent).requires_approval(true))
             .tool(wipe(&self.wiped))
             .shared_checkpoints(Arc::clone(&self.store))
             .build()
@@ -190,6 +174,23 @@ async fn an_answer_to_another_question_is_refused_and_the_call_waits() {
     assert!(bank.sent.lock().unwrap().is_empty());
 }
 
+#[tokio::test]
+async fn an_answer_replayed_on_a_run_that_never_asked_runs_nothing_there() {
+    let bank = Bank::new();
+    let pending = bank.waiting().await;
+    // The same call, under the same id, in another run: a person approved it for "rent" only.
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 1}"#)
+        .text("done");
+    let replayed = RunOptions::new()
+        .run_id("rent-again")
+        .answer_to(&pending, Decision::Approve);
+    let outcome = bank.agent(&model).run_with("pay the rent", replayed).await;
+    assert_eq!(answers(&outcome.report.events), ["refused", "later"]);
+    assert_eq!(waiting_on(outcome.result), [pending]);
+    assert!(bank.sent.lock().unwrap().is_empty(), "nothing was sent");
+}
+
 /// `{"memo": "...", "amount": 90000}` with the amount past the first `memo_chars` characters.
 fn long_transfer(memo_chars: usize) -> String {
     let memo = "x".repeat(memo_chars);
@@ -207,7 +208,7 @@ async fn approved(arguments: &str, decision: Decision) -> (PendingApproval, Vec<
     let seen = Arc::clone(&shown);
     let agent = Agent::builder("clerk")
         .model(model)
-        .tool(transfer(&sent))
+        .tool(transfer(&sent).requires_approval(true))
         .approver(move |pending: &PendingApproval| {
             seen.lock().unwrap().push(pending.clone());
             decision.clone()

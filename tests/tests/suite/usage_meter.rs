@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use agent_errors::HttpError;
 use agent_errors::llm::{FallbackModel, Usage};
 use agent_errors::policy::{Action, Policy, PolicyKey};
-use agent_errors::run::{MissingUsage, UsageLimit, UsageLimitExceeded, UsageLimits};
+use agent_errors::run::{MissingUsage, ModelPrice, UsageLimit, UsageLimitExceeded, UsageLimits};
 use agent_errors::testing::{Reply, ReportAssertions, ScriptedModel, transcript_violations};
 use agent_errors::{Agent, ChatResponse, RunError, ToolCall, ToolDef};
 use tracing_subscriber::layer::{Context, SubscriberExt};
@@ -185,8 +185,9 @@ async fn a_fixer_agent_s_requests_count_against_the_run_s_request_cap() {
     assert_eq!(model.calls(), 1);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_switch_to_a_fallback_model_is_a_request() {
+/// An agent capped at `requests` model requests whose model falls back from an overloaded
+/// primary to a model that answers "done"; with both models, to count their calls.
+fn falling_back(requests: u32) -> (Agent, ScriptedModel, ScriptedModel) {
     let primary = ScriptedModel::named("primary").error(HttpError::new(529, "overloaded"));
     let fallback = ScriptedModel::named("fallback").text("done");
     let model = FallbackModel::new(primary.clone(), fallback.clone())
@@ -194,9 +195,15 @@ async fn a_switch_to_a_fallback_model_is_a_request() {
         .unwrap();
     let agent = Agent::builder("capped")
         .model(model)
-        .usage_limits(UsageLimits::new().max_requests(1))
+        .usage_limits(UsageLimits::new().max_requests(requests))
         .build()
         .unwrap();
+    (agent, primary, fallback)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_switch_to_a_fallback_model_is_a_request() {
+    let (agent, primary, fallback) = falling_back(1);
 
     let exceeded = exceeded(agent.run("go").await);
 
@@ -207,19 +214,39 @@ async fn a_switch_to_a_fallback_model_is_a_request() {
 
 #[tokio::test(start_paused = true)]
 async fn a_fallback_model_s_answer_counts_within_the_caps() {
-    let primary = ScriptedModel::named("primary").error(HttpError::new(529, "overloaded"));
-    let fallback = ScriptedModel::named("fallback").text("done");
-    let model = FallbackModel::new(primary.clone(), fallback.clone())
-        .after(1)
-        .unwrap();
-    let agent = Agent::builder("capped")
-        .model(model)
-        .usage_limits(UsageLimits::new().max_requests(2))
-        .build()
-        .unwrap();
+    let (agent, primary, fallback) = falling_back(2);
 
     assert_eq!(agent.run("go").await.unwrap(), "done");
     assert_eq!((primary.calls(), fallback.calls()), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_model_s_answer_is_priced_as_the_model_that_gave_it() {
+    let primary = ScriptedModel::named("cheap").error(HttpError::new(529, "overloaded"));
+    let fallback = ScriptedModel::named("dear");
+    let answer = ChatResponse::text("done");
+    fallback.push(Reply::response(with_usage(
+        answer,
+        Some(Usage::new(1_000_000, 0)),
+    )));
+    let model = FallbackModel::new(primary, fallback).after(1).unwrap();
+    let limits = UsageLimits::new()
+        .price("cheap", ModelPrice::per_million_tokens(0.01, 0.01))
+        .price("dear", ModelPrice::per_million_tokens(10.0, 10.0))
+        .max_cost(1.0);
+    let agent = Agent::builder("capped")
+        .model(model)
+        .usage_limits(limits)
+        .build()
+        .unwrap();
+
+    let exceeded = exceeded(agent.run("go").await);
+
+    assert_eq!(exceeded.limit, UsageLimit::Cost);
+    assert_eq!(
+        exceeded.usage.cost, 10.0,
+        "the fallback's price, not the primary's"
+    );
 }
 
 /// Counts the `usage_missing` warnings logged.

@@ -5,6 +5,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use super::AgentBuilder;
+use crate::agent::limit_checks::caps_that_never_apply;
 use crate::agent::{Agent, AgentInner, AgentOutput, offer};
 use crate::breaker::ServiceBreaker;
 use crate::executor::Approvals;
@@ -15,8 +16,10 @@ use crate::registry::{ConfigError, ConfigProblem, Registry};
 impl<O: AgentOutput> AgentBuilder<O> {
     /// Validates the configuration; lists every problem when it refuses: no model, a zero turn
     /// cap or breaker threshold, a tool named like a built-in, a call that needs approval on an
-    /// agent with neither an approver nor a checkpoint store, and everything the registry
-    /// checks (unknown fixers or fallbacks, duplicate names, `degrade` on a required tool).
+    /// agent with neither an approver nor a checkpoint store, a usage cap that could never
+    /// apply (on the calls of a tool the agent does not have, or on cost with no price for its
+    /// model), and everything the registry checks (unknown fixers or fallbacks, duplicate
+    /// names, `degrade` on a required tool).
     pub fn build(mut self) -> Result<Agent<O>, ConfigError> {
         let mut problems = self.setting_problems();
         let registry = match std::mem::take(&mut self.registry).build() {
@@ -29,6 +32,12 @@ impl<O: AgentOutput> AgentBuilder<O> {
         if let Some(registry) = &registry {
             let waits = self.checkpoints.is_some();
             problems.extend(nobody_to_approve(&self.approvals, waits, registry));
+            if let Some(model) = &self.model {
+                let (limits, builtins) = (&self.usage_limits, self.builtins);
+                let fallback = self.answers.fallback_model().map(|model| model.name());
+                let models = std::iter::once(model.name()).chain(fallback);
+                problems.extend(caps_that_never_apply(limits, registry, builtins, models));
+            }
         }
         let threshold = NonZeroU32::new(self.breaker_threshold);
         match (self.model.take(), registry, threshold) {
