@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{AgentInner, AgentOutput, RunError, RunOptions};
 use crate::breaker::RunBreaker;
 use crate::events::EventLog;
-use crate::executor::{CallRecorder, RunContext, RunSetup};
+use crate::executor::{Journal, RunContext, RunSetup};
 use crate::usage::RunMeter;
 
 impl<O: AgentOutput> AgentInner<O> {
@@ -16,7 +16,7 @@ impl<O: AgentOutput> AgentInner<O> {
         &self,
         options: RunOptions,
         run_id: &str,
-        recorder: Arc<dyn CallRecorder>,
+        journal: Arc<dyn Journal>,
         meter: RunMeter,
     ) -> RunContext {
         let (observer, run) = self.observer.for_run(options.feed);
@@ -30,8 +30,7 @@ impl<O: AgentOutput> AgentInner<O> {
             limits: self.limits,
             events: EventLog::observed(observer, run),
             run_id: Some(run_id.into()),
-            recorder,
-            journal: options.journal,
+            journal,
             approvals: self.approvals.for_run(options.answers),
             meter,
         })
@@ -64,10 +63,10 @@ impl<O: AgentOutput> AgentInner<O> {
 
 /// Refuses a run on a Tokio runtime built without its timer (`enable_time`): every backoff and
 /// every timeout of the run sleeps on it, and Tokio would panic at the first, in the middle of
-/// the run. A journaled run waits on its journal's clock instead, and a run outside any Tokio
-/// runtime is left to the executor it runs on.
-pub(super) fn check_timer(journaled: bool) -> Result<(), RunError> {
-    if journaled || tokio::runtime::Handle::try_current().is_err() {
+/// the run. A run whose journal replays it waits on the engine's clock instead, and a run outside
+/// any Tokio runtime is left to the executor it runs on.
+pub(super) fn check_timer(journal: &dyn Journal) -> Result<(), RunError> {
+    if journal.replays() || tokio::runtime::Handle::try_current().is_err() {
         return Ok(());
     }
     // Tokio offers no question for it: making a sleep (never polled, so never registered) is

@@ -126,7 +126,9 @@ type SleepFn = dyn Fn(Duration) -> BoxFuture<'static, ()> + Send + Sync;
 pub(crate) struct Sleep(Option<Arc<SleepFn>>);
 
 impl Sleep {
-    /// Waits with `sleep` instead of tokio's clock.
+    /// Waits with `sleep` instead of tokio's clock: an engine's durable sleep, or a provider's
+    /// replacement.
+    #[cfg(any(feature = "restate", feature = "openai", feature = "anthropic"))]
     pub(crate) fn with<F, Fut>(sleep: F) -> Self
     where
         F: Fn(Duration) -> Fut + Send + Sync + 'static,
