@@ -220,7 +220,7 @@ impl<O: AgentOutput> AgentInner<O> {
             recovery: None,
             deadline: self.limits.run_deadline,
             usage_limits,
-            // A run that saves saves its start before its first turn.
+            // A run whose journal saves records its start before its first turn.
             clock: (!seam.calls.records()).then_some(started),
         };
         self.go(run_id, seam, start, options).await
