@@ -21,7 +21,7 @@ use super::saved_stop::SavedStop;
 use crate::chat::{Message, ToolResult};
 use crate::checkpoint::{Checkpoint, CheckpointError, CheckpointStore};
 use crate::error::BoxFuture;
-use crate::executor::{CallProgress, Journal, RunContext};
+use crate::executor::{CallProgress, Journal, RecoveryState, RunContext};
 
 /// Where one run's checkpoints go, and the state it last saved.
 pub(super) struct CheckpointJournal {
@@ -171,11 +171,10 @@ impl Journal for CheckpointJournal {
         &'a self,
         call_id: &'a str,
         progress: CallProgress,
-        ctx: &'a RunContext,
+        recovery: RecoveryState,
     ) -> BoxFuture<'a, bool> {
-        // The retries a call spends before it sleeps are saved with where it sleeps: a process
-        // that dies in the sleep must not give them back.
-        let recovery = ctx.recovery();
+        // The retries a call spends before it sleeps are saved with where it sleeps (they are in
+        // `recovery`): a process that dies in the sleep must not give them back.
         Box::pin(self.save(move |run| SavedStep {
             call: index_of(run, call_id).map(|index| CallStep {
                 index,
@@ -232,7 +231,7 @@ impl RunJournal for CheckpointJournal {
             pending: Some(pending),
             counts: Some(counts),
             recovery: Some(recovery),
-            ..SavedStep::transcript(&run.transcript, history, Some(asked))
+            ..SavedStep::transcript(run, history, Some(asked))
         }))
     }
 
@@ -267,7 +266,7 @@ impl RunJournal for CheckpointJournal {
         Box::pin(self.save(move |run| SavedStep {
             counts: Some(counts),
             finished: Some(finished),
-            ..SavedStep::transcript(&run.transcript, transcript, None)
+            ..SavedStep::transcript(run, transcript, None)
         }))
     }
 

@@ -232,6 +232,14 @@ impl<O> AnswerRules<O> {
         self.schema = format.map(|format| Arc::new(AnswerSchema::of(format)));
         self
     }
+
+    /// The model a refused answer falls back to, when the output policy names one.
+    pub(crate) fn fallback_model(&self) -> Option<&dyn ChatModel> {
+        match &self.policy.then {
+            AfterRetries::Fallback(model) => Some(model.as_ref()),
+            _ => None,
+        }
+    }
 }
 
 impl<O: AgentOutput> AgentBuilder<O> {

@@ -28,6 +28,7 @@ mod counts;
 mod durable;
 mod final_answer;
 mod fixer;
+mod limit_checks;
 mod llm_error;
 mod model_call;
 mod model_failure;

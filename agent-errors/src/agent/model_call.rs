@@ -20,6 +20,7 @@ use crate::events::{Event, ModelLayer, count_outcome};
 use crate::executor::{Cancellation, RunContext, ToolPanic, kept_step};
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER, cannot_succeed_on_retry};
 use crate::retry::{self, Policy, RetrySchedule, Step, Stop, decide};
+use crate::usage::Answerer;
 
 /// A model turn: a response to act on, or the output `on_llm_error` chose instead.
 pub(super) enum Turn<O> {
@@ -161,8 +162,11 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
             Ok(_) if !self.ctx.meter().is_metered() => {}
             Ok(response) => {
                 let estimate = || request.estimated_usage(Some(response));
-                let charged =
-                    (self.counts).answered(self.ctx, model.name(), response.usage, estimate);
+                let model = Answerer {
+                    asked: model.name(),
+                    said: response.model.as_deref(),
+                };
+                let charged = (self.counts).answered(self.ctx, model, response.usage, estimate);
                 if let Err(capped) = charged {
                     return Ok(Err(capped));
                 }

@@ -87,8 +87,9 @@ impl RunOptions {
     /// [`Agent::resume`](crate::Agent::resume), the run goes on with the answer instead of
     /// asking its approver. The answer is bound to the question's
     /// [`digest`](crate::approval::PendingApproval::digest) (the tool, the whole arguments and
-    /// why it asked) and used once: a later call reusing the call id with other arguments or
-    /// another tool is asked again, and the answer is reported refused for it.
+    /// why it asked) and to the run that stopped on it, and used once: a later call reusing the
+    /// call id with other arguments or another tool, or the same call in a run that never
+    /// stopped to wait on it, is asked again, and the answer is reported refused for it.
     ///
     /// # Examples
     ///

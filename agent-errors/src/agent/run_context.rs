@@ -65,12 +65,32 @@ impl<O: AgentOutput> AgentInner<O> {
 /// every timeout of the run sleeps on it, and Tokio would panic at the first, in the middle of
 /// the run. A run whose journal replays it waits on the engine's clock instead, and a run outside
 /// any Tokio runtime is left to the executor it runs on.
+///
+/// A runtime's timer is found once per thread: a thread remembers the last runtime it found
+/// one on, so the runs after the first on that runtime compare an id instead of probing.
 pub(super) fn check_timer(journal: &dyn Journal) -> Result<(), RunError> {
-    if journal.replays() || tokio::runtime::Handle::try_current().is_err() {
+    if journal.replays() {
+        return Ok(());
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return Ok(());
+    };
+    let id = runtime.id();
+    if TIMED_RUNTIME.get() == Some(id) {
         return Ok(());
     }
     // Tokio offers no question for it: making a sleep (never polled, so never registered) is
     // what panics without a timer.
     let probe = std::panic::catch_unwind(|| drop(tokio::time::sleep(std::time::Duration::ZERO)));
-    probe.map_err(|_| RunError::NoTimer)
+    probe.map_err(|_| RunError::NoTimer)?;
+    TIMED_RUNTIME.set(Some(id));
+    Ok(())
+}
+
+thread_local! {
+    /// The last runtime this thread found a timer on. Tokio gives each runtime a fresh id from
+    /// a process-wide counter, so another runtime (one built without a timer among them) never
+    /// matches it.
+    static TIMED_RUNTIME: std::cell::Cell<Option<tokio::runtime::Id>> =
+        const { std::cell::Cell::new(None) };
 }

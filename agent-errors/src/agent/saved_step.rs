@@ -2,6 +2,10 @@
 //! state. A run's state is its latest snapshot (a [`SavedRun`]) with the steps saved after it
 //! applied in order; the recorder applies each step to the state it holds the same way, so what
 //! a resumed run reads is what the run had.
+//!
+//! A call's answer is written once: with the call, when it is answered. The transcript message
+//! that carries it to the model joins the transcript a save later (with the next turn) and is
+//! written there as the call's place among the pending calls, not as its 4 KB again.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,7 +19,7 @@ use crate::executor::{CallProgress, RecoveryState};
 pub(super) struct SavedStep {
     /// Messages that joined the end of the transcript.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(super) appended: Vec<Message>,
+    pub(super) appended: Vec<Joined>,
     /// The whole transcript, when it changed other than at its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) transcript: Option<Vec<Message>>,
@@ -48,24 +52,65 @@ pub(super) struct CallStep {
     pub(super) stop: Option<SavedStop>,
 }
 
+/// A message that joined the transcript, as a step writes it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+pub(super) enum Joined {
+    /// The answer of a call the run saved with its result: the message is that result.
+    Answer(AnswerOf),
+    Message(Message),
+}
+
+/// Which pending call's saved result a message is.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AnswerOf {
+    answer: usize,
+}
+
+impl Joined {
+    /// `message` as a step writes it: a tool message that is a pending call's saved result
+    /// names the call.
+    fn of(message: &Message, pending: &[PendingCall]) -> Joined {
+        if let Message::Tool(result) = message {
+            let saved = |p: &PendingCall| p.result.as_ref() == Some(result);
+            if let Some(answer) = pending.iter().position(saved) {
+                return Joined::Answer(AnswerOf { answer });
+            }
+        }
+        Joined::Message(message.clone())
+    }
+
+    /// The message, read against the pending calls of the state the step applies to.
+    fn message(self, pending: &[PendingCall]) -> Result<Message, String> {
+        match self {
+            Joined::Message(message) => Ok(message),
+            Joined::Answer(AnswerOf { answer }) => (pending.get(answer))
+                .and_then(|p| p.result.clone())
+                .map(Message::Tool)
+                .ok_or_else(|| format!("a step names the answer of call {answer}, not saved")),
+        }
+    }
+}
+
 impl SavedStep {
     /// The step that makes `saved`'s transcript `now` followed by `then`: the messages after
     /// the saved ones when `now` goes on from them, the whole transcript when it does not. The
     /// loop only ever adds to its transcript; comparing the last saved message (not every
     /// one) keeps a save's cost independent of the run's length.
-    pub(super) fn transcript(saved: &[Message], now: &[Message], then: Option<&Message>) -> Self {
-        let goes_on = match saved.last() {
+    pub(super) fn transcript(saved: &SavedRun, now: &[Message], then: Option<&Message>) -> Self {
+        let (transcript, pending) = (&saved.transcript, &saved.pending[..]);
+        let goes_on = match transcript.last() {
             None => true,
-            Some(last) => now.len() >= saved.len() && now[saved.len() - 1] == *last,
+            Some(last) => now.len() >= transcript.len() && now[transcript.len() - 1] == *last,
         };
         let mut step = SavedStep::default();
-        let target = if goes_on {
-            step.appended = now[saved.len()..].to_vec();
-            &mut step.appended
+        if goes_on {
+            let joined = now[transcript.len()..].iter().chain(then);
+            step.appended = joined.map(|m| Joined::of(m, pending)).collect();
         } else {
-            step.transcript.insert(now.to_vec())
-        };
-        target.extend(then.cloned());
+            step.transcript = Some(now.iter().chain(then).cloned().collect());
+        }
         step
     }
 
@@ -74,7 +119,11 @@ impl SavedStep {
         if let Some(transcript) = self.transcript {
             run.transcript = transcript;
         }
-        run.transcript.extend(self.appended);
+        // Read before the step replaces the pending calls: the answers it names are theirs.
+        for joined in self.appended {
+            let message = joined.message(&run.pending)?;
+            run.transcript.push(message);
+        }
         if let Some(pending) = self.pending {
             run.pending = pending;
         }

@@ -16,7 +16,7 @@ use crate::events::Event;
 use crate::executor::RunContext;
 use crate::observe;
 use crate::usage::{
-    OnExceed, RunMeter, RunUsage, Usage, UsageLimit, UsageLimitExceeded, UsageLimits,
+    Answerer, OnExceed, RunMeter, RunUsage, Usage, UsageLimit, UsageLimitExceeded, UsageLimits,
 };
 
 /// Where the one last request of a graceful stop is.
@@ -78,23 +78,26 @@ impl Counts {
 
     /// Before a model request: refused when it would go past the request cap or the run went
     /// past another (the one last request of a graceful stop goes through once).
+    #[inline]
     pub(super) fn may_ask(&mut self) -> Result<(), RunError> {
-        match self.meter.last {
-            FinalRequest::Allowed => {
-                self.meter.last = FinalRequest::Made;
-                return self
-                    .meter
-                    .meter
-                    .final_request()
-                    .map_err(RunError::UsageLimit);
-            }
-            FinalRequest::Made => {
-                let allowed = self.model_calls.to_string();
-                return Err(self.exceeded((UsageLimit::Requests, allowed)));
-            }
-            FinalRequest::NotAsked => {}
+        if self.meter.last == FinalRequest::NotAsked {
+            return self.meter.meter.request().map_err(RunError::UsageLimit);
         }
-        self.meter.meter.request().map_err(RunError::UsageLimit)
+        self.may_ask_last()
+    }
+
+    /// [`Counts::may_ask`] once a graceful stop asked for its final answer.
+    fn may_ask_last(&mut self) -> Result<(), RunError> {
+        if self.meter.last == FinalRequest::Allowed {
+            self.meter.last = FinalRequest::Made;
+            return self
+                .meter
+                .meter
+                .final_request()
+                .map_err(RunError::UsageLimit);
+        }
+        let allowed = self.model_calls.to_string();
+        Err(self.exceeded((UsageLimit::Requests, allowed)))
     }
 
     /// After a response from `model` that `reported` its usage (already added to the run's
@@ -104,7 +107,7 @@ impl Counts {
     pub(super) fn answered(
         &mut self,
         ctx: &RunContext,
-        model: &str,
+        model: Answerer<'_>,
         reported: Option<Usage>,
         estimate: impl FnOnce() -> Usage,
     ) -> Result<(), RunError> {
@@ -113,7 +116,7 @@ impl Counts {
         let charged = self.meter.meter.answered(model, reported, estimate, capped);
         if charged.first_missing {
             ctx.events().emit(Event::UsageMissing {
-                model: model.to_owned(),
+                model: model.asked.to_owned(),
             });
         }
         charged.result.map_err(RunError::UsageLimit)
@@ -121,14 +124,16 @@ impl Counts {
 
     /// When a turn's calls arrive: refused (none of them runs) when they would go past a
     /// tool-call cap. The report counts them here; the meter counts each tool body as it runs.
+    #[inline]
     pub(super) fn may_run(&mut self, calls: &[ToolCall]) -> Result<(), RunError> {
-        let names = calls.iter().map(|call| &*call.name);
         if self.meter.meter.is_metered() {
+            let names = calls.iter().map(|call| &*call.name);
             self.meter
                 .meter
                 .calls_refused(names)
                 .map_err(RunError::UsageLimit)?;
-        } else if let Some(refused) = self.meter.limits.calls_refused(names, 0, &BTreeMap::new()) {
+        } else if let Some(refused) = self.meter.limits.turn_refused(calls.len()) {
+            // A run without a meter has no cap across the run: only the per-turn cap applies.
             return Err(self.exceeded(refused));
         }
         self.tool_calls += u32::try_from(calls.len()).unwrap_or(u32::MAX);

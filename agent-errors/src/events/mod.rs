@@ -7,6 +7,7 @@ use crate::classify::ErrorKind;
 use crate::error::Severity;
 
 mod log;
+mod tool_keys;
 mod trace;
 
 use trace::count;

@@ -8,9 +8,9 @@ use std::sync::OnceLock;
 
 use metrics::{Key, Label, Level, Metadata, counter, with_recorder};
 
-use super::{Event, ModelLayer};
+use super::{Event, ModelLayer, tool_keys};
 use crate::classify::ErrorKind;
-use label::{ACTION, ERROR_TYPE, LAYER, MODEL, OUTCOME, TOOL};
+use label::{ACTION, ERROR_TYPE, LAYER, MODEL, OUTCOME};
 
 /// Label keys of the metrics, as the GenAI conventions spell them where they name one.
 pub(crate) mod label {
@@ -275,6 +275,10 @@ fn kind_index(kind: ErrorKind) -> usize {
 
 static METADATA: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
 
+/// The per-tool counters' metadata, as `metrics::counter!` here made it.
+pub(super) static TOOL_METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
 /// The keys of the attempt and outcome counters, each made the first time it is counted: a
 /// failed call then counts without allocating, as a tool's call meters do.
 static ATTEMPT_KEYS: [OnceLock<Key>; LAYERS * ACTIONS * KINDS] =
@@ -298,73 +302,68 @@ pub(super) fn count(event: &Event, model: &str) {
     if let Some(labels) = event.attempt_labels() {
         count_attempt(labels);
     }
-    let tool = || event.tool().unwrap_or_default().to_owned();
+    if let (Some(tool), Some((name, label))) = (event.tool(), tool_counter(event)) {
+        return tool_keys::count(name, tool, label);
+    }
+    let model = || model.to_owned();
     match event {
-        Event::ToolRetry { kind, .. } => {
-            counter!("agent_errors.tool.retries", TOOL => tool(), ERROR_TYPE => kind.as_str())
-                .increment(1);
-        }
-        Event::ToolRerun { fixer, .. } => {
-            counter!("agent_errors.tool.reruns", TOOL => tool(), "fixer" => fixer.clone())
-                .increment(1);
-        }
-        Event::ToolFailed { kind, .. } => {
-            counter!("agent_errors.tool.failures", TOOL => tool(), ERROR_TYPE => kind.as_str())
-                .increment(1);
-        }
-        Event::ToolFixed { fixer, .. } => {
-            counter!("agent_errors.tool.fixes", TOOL => tool(), "fixer" => fixer.clone())
-                .increment(1);
-        }
-        Event::Escalated { severity, .. } => {
-            let severity = severity.as_str();
-            counter!("agent_errors.tool.escalations", TOOL => tool(), "severity" => severity)
-                .increment(1);
-        }
-        Event::FellBack { to, .. } => {
-            counter!("agent_errors.tool.fallbacks", TOOL => tool(), "to" => to.clone())
-                .increment(1);
-        }
-        Event::Degraded { .. } => {
-            counter!("agent_errors.tool.degrades", TOOL => tool()).increment(1);
-        }
-        Event::RetryBudgetExhausted { .. } => {
-            counter!("agent_errors.tool.retries_refused", TOOL => tool()).increment(1);
-        }
-        Event::BreakerTripped { .. } => {
-            counter!("agent_errors.breaker.trips", TOOL => tool()).increment(1);
-        }
-        Event::Terminated { kind, .. } => {
-            counter!("agent_errors.tool.terminations", TOOL => tool(), ERROR_TYPE => kind.as_str())
-                .increment(1);
-        }
-        Event::PersonAsked { answer, .. } => {
-            counter!("agent_errors.tool.person_answers", TOOL => tool(), "answer" => *answer)
-                .increment(1);
-        }
         Event::LlmRetry { .. } => {
-            counter!("agent_errors.model.retries", MODEL => model.to_owned()).increment(1);
+            counter!("agent_errors.model.retries", MODEL => model()).increment(1);
         }
         Event::LlmFallback { to, trigger, .. } => {
             let to = to.clone();
             counter!(
                 "agent_errors.model.fallbacks",
-                MODEL => model.to_owned(), "to" => to, "trigger" => *trigger
+                MODEL => model(), "to" => to, "trigger" => *trigger
             )
             .increment(1);
         }
         Event::OutputReask { .. } => {
-            counter!("agent_errors.output.reasks", MODEL => model.to_owned()).increment(1);
+            counter!("agent_errors.output.reasks", MODEL => model()).increment(1);
         }
         Event::UsageLimitReached { .. } => {
-            counter!("agent_errors.run.usage_limits_reached", MODEL => model.to_owned())
-                .increment(1);
+            counter!("agent_errors.run.usage_limits_reached", MODEL => model()).increment(1);
         }
         Event::UsageMissing { model: answered } => {
             counter!("agent_errors.model.usage_missing", MODEL => answered.clone()).increment(1);
         }
-        Event::UnknownNotRetried { .. } => {
-            counter!("agent_errors.tool.unknown_not_retried", TOOL => tool()).increment(1);
-        }
+        _ => {}
     }
+}
+
+/// The counter a tool's event adds one to, labelled with the tool and, for most, one more
+/// label.
+type ToolCounter<'e> = (&'static str, Option<(&'static str, &'e str)>);
+
+fn tool_counter(event: &Event) -> Option<ToolCounter<'_>> {
+    Some(match event {
+        Event::ToolRetry { kind, .. } => (
+            "agent_errors.tool.retries",
+            Some((ERROR_TYPE, kind.as_str())),
+        ),
+        Event::ToolRerun { fixer, .. } => ("agent_errors.tool.reruns", Some(("fixer", fixer))),
+        Event::ToolFailed { kind, .. } => (
+            "agent_errors.tool.failures",
+            Some((ERROR_TYPE, kind.as_str())),
+        ),
+        Event::ToolFixed { fixer, .. } => ("agent_errors.tool.fixes", Some(("fixer", fixer))),
+        Event::Escalated { severity, .. } => (
+            "agent_errors.tool.escalations",
+            Some(("severity", severity.as_str())),
+        ),
+        Event::FellBack { to, .. } => ("agent_errors.tool.fallbacks", Some(("to", to))),
+        Event::Degraded { .. } => ("agent_errors.tool.degrades", None),
+        Event::RetryBudgetExhausted { .. } => ("agent_errors.tool.retries_refused", None),
+        Event::BreakerTripped { .. } => ("agent_errors.breaker.trips", None),
+        Event::Terminated { kind, .. } => (
+            "agent_errors.tool.terminations",
+            Some((ERROR_TYPE, kind.as_str())),
+        ),
+        Event::PersonAsked { answer, .. } => (
+            "agent_errors.tool.person_answers",
+            Some(("answer", *answer)),
+        ),
+        Event::UnknownNotRetried { .. } => ("agent_errors.tool.unknown_not_retried", None),
+        _ => return None,
+    })
 }

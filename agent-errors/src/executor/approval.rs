@@ -81,9 +81,10 @@ pub(crate) async fn decision(
 }
 
 /// The answer given to the run for `pending`, taken for its one use: the first unused answer
-/// under its call id that is bound to this question: by its digest, or (an answer by call id
-/// alone) by being the question the run saved as `awaited`. One for another question is
-/// refused, reported, and left for its own question.
+/// under its call id that is bound to this question, which must be the question the run saved
+/// as `awaited` when it stopped to wait (and, for an answer given with a digest, have that
+/// digest). One for another question, or for a question this run never stopped on, is refused,
+/// reported, and left for its own question.
 fn given_answer(
     ctx: &RunContext,
     approvals: &Approvals,
@@ -96,10 +97,13 @@ fn given_answer(
         .iter()
         .filter(|given| given.call_id == pending.call_id && !given.is_used());
     for given in unused {
-        let bound = match &given.digest {
-            Some(digest) => *digest == pending.digest,
-            None => awaited.is_some_and(|awaited| same_question(awaited, pending)),
-        };
+        // A digest names a question, not a run: replayed on a run that never asked it (the
+        // same call under the same id, in another run), it would approve what nobody saw.
+        let bound = awaited.is_some_and(|awaited| same_question(awaited, pending))
+            && given
+                .digest
+                .as_ref()
+                .is_none_or(|digest| *digest == pending.digest);
         if !bound {
             other_question = true;
         } else if given.take() {
@@ -141,9 +145,9 @@ fn refused(ctx: &RunContext, pending: &PendingApproval) {
 /// The answer for `pending`: one given to the run and bound to it (used once), else the
 /// approver's, else "later". An approver that panics has denied the call.
 ///
-/// An answer given to the run answers the question a person was shown: one given with its
-/// digest is used only for a question with that digest; one given by call id alone only when
-/// `pending` is the very question the run saved as `awaited`. Call ids are the provider's text and can come back on a later call (some
+/// An answer given to the run answers the question a person was shown, in the run that asked
+/// it: only when `pending` is the very question the run saved as `awaited`, and one given with
+/// its digest only for a question with that digest. Call ids are the provider's text and can come back on a later call (some
 /// number them per turn), so an id alone would let a person's answer approve arguments, or a
 /// tool, they never saw.
 async fn answer_for(

@@ -240,7 +240,9 @@ impl<'a> Course<'a> {
             approved: self.approved.clone(),
             ..CallProgress::default()
         };
-        journal.progress(&self.call.id, running, self.ctx).await
+        journal
+            .progress(&self.call.id, running, self.ctx.recovery())
+            .await
     }
 
     /// What the walk sends: the cleared arguments when they were cleared for the called tool

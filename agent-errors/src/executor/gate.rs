@@ -277,7 +277,7 @@ async fn wait_later(
             key: key.map(|k| k.as_str().to_owned()),
         });
         progress.backoff_ms = None;
-        if !journal.progress(&call.id, progress, ctx).await {
+        if !journal.progress(&call.id, progress, ctx.recovery()).await {
             return Handled::Cancelled;
         }
     }

@@ -31,7 +31,7 @@ use futures_util::FutureExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::context::RunContext;
+use super::context::recovery::RecoveryState;
 use super::resume::CallProgress;
 use crate::error::BoxFuture;
 use crate::retry::Sleep;
@@ -42,14 +42,14 @@ pub(crate) trait Journal: fmt::Debug + Send + Sync + 'static {
     /// would have told it.
     fn records(&self) -> bool;
 
-    /// Records `progress` for the call `call_id`, with the run's recovery state as it is now;
-    /// false when the save failed (the run is then halting, and the call must not go on to run
-    /// its tool).
+    /// Records `progress` for the call `call_id`, with the run's `recovery` state as it is now
+    /// (the caller reads it, so the journal needs nothing of the run that holds it); false when
+    /// the save failed (the run is then halting, and the call must not go on to run its tool).
     fn progress<'a>(
         &'a self,
         call_id: &'a str,
         progress: CallProgress,
-        ctx: &'a RunContext,
+        recovery: RecoveryState,
     ) -> BoxFuture<'a, bool>;
 
     /// Whether this journal replays the run, as a durable-execution engine does: each model
@@ -131,7 +131,7 @@ impl Journal for NoJournal {
         &'a self,
         _: &'a str,
         _: CallProgress,
-        _: &'a RunContext,
+        _: RecoveryState,
     ) -> BoxFuture<'a, bool> {
         Box::pin(Recorded)
     }

@@ -16,6 +16,7 @@ use crate::error::BoxError;
 use crate::events::{Event, EventLog, ModelLayer, count_outcome, emit_to};
 use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop, ZeroAttempts};
 use crate::stream::ChatStream;
+use crate::usage::Answerer;
 
 /// A [`ChatModel`] that answers from `primary` and, once the primary has been overloaded
 /// (529, or "overloaded", see [`is_overload_error`](crate::classify::is_overload_error)) `n`
@@ -232,7 +233,8 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
 /// meter (the next request the run makes is refused if they took it past a cap).
 fn charge_discarded(request: &ChatRequest, model: &impl ChatModel, answer: &ChatResponse) {
     let estimate = || request.estimated_usage(Some(answer));
-    let charged = (request.meter).answered(model.name(), answer.usage, estimate, true);
+    let charged =
+        (request.meter).answered(Answerer::asked(model.name()), answer.usage, estimate, true);
     if charged.first_missing {
         let event = Event::UsageMissing {
             model: model.name().to_owned(),

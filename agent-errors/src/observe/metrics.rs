@@ -120,15 +120,21 @@ pub(crate) fn model_call(
     error: Option<&'static str>,
     took: Duration,
 ) {
+    let Some(kind) = error else {
+        // The usual turn: both meters handed to the recorder found once.
+        return with_recorder(|recorder| {
+            let calls = recorder.register_counter(&meters.model_calls, &METADATA);
+            calls.increment(1);
+            let duration = recorder.register_histogram(&meters.chat_ok, &METADATA);
+            duration.record(took);
+        });
+    };
     count(&meters.model_calls);
-    match error {
-        None => time(&meters.chat_ok, took),
-        Some(kind) => histogram!(
-            "gen_ai.client.operation.duration",
-            OPERATION => "chat", MODEL => model.to_owned(), ERROR_TYPE => kind
-        )
-        .record(took),
-    }
+    histogram!(
+        "gen_ai.client.operation.duration",
+        OPERATION => "chat", MODEL => model.to_owned(), ERROR_TYPE => kind
+    )
+    .record(took);
 }
 
 /// Tokens a model call used, by `gen_ai.token.type`.

@@ -44,6 +44,18 @@ pub enum PolicyKey {
 }
 
 impl PolicyKey {
+    /// Whether a `retry` rung under this key can ever run: failures of arguments, and of kinds
+    /// that are never retried (`auth`, `not_found`, `validation`, ...), are called once whatever
+    /// the policy says. The macros refuse such a rung; a policy built in code is refused when
+    /// its registry is built.
+    pub(crate) fn can_retry(self) -> bool {
+        match self {
+            PolicyKey::InvalidArgs => false,
+            PolicyKey::Execution => true,
+            PolicyKey::Kind(kind) => kind.is_retryable(),
+        }
+    }
+
     /// Every key, in the order `explain` lists them.
     pub fn all() -> impl Iterator<Item = PolicyKey> {
         [PolicyKey::InvalidArgs, PolicyKey::Execution]

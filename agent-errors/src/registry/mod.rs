@@ -17,7 +17,7 @@ use crate::tool::ToolDef;
 
 mod problem;
 
-use problem::closest;
+pub(crate) use problem::closest;
 pub use problem::{ConfigError, ConfigProblem};
 
 /// Collects tools, fixers and agent-level policies; `build` validates them.
@@ -168,7 +168,8 @@ impl RegistryBuilder {
 
 type NameIndex = HashMap<String, usize, BuildHasherDefault<NameHasher>>;
 
-/// The fixers and fallbacks `tool`'s policy names exist, and `degrade` only on an optional tool.
+/// The fixers and fallbacks `tool`'s policy names exist, `retry` only under a key whose failures
+/// are retried, and `degrade` only on an optional tool.
 fn check_names(
     tool: &ToolDef,
     policy: &ResolvedPolicy,
@@ -199,6 +200,13 @@ fn check_names(
                         layer,
                         fallback: target.to_string(),
                         did_you_mean: closest(target, index.keys().map(String::as_str)),
+                    });
+                }
+                Action::Retry(_) if !key.can_retry() => {
+                    problems.push(ConfigProblem::RetryNeverRuns {
+                        tool: name(),
+                        key,
+                        layer,
                     });
                 }
                 Action::Degrade if !tool.is_optional() => {

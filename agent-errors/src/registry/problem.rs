@@ -77,6 +77,18 @@ pub enum ConfigProblem {
         /// The layer the entry came from.
         layer: PolicyLayer,
     },
+    /// A `retry` rung under a key whose failures are never retried (`invalid_args`, `auth`,
+    /// `not_found`, `validation`, `bug`, `unknown`, `outcome_unknown`): such a failure is called
+    /// once whatever the policy says, so the rung would never run. The macros refuse it at
+    /// compile time; a policy built in code is refused here.
+    RetryNeverRuns {
+        /// The tool.
+        tool: String,
+        /// The key.
+        key: PolicyKey,
+        /// The layer the entry came from.
+        layer: PolicyLayer,
+    },
     /// `on_tool_error` names a tool that is not registered.
     UnknownToolPolicy(String),
     /// An agent was built without a model.
@@ -106,6 +118,21 @@ pub enum ConfigProblem {
     NobodyToApprove {
         /// What needs approval: `` tool `transfer` ``, or the agent's `require_approval` rule.
         what: String,
+    },
+    /// The agent's usage limits cap the calls of a tool it does not have
+    /// (`UsageLimits::max_calls_of`): no call would ever count against the cap.
+    UnknownCappedTool {
+        /// The tool named by the cap.
+        tool: String,
+        /// A tool of the agent whose name is close, when one is.
+        did_you_mean: Option<String>,
+    },
+    /// The agent's usage limits cap a run's cost (`UsageLimits::max_cost`) but give no price
+    /// for one of the agent's models (its model, or the model its output policy falls back
+    /// to): its tokens would cost nothing, and the cap would never be reached by them.
+    UnpricedModel {
+        /// The model's name, as `ChatModel::name` says.
+        model: String,
     },
 }
 
@@ -157,6 +184,12 @@ impl fmt::Display for ConfigProblem {
                 f,
                 "`{tool}`: `{key}` ({layer}) says `degrade`, but the tool is not marked `optional`"
             ),
+            ConfigProblem::RetryNeverRuns { tool, key, layer } => write!(
+                f,
+                "`{tool}`: `{key}` ({layer}) says `retry`, but those failures are never retried \
+                 (the same call would fail the same way), so the rung would never run: use \
+                 `escalate`, `fix(..)` or `fallback(..)`"
+            ),
             ConfigProblem::UnknownToolPolicy(name) => {
                 write!(
                     f,
@@ -168,6 +201,20 @@ impl fmt::Display for ConfigProblem {
                 write!(f, "a tool is named `{name}`, the name of a built-in tool")
             }
             ConfigProblem::ZeroLimit { setting } => write!(f, "`{setting}` must be at least 1"),
+            ConfigProblem::UnknownCappedTool { tool, did_you_mean } => {
+                write!(
+                    f,
+                    "the usage limits cap the calls of tool `{tool}`, which the agent does not \
+                     have, so the cap would never count a call"
+                )?;
+                suggest(f, did_you_mean.as_deref())
+            }
+            ConfigProblem::UnpricedModel { model } => write!(
+                f,
+                "the usage limits cap the cost of a run but give no price for model `{model}`: \
+                 its tokens would cost nothing and the cap would never be reached; add \
+                 `.price(\"{model}\", ModelPrice::per_million_tokens(..))`"
+            ),
             ConfigProblem::NobodyToApprove { what } => write!(
                 f,
                 "{what} requires a person's approval, but the agent can neither ask one (no \

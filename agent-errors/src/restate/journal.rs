@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::agent::RunJournal;
 use crate::approval::{Decision, PendingApproval};
 use crate::error::BoxFuture;
-use crate::executor::{CallProgress, Journal, Recorded, RunContext};
+use crate::executor::{CallProgress, Journal, Recorded, RecoveryState};
 use crate::retry::Sleep;
 
 /// What the run asks the handler for.
@@ -78,7 +78,7 @@ impl Journal for ChannelJournal {
         &'a self,
         _: &'a str,
         _: CallProgress,
-        _: &'a RunContext,
+        _: RecoveryState,
     ) -> BoxFuture<'a, bool> {
         Box::pin(Recorded)
     }

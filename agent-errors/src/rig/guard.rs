@@ -130,6 +130,10 @@ impl Core {
         if let Some(reason) = Wiring::lock(&self.wiring.undelivered).clone() {
             return Err(missing_hook(tool, &reason));
         }
+        // The caps are counted by the hook alone: without it, a capped guard would cap nothing.
+        if self.limits.is_some() && !self.wiring.hooked.load(Ordering::Acquire) {
+            return Err(uncounted(tool));
+        }
         let call = ToolCall::new(self.call_id(context), tool, arguments.to_string());
         let guarded = GuardedCall {
             context: context.for_dispatch(),
@@ -197,6 +201,16 @@ fn missing_hook(tool: &str, reason: &str) -> ToolExecutionError {
 
 /// Why `terminated` ended the run, in words an operator reads in rig's error: the tool, the
 /// reason by name, and the failure's kind when there was a failure.
+fn uncounted(tool: &str) -> ToolExecutionError {
+    let message = format!(
+        "`{tool}` refused: its guard caps usage (`RigGuard::with_usage_limits`), but no hook of \
+         its guard runs in this agent, so nothing would be counted. Build the agent with \
+         `RigGuard::agent`, or add the guard's hook (`.add_hook(guard.hook())`) to the agent"
+    );
+    tracing::error!(tool, "{message}");
+    ToolExecutionError::cancelled(message).with_retryable(false)
+}
+
 pub(super) fn stop_reason(terminated: &Terminated) -> String {
     let tool = &terminated.tool;
     let name = reason_name(&terminated.reason);

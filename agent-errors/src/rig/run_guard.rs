@@ -110,6 +110,11 @@ impl RigGuard {
     /// the turn that went past are not run and the model is asked once more, without tools, for
     /// the best answer it has: rig's run ends with that answer.
     ///
+    /// Only the guard's hook counts: in an agent without it ([`agent`](Self::agent) adds it),
+    /// the guard's tools refuse every call, naming the missing hook, rather than run uncapped.
+    /// A [`RecoveringModel`](super::RecoveringModel)'s retries and fallback calls inside one of
+    /// rig's requests count as that one request: rig's hook sees one.
+    ///
     /// # Examples
     ///
     /// ```

@@ -13,7 +13,9 @@ use rig_core::completion::{AssistantContent, Document};
 
 use crate::events::Event;
 use crate::executor::RunContext;
-use crate::usage::{OnExceed, RunMeter, Usage, UsageLimit, UsageLimitExceeded, UsageLimits};
+use crate::usage::{
+    Answerer, OnExceed, RunMeter, Usage, UsageLimit, UsageLimitExceeded, UsageLimits,
+};
 
 /// One rig run's meter (the run's one meter, as this library's loop keeps it) and where its
 /// graceful stop is.
@@ -109,7 +111,7 @@ pub(super) fn after_turn(
             Usage::new(input.unwrap_or(0), output.unwrap_or(0))
         });
         let charged = (used.meter).answered(
-            model,
+            Answerer::asked(model),
             reported,
             || estimate(turn.content),
             used.over.is_none(),

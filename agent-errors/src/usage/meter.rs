@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 
 use super::Usage;
-use super::limits::{RunUsage, UsageLimit, UsageLimitExceeded, UsageLimits};
+use super::{RunUsage, UsageLimit, UsageLimitExceeded, UsageLimits};
 
 /// How a model response that reports no usage is counted against a run's token and cost caps.
 ///
@@ -134,13 +134,16 @@ impl Meter {
         Ok(())
     }
 
-    fn answered(&self, model: &str, used: Usage, capped: bool) -> Result<(), Refused> {
+    fn answered(&self, model: Answerer<'_>, used: Usage, capped: bool) -> Result<(), Refused> {
         let over = {
             let mut state = self.state();
             state.used.tokens += used;
-            match self.limits.cost_of(model, used) {
+            match self.limits.cost_of(model.asked, model.said, used) {
                 Some(cost) => state.used.cost += cost,
-                None => tracing::warn!(model, "no price for this model: its tokens cost nothing"),
+                None => tracing::warn!(
+                    model = model.asked,
+                    "no price for this model: its tokens cost nothing"
+                ),
             }
             match &state.exceeded {
                 _ if !capped => None,
@@ -240,13 +243,14 @@ impl RunMeter {
         self.0.as_ref().map_or(Ok(()), |meter| meter.request(true))
     }
 
-    /// After a response from `model` that `reported` its usage (or did not: then it is counted
+    /// After a response from `model` (the model asked, and the one the response says answered
+    /// it) that `reported` its usage (or did not: then it is counted
     /// as the run's limits say, from `estimate` by default): its tokens and cost counted, and
     /// refused when that took the run past a token or cost cap. `capped` is false for the
     /// final answer of a graceful stop, which is counted but not capped by this run's caps.
     pub(crate) fn answered(
         &self,
-        model: &str,
+        model: Answerer<'_>,
         reported: Option<Usage>,
         estimate: impl FnOnce() -> Usage,
         capped: bool,
@@ -331,6 +335,22 @@ impl RunMeter {
         if let Some(meter) = &self.0 {
             meter.state().used = used;
         }
+    }
+}
+
+/// The model a response is charged to: the one the run asked, and the one the response says
+/// answered it (a model wrapper's answer names which of its models gave it), whose price is
+/// the one paid when it has one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Answerer<'a> {
+    pub(crate) asked: &'a str,
+    pub(crate) said: Option<&'a str>,
+}
+
+impl<'a> Answerer<'a> {
+    /// The model `asked`, for a response that names no other.
+    pub(crate) fn asked(asked: &'a str) -> Self {
+        Answerer { asked, said: None }
     }
 }
 

@@ -1,15 +1,14 @@
 //! Tokens a model call used: counted by providers, summed by the agent loop, shown in events;
 //! and the caps a run's usage is held to.
 
+mod exceeded;
 mod limits;
 mod meter;
 
-pub use limits::{
-    DEFAULT_MAX_TOOL_CALLS_PER_TURN, ModelPrice, OnExceed, RunUsage, UsageLimit,
-    UsageLimitExceeded, UsageLimits,
-};
+pub use exceeded::{OnExceed, RunUsage, UsageLimit, UsageLimitExceeded};
+pub use limits::{DEFAULT_MAX_TOOL_CALLS_PER_TURN, ModelPrice, UsageLimits};
 pub use meter::MissingUsage;
-pub(crate) use meter::RunMeter;
+pub(crate) use meter::{Answerer, RunMeter};
 
 use serde::{Deserialize, Serialize};
 

@@ -190,6 +190,23 @@ async fn an_answer_to_another_question_is_refused_and_the_call_waits() {
     assert!(bank.sent.lock().unwrap().is_empty());
 }
 
+#[tokio::test]
+async fn an_answer_replayed_on_a_run_that_never_asked_runs_nothing_there() {
+    let bank = Bank::new();
+    let pending = bank.waiting().await;
+    // The same call, under the same id, in another run: a person approved it for "rent" only.
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 1}"#)
+        .text("done");
+    let replayed = RunOptions::new()
+        .run_id("rent-again")
+        .answer_to(&pending, Decision::Approve);
+    let outcome = bank.agent(&model).run_with("pay the rent", replayed).await;
+    assert_eq!(answers(&outcome.report.events), ["refused", "later"]);
+    assert_eq!(waiting_on(outcome.result), [pending]);
+    assert!(bank.sent.lock().unwrap().is_empty(), "nothing was sent");
+}
+
 /// `{"memo": "...", "amount": 90000}` with the amount past the first `memo_chars` characters.
 fn long_transfer(memo_chars: usize) -> String {
     let memo = "x".repeat(memo_chars);

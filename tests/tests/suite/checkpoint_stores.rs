@@ -70,6 +70,50 @@ async fn sqlite_checkpoints_conform() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The page size a SQLite file's header records (bytes 16-17, big-endian).
+fn page_size(path: &std::path::Path) -> u16 {
+    let header = std::fs::read(path).expect("the file reads");
+    u16::from_be_bytes([header[16], header[17]])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_file_made_with_4_kb_pages_keeps_them_and_its_runs() {
+    let dir = std::env::temp_dir().join(format!("agent-errors-pages-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    // A file as the store made it before it chose its page size: SQLite's default 4 KB pages,
+    // a run's snapshot and a record after it.
+    let old = dir.join("old.db");
+    let made = rusqlite::Connection::open(&old).expect("the old file opens");
+    made.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         CREATE TABLE agent_errors_checkpoints (
+             run_id TEXT PRIMARY KEY NOT NULL, sequence INTEGER NOT NULL, state BLOB NOT NULL);
+         CREATE TABLE agent_errors_checkpoint_records (
+             run_id TEXT NOT NULL, sequence INTEGER NOT NULL, record BLOB NOT NULL,
+             PRIMARY KEY (run_id, sequence)) WITHOUT ROWID;
+         INSERT INTO agent_errors_checkpoints VALUES ('run-1', 0, x'7b7d');
+         INSERT INTO agent_errors_checkpoint_records VALUES ('run-1', 1, x'5b5d');",
+    )
+    .expect("the old layout is written");
+    drop(made);
+    assert_eq!(page_size(&old), 4096);
+
+    let store = SqliteCheckpoints::open(&old).expect("the old file opens");
+    store.append(&checkpoint("run-1", 2)).await.unwrap();
+    let stored = store.load_journal("run-1").await.unwrap().unwrap();
+    assert_eq!(stored.snapshot.state, b"{}");
+    let sequences: Vec<u64> = stored.records.iter().map(|r| r.sequence).collect();
+    assert_eq!(sequences, [1, 2]);
+    assert_eq!(page_size(&old), 4096, "a file made before keeps its pages");
+
+    // A file the store makes has small pages: each save writes the pages it changes whole.
+    let new = dir.join("new.db");
+    let store = SqliteCheckpoints::open(&new).expect("a new file opens");
+    store.save(&checkpoint("run-1", 0)).await.unwrap();
+    assert_eq!(page_size(&new), 512);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_checkpoints_conform() {
     let server = PostgresServer::start();

@@ -689,6 +689,33 @@ fn building_lists_every_configuration_problem() {
     assert_eq!(problems.len(), 5, "{err}");
 }
 
+#[test]
+fn a_retry_under_a_key_never_retried_is_refused_in_code_as_the_macros_refuse_it() {
+    let retry = || Action::retry(3).unwrap();
+    let (a, _) = scripted_tool("a", vec![]);
+    let a =
+        a.with_policy(Policy::new().on(PolicyKey::Kind(ErrorKind::Auth), [retry(), Action::Throw]));
+    let (b, _) = scripted_tool("b", vec![]);
+    let built = Registry::builder()
+        .tool(a)
+        .tool(b)
+        .on_tool_error("b", Policy::new().on(PolicyKey::InvalidArgs, retry()))
+        .build();
+    let Err(error) = built else {
+        panic!("built policies whose retries never run");
+    };
+    let error = error.to_string();
+    assert!(error.contains("`a`: `auth` (tool)"), "{error}");
+    assert!(error.contains("`b`: `invalid_args` (agent"), "{error}");
+
+    let (c, _) = scripted_tool("c", vec![]);
+    let c = c.with_policy(Policy::new().on(PolicyKey::Kind(ErrorKind::Transient), retry()));
+    Registry::builder()
+        .tool(c)
+        .build()
+        .expect("a transient failure is retried");
+}
+
 #[tokio::test]
 async fn invalid_args_keep_the_raw_text_and_tell_bad_json_from_a_wrong_shape() {
     let (tool, _) = scripted_tool("greet", vec![]);

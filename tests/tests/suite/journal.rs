@@ -26,7 +26,7 @@ use tokio::sync::Notify;
 
 /// Which write of the run the process dies right after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Crash {
+pub(super) enum Crash {
     Never,
     AfterAppend(u64),
     AfterSnapshot(u64),
@@ -36,18 +36,18 @@ enum Crash {
 /// kind and the records it hands back, and, at its crash point, keeps the write and never
 /// answers: the process died with the write on disk.
 #[derive(Debug)]
-struct Disk {
+pub(super) struct Disk {
     inner: Arc<MemoryCheckpoints>,
     crash: Crash,
-    appends: AtomicU64,
-    snapshots: AtomicU64,
+    pub(super) appends: AtomicU64,
+    pub(super) snapshots: AtomicU64,
     records_read: AtomicUsize,
-    crashed: Arc<Notify>,
+    pub(super) crashed: Arc<Notify>,
     dead: AtomicBool,
 }
 
 impl Disk {
-    fn new(inner: &Arc<MemoryCheckpoints>, crash: Crash) -> Arc<Disk> {
+    pub(super) fn new(inner: &Arc<MemoryCheckpoints>, crash: Crash) -> Arc<Disk> {
         Arc::new(Disk {
             inner: Arc::clone(inner),
             crash,
@@ -118,9 +118,9 @@ impl CheckpointStore for Disk {
 
 /// What the tools did to the world, across every process of a run.
 #[derive(Debug, Default)]
-struct World {
+pub(super) struct World {
     /// Effects applied, by idempotency key, in order.
-    effects: Mutex<Vec<String>>,
+    pub(super) effects: Mutex<Vec<String>>,
     /// Attempts of each call of the always-failing tool.
     attempts: Mutex<BTreeMap<String, u32>>,
     /// Fixer invocations.
@@ -128,7 +128,7 @@ struct World {
 }
 
 #[derive(Debug, Clone, Copy)]
-enum Kind {
+pub(super) enum Kind {
     /// Applies its effect and answers.
     Write,
     /// Always fails with a 503: retried, then shown to the model.
@@ -172,7 +172,7 @@ impl ToolHandler for WorldTool {
     }
 }
 
-fn tool(name: &'static str, kind: Kind, world: &Arc<World>) -> ToolDef {
+pub(super) fn tool(name: &'static str, kind: Kind, world: &Arc<World>) -> ToolDef {
     let schema = serde_json::json!({"type": "object"});
     let handler = WorldTool {
         kind,
@@ -228,7 +228,7 @@ impl ChatModel for Planner {
     }
 }
 
-fn digest(messages: &[Message]) -> String {
+pub(super) fn digest(messages: &[Message]) -> String {
     let results: Vec<String> = (messages.iter())
         .filter_map(|m| match m {
             Message::Tool(r) => Some(format!("{}:{}:{}", r.call_id, r.is_error, r.content)),
@@ -473,6 +473,39 @@ async fn a_thousand_call_run_resumes_reading_its_snapshot_and_a_bounded_tail() {
     let effects = world.effects.lock().unwrap().len();
     assert_eq!(effects, CALLS, "every call applied once");
     assert!(transcript_violations(&outcome.transcript).is_empty());
+}
+
+#[tokio::test]
+async fn a_calls_answer_is_written_to_the_journal_once() {
+    const CALLS: usize = 5;
+    let memory = Arc::new(MemoryCheckpoints::new());
+    // Each answer is 4 KB with a mark of its own.
+    let write = ToolDef::new("write", "Writes.", |args: serde_json::Value| async move {
+        let mark = format!("answer-{}-", args["n"]);
+        Ok::<_, std::convert::Infallible>(mark.repeat(4096 / mark.len()))
+    });
+    let agent = Agent::builder("long")
+        .model(Writer { turns: CALLS })
+        .tool(write)
+        .shared_checkpoints(Arc::clone(&memory) as Arc<dyn CheckpointStore>)
+        .build()
+        .unwrap();
+    let outcome = agent.run_with("go", RunOptions::new().run_id("once")).await;
+    assert_eq!(outcome.result.unwrap(), "done");
+
+    let stored = memory.load_journal("once").await.unwrap().unwrap();
+    assert_eq!(
+        stored.snapshot.sequence, 0,
+        "every save after the first is a record"
+    );
+    let journal: Vec<String> = (stored.records.iter())
+        .map(|r| String::from_utf8_lossy(&r.state).into_owned())
+        .collect();
+    for n in 0..CALLS {
+        let mark = format!("answer-{n}-answer-{n}-");
+        let records = journal.iter().filter(|r| r.contains(&mark)).count();
+        assert_eq!(records, 1, "call {n}'s answer is in {records} records");
+    }
 }
 
 /// Checkpoints written by the format before the journal, as that build wrote them: a run asleep

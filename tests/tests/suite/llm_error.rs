@@ -528,3 +528,36 @@ fn a_runtime_without_a_timer_is_refused_at_run_start_not_a_panic_at_the_first_re
     assert!(error.to_string().contains("enable_time()"), "{error}");
     assert_eq!(model.calls(), 0, "refused before the model is asked");
 }
+
+/// The timer is looked for once per runtime, not once per run: a thread that already ran on a
+/// runtime with a timer still refuses a run on another runtime without one.
+#[test]
+fn a_runtime_without_a_timer_is_refused_after_a_run_on_one_with_a_timer() {
+    let agent = |model: &ScriptedModel| {
+        Agent::builder("a")
+            .model(model.clone())
+            .on_llm_error(|_, _| LlmErrorDecision::retry(3, ms(100)))
+            .build()
+            .unwrap()
+    };
+    let timed = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime with its timer");
+    let answered = ScriptedModel::new().text("the answer");
+    assert_eq!(
+        timed.block_on(agent(&answered).run("hi")).unwrap(),
+        "the answer"
+    );
+    let untimed = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime without enable_time");
+    let refused = ScriptedModel::new().text("not asked");
+
+    let result = untimed.block_on(agent(&refused).run("hi"));
+
+    assert!(matches!(result, Err(RunError::NoTimer)), "{result:?}");
+    assert_eq!(refused.calls(), 0, "refused before the model is asked");
+    let again = ScriptedModel::new().text("again");
+    assert_eq!(timed.block_on(agent(&again).run("hi")).unwrap(), "again");
+}

@@ -40,6 +40,7 @@ mod fleet_processes;
 mod http_response;
 mod idempotency;
 mod journal;
+mod journal_pairs;
 mod llm_error;
 mod llm_wrappers;
 mod loop_props;

@@ -382,3 +382,30 @@ async fn in_rigs_loop_a_tool_call_cap_asks_for_a_final_answer_without_running_th
     );
     assert_eq!(count(&run, "usage_limit_reached"), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_capped_guard_whose_hook_never_runs_refuses_its_tools_instead_of_capping_nothing() {
+    let ran = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counter = Arc::clone(&ran);
+    let counted = ToolDef::new("search", "Searches.", move |_: serde_json::Value| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { Ok::<_, std::io::Error>("found".to_owned()) }
+    });
+    let registry = Arc::new(Registry::builder().tool(counted).build().unwrap());
+    let limits = UsageLimits::new().max_tool_calls(1);
+    let guard = RigGuard::new(registry, Arc::new(RunContext::new())).with_usage_limits(limits);
+    let model = MockCompletionModel::from_turns([
+        search("call-1"),
+        search("call-2"),
+        MockTurn::text("done"),
+    ]);
+    // The guard's tools, without its hook: nothing would count a request or a call.
+    let agent = rig_agent::AgentBuilder::new(model.clone())
+        .default_max_turns(4)
+        .dynamic_tools(guard.tools())
+        .build();
+    let _ = agent.prompt("search twice").await;
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "no call runs uncapped");
+    let seen = serde_json::to_string(&model.requests()[1].chat_history).unwrap();
+    assert!(seen.contains("hook"), "the refusal names the hook: {seen}");
+}

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use agent_errors::checkpoint::SqliteCheckpoints;
 use agent_errors::llm::Usage;
-use agent_errors::run::{ModelPrice, OnExceed, UsageLimit, UsageLimitExceeded, UsageLimits};
+use agent_errors::run::{
+    ModelPrice, OnExceed, OutputPolicy, UsageLimit, UsageLimitExceeded, UsageLimits,
+};
 use agent_errors::testing::{
     Reply, ReportAssertions, ScriptedModel, echo_tool, transcript_violations,
 };
@@ -421,4 +423,60 @@ async fn persistent_retries_stop_at_the_request_limit() {
     let outcome = agent.run_with_report("go").await;
     assert!(outcome.result.is_err(), "{:?}", outcome.result);
     assert_eq!(model.calls(), 2, "no request past the cap was sent");
+}
+
+/// Why building an agent with `limits` (and the tools `search` and `echo`, on a model named
+/// `priced`) was refused.
+fn refused(limits: UsageLimits) -> String {
+    let built = Agent::builder("capped")
+        .model(ScriptedModel::named("priced"))
+        .tools([echo_tool("search"), echo_tool("echo")])
+        .usage_limits(limits)
+        .build();
+    match built {
+        Err(error) => error.to_string(),
+        Ok(_) => panic!("built an agent whose limit could never apply"),
+    }
+}
+
+#[test]
+fn a_cap_on_the_calls_of_a_tool_the_agent_lacks_is_refused_at_build() {
+    let error = refused(UsageLimits::new().max_calls_of("serach", 3));
+    assert!(error.contains("`serach`"), "{error}");
+    assert!(error.contains("did you mean `search`?"), "{error}");
+}
+
+#[test]
+fn a_cost_cap_without_a_price_for_the_agent_s_model_is_refused_at_build() {
+    let unpriced = UsageLimits::new()
+        .price("gpt-4o", ModelPrice::per_million_tokens(2.5, 10.0))
+        .max_cost(0.5);
+    let error = refused(unpriced);
+    assert!(error.contains("no price for model `priced`"), "{error}");
+
+    let priced = UsageLimits::new()
+        .price("priced", ModelPrice::per_million_tokens(2.5, 10.0))
+        .max_cost(0.5)
+        .max_calls_of("search", 3);
+    let model = ScriptedModel::named("priced");
+    agent(&model, priced);
+}
+
+#[test]
+fn a_cost_cap_without_a_price_for_the_output_fallback_model_is_refused_at_build() {
+    let limits = UsageLimits::new()
+        .price("priced", ModelPrice::per_million_tokens(2.5, 10.0))
+        .max_cost(0.5);
+    let built = Agent::builder("capped")
+        .model(ScriptedModel::named("priced"))
+        .output_policy(OutputPolicy::retry(1).then_fallback(ScriptedModel::named("backup")))
+        .usage_limits(limits)
+        .build();
+    let Err(error) = built else {
+        panic!("built an agent whose fallback's tokens would cost nothing");
+    };
+    assert!(
+        error.to_string().contains("no price for model `backup`"),
+        "{error}"
+    );
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use agent_errors::HttpError;
 use agent_errors::llm::{FallbackModel, Usage};
 use agent_errors::policy::{Action, Policy, PolicyKey};
-use agent_errors::run::{MissingUsage, UsageLimit, UsageLimitExceeded, UsageLimits};
+use agent_errors::run::{MissingUsage, ModelPrice, UsageLimit, UsageLimitExceeded, UsageLimits};
 use agent_errors::testing::{Reply, ReportAssertions, ScriptedModel, transcript_violations};
 use agent_errors::{Agent, ChatResponse, RunError, ToolCall, ToolDef};
 use tracing_subscriber::layer::{Context, SubscriberExt};
@@ -220,6 +220,35 @@ async fn a_fallback_model_s_answer_counts_within_the_caps() {
 
     assert_eq!(agent.run("go").await.unwrap(), "done");
     assert_eq!((primary.calls(), fallback.calls()), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_model_s_answer_is_priced_as_the_model_that_gave_it() {
+    let primary = ScriptedModel::named("cheap").error(HttpError::new(529, "overloaded"));
+    let fallback = ScriptedModel::named("dear");
+    let answer = ChatResponse::text("done");
+    fallback.push(Reply::response(with_usage(
+        answer,
+        Some(Usage::new(1_000_000, 0)),
+    )));
+    let model = FallbackModel::new(primary, fallback).after(1).unwrap();
+    let limits = UsageLimits::new()
+        .price("cheap", ModelPrice::per_million_tokens(0.01, 0.01))
+        .price("dear", ModelPrice::per_million_tokens(10.0, 10.0))
+        .max_cost(1.0);
+    let agent = Agent::builder("capped")
+        .model(model)
+        .usage_limits(limits)
+        .build()
+        .unwrap();
+
+    let exceeded = exceeded(agent.run("go").await);
+
+    assert_eq!(exceeded.limit, UsageLimit::Cost);
+    assert_eq!(
+        exceeded.usage.cost, 10.0,
+        "the fallback's price, not the primary's"
+    );
 }
 
 /// Counts the `usage_missing` warnings logged.

@@ -7,7 +7,7 @@ mod approvals;
 mod halt;
 mod hooks;
 mod limits;
-mod recovery;
+pub(super) mod recovery;
 
 use std::fmt;
 use std::num::NonZeroU32;

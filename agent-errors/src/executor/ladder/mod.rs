@@ -238,7 +238,9 @@ impl<'a> Walk<'a> {
         let mut progress = self.progress();
         progress.retry = retry;
         progress.backoff_ms = backoff.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        journal.progress(&self.call.id, progress, self.ctx).await
+        journal
+            .progress(&self.call.id, progress, self.ctx.recovery())
+            .await
     }
 
     /// How far the call got, on no retry rung.

@@ -1,14 +1,16 @@
-//! Building an agent: model, tools, fixers, policies and limits, validated at start-up.
+//! Building an agent: model, tools, fixers, policies and limits, validated at start-up
+//! (`build.rs`).
+
+mod build;
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use super::builtins::Builtins;
 use super::final_answer::AnswerRules;
 use super::llm_error::{IntoLlmDecision, LlmErrorHandler, ModelError, erase_handler};
-use super::{Agent, AgentInner, AgentOutput, DEFAULT_MAX_TURNS};
+use super::{AgentOutput, DEFAULT_MAX_TURNS};
 use crate::approval::Approver;
 use crate::breaker::{DEFAULT_THRESHOLD, ServiceBreaker};
 use crate::budget::RetryBudget;
@@ -17,15 +19,14 @@ use crate::checkpoint::CheckpointStore;
 use crate::executor::{Approvals, Limits, PermissionHook};
 use crate::fix::FixerDef;
 use crate::model::ChatModel;
-use crate::observe::{AgentMeters, DEFAULT_EVENT_CAPACITY, Feed, Observer};
 use crate::policy::Policy;
-use crate::registry::{ConfigError, ConfigProblem, Registry, RegistryBuilder};
+use crate::registry::{Registry, RegistryBuilder};
 use crate::tool::ToolDef;
 use crate::usage::UsageLimits;
 
 /// Collects an agent's configuration; [`AgentBuilder::build`] validates it.
 ///
-/// `O` is the output type of the agent's runs: `String` via [`Agent::builder`], anything
+/// `O` is the output type of the agent's runs: `String` via [`Agent::builder`](super::Agent::builder), anything
 /// implementing [`AgentOutput`] via `AgentBuilder::<O>::new`.
 ///
 /// # Examples
@@ -376,7 +377,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
     }
 
     /// Makes every run durable: its state is saved to `store` after each model turn (before any
-    /// tool of that turn runs) and after each tool result, so [`Agent::resume`] can go on with it
+    /// tool of that turn runs) and after each tool result, so [`Agent::resume`](super::Agent::resume) can go on with it
     /// in another process after this one dies. See [`checkpoint`](crate::checkpoint).
     #[must_use]
     pub fn checkpoints(self, store: impl CheckpointStore) -> Self {
@@ -452,113 +453,4 @@ impl<O: AgentOutput> AgentBuilder<O> {
         self.options = options;
         self
     }
-
-    /// Validates the configuration; lists every problem when it refuses: no model, a zero turn
-    /// cap or breaker threshold, a tool named like a built-in, a call that needs approval on an
-    /// agent with neither an approver nor a checkpoint store, and everything the registry
-    /// checks (unknown fixers or fallbacks, duplicate names, `degrade` on a required tool).
-    pub fn build(self) -> Result<Agent<O>, ConfigError> {
-        let mut problems = Vec::new();
-        if self.model.is_none() {
-            problems.push(ConfigProblem::MissingModel);
-        }
-        if self.max_turns == 0 {
-            problems.push(ConfigProblem::ZeroLimit {
-                setting: "max_turns",
-            });
-        }
-        if self.breaker_threshold == 0 {
-            problems.push(ConfigProblem::ZeroLimit {
-                setting: "breaker_threshold",
-            });
-        }
-        problems.extend(
-            self.reserved_names_used
-                .into_iter()
-                .map(ConfigProblem::ReservedToolName),
-        );
-        let registry = match self.registry.build() {
-            Ok(registry) => Some(registry),
-            Err(e) => {
-                problems.extend_from_slice(e.problems());
-                None
-            }
-        };
-        if let Some(registry) = &registry {
-            problems.extend(nobody_to_approve(
-                &self.approvals,
-                self.checkpoints.is_some(),
-                registry,
-            ));
-        }
-        let threshold = NonZeroU32::new(self.breaker_threshold);
-        match (self.model, registry, threshold) {
-            (Some(model), Some(registry), Some(breaker_threshold)) if problems.is_empty() => {
-                let offered = super::offer(&registry, self.builtins);
-                let meters = AgentMeters::new(&self.name, model.name());
-                let mut options = self.options;
-                if options.response_format.is_none() {
-                    options.response_format = O::response_format();
-                }
-                let answers = self.answers.compiled(options.response_format.as_ref());
-                let feed = Feed::new(DEFAULT_EVENT_CAPACITY);
-                let observer = Arc::new(Observer::new(Arc::clone(&model), &feed));
-                Ok(Agent {
-                    inner: Arc::new(AgentInner {
-                        name: self.name,
-                        model,
-                        registry,
-                        offered,
-                        llm_error: self.llm_error,
-                        max_turns: self.max_turns,
-                        breaker_threshold,
-                        service_breaker: self
-                            .service_breaker
-                            .unwrap_or_else(|| Arc::new(ServiceBreaker::default())),
-                        retry_budget: self.retry_budget,
-                        permission: self.permission,
-                        approvals: self.approvals,
-                        system_prompt: self.system_prompt,
-                        builtins: self.builtins,
-                        limits: self.limits,
-                        source: self.source,
-                        options,
-                        feed,
-                        observer,
-                        meters,
-                        checkpoints: self.checkpoints,
-                        snapshot_every: self.snapshot_every,
-                        usage_limits: Arc::new(self.usage_limits),
-                        answers,
-                    }),
-                })
-            }
-            _ => Err(ConfigError::new(problems)),
-        }
-    }
-}
-
-/// What needs a person's approval on an agent that can neither ask (no approver) nor wait (no
-/// checkpoint store): its runs would end waiting for an answer nobody can give.
-fn nobody_to_approve(
-    approvals: &Approvals,
-    waits: bool,
-    registry: &Registry,
-) -> Vec<ConfigProblem> {
-    if approvals.approver.is_some() || waits {
-        return Vec::new();
-    }
-    let tools = registry
-        .tools()
-        .iter()
-        .filter(|tool| tool.is_approval_required())
-        .map(|tool| format!("tool `{}`", tool.name()));
-    let rule = approvals
-        .rule
-        .is_some()
-        .then(|| "the agent's `require_approval` rule".to_owned());
-    tools
-        .chain(rule)
-        .map(|what| ConfigProblem::NobodyToApprove { what })
-        .collect()
 }
