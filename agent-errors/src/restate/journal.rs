@@ -1,6 +1,9 @@
-//! The run's journal on Restate. A run's seams are shared, `'static` objects, and a handler's
-//! context borrows the invocation; so the run asks for each step over a channel, and the handler
-//! ([`serve`]) makes it a `ctx.run` (or a `ctx.sleep`) on its own context.
+//! The run's journal on Restate: the run's one journal (the executor's `Journal`) is one that
+//! replays the run, each model request and tool attempt a `ctx.run` and each wait a
+//! `ctx.sleep`, and it saves nothing (Restate replays the run from its own journal). A run's
+//! journal is a shared, `'static` object, and a handler's context borrows the invocation; so the
+//! run asks for each step over a channel, and the handler ([`serve`]) makes it a `ctx.run` (or a
+//! `ctx.sleep`) on its own context.
 //!
 //! A step goes: the run sends its name; the handler calls `ctx.run` with a closure that, when
 //! Restate runs it (the step is not in the journal yet), tells the run to do its work and
@@ -16,9 +19,11 @@ use restate_sdk::prelude::{
 use restate_sdk::prelude::{HandlerResult, TerminalError};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::approval::{Decision, PendingApproval};
+use crate::agent::RunJournal;
+use crate::approval::PendingApproval;
 use crate::error::BoxFuture;
-use crate::journal::Journal;
+use crate::executor::{CallProgress, Journal, Recorded, RecoveryState};
+use crate::retry::Sleep;
 
 /// What the run asks the handler for.
 pub(super) enum StepRequest {
@@ -39,9 +44,13 @@ pub(super) enum StepRequest {
     Person {
         pending: PendingApproval,
         notify: Arc<Notify>,
-        done: oneshot::Sender<Decision>,
+        done: oneshot::Sender<Awoken>,
     },
 }
+
+/// What resolved a person's awakeable: its id, and the bytes it was resolved with (or the
+/// message it was rejected with), for the run to check.
+pub(super) type Awoken = (String, Result<Vec<u8>, String>);
 
 /// How a person learns that a call waits: the awakeable's id and the call.
 pub(super) type Notify = dyn Fn(&str, &PendingApproval) + Send + Sync;
@@ -65,40 +74,79 @@ impl ChannelJournal {
 }
 
 impl Journal for ChannelJournal {
+    fn records(&self) -> bool {
+        false
+    }
+
+    fn progress<'a>(
+        &'a self,
+        _: &'a str,
+        _: CallProgress,
+        _: RecoveryState,
+    ) -> BoxFuture<'a, bool> {
+        Box::pin(Recorded)
+    }
+
+    fn replays(&self) -> bool {
+        true
+    }
+
     fn step<'a>(
         &'a self,
         name: &'a str,
         work: BoxFuture<'a, serde_json::Value>,
     ) -> BoxFuture<'a, Option<serde_json::Value>> {
-        Box::pin(async move {
-            let (start, started) = oneshot::channel();
-            let (value_tx, value) = oneshot::channel();
-            let (done, journaled) = oneshot::channel();
-            let request = StepRequest::Step {
-                name: name.to_owned(),
-                start,
-                value,
-                done,
-            };
-            self.requests.send(request).ok()?;
-            // A replayed step drops `start` unsent: the work is not done again.
-            if started.await.is_ok() {
-                let _ = value_tx.send(work.await);
-            }
-            journaled.await.ok()
-        })
+        step_on(&self.requests, name, work)
     }
 
-    fn sleep(&self, delay: Duration) -> BoxFuture<'static, ()> {
-        let (done, slept) = oneshot::channel();
-        let sent = self.requests.send(StepRequest::Sleep { delay, done });
-        Box::pin(async move {
-            if sent.is_ok() {
-                // A handler gone mid-sleep ends the invocation; the run is dropped with it.
-                let _ = slept.await;
-            }
-        })
+    fn sleeper(&self) -> Sleep {
+        let requests = self.requests.clone();
+        Sleep::with(move |delay| durable_sleep(&requests, delay))
     }
+}
+
+/// The run's save points are Restate's own journal: the trait's do-nothing defaults.
+impl RunJournal for ChannelJournal {}
+
+/// Waits `delay` on Restate's clock: a durable sleep that holds no process.
+fn durable_sleep(
+    requests: &mpsc::UnboundedSender<StepRequest>,
+    delay: Duration,
+) -> impl Future<Output = ()> + Send + use<> {
+    let (done, slept) = oneshot::channel();
+    let sent = requests.send(StepRequest::Sleep { delay, done });
+    async move {
+        if sent.is_ok() {
+            // A handler gone mid-sleep ends the invocation; the run is dropped with it.
+            let _ = slept.await;
+        }
+    }
+}
+
+/// Does `work` as the journaled step `name` of the handler `requests` goes to: the journaled
+/// value, or `None` when the step could not be journaled. On replay the work is dropped undone.
+pub(super) fn step_on<'a>(
+    requests: &'a mpsc::UnboundedSender<StepRequest>,
+    name: &'a str,
+    work: BoxFuture<'a, serde_json::Value>,
+) -> BoxFuture<'a, Option<serde_json::Value>> {
+    Box::pin(async move {
+        let (start, started) = oneshot::channel();
+        let (value_tx, value) = oneshot::channel();
+        let (done, journaled) = oneshot::channel();
+        let request = StepRequest::Step {
+            name: name.to_owned(),
+            start,
+            value,
+            done,
+        };
+        requests.send(request).ok()?;
+        // A replayed step drops `start` unsent: the work is not done again.
+        if started.await.is_ok() {
+            let _ = value_tx.send(work.await);
+        }
+        journaled.await.ok()
+    })
 }
 
 /// Takes up one request of the run on the handler's context.
@@ -120,20 +168,20 @@ pub(super) fn serve<'a>(ctx: &'a Context<'_>, request: StepRequest) -> BoxFuture
             notify,
             done,
         } => Box::pin(async move {
-            let (id, answer) = ctx.awakeable::<Json<Decision>>();
+            let (id, answer) = ctx.awakeable::<Vec<u8>>();
             tracing::info!(awakeable = %id, call = %pending, "waiting for a person");
+            let announced = id.clone();
             let announce = move || async move {
-                notify(&id, &pending);
+                notify(&announced, &pending);
                 HandlerResult::Ok(())
             };
             if ctx.run(announce).name("announce approval").await.is_err() {
                 return;
             }
-            let decision = match answer.await {
-                Ok(Json(decision)) => decision,
-                Err(rejected) => Decision::Deny(rejected.message().to_owned()),
-            };
-            let _ = done.send(decision);
+            let answer = answer
+                .await
+                .map_err(|rejected| rejected.message().to_owned());
+            let _ = done.send((id, answer));
         }),
         StepRequest::Sleep { delay, done } => Box::pin(async move {
             tracing::info!(?delay, "durable sleep");

@@ -1,18 +1,21 @@
 //! One process serving an agent as a Restate service, for the Restate tests: the test kills it
 //! (and the server) mid-run and starts it again on the same port.
 //!
-//! `restate_service <port> <charge|flaky|rate-limited|transfer> <dir> <gate>`
+//! `restate_service <port> <charge|charge-stored|flaky|rate-limited|transfer> <dir> <gate>`
 //!
 //! The service is `Assistant`, its handler `ask`. Its model answers from the request alone (a
 //! restarted process must answer a replayed run the same way), and logs each request it
 //! answers to `<dir>/model.log` (`<messages in the request> <answer> <unix ms>`):
 //! - `charge`: the model asks for `charge` (a side effect: a line in `<dir>/charge.log` with the
 //!   call's idempotency key), then answers with the tool's result.
+//! - `charge-stored`: `charge`, by an agent that also has a checkpoint store
+//!   (`<dir>/checkpoints.db`, SQLite).
 //! - `flaky`: the model asks for `flaky`, which fails with a 503 every time under `retry(3)`
 //!   (a line per attempt in `<dir>/flaky.log`), then answers with what it was told.
 //! - `transfer`: the model asks for `transfer`, which requires a person's approval: the process
-//!   prints `AWAKEABLE <id>` for the person to answer (the tool logs to `<dir>/transfer.log`,
-//!   and the arguments it ran with to `<dir>/transfer.args`).
+//!   prints `AWAKEABLE <id> <the question as JSON>` for the person to answer (the tool logs to
+//!   `<dir>/transfer.log`, and the arguments it ran with to `<dir>/transfer.args`). With
+//!   `ANSWER_KEY` set, the agent takes only answers signed with that key.
 //! - `rate-limited`: the model's first request fails with a 429 and `Retry-After: 1`; later ones
 //!   answer `after the wait`.
 //!
@@ -26,7 +29,9 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use agent_errors::approval::AnswerKey;
 use agent_errors::call::{BoxFuture, Extensions, IdempotencyKey, ToolFuture, ToolHandler};
+use agent_errors::checkpoint::SqliteCheckpoints;
 use agent_errors::policy::{Action, Policy, PolicyKey, RetryAction};
 use agent_errors::restate::AwakeableApprover;
 use agent_errors::{
@@ -76,7 +81,7 @@ impl Model {
             _ => None,
         });
         let tool = match self.scenario.as_str() {
-            "charge" => "charge",
+            "charge" | "charge-stored" => "charge",
             "flaky" => "flaky",
             "transfer" => "transfer",
             _ => {
@@ -195,7 +200,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [port, scenario, dir, gate] = args.as_slice() else {
         return Err(
-            "usage: restate_service <port> <charge|flaky|rate-limited> <dir> <gate>".into(),
+            "usage: restate_service <port> <charge|charge-stored|flaky|rate-limited> <dir> <gate>"
+                .into(),
         );
     };
     let dir = PathBuf::from(dir);
@@ -209,18 +215,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         dir: dir.clone(),
         gate,
     };
-    let agent = Agent::builder("assistant")
+    let builder = Agent::builder("assistant");
+    let builder = match std::env::var("ANSWER_KEY") {
+        Ok(key) => builder.answer_key(AnswerKey::new(key)?),
+        Err(_) => builder,
+    };
+    let agent = builder
         .model(model)
         .tool(tool(&dir, "charge", false))
         .tool(tool(&dir, "flaky", true))
         .tool(tool(&dir, "transfer", false).requires_approval(true))
-        .approver(AwakeableApprover::new(|awakeable, _| {
-            say(&format!("AWAKEABLE {awakeable}"));
+        .approver(AwakeableApprover::new(|awakeable, pending| {
+            let question = serde_json::to_string(pending).unwrap_or_default();
+            say(&format!("AWAKEABLE {awakeable} {question}"));
         }))
         .on_llm_error(|_: &(dyn std::error::Error + Send + Sync + 'static), _| {
             LlmErrorDecision::retry(3, Duration::from_millis(100))
-        })
-        .build()?;
+        });
+    // An agent that also has a checkpoint store, kept in a file across the service's restarts.
+    let agent = match scenario.as_str() {
+        "charge-stored" => agent.checkpoints(SqliteCheckpoints::open(dir.join("checkpoints.db"))?),
+        _ => agent,
+    }
+    .build()?;
     // The library's options (a waiting run is suspended within seconds); Restate tries a dead
     // service again soon: the tests restart it within a second.
     let options = agent_errors::restate::service_options()

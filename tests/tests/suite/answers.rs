@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use agent_errors::approval::{Decision, MAX_SHOWN_CHARS, PendingApproval, WaitReason};
 use agent_errors::checkpoint::{CheckpointStore, MemoryCheckpoints};
 use agent_errors::testing::ScriptedModel;
-use agent_errors::{Agent, Event, RunError, RunOptions, ToolDef};
+use agent_errors::{Agent, AgentBuilder, Event, RunError, RunOptions, ToolDef};
 
 use crate::support::tools::transfer;
 
@@ -29,14 +29,15 @@ fn wipe(wiped: &Arc<Mutex<u32>>) -> ToolDef {
     .requires_approval(true)
 }
 
-struct Bank {
+/// A store and two tools that require approval, shared by the processes of a test.
+pub(crate) struct Bank {
     store: Arc<dyn CheckpointStore>,
-    sent: Arc<Mutex<Vec<u32>>>,
+    pub(crate) sent: Arc<Mutex<Vec<u32>>>,
     wiped: Arc<Mutex<u32>>,
 }
 
 impl Bank {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Bank {
             store: Arc::new(MemoryCheckpoints::new()),
             sent: Arc::default(),
@@ -46,18 +47,21 @@ impl Bank {
 
     /// A new agent on the bank's store, as another process would build; `model` numbers its
     /// calls from `call_1` again, as some providers do per turn.
-    fn agent(&self, model: &ScriptedModel) -> Agent {
+    pub(crate) fn agent(&self, model: &ScriptedModel) -> Agent {
+        self.builder(model).build().unwrap()
+    }
+
+    /// The builder of [`agent`](Self::agent), for a test to add to.
+    pub(crate) fn builder(&self, model: &ScriptedModel) -> AgentBuilder {
         Agent::builder("clerk")
             .model(model.clone())
             .tool(transfer(&self.sent).requires_approval(true))
             .tool(wipe(&self.wiped))
             .shared_checkpoints(Arc::clone(&self.store))
-            .build()
-            .unwrap()
     }
 
     /// Starts the run "rent", which waits on `transfer {"amount": 1}` as `call_1`.
-    async fn waiting(&self) -> PendingApproval {
+    pub(crate) async fn waiting(&self) -> PendingApproval {
         let model = ScriptedModel::new().tool_call("transfer", r#"{"amount": 1}"#);
         let outcome = self
             .agent(&model)
@@ -71,7 +75,7 @@ impl Bank {
     }
 }
 
-fn waiting_on<O: std::fmt::Debug>(result: Result<O, RunError>) -> Vec<PendingApproval> {
+pub(crate) fn waiting_on<O: std::fmt::Debug>(result: Result<O, RunError>) -> Vec<PendingApproval> {
     match result {
         Err(RunError::WaitingForPerson { pending }) => pending,
         other => panic!("expected the run to wait for a person: {other:?}"),
@@ -79,7 +83,7 @@ fn waiting_on<O: std::fmt::Debug>(result: Result<O, RunError>) -> Vec<PendingApp
 }
 
 /// The answers `outcome`'s events say a person gave.
-fn answers(events: &[Event]) -> Vec<&'static str> {
+pub(crate) fn answers(events: &[Event]) -> Vec<&'static str> {
     events
         .iter()
         .filter_map(|event| match event {
@@ -90,7 +94,8 @@ fn answers(events: &[Event]) -> Vec<&'static str> {
 }
 
 /// Resumes "rent" with `options`; the model then calls `tool` with `arguments` under the reused
-/// id `call_1`. The run must wait again for that call: the answer was for another question.
+/// id `call_1`, which the run gives an id of its own (`call_1_2`). The run must wait again for
+/// that call: the answer was for another question.
 async fn reused_id_asks_again(options: RunOptions, tool: &str, arguments: &str) -> Bank {
     let bank = Bank::new();
     bank.waiting().await;
@@ -104,7 +109,7 @@ async fn reused_id_asks_again(options: RunOptions, tool: &str, arguments: &str) 
             &*pending[0].tool,
             &*pending[0].arguments
         ),
-        ("call_1", tool, arguments),
+        ("call_1_2", tool, arguments),
         "the call reusing the id waits for its own answer"
     );
     bank
