@@ -1,10 +1,27 @@
 //! The journal of a run whose agent has a checkpoint store: each save point of the run (it
 //! started, a turn asked for calls, a call got further, a call was answered, the run finished)
 //! saved to the agent's [`CheckpointStore`] under the run's next sequence, as a step (what it
-//! changed) appended to the store's journal, or, for the run's first save, every
-//! `snapshot_every` steps and in a store that keeps no journal, as a snapshot of the whole
-//! state. Model requests and tool attempts run as they are (a resumed run goes on from its
-//! saves, not from replayed steps) and waits are on tokio's clock: the seam's defaults.
+//! changed) appended to the store's journal or as a snapshot of the whole state. Model
+//! requests and tool attempts run as they are (a resumed run goes on from its saves, not from
+//! replayed steps) and waits are on tokio's clock: the seam's defaults.
+//!
+//! # When a save is a snapshot
+//!
+//! A run's first save in this process is one, and so is every save to a store that keeps no
+//! journal. After that, a save is a snapshot when its step would take the bytes appended since
+//! the last snapshot past that snapshot's size. A run's state grows with the run, so a fixed
+//! count of steps between snapshots makes each snapshot bigger than the last and the bytes
+//! written per call grow with the run. Tied to the size of the last snapshot instead, the
+//! snapshots come further apart as the state grows: each one costs about what was appended
+//! since the one before it, so snapshots write about as much as the journal itself and a save
+//! costs the same whether the run is short or long. A resume reads the latest snapshot and a
+//! tail of records no bigger than it: twice the state at most.
+//!
+//! A bound on the steps between two snapshots ([`snapshot_every`]) is kept only when the
+//! builder sets one: it caps the records a resume reads, but once the state outgrows that many
+//! steps it writes a snapshot more often than the rule above, and the cost per call grows again.
+//!
+//! [`snapshot_every`]: crate::AgentBuilder::snapshot_every
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,8 +46,8 @@ pub(super) struct CheckpointJournal {
     run_id: String,
     /// Whether the store keeps a journal: otherwise every save is a snapshot.
     journals: bool,
-    /// The steps saved after a snapshot before the next save is one.
-    snapshot_every: u32,
+    /// The most steps saved after a snapshot before the next save is one, if bounded.
+    snapshot_every: Option<u32>,
     /// Saves are made one at a time under this lock, so the stored sequence only ever moves
     /// forward and the latest save holds the latest state.
     saved: tokio::sync::Mutex<Saved>,
@@ -58,17 +75,21 @@ struct Saved {
     /// first save is a snapshot: a resumed run's journal then starts in this build's version
     /// (which builds before the journal refuse) and never goes on from another build's steps.
     steps: Option<u32>,
+    /// The size of the last snapshot written.
+    snapshot_bytes: usize,
+    /// The bytes of the steps appended since the last snapshot.
+    appended_bytes: usize,
 }
 
 impl CheckpointJournal {
     /// A journal going on from `run`; its first save is `sequence` (0 for a new run), a
-    /// snapshot; after it, one save in `snapshot_every` is.
+    /// snapshot; after it, a save is one as the module documentation says.
     pub(super) fn new(
         store: Arc<dyn CheckpointStore>,
         run_id: String,
         run: SavedRun,
         sequence: u64,
-        snapshot_every: u32,
+        snapshot_every: Option<u32>,
     ) -> CheckpointJournal {
         CheckpointJournal {
             journals: store.journals(),
@@ -79,6 +100,8 @@ impl CheckpointJournal {
                 run,
                 sequence,
                 steps: None,
+                snapshot_bytes: 0,
+                appended_bytes: 0,
             }),
             halt: Mutex::new(None),
             deadline: Mutex::new(None),
@@ -96,52 +119,56 @@ impl CheckpointJournal {
         if step.recovery.as_ref() == Some(&saved.run.recovery) {
             step.recovery = None;
         }
-        let snapshot = match saved.steps {
-            Some(steps) => !self.journals || steps >= self.snapshot_every,
-            None => true,
-        };
-        let result = self.write(&mut saved, step, snapshot).await;
+        let result = self.write(&mut saved, step).await;
         drop(saved);
         self.settle(result)
     }
 
     /// Writes `step` as the next save and applies it to the state held.
-    async fn write(
-        &self,
-        saved: &mut Saved,
-        step: SavedStep,
-        snapshot: bool,
-    ) -> Result<(), CheckpointError> {
+    async fn write(&self, saved: &mut Saved, step: SavedStep) -> Result<(), CheckpointError> {
         let corrupt = |reason: String| CheckpointError::Corrupt {
             run_id: self.run_id.clone(),
             reason,
         };
-        let state = if snapshot {
-            step.apply(&mut saved.run).map_err(corrupt)?;
-            saved.run.stamp_version(self.journals);
-            serde_json::to_vec(&saved.run)
+        // The step is written only when it is appended, and only then worth encoding.
+        let record = if self.journals && saved.steps.is_some() {
+            Some(serde_json::to_vec(&step).map_err(CheckpointError::store)?)
         } else {
-            let state = serde_json::to_vec(&step);
-            step.apply(&mut saved.run).map_err(corrupt)?;
-            state
+            None
         };
-        let checkpoint = Checkpoint {
+        step.apply(&mut saved.run).map_err(corrupt)?;
+        let sequence = saved.sequence;
+        let checkpoint = |state| Checkpoint {
             run_id: self.run_id.clone(),
-            sequence: saved.sequence,
-            state: state.map_err(CheckpointError::store)?,
+            sequence,
+            state,
         };
-        if snapshot {
-            self.store.save(&checkpoint).await?;
-        } else {
-            self.store.append(&checkpoint).await?;
+        match record.filter(|record| !self.snapshot_due(saved, record.len())) {
+            Some(record) => {
+                let bytes = record.len();
+                self.store.append(&checkpoint(record)).await?;
+                saved.appended_bytes += bytes;
+                saved.steps = Some(saved.steps.unwrap_or(0) + 1);
+            }
+            None => {
+                saved.run.stamp_version(self.journals);
+                let state = serde_json::to_vec(&saved.run).map_err(CheckpointError::store)?;
+                let bytes = state.len();
+                self.store.save(&checkpoint(state)).await?;
+                (saved.snapshot_bytes, saved.appended_bytes) = (bytes, 0);
+                saved.steps = Some(0);
+            }
         }
         saved.sequence += 1;
-        saved.steps = Some(if snapshot {
-            0
-        } else {
-            saved.steps.unwrap_or(0) + 1
-        });
         Ok(())
+    }
+
+    /// Whether the save of a step of `bytes` is a snapshot rather than an append: when the tail
+    /// after the last snapshot would outgrow it, or reach the builder's bound on steps.
+    fn snapshot_due(&self, saved: &Saved, bytes: usize) -> bool {
+        let steps = saved.steps.unwrap_or(0);
+        saved.appended_bytes + bytes > saved.snapshot_bytes
+            || self.snapshot_every.is_some_and(|every| steps >= every)
     }
 
     /// Keeps the first failed save and halts the run, so no tool runs past an unsaved state.

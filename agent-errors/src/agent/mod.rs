@@ -167,8 +167,8 @@ pub(crate) struct AgentInner<O> {
     pub(crate) meters: AgentMeters,
     /// Where each run's checkpoints go, when its runs are durable.
     pub(crate) checkpoints: Option<Arc<dyn CheckpointStore>>,
-    /// A durable run's steps saved between two snapshots of its whole state.
-    pub(crate) snapshot_every: u32,
+    /// A durable run's most steps saved between two snapshots of its whole state, if bounded.
+    pub(crate) snapshot_every: Option<u32>,
     /// The caps on each run's usage, unless its options give others.
     pub(crate) usage_limits: Arc<UsageLimits>,
     /// How final answers are judged and re-asked.

@@ -67,13 +67,10 @@ pub struct AgentBuilder<O = String> {
     options: RequestOptions,
     reserved_names_used: Vec<String>,
     checkpoints: Option<Arc<dyn CheckpointStore>>,
-    snapshot_every: u32,
+    snapshot_every: Option<u32>,
     pub(super) answers: AnswerRules<O>,
     _output: PhantomData<fn() -> O>,
 }
-
-/// The steps a durable run saves between two snapshots, unless its builder says otherwise.
-const DEFAULT_SNAPSHOT_EVERY: u32 = 512;
 
 impl<O> fmt::Debug for AgentBuilder<O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -108,7 +105,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
             options: RequestOptions::default(),
             reserved_names_used: Vec::new(),
             checkpoints: None,
-            snapshot_every: DEFAULT_SNAPSHOT_EVERY,
+            snapshot_every: None,
             answers: AnswerRules::default(),
             _output: PhantomData,
         }
@@ -421,11 +418,18 @@ impl<O: AgentOutput> AgentBuilder<O> {
         self
     }
 
-    /// How many steps a durable run appends to its journal between two snapshots of its whole
-    /// state (512 unless set; at least 1). Resuming a run reads its latest snapshot and at most
-    /// this many steps after it; a snapshot writes the whole state once, so a larger bound
-    /// writes less per call of a long run and reads more on resume. A store that keeps no
-    /// journal is sent a snapshot at every save whatever this is.
+    /// The most steps a durable run appends to its journal between two snapshots of its whole
+    /// state (at least 1; unbounded unless set).
+    ///
+    /// Without a bound, a run writes a snapshot when the steps appended since the last one would
+    /// outgrow it: the snapshots come further apart as the state grows, they write about as much
+    /// as the journal itself, and a save costs the same whether the run is short or long. A
+    /// resume reads the latest snapshot and records no bigger than it together.
+    ///
+    /// A bound also caps how many records a resume reads, but once the state outgrows that many
+    /// steps the run snapshots more often than it needs to: the bytes written per call grow
+    /// with the run again. Set one only when a resume must read few records, and the runs are
+    /// short. A store that keeps no journal is sent a snapshot at every save whatever this is.
     ///
     /// # Examples
     ///
@@ -443,7 +447,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
     /// ```
     #[must_use]
     pub fn snapshot_every(mut self, steps: u32) -> Self {
-        self.snapshot_every = steps.max(1);
+        self.snapshot_every = Some(steps.max(1));
         self
     }
 
