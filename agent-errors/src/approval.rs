@@ -36,12 +36,18 @@ use std::fmt;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+mod answer;
+
+pub use answer::{Answer, AnswerError, AnswerKey, MAX_ANSWER_BYTES};
+pub(crate) use answer::{AnswerClock, OTHER_QUESTION, Verdict, judge};
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
 use crate::error::BoxFuture;
+use crate::events::{Event, EventLog};
 use crate::extensions::Extensions;
 
 /// A person's answer to a call that waits for one.
@@ -58,6 +64,7 @@ use crate::extensions::Extensions;
 ///         Decision::ApproveUnseen => "run it, though I was shown it cut".into(),
 ///         Decision::Deny(reason) => format!("do not run it: {reason}"),
 ///         Decision::Later => "nobody has answered yet".into(),
+///         Decision::Expired => "the answer came too late".into(),
 ///         _ => "something newer".into(),
 ///     }
 /// }
@@ -82,6 +89,12 @@ pub enum Decision {
     /// Nobody has answered yet: the run waits without holding a process (a checkpointed run
     /// ends with [`RunError::WaitingForPerson`](crate::RunError::WaitingForPerson)).
     Later,
+    /// The person's answer expired before the run reached the call ([`Answer::expires_at`]):
+    /// the call does not run, and the model is told the approval expired, in other words than
+    /// a denial (and not counted as one), so it can ask again or tell the user. What a run
+    /// makes of an expired answer it was given, and what an approver relaying answers returns
+    /// for one ([`ApprovalContext::accept`] does).
+    Expired,
 }
 
 /// Why a call waits for a person.
@@ -155,6 +168,30 @@ pub struct PendingApproval {
     pub digest: String,
 }
 
+/// A call whose person's answer had expired when the run reached it: it did not run
+/// ([`RunOutcome::expired_approvals`](crate::RunOutcome::expired_approvals)).
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::approval::ExpiredApproval;
+///
+/// fn line(expired: &ExpiredApproval) -> String {
+///     format!("your approval of `{}` ({}) expired: approve it again", expired.tool, expired.call_id)
+/// }
+/// # let _ = line;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExpiredApproval {
+    /// The call's id.
+    pub call_id: String,
+    /// The tool it calls.
+    pub tool: String,
+    /// The digest of its question ([`PendingApproval::digest`], [`Answer::digest`]).
+    pub digest: String,
+}
+
 /// The most characters of a call's arguments a [`PendingApproval`] shows; a longer argument set
 /// is shown cut, and the question says so.
 ///
@@ -205,36 +242,54 @@ impl PendingApproval {
     }
 }
 
+#[cfg(feature = "restate")]
+impl PendingApproval {
+    /// The same question asked at `place` (a Restate awakeable's id): its digest covers the
+    /// place too, so an answer to it answers nowhere else.
+    pub(crate) fn asked_at(&self, place: &str) -> PendingApproval {
+        PendingApproval {
+            digest: hashed(&[&self.digest, place]),
+            ..self.clone()
+        }
+    }
+}
+
 /// SHA-256 of the tool, the arguments and the reason, each length-prefixed so no two questions
 /// share a text.
 fn digest(tool: &str, arguments: &str, reason: &WaitReason) -> String {
     let reason = serde_json::to_string(reason).unwrap_or_default();
+    hashed(&[tool, arguments, &reason])
+}
+
+/// SHA-256 (hex) of `parts`, each length-prefixed.
+fn hashed(parts: &[&str]) -> String {
     let mut hash = Sha256::new();
-    for part in [tool, arguments, &reason] {
+    for part in parts {
         hash.update((part.len() as u64).to_be_bytes());
         hash.update(part.as_bytes());
     }
     hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// An answer given to a run: for the question with `digest` when one is named, else for the
-/// first question asked under `call_id`; used once.
+/// An answer given to a run: for the question with its digest when it names one, else for the
+/// question the run saved under its call id; used once.
 #[derive(Debug)]
 pub(crate) struct GivenAnswer {
-    pub(crate) call_id: String,
-    pub(crate) digest: Option<String>,
-    pub(crate) decision: Decision,
+    pub(crate) answer: Answer,
     used: AtomicBool,
 }
 
 impl GivenAnswer {
-    pub(crate) fn new(call_id: String, digest: Option<String>, decision: Decision) -> Self {
+    pub(crate) fn new(answer: Answer) -> Self {
         GivenAnswer {
-            call_id,
-            digest,
-            decision,
+            answer,
             used: AtomicBool::new(false),
         }
+    }
+
+    /// An answer by call id alone, for the question the run saved under it.
+    pub(crate) fn by_call_id(call_id: String, decision: Decision) -> Self {
+        GivenAnswer::new(Answer::by_call_id(call_id, decision))
     }
 
     /// Takes the answer for its one use: false when it was used already.
@@ -251,9 +306,7 @@ impl GivenAnswer {
 impl Clone for GivenAnswer {
     fn clone(&self) -> Self {
         GivenAnswer {
-            call_id: self.call_id.clone(),
-            digest: self.digest.clone(),
-            decision: self.decision.clone(),
+            answer: self.answer.clone(),
             used: AtomicBool::new(self.is_used()),
         }
     }
@@ -297,6 +350,12 @@ impl fmt::Display for PendingApproval {
 pub struct ApprovalContext<'a> {
     pub(crate) run_id: Option<&'a str>,
     pub(crate) extensions: &'a Extensions,
+    /// The key answers must be signed with, when the agent has one.
+    pub(crate) key: Option<&'a AnswerKey>,
+    /// The run's wall clock, for answers' expiry.
+    pub(crate) clock: &'a AnswerClock,
+    /// The run's events, for an answer refused.
+    pub(crate) events: &'a EventLog,
 }
 
 impl ApprovalContext<'_> {
@@ -310,6 +369,65 @@ impl ApprovalContext<'_> {
     pub fn extensions(&self) -> &Extensions {
         self.extensions
     }
+
+    /// Checks `answer`, which a person sent for `pending` through a channel of the approver's
+    /// (a queue, a chat, a webhook), as the run checks an answer it is given: it must name
+    /// `pending`'s digest, be signed with the agent's
+    /// [answer key](crate::AgentBuilder::answer_key) when it has one, and not have expired.
+    /// Gives the decision to return ([`Decision::Expired`] for an expired answer), or `None`
+    /// for an answer refused (for another question, unsigned or badly signed), which is
+    /// reported as a [`PersonAsked`](crate::Event::PersonAsked) event answered `refused` and a
+    /// warning: ask the person again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agent_errors::approval::{Answer, ApprovalContext, Approver, Decision, PendingApproval};
+    /// use agent_errors::call::BoxFuture;
+    ///
+    /// /// Answers arrive as text from a web form the user's browser posts.
+    /// struct FromForm(tokio::sync::Mutex<tokio::sync::mpsc::Receiver<String>>);
+    ///
+    /// impl Approver for FromForm {
+    ///     fn decide<'a>(&'a self, pending: &'a PendingApproval, run: ApprovalContext<'a>) -> BoxFuture<'a, Decision> {
+    ///         Box::pin(async move {
+    ///             while let Some(text) = self.0.lock().await.recv().await {
+    ///                 let Ok(answer) = Answer::from_token(&text) else { continue };
+    ///                 if let Some(decision) = run.accept(pending, &answer) {
+    ///                     return decision;
+    ///                 }
+    ///             }
+    ///             Decision::Later
+    ///         })
+    ///     }
+    /// }
+    /// ```
+    pub fn accept(&self, pending: &PendingApproval, answer: &Answer) -> Option<Decision> {
+        let question = (&*pending.call_id, &*pending.digest);
+        match judge(answer, question, self.key, self.clock.now()) {
+            Verdict::Use(decision) => Some(decision),
+            Verdict::Expired => Some(Decision::Expired),
+            Verdict::Refused(why) => {
+                refused(self.events, pending, why);
+                None
+            }
+        }
+    }
+}
+
+/// Reports an answer refused for `pending` (`why` says why), which is asked again.
+pub(crate) fn refused(events: &EventLog, pending: &PendingApproval, why: &str) {
+    tracing::warn!(
+        tool = %pending.tool,
+        call_id = %pending.call_id,
+        "an answer given for call {} {why}: refused, the call is asked again",
+        pending.call_id,
+    );
+    let tool = pending.tool.clone();
+    events.emit(Event::PersonAsked {
+        tool,
+        answer: "refused",
+    });
 }
 
 /// Asked when a call needs a person: answers now, or [`Decision::Later`].

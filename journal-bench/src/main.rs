@@ -2,7 +2,8 @@
 //!
 //! - `journal-bench sequential <none|memory|sqlite> <N> [dir]`: one run of `N` sequential tool
 //!   calls, each answering ~4 KB, against a model that keeps nothing of what it is sent. Prints
-//!   microseconds per call and the bytes this process wrote to disk per call
+//!   microseconds per call (wall time, and the time the process's threads spent on a CPU) and
+//!   the bytes this process wrote to disk per call
 //!   (`/proc/self/io`'s `write_bytes`; the SQLite file is under `dir`, default the temp dir):
 //!   during the run, and with what SQLite's write-ahead log still held copied into the file
 //!   after it (`with_checkpoint`), which the file pays later in any case.
@@ -93,6 +94,18 @@ fn write_bytes() -> u64 {
         .unwrap_or(0)
 }
 
+/// Nanoseconds the process's threads have spent on a CPU so far (`/proc/self/task/*/schedstat`):
+/// a run's time without its waits for the disk or for a CPU another process holds.
+fn cpu_nanos() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    (tasks.flatten())
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 fn sqlite_file(dir: &Option<PathBuf>, name: &str) -> PathBuf {
     let dir = dir.clone().unwrap_or_else(std::env::temp_dir);
     let path = dir.join(format!("journal-bench-{}-{name}.db", std::process::id()));
@@ -131,10 +144,11 @@ async fn sequential(store_name: &str, calls: usize, dir: Option<PathBuf>) {
         .await
         .expect("the warm-up run answers");
     let agent = agent(calls, store);
-    let written = write_bytes();
+    let (written, cpu) = (write_bytes(), cpu_nanos());
     let started = Instant::now();
     let answer = agent.run("go").await.expect("the run answers");
     let elapsed = started.elapsed();
+    let cpu = cpu_nanos().saturating_sub(cpu);
     let during = write_bytes() - written;
     // What is left in SQLite's write-ahead log is copied into the database file later (at the
     // next automatic checkpoint, or when the file is closed): the rest of what the run costs.
@@ -144,9 +158,10 @@ async fn sequential(store_name: &str, calls: usize, dir: Option<PathBuf>) {
     let checkpointed = write_bytes() - written;
     assert_eq!(answer, "done");
     let per_call = elapsed.as_secs_f64() * 1e6 / calls as f64;
+    let cpu_per_call = cpu as f64 / 1e3 / calls as f64;
     let kb_per_call = |bytes: u64| bytes as f64 / 1024.0 / calls as f64;
     println!(
-        "calls={calls} us_per_call={per_call:.1} kb_written_per_call={:.1} with_checkpoint={:.1}",
+        "calls={calls} us_per_call={per_call:.1} cpu_us_per_call={cpu_per_call:.1} kb_written_per_call={:.1} with_checkpoint={:.1}",
         kb_per_call(during),
         kb_per_call(checkpointed)
     );

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::approval::{Decision, GivenAnswer, PendingApproval};
+use crate::approval::{Answer, Decision, GivenAnswer, PendingApproval};
 use crate::executor::Cancellation;
 use crate::extensions::Extensions;
 use crate::observe::{EventStream, Feed};
@@ -100,11 +100,41 @@ impl RunOptions {
     /// # let _ = options;
     /// ```
     #[must_use]
-    pub fn answer_to(mut self, pending: &PendingApproval, decision: Decision) -> Self {
+    pub fn answer_to(self, pending: &PendingApproval, decision: Decision) -> Self {
         // A question saved before digests existed has none: bound by its call id, once.
-        let digest = Some(pending.digest.clone()).filter(|d| !d.is_empty());
-        let given = GivenAnswer::new(pending.call_id.clone(), digest, decision);
-        self.answers.push(given);
+        self.answered(Answer::to(pending, decision))
+    }
+
+    /// Gives the run `answer`, a person's [`Answer`] to a call it waits on: like
+    /// [`answer_to`](Self::answer_to) (bound to its question's digest, used once), and an
+    /// answer that may expire or be signed. A call the run reaches after the answer expired
+    /// does not run: the model is told the approval expired, an
+    /// [`AnswerExpired`](crate::Event::AnswerExpired) event says so, and
+    /// [`RunOutcome::expired_approvals`](crate::RunOutcome::expired_approvals) lists it. On an
+    /// agent with an [answer key](crate::AgentBuilder::answer_key), an answer not signed with
+    /// it is refused (reported, and the call asked again), however it was given.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use agent_errors::RunOptions;
+    /// use agent_errors::approval::{Answer, AnswerKey, Decision, PendingApproval, WaitReason};
+    ///
+    /// let key = AnswerKey::new([9u8; 32])?;
+    /// let pending = PendingApproval::new("call-1", "transfer", r#"{"amount": 1}"#, WaitReason::ApprovalRequired);
+    /// // As it came back from the person's client:
+    /// let token = Answer::to(&pending, Decision::Approve)
+    ///     .expires_at(SystemTime::now() + Duration::from_secs(600))
+    ///     .signed(&key)
+    ///     .to_token();
+    /// let options = RunOptions::new().run_id("rent").answered(Answer::from_token(&token)?);
+    /// # let _ = options;
+    /// # Ok::<(), agent_errors::approval::AnswerError>(())
+    /// ```
+    #[must_use]
+    pub fn answered(mut self, answer: Answer) -> Self {
+        self.answers.push(GivenAnswer::new(answer));
         self
     }
 
@@ -127,7 +157,7 @@ impl RunOptions {
     #[must_use]
     pub fn answer(mut self, call_id: impl Into<String>, decision: Decision) -> Self {
         self.answers
-            .push(GivenAnswer::new(call_id.into(), None, decision));
+            .push(GivenAnswer::by_call_id(call_id.into(), decision));
         self
     }
 

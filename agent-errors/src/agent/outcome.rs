@@ -1,10 +1,10 @@
 //! What a run hands back: its result, report and transcript, and how it failed.
 
-use crate::approval::PendingApproval;
+use crate::approval::{ExpiredApproval, PendingApproval};
 use crate::chat::{FinishReason, Message};
 use crate::checkpoint::CheckpointError;
 use crate::error::{BoxError, Severity};
-use crate::events::RunReport;
+use crate::events::{Event, RunReport};
 use crate::executor::Terminated;
 use crate::usage::UsageLimitExceeded;
 
@@ -49,6 +49,80 @@ impl<O> RunOutcome<O> {
     /// The result alone.
     pub fn into_result(self) -> Result<O, RunError> {
         self.result
+    }
+
+    /// The calls the run ended waiting on, for a person to answer
+    /// ([`RunError::WaitingForPerson`]'s); empty when it did not end so.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agent_errors::Agent;
+    /// use agent_errors::checkpoint::MemoryCheckpoints;
+    /// use agent_errors::testing::{ScriptedModel, echo_tool};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let agent = Agent::builder("a")
+    ///     .model(ScriptedModel::new().tool_call("wipe", r#"{"text": "all"}"#))
+    ///     .tool(echo_tool("wipe").requires_approval(true))
+    ///     .checkpoints(MemoryCheckpoints::new())
+    ///     .build()?;
+    /// let outcome = agent.run_with_report("clean up").await;
+    /// assert_eq!(outcome.pending_approvals()[0].tool, "wipe");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn pending_approvals(&self) -> &[PendingApproval] {
+        match &self.result {
+            Err(RunError::WaitingForPerson { pending }) => pending,
+            _ => &[],
+        }
+    }
+
+    /// The calls whose person's answer had expired when the run reached them, in the order
+    /// reached: they did not run, and the model was told the approval expired.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use agent_errors::{Agent, RunOptions};
+    /// use agent_errors::approval::{Answer, Decision};
+    /// use agent_errors::checkpoint::MemoryCheckpoints;
+    /// use agent_errors::testing::{ScriptedModel, echo_tool};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let agent = Agent::builder("a")
+    ///     .model(ScriptedModel::new().tool_call("wipe", r#"{"text": "all"}"#).text("it expired"))
+    ///     .tool(echo_tool("wipe").requires_approval(true))
+    ///     .checkpoints(MemoryCheckpoints::new())
+    ///     .build()?;
+    /// let waiting = agent.run_with("clean up", RunOptions::new().run_id("tidy")).await;
+    /// let pending = &waiting.pending_approvals()[0];
+    /// // The person answered, but too late to count:
+    /// let stale = Answer::to(pending, Decision::Approve).expires_at(SystemTime::now() - Duration::from_secs(1));
+    /// let outcome = agent.resume("tidy", RunOptions::new().answered(stale)).await;
+    /// assert_eq!(outcome.expired_approvals()[0].call_id, pending.call_id);
+    /// assert_eq!(outcome.result?, "it expired");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn expired_approvals(&self) -> Vec<ExpiredApproval> {
+        let expired = self.report.events.iter().filter_map(|event| match event {
+            Event::AnswerExpired {
+                tool,
+                call_id,
+                digest,
+            } => Some(ExpiredApproval {
+                call_id: call_id.clone(),
+                tool: tool.clone(),
+                digest: digest.clone(),
+            }),
+            _ => None,
+        });
+        expired.collect()
     }
 }
 

@@ -148,6 +148,17 @@ pub enum Event {
         /// The answer.
         answer: &'static str,
     },
+    /// A person's answer to a call had expired when the run reached the call: the call did not
+    /// run, and the model was told the approval expired
+    /// ([`RunOutcome::expired_approvals`](crate::RunOutcome::expired_approvals) lists them).
+    AnswerExpired {
+        /// The tool.
+        tool: String,
+        /// The call's id.
+        call_id: String,
+        /// The digest of the question the answer was for.
+        digest: String,
+    },
     /// A model call failed and is made again after `delay`, by the layer that says so: one
     /// event per retry at every layer of the model-call stack.
     LlmRetry {
@@ -290,6 +301,7 @@ impl Event {
             Event::RetryBudgetExhausted { .. } => "retry_budget_exhausted",
             Event::Terminated { .. } => "terminated",
             Event::PersonAsked { .. } => "person_asked",
+            Event::AnswerExpired { .. } => "answer_expired",
             Event::LlmRetry { .. } => "llm_retry",
             Event::LlmFallback { .. } => "llm_fallback",
             Event::OutputReask { .. } => "output_reask",
@@ -313,6 +325,7 @@ impl Event {
             | Event::RetryBudgetExhausted { tool }
             | Event::Terminated { tool, .. }
             | Event::PersonAsked { tool, .. }
+            | Event::AnswerExpired { tool, .. }
             | Event::UnknownNotRetried { tool } => Some(tool),
             Event::LlmRetry { .. }
             | Event::LlmFallback { .. }

@@ -99,6 +99,9 @@ impl Event {
             Event::PersonAsked { tool, answer } => {
                 tracing::info!(event = "person_asked", gen_ai.tool.name = %tool, answer)
             }
+            Event::AnswerExpired { tool, call_id, .. } => tracing::warn!(
+                event = "answer_expired", gen_ai.tool.name = %tool, gen_ai.tool.call.id = %call_id
+            ),
             Event::LlmRetry {
                 layer,
                 attempt,
@@ -362,6 +365,10 @@ fn tool_counter(event: &Event) -> Option<ToolCounter<'_>> {
         Event::PersonAsked { answer, .. } => (
             "agent_errors.tool.person_answers",
             Some(("answer", *answer)),
+        ),
+        Event::AnswerExpired { .. } => (
+            "agent_errors.tool.person_answers",
+            Some(("answer", "expired")),
         ),
         Event::UnknownNotRetried { .. } => ("agent_errors.tool.unknown_not_retried", None),
         _ => return None,

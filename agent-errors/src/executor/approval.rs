@@ -6,7 +6,10 @@
 use futures_util::FutureExt;
 
 use super::context::{Approvals, RunContext};
-use crate::approval::{ApprovalContext, Decision, MAX_SHOWN_CHARS, PendingApproval, WaitReason};
+use crate::approval::{
+    self as person, ApprovalContext, Decision, MAX_SHOWN_CHARS, PendingApproval, Verdict,
+    WaitReason,
+};
 use crate::chat::ToolCall;
 use crate::events::Event;
 use crate::sanitize::scrub;
@@ -74,44 +77,65 @@ pub(crate) async fn decision(
         Decision::ApproveWith(_) => "edited",
         Decision::Deny(_) => "denied",
         Decision::Later => "later",
+        Decision::Expired => {
+            expired(ctx, pending);
+            return decision;
+        }
     };
     let tool = pending.tool.clone();
     ctx.events().emit(Event::PersonAsked { tool, answer });
     decision
 }
 
+/// Reports a call whose answer expired before the run reached it (the event is traced as a
+/// warning).
+fn expired(ctx: &RunContext, pending: &PendingApproval) {
+    ctx.events().emit(Event::AnswerExpired {
+        tool: pending.tool.clone(),
+        call_id: pending.call_id.clone(),
+        digest: pending.digest.clone(),
+    });
+}
+
 /// The answer given to the run for `pending`, taken for its one use: the first unused answer
 /// under its call id that is bound to this question, which must be the question the run saved
 /// as `awaited` when it stopped to wait (and, for an answer given with a digest, have that
-/// digest). One for another question, or for a question this run never stopped on, is refused,
-/// reported, and left for its own question.
+/// digest), and, when the agent has an answer key, signed with it. An expired one is
+/// [`Decision::Expired`]. One for another question, for a question this run never stopped on,
+/// or not signed as it must be, is refused, reported, and left for its own question.
 fn given_answer(
     ctx: &RunContext,
     approvals: &Approvals,
     pending: &PendingApproval,
     awaited: Option<&PendingApproval>,
 ) -> Option<Decision> {
-    let mut other_question = false;
+    let mut refusal = None;
+    let (key, now) = (approvals.key.as_ref(), approvals.clock.now());
     let unused = approvals
         .answers
         .iter()
-        .filter(|given| given.call_id == pending.call_id && !given.is_used());
+        .filter(|given| given.answer.call_id() == pending.call_id && !given.is_used());
+    // A digest names a question, not a run: replayed on a run that never asked it (the same
+    // call under the same id, in another run), it would approve what nobody saw.
+    let stopped_on = awaited.is_some_and(|awaited| same_question(awaited, pending));
     for given in unused {
-        // A digest names a question, not a run: replayed on a run that never asked it (the
-        // same call under the same id, in another run), it would approve what nobody saw.
-        let bound = awaited.is_some_and(|awaited| same_question(awaited, pending))
-            && given
-                .digest
-                .as_ref()
-                .is_none_or(|digest| *digest == pending.digest);
-        if !bound {
-            other_question = true;
-        } else if given.take() {
-            return Some(given.decision.clone());
+        let digest = match given.answer.digest() {
+            "" => "",
+            _ => &pending.digest,
+        };
+        let verdict = match stopped_on {
+            true => person::judge(&given.answer, (&pending.call_id, digest), key, now),
+            false => Verdict::Refused(person::OTHER_QUESTION),
+        };
+        match verdict {
+            Verdict::Refused(why) => refusal = Some(why),
+            _ if !given.take() => {}
+            Verdict::Use(decision) => return Some(decision),
+            Verdict::Expired => return Some(Decision::Expired),
         }
     }
-    if other_question {
-        refused(ctx, pending);
+    if let Some(why) = refusal {
+        person::refused(ctx.events(), pending, why);
     }
     None
 }
@@ -124,22 +148,6 @@ fn same_question(saved: &PendingApproval, asked: &PendingApproval) -> bool {
     }
     (&saved.call_id, &saved.tool, &saved.arguments, &saved.reason)
         == (&asked.call_id, &asked.tool, &asked.arguments, &asked.reason)
-}
-
-/// Reports an answer given for another question than `pending`, which is asked again.
-fn refused(ctx: &RunContext, pending: &PendingApproval) {
-    tracing::warn!(
-        tool = %pending.tool,
-        call_id = %pending.call_id,
-        "an answer given for call {} was for another question (other tool, arguments or reason): \
-         refused, the call is asked again",
-        pending.call_id,
-    );
-    let tool = pending.tool.clone();
-    ctx.events().emit(Event::PersonAsked {
-        tool,
-        answer: "refused",
-    });
 }
 
 /// The answer for `pending`: one given to the run and bound to it (used once), else the
@@ -167,6 +175,9 @@ async fn answer_for(
     let run = ApprovalContext {
         run_id: ctx.run_id(),
         extensions: ctx.extensions(),
+        key: approvals.key.as_ref(),
+        clock: &approvals.clock,
+        events: ctx.events(),
     };
     let asked = std::panic::AssertUnwindSafe(approver.decide(pending, run));
     asked

@@ -239,6 +239,7 @@ pub(crate) async fn through<'a>(
                     let denial = denied(ctx, tool, &arguments, reason, &shown);
                     return Err(Refused::Answered(denial));
                 }
+                Decision::Expired => return Err(Refused::Answered(expired(ctx, tool))),
                 Decision::Later => {
                     let mut progress = progress;
                     progress.approved = approved.clone();
@@ -373,6 +374,19 @@ fn denied(
     Handled::Error(
         SurfacedError::bounded(tool.name(), ErrorKind::Auth, shown, limit).with_suggestion(
             "The tool did not run. Reframe the request or ask the user for permission.",
+        ),
+    )
+}
+
+/// A call whose person's answer expired before the run reached it: not run, not counted as a
+/// denial, and told to the model in words of its own so it asks again or tells the user.
+fn expired(ctx: &RunContext, tool: &ToolDef) -> Handled {
+    let limit = ctx.limits().max_message_chars;
+    let message = "the person's approval of this call expired before it ran, so it did not run";
+    Handled::Error(
+        SurfacedError::bounded(tool.name(), ErrorKind::Timeout, message, limit).with_suggestion(
+            "Call the tool again to ask the person again, or tell the user their approval \
+             expired.",
         ),
     )
 }

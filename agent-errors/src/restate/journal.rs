@@ -16,7 +16,7 @@ use restate_sdk::prelude::{
 use restate_sdk::prelude::{HandlerResult, TerminalError};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::approval::{Decision, PendingApproval};
+use crate::approval::PendingApproval;
 use crate::error::BoxFuture;
 use crate::journal::Journal;
 
@@ -39,9 +39,13 @@ pub(super) enum StepRequest {
     Person {
         pending: PendingApproval,
         notify: Arc<Notify>,
-        done: oneshot::Sender<Decision>,
+        done: oneshot::Sender<Awoken>,
     },
 }
+
+/// What resolved a person's awakeable: its id, and the bytes it was resolved with (or the
+/// message it was rejected with), for the run to check.
+pub(super) type Awoken = (String, Result<Vec<u8>, String>);
 
 /// How a person learns that a call waits: the awakeable's id and the call.
 pub(super) type Notify = dyn Fn(&str, &PendingApproval) + Send + Sync;
@@ -70,23 +74,7 @@ impl Journal for ChannelJournal {
         name: &'a str,
         work: BoxFuture<'a, serde_json::Value>,
     ) -> BoxFuture<'a, Option<serde_json::Value>> {
-        Box::pin(async move {
-            let (start, started) = oneshot::channel();
-            let (value_tx, value) = oneshot::channel();
-            let (done, journaled) = oneshot::channel();
-            let request = StepRequest::Step {
-                name: name.to_owned(),
-                start,
-                value,
-                done,
-            };
-            self.requests.send(request).ok()?;
-            // A replayed step drops `start` unsent: the work is not done again.
-            if started.await.is_ok() {
-                let _ = value_tx.send(work.await);
-            }
-            journaled.await.ok()
-        })
+        step_on(&self.requests, name, work)
     }
 
     fn sleep(&self, delay: Duration) -> BoxFuture<'static, ()> {
@@ -99,6 +87,32 @@ impl Journal for ChannelJournal {
             }
         })
     }
+}
+
+/// Does `work` as the journaled step `name` of the handler `requests` goes to: the journaled
+/// value, or `None` when the step could not be journaled. On replay the work is dropped undone.
+pub(super) fn step_on<'a>(
+    requests: &'a mpsc::UnboundedSender<StepRequest>,
+    name: &'a str,
+    work: BoxFuture<'a, serde_json::Value>,
+) -> BoxFuture<'a, Option<serde_json::Value>> {
+    Box::pin(async move {
+        let (start, started) = oneshot::channel();
+        let (value_tx, value) = oneshot::channel();
+        let (done, journaled) = oneshot::channel();
+        let request = StepRequest::Step {
+            name: name.to_owned(),
+            start,
+            value,
+            done,
+        };
+        requests.send(request).ok()?;
+        // A replayed step drops `start` unsent: the work is not done again.
+        if started.await.is_ok() {
+            let _ = value_tx.send(work.await);
+        }
+        journaled.await.ok()
+    })
 }
 
 /// Takes up one request of the run on the handler's context.
@@ -120,20 +134,20 @@ pub(super) fn serve<'a>(ctx: &'a Context<'_>, request: StepRequest) -> BoxFuture
             notify,
             done,
         } => Box::pin(async move {
-            let (id, answer) = ctx.awakeable::<Json<Decision>>();
+            let (id, answer) = ctx.awakeable::<Vec<u8>>();
             tracing::info!(awakeable = %id, call = %pending, "waiting for a person");
+            let announced = id.clone();
             let announce = move || async move {
-                notify(&id, &pending);
+                notify(&announced, &pending);
                 HandlerResult::Ok(())
             };
             if ctx.run(announce).name("announce approval").await.is_err() {
                 return;
             }
-            let decision = match answer.await {
-                Ok(Json(decision)) => decision,
-                Err(rejected) => Decision::Deny(rejected.message().to_owned()),
-            };
-            let _ = done.send(decision);
+            let answer = answer
+                .await
+                .map_err(|rejected| rejected.message().to_owned());
+            let _ = done.send((id, answer));
         }),
         StepRequest::Sleep { delay, done } => Box::pin(async move {
             tracing::info!(?delay, "durable sleep");

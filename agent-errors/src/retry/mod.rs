@@ -86,6 +86,7 @@
 //! a [`&RetrySchedule`](RetrySchedule) or any iterator of delays; with the `backoff` feature,
 //! `FromBackoff` adapts a `backoff::backoff::Backoff`.
 
+mod after_failure;
 mod allowance;
 mod engine;
 #[cfg(feature = "backoff")]
@@ -96,9 +97,9 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 pub use crate::budget::{BudgetError, RetryBudget};
+pub use after_failure::{RetryFailure, RetryNotice, retry_after_failure};
 pub(crate) use allowance::{RetryAllowance, RunRetries};
 pub(crate) use engine::{Retrier, Sleep, Step, Stop, decide};
-pub use engine::{RetryFailure, RetryNotice, retry_after_failure};
 #[cfg(feature = "backoff")]
 pub use from_backoff::FromBackoff;
 pub(crate) use policy::{Policy, call, retry};

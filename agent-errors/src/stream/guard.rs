@@ -134,73 +134,90 @@ pub(crate) fn decode_body<D: Decoder>(
     response: reqwest::Response,
     decoder: D,
 ) -> ChatStream<'static> {
-    struct State<D> {
-        response: reqwest::Response,
-        parser: SseParser,
-        decoder: D,
-        pending: std::collections::VecDeque<StreamEvent>,
-        /// An error found after events still pending: it comes after them.
-        error: Option<BoxError>,
-        over: bool,
-        /// Bytes of the body read so far.
-        read: usize,
-    }
-    let state = State {
+    let body = Body {
         response,
         parser: SseParser::default(),
         decoder,
-        pending: Default::default(),
+        pending: std::collections::VecDeque::new(),
         error: None,
         over: false,
         read: 0,
     };
-    Box::pin(futures_util::stream::unfold(state, |mut s| async move {
+    Box::pin(futures_util::stream::unfold(body, |mut body| async move {
+        let item = body.next().await?;
+        Some((item, body))
+    }))
+}
+
+/// Where the decoding of an answer's body stands between two items of its stream.
+struct Body<D> {
+    response: reqwest::Response,
+    parser: SseParser,
+    decoder: D,
+    pending: std::collections::VecDeque<StreamEvent>,
+    /// An error found after events still pending: it comes after them.
+    error: Option<BoxError>,
+    over: bool,
+    /// Bytes of the body read so far.
+    read: usize,
+}
+
+impl<D: Decoder> Body<D> {
+    /// The next item: an event decoded already, else the error found after them, else what the
+    /// next chunks hold; `None` once the stream is over.
+    async fn next(&mut self) -> Option<Result<StreamEvent, BoxError>> {
         loop {
-            if let Some(event) = s.pending.pop_front() {
-                return Some((Ok(event), s));
+            if let Some(event) = self.pending.pop_front() {
+                return Some(Ok(event));
             }
-            let failed = |mut s: State<D>, error: BoxError| {
-                s.over = true;
-                Some((Err(error), s))
-            };
-            if let Some(error) = s.error.take() {
-                return failed(s, error);
+            if let Some(error) = self.error.take() {
+                self.over = true;
+                return Some(Err(error));
             }
-            if s.over || s.decoder.is_done() {
+            if self.over || self.decoder.is_done() {
                 return None;
             }
-            let chunk = match s.response.chunk().await {
-                Ok(Some(chunk)) => chunk,
-                Ok(None) => return failed(s, Box::new(StreamError::closed())),
-                Err(error) => {
-                    // reqwest writes the request URL into its error, credentials included.
-                    let error = StreamError::ended_early(error.without_url());
-                    return failed(s, Box::new(error));
-                }
-            };
-            s.read = s.read.saturating_add(chunk.len());
-            if s.read > MAX_STREAM_BYTES {
-                let error = StreamError::ended_too_large(MAX_STREAM_BYTES);
-                return failed(s, Box::new(error));
-            }
-            let events = match s.parser.push(&chunk) {
-                Ok(events) => events,
-                Err(error) => return failed(s, Box::new(error)),
-            };
-            for event in events {
-                match s.decoder.decode(event) {
-                    Ok(decoded) => s.pending.extend(decoded),
-                    Err(error) => {
-                        s.error = Some(error);
-                        break;
-                    }
-                }
-                if s.decoder.is_done() {
-                    break;
-                }
+            if let Err(error) = self.read_chunk().await {
+                self.over = true;
+                return Some(Err(error));
             }
         }
-    }))
+    }
+
+    /// Reads one chunk and decodes the SSE events it completes; the error when the body ended,
+    /// failed or grew too large.
+    async fn read_chunk(&mut self) -> Result<(), BoxError> {
+        let chunk = match self.response.chunk().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => return Err(Box::new(StreamError::closed())),
+            // reqwest writes the request URL into its error, credentials included.
+            Err(error) => return Err(Box::new(StreamError::ended_early(error.without_url()))),
+        };
+        self.read = self.read.saturating_add(chunk.len());
+        if self.read > MAX_STREAM_BYTES {
+            return Err(Box::new(StreamError::ended_too_large(MAX_STREAM_BYTES)));
+        }
+        let events = self.parser.push(&chunk)?;
+        self.decode(events);
+        Ok(())
+    }
+
+    /// Decodes `events` into the pending events, up to the end marker; a decoder's error is kept
+    /// to come after the events before it.
+    fn decode(&mut self, events: Vec<SseEvent>) {
+        for event in events {
+            match self.decoder.decode(event) {
+                Ok(decoded) => self.pending.extend(decoded),
+                Err(error) => {
+                    self.error = Some(error);
+                    return;
+                }
+            }
+            if self.decoder.is_done() {
+                return;
+            }
+        }
+    }
 }
 
 /// The time limits of a stream.

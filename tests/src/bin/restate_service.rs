@@ -11,8 +11,9 @@
 //! - `flaky`: the model asks for `flaky`, which fails with a 503 every time under `retry(3)`
 //!   (a line per attempt in `<dir>/flaky.log`), then answers with what it was told.
 //! - `transfer`: the model asks for `transfer`, which requires a person's approval: the process
-//!   prints `AWAKEABLE <id>` for the person to answer (the tool logs to `<dir>/transfer.log`,
-//!   and the arguments it ran with to `<dir>/transfer.args`).
+//!   prints `AWAKEABLE <id> <the question as JSON>` for the person to answer (the tool logs to
+//!   `<dir>/transfer.log`, and the arguments it ran with to `<dir>/transfer.args`). With
+//!   `ANSWER_KEY` set, the agent takes only answers signed with that key.
 //! - `rate-limited`: the model's first request fails with a 429 and `Retry-After: 1`; later ones
 //!   answer `after the wait`.
 //!
@@ -26,6 +27,7 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use agent_errors::approval::AnswerKey;
 use agent_errors::call::{BoxFuture, Extensions, IdempotencyKey, ToolFuture, ToolHandler};
 use agent_errors::policy::{Action, Policy, PolicyKey, RetryAction};
 use agent_errors::restate::AwakeableApprover;
@@ -209,13 +211,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         dir: dir.clone(),
         gate,
     };
-    let agent = Agent::builder("assistant")
+    let builder = Agent::builder("assistant");
+    let builder = match std::env::var("ANSWER_KEY") {
+        Ok(key) => builder.answer_key(AnswerKey::new(key)?),
+        Err(_) => builder,
+    };
+    let agent = builder
         .model(model)
         .tool(tool(&dir, "charge", false))
         .tool(tool(&dir, "flaky", true))
         .tool(tool(&dir, "transfer", false).requires_approval(true))
-        .approver(AwakeableApprover::new(|awakeable, _| {
-            say(&format!("AWAKEABLE {awakeable}"));
+        .approver(AwakeableApprover::new(|awakeable, pending| {
+            let question = serde_json::to_string(pending).unwrap_or_default();
+            say(&format!("AWAKEABLE {awakeable} {question}"));
         }))
         .on_llm_error(|_: &(dyn std::error::Error + Send + Sync + 'static), _| {
             LlmErrorDecision::retry(3, Duration::from_millis(100))

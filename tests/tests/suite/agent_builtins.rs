@@ -1,7 +1,5 @@
 //! The built-in tools `escalate` and `throw_exception`, and agents used as fixers.
 
-use std::collections::BTreeMap;
-
 use agent_errors::llm::CallSource;
 use agent_errors::run::TerminationReason;
 use agent_errors::testing::{FaultyTool, ReportAssertions, ScriptedModel, echo_tool};
@@ -10,10 +8,10 @@ use agent_errors::{
     run::{ESCALATE, NotJsonArguments, THROW_EXCEPTION},
 };
 use agent_errors::{
-    ChatRequest, Fix, FixRequest, FixerError, Limits, Message, Severity, ToolDef, ToolResult,
-    policy::{Action, Policy, PolicyKey},
+    ChatRequest, Fix, FixRequest, FixerError, Limits, Message, Severity, ToolResult,
 };
-use serde::Deserialize;
+
+use crate::support::tools::count_keys;
 
 fn tool_results(request: &ChatRequest) -> Vec<&ToolResult> {
     request
@@ -213,28 +211,6 @@ async fn throw_exception_ends_the_run_with_that_reason() {
 }
 
 // --- agents as fixers ------------------------------------------------------------------------
-
-#[derive(Deserialize, schemars::JsonSchema)]
-struct CountArgs {
-    /// A JSON object, as text.
-    json: String,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("not a JSON object: {0}")]
-struct NotAnObject(#[from] serde_json::Error);
-
-fn count_keys() -> ToolDef {
-    ToolDef::new(
-        "count_keys",
-        "Counts the top-level keys of a JSON object.",
-        |args: CountArgs| async move {
-            let object: BTreeMap<String, serde_json::Value> = serde_json::from_str(&args.json)?;
-            Ok::<_, NotAnObject>(object.len())
-        },
-    )
-    .with_policy(Policy::new().on(PolicyKey::Execution, Action::fix("json_fixer", 1).unwrap()))
-}
 
 #[tokio::test(start_paused = true)]
 async fn a_fixer_agents_escalation_reaches_the_parent_model_which_retries() {

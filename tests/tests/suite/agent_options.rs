@@ -1,16 +1,15 @@
 //! What an agent asks of the provider beyond the conversation: its request options on every
 //! model call of a run, and the schema of a `Json<T>` output as structured output.
 
-use std::collections::BTreeMap;
-
 use agent_errors::testing::{ScriptedModel, echo_tool};
 use agent_errors::{
-    Agent, AgentBuilder, ChatRequest, ToolDef,
+    Agent, AgentBuilder, ChatRequest,
     llm::{RequestOptions, ResponseFormat, ToolChoice},
-    policy::{Action, Policy, PolicyKey},
     run::Json,
 };
 use serde_json::json;
+
+use crate::support::tools::count_keys;
 
 /// What a judge agent answers.
 #[derive(Debug, PartialEq, serde::Deserialize, schemars::JsonSchema)]
@@ -109,28 +108,6 @@ async fn every_model_call_of_a_run_carries_the_agents_options() {
     for request in &requests {
         assert_eq!(request.options, options);
     }
-}
-
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct CountArgs {
-    /// A JSON object, as text.
-    json: String,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("not a JSON object: {0}")]
-struct NotAnObject(#[from] serde_json::Error);
-
-fn count_keys() -> ToolDef {
-    ToolDef::new(
-        "count_keys",
-        "Counts the top-level keys of a JSON object.",
-        |args: CountArgs| async move {
-            let object: BTreeMap<String, serde_json::Value> = serde_json::from_str(&args.json)?;
-            Ok::<_, NotAnObject>(object.len())
-        },
-    )
-    .with_policy(Policy::new().on(PolicyKey::Execution, Action::fix("json_fixer", 1).unwrap()))
 }
 
 #[tokio::test(start_paused = true)]

@@ -8,25 +8,9 @@ use std::sync::{Arc, Mutex};
 use agent_errors::approval::{Decision, MAX_SHOWN_CHARS, PendingApproval, WaitReason};
 use agent_errors::checkpoint::{CheckpointStore, MemoryCheckpoints};
 use agent_errors::testing::ScriptedModel;
-use agent_errors::{Agent, Event, RunError, RunOptions, ToolDef};
+use agent_errors::{Agent, AgentBuilder, Event, RunError, RunOptions, ToolDef};
 
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct TransferArgs {
-    amount: u32,
-}
-
-/// A tool that sends money and requires approval; records each amount its body was given.
-fn transfer(sent: &Arc<Mutex<Vec<u32>>>) -> ToolDef {
-    let sent = Arc::clone(sent);
-    ToolDef::new("transfer", "Sends money.", move |args: TransferArgs| {
-        let sent = Arc::clone(&sent);
-        async move {
-            sent.lock().unwrap().push(args.amount);
-            Ok::<_, std::io::Error>(format!("sent {}", args.amount))
-        }
-    })
-    .requires_approval(true)
-}
+use crate::support::tools::transfer;
 
 /// A tool that requires approval; counts its runs in `wiped`.
 fn wipe(wiped: &Arc<Mutex<u32>>) -> ToolDef {
@@ -45,14 +29,15 @@ fn wipe(wiped: &Arc<Mutex<u32>>) -> ToolDef {
     .requires_approval(true)
 }
 
-struct Bank {
+/// A store and two tools that require approval, shared by the processes of a test.
+pub(crate) struct Bank {
     store: Arc<dyn CheckpointStore>,
-    sent: Arc<Mutex<Vec<u32>>>,
+    pub(crate) sent: Arc<Mutex<Vec<u32>>>,
     wiped: Arc<Mutex<u32>>,
 }
 
 impl Bank {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Bank {
             store: Arc::new(MemoryCheckpoints::new()),
             sent: Arc::default(),
@@ -62,18 +47,21 @@ impl Bank {
 
     /// A new agent on the bank's store, as another process would build; `model` numbers its
     /// calls from `call_1` again, as some providers do per turn.
-    fn agent(&self, model: &ScriptedModel) -> Agent {
+    pub(crate) fn agent(&self, model: &ScriptedModel) -> Agent {
+        self.builder(model).build().unwrap()
+    }
+
+    /// The builder of [`agent`](Self::agent), for a test to add to.
+    pub(crate) fn builder(&self, model: &ScriptedModel) -> AgentBuilder {
         Agent::builder("clerk")
             .model(model.clone())
-            .tool(transfer(&self.sent))
+            .tool(transfer(&self.sent).requires_approval(true))
             .tool(wipe(&self.wiped))
             .shared_checkpoints(Arc::clone(&self.store))
-            .build()
-            .unwrap()
     }
 
     /// Starts the run "rent", which waits on `transfer {"amount": 1}` as `call_1`.
-    async fn waiting(&self) -> PendingApproval {
+    pub(crate) async fn waiting(&self) -> PendingApproval {
         let model = ScriptedModel::new().tool_call("transfer", r#"{"amount": 1}"#);
         let outcome = self
             .agent(&model)
@@ -87,7 +75,7 @@ impl Bank {
     }
 }
 
-fn waiting_on<O: std::fmt::Debug>(result: Result<O, RunError>) -> Vec<PendingApproval> {
+pub(crate) fn waiting_on<O: std::fmt::Debug>(result: Result<O, RunError>) -> Vec<PendingApproval> {
     match result {
         Err(RunError::WaitingForPerson { pending }) => pending,
         other => panic!("expected the run to wait for a person: {other:?}"),
@@ -95,7 +83,7 @@ fn waiting_on<O: std::fmt::Debug>(result: Result<O, RunError>) -> Vec<PendingApp
 }
 
 /// The answers `outcome`'s events say a person gave.
-fn answers(events: &[Event]) -> Vec<&'static str> {
+pub(crate) fn answers(events: &[Event]) -> Vec<&'static str> {
     events
         .iter()
         .filter_map(|event| match event {
@@ -224,7 +212,7 @@ async fn approved(arguments: &str, decision: Decision) -> (PendingApproval, Vec<
     let seen = Arc::clone(&shown);
     let agent = Agent::builder("clerk")
         .model(model)
-        .tool(transfer(&sent))
+        .tool(transfer(&sent).requires_approval(true))
         .approver(move |pending: &PendingApproval| {
             seen.lock().unwrap().push(pending.clone());
             decision.clone()

@@ -17,29 +17,12 @@ use agent_errors::policy::{Action, Policy, PolicyKey};
 use agent_errors::run::{ResumeError, TerminationReason};
 use agent_errors::testing::{FaultyTool, ScriptedModel};
 use support::postgres::PostgresServer;
+use support::tools::transfer;
 
 use agent_errors::{
     Agent, AgentBuilder, ErrorKind, Event, HttpError, Limits, Message, RunError, RunOptions,
     ToolCall, ToolDef, ToolResult,
 };
-
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct TransferArgs {
-    amount: u32,
-}
-
-/// A tool that sends money and requires approval; counts how often its body ran and with what.
-fn transfer(sent: &Arc<Mutex<Vec<u32>>>) -> ToolDef {
-    let sent = Arc::clone(sent);
-    ToolDef::new("transfer", "Sends money.", move |args: TransferArgs| {
-        let sent = Arc::clone(&sent);
-        async move {
-            sent.lock().unwrap().push(args.amount);
-            Ok::<_, std::io::Error>(format!("sent {}", args.amount))
-        }
-    })
-    .requires_approval(true)
-}
 
 /// An approver that answers `decision` and remembers what it was asked.
 fn answering(
@@ -56,7 +39,7 @@ fn answering(
 fn builder(model: &ScriptedModel, sent: &Arc<Mutex<Vec<u32>>>) -> AgentBuilder {
     Agent::builder("clerk")
         .model(model.clone())
-        .tool(transfer(sent))
+        .tool(transfer(sent).requires_approval(true))
 }
 
 fn tool_results(transcript: &[Message]) -> Vec<&ToolResult> {
@@ -571,6 +554,7 @@ fn the_dsl_marks_a_tool_for_approval_and_writes_ask_person_as_an_action() {
     assert_eq!(ladder.to_string(), "[ask_person, escalate]");
     assert!(
         transfer(&Arc::default())
+            .requires_approval(true)
             .policy()
             .get(PolicyKey::Execution)
             .is_none()
@@ -641,7 +625,10 @@ async fn a_loop_of_your_own_asks_the_contexts_approver() {
     use agent_errors::call::CallOutcome;
     use agent_errors::{Registry, RunContext};
     let sent = Arc::new(Mutex::new(Vec::new()));
-    let registry = Registry::builder().tool(transfer(&sent)).build().unwrap();
+    let registry = Registry::builder()
+        .tool(transfer(&sent).requires_approval(true))
+        .build()
+        .unwrap();
     let call = ToolCall::new("call_1", "transfer", r#"{"amount": 900}"#);
 
     let waiting = registry.execute(&RunContext::new(), &call).await;

@@ -12,25 +12,10 @@ use agent_errors::policy::{Action, Policy, PolicyKey};
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{Agent, Fix, FixRequest, HttpError, ToolCall, ToolDef};
 
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct TransferArgs {
-    amount: u32,
-}
+use crate::support::tools::{TransferArgs, transfer};
 
 type Ran = Arc<Mutex<Vec<u32>>>;
 type Asked = Arc<Mutex<Vec<PendingApproval>>>;
-
-/// `transfer`, which remembers every amount its body ran with.
-fn transfer(ran: &Ran) -> ToolDef {
-    let ran = Arc::clone(ran);
-    ToolDef::new("transfer", "Sends money.", move |args: TransferArgs| {
-        let ran = Arc::clone(&ran);
-        async move {
-            ran.lock().unwrap().push(args.amount);
-            Ok::<_, std::io::Error>(format!("sent {}", args.amount))
-        }
-    })
-}
 
 /// An approver that gives `answers` in turn (the last one from then on) and remembers what it
 /// was asked.
@@ -53,6 +38,19 @@ fn failing_quote() -> ToolDef {
         Err::<String, _>(HttpError::new(400, "no quote today"))
     })
     .with_policy(Policy::new().on(PolicyKey::Execution, Action::fallback("transfer")))
+}
+
+/// `transfer`, which needs approval, and the fixer `repair` its invalid arguments go to, which
+/// rewrites them to an amount of 90000.
+fn repaired_to_90000(ran: &Ran) -> (ToolDef, FixerDef) {
+    let fixer = FixerDef::from_fn("repair", |_: FixRequest| {
+        Ok(Fix::args(r#"{"amount": 90000}"#))
+    });
+    let policy = Policy::new().on(PolicyKey::InvalidArgs, Action::fix("repair", 1).unwrap());
+    (
+        transfer(ran).requires_approval(true).with_policy(policy),
+        fixer,
+    )
 }
 
 fn asked_about(asked: &Asked) -> Vec<(String, String)> {
@@ -120,13 +118,10 @@ async fn a_fixers_rewrite_of_approved_arguments_asks_again() {
     let model = ScriptedModel::new()
         .tool_call("transfer", r#"{"amount": "900"}"#)
         .text("done");
-    let fixer = FixerDef::from_fn("repair", |_: FixRequest| {
-        Ok(Fix::args(r#"{"amount": 90000}"#))
-    });
-    let policy = Policy::new().on(PolicyKey::InvalidArgs, Action::fix("repair", 1).unwrap());
+    let (repaired, fixer) = repaired_to_90000(&ran);
     let agent = Agent::builder("clerk")
         .model(model)
-        .tool(transfer(&ran).requires_approval(true).with_policy(policy))
+        .tool(repaired)
         .fixer(fixer)
         .approver(approver(
             vec![Decision::Approve, Decision::Deny("not that much".into())],
@@ -153,13 +148,10 @@ async fn arguments_refused_for_a_repeated_key_ask_a_person_once_repaired() {
     let model = ScriptedModel::new()
         .tool_call("transfer", r#"{"amount": 1, "amount": 90000}"#)
         .text("done");
-    let fixer = FixerDef::from_fn("repair", |_: FixRequest| {
-        Ok(Fix::args(r#"{"amount": 90000}"#))
-    });
-    let policy = Policy::new().on(PolicyKey::InvalidArgs, Action::fix("repair", 1).unwrap());
+    let (repaired, fixer) = repaired_to_90000(&ran);
     let agent = Agent::builder("clerk")
         .model(model)
-        .tool(transfer(&ran).requires_approval(true).with_policy(policy))
+        .tool(repaired)
         .fixer(fixer)
         .permission(|_: &ToolCall| Permission::Allow)
         .approver(approver(vec![Decision::Deny("no".into())], &asked))

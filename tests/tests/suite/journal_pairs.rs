@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use agent_errors::call::BoxFuture;
 use agent_errors::checkpoint::{CheckpointStore, MemoryCheckpoints};
@@ -60,10 +61,12 @@ fn read() -> ToolDef {
     .idempotent(true)
 }
 
-fn agent(world: &Arc<World>, disk: Arc<Disk>) -> Agent {
+/// The agent, its `write` idempotent or not.
+fn agent(world: &Arc<World>, disk: Arc<Disk>, idempotent: bool) -> Agent {
+    let write = tool("write", Kind::Write, world).idempotent(idempotent);
     Agent::builder("pairs")
         .model(Pairs)
-        .tools([tool("write", Kind::Write, world), read()])
+        .tools([write, read()])
         .max_turns(u32::try_from(TURNS).unwrap() + 1)
         .snapshot_every(SNAPSHOT_EVERY)
         .shared_checkpoints(disk as Arc<dyn CheckpointStore>)
@@ -82,13 +85,16 @@ fn applied(world: &World) -> BTreeMap<String, usize> {
 
 /// The run's answer and effects, stopped at `crash` and resumed; `None` when the crash point
 /// lies past the run's last write.
-async fn crash_and_resume(crash: Crash) -> Option<(String, BTreeMap<String, usize>)> {
+async fn crash_and_resume(
+    crash: Crash,
+    idempotent: bool,
+) -> Option<(String, BTreeMap<String, usize>)> {
     let (world, memory) = (
         Arc::new(World::default()),
         Arc::new(MemoryCheckpoints::new()),
     );
     let disk = Disk::new(&memory, crash);
-    let first = agent(&world, Arc::clone(&disk));
+    let first = agent(&world, Arc::clone(&disk), idempotent);
     let mut run = tokio::spawn(async move {
         first
             .run_with("go", RunOptions::new().run_id("pairs"))
@@ -101,7 +107,7 @@ async fn crash_and_resume(crash: Crash) -> Option<(String, BTreeMap<String, usiz
         }
         () = disk.crashed.notified() => run.abort(),
     }
-    let resumer = agent(&world, Disk::new(&memory, Crash::Never));
+    let resumer = agent(&world, Disk::new(&memory, Crash::Never), idempotent);
     let outcome = resumer.resume("pairs", RunOptions::new()).await;
     let violations = transcript_violations(&outcome.transcript);
     assert!(violations.is_empty(), "{crash:?}: {violations:?}");
@@ -116,14 +122,14 @@ async fn crash_and_resume(crash: Crash) -> Option<(String, BTreeMap<String, usiz
     Some((answer, applied(&world)))
 }
 
-#[tokio::test(start_paused = true)]
-async fn two_calls_a_turn_stopped_after_any_save_run_an_unsaved_sibling_once_more_at_most() {
+/// The uninterrupted run: its answer, and every stop point of it.
+async fn uninterrupted(idempotent: bool) -> (String, Vec<Crash>) {
     let (world, memory) = (
         Arc::new(World::default()),
         Arc::new(MemoryCheckpoints::new()),
     );
     let disk = Disk::new(&memory, Crash::Never);
-    let outcome = agent(&world, Arc::clone(&disk))
+    let outcome = agent(&world, Arc::clone(&disk), idempotent)
         .run_with("go", RunOptions::new().run_id("pairs"))
         .await;
     let expected = outcome.result.expect("the uninterrupted run answers");
@@ -131,21 +137,33 @@ async fn two_calls_a_turn_stopped_after_any_save_run_an_unsaved_sibling_once_mor
     let once = applied(&world);
     assert_eq!(once.len(), TURNS);
     assert!(once.values().all(|&n| n == 1));
-    let appends = disk.appends.load(std::sync::atomic::Ordering::SeqCst);
-    let snapshots = disk.snapshots.load(std::sync::atomic::Ordering::SeqCst);
-
+    let appends = disk.appends.load(Ordering::SeqCst);
+    let snapshots = disk.snapshots.load(Ordering::SeqCst);
     let stops = (1..=appends).map(Crash::AfterAppend);
     let stops = stops.chain((1..=snapshots).map(Crash::AfterSnapshot));
+    (expected, stops.collect())
+}
+
+/// The key of each turn's `write`, as the world records it, in the world's order.
+fn keys() -> Vec<String> {
+    let mut keys: Vec<String> = (0..TURNS).map(|turn| format!("pairs:w{turn}")).collect();
+    keys.sort();
+    keys
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_calls_a_turn_stopped_after_any_save_run_an_unsaved_sibling_once_more_at_most() {
+    let (expected, stops) = uninterrupted(true).await;
     let mut ran_again = 0;
     for crash in stops {
-        let (answer, resumed) = crash_and_resume(crash)
+        let (answer, resumed) = crash_and_resume(crash, true)
             .await
             .unwrap_or_else(|| panic!("{crash:?}: the run was never stopped"));
         // Every call has its one result, the one the uninterrupted run got.
         assert_eq!(answer, expected, "{crash:?}: the answer");
         // Every effect applied, each under its own call's key (a run again carries the same).
         assert!(
-            resumed.keys().eq(once.keys()),
+            resumed.keys().eq(keys().iter()),
             "{crash:?}: the keys applied {resumed:?}"
         );
         let twice: Vec<_> = resumed.iter().filter(|&(_, &n)| n > 1).collect();
@@ -157,4 +175,35 @@ async fn two_calls_a_turn_stopped_after_any_save_run_an_unsaved_sibling_once_mor
     }
     // The shape is real: some stops land after a `write` applied its effect, unsaved.
     assert!(ran_again > 0, "no stop left a sibling's effect unsaved");
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_calls_a_turn_stopped_after_any_save_never_run_a_non_idempotent_call_twice() {
+    let (expected, stops) = uninterrupted(false).await;
+    let mut interrupted = 0;
+    for crash in stops {
+        let (answer, resumed) = crash_and_resume(crash, false)
+            .await
+            .unwrap_or_else(|| panic!("{crash:?}: the run was never stopped"));
+        assert!(
+            resumed.values().all(|&n| n == 1),
+            "{crash:?}: an effect applied twice: {resumed:?}"
+        );
+        // Each call has one result: the uninterrupted run's, or, for the `write` the stop left
+        // unsaved, an error saying its outcome is unknown.
+        let differ: Vec<&str> = (answer.lines().zip(expected.lines()))
+            .filter(|(got, want)| got != want)
+            .map(|(got, _)| got)
+            .collect();
+        assert_eq!(answer.lines().count(), 2 * TURNS, "{crash:?}");
+        assert!(
+            differ.len() <= 1
+                && differ
+                    .iter()
+                    .all(|line| line.starts_with('w') && line.contains("outcome_unknown")),
+            "{crash:?}: {differ:?}"
+        );
+        interrupted += differ.len();
+    }
+    assert!(interrupted > 0, "no stop left a `write` unsaved");
 }

@@ -17,6 +17,7 @@ mod support;
 mod agent;
 mod agent_builtins;
 mod agent_options;
+mod answer_tokens;
 mod answers;
 mod anthropic;
 mod approval;

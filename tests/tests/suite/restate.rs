@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use agent_errors::approval::{Answer, AnswerKey, Decision, PendingApproval};
 use agent_errors_test_support::{RestateServer, StartError, free_port};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
@@ -132,7 +133,22 @@ struct Service {
 
 impl Service {
     async fn start(port: u16, scenario: &str, dir: &Path, gate: &str) -> Service {
-        let mut process = Command::new(env!("CARGO_BIN_EXE_restate_service"))
+        Service::start_keyed(port, scenario, dir, gate, None).await
+    }
+
+    /// [`start`](Self::start), the agent taking only answers signed with `key` when given.
+    async fn start_keyed(
+        port: u16,
+        scenario: &str,
+        dir: &Path,
+        gate: &str,
+        key: Option<&str>,
+    ) -> Service {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_restate_service"));
+        if let Some(key) = key {
+            command.env("ANSWER_KEY", key);
+        }
+        let mut process = command
             .arg(port.to_string())
             .arg(scenario)
             .arg(dir)
@@ -168,13 +184,15 @@ impl Service {
         self.process.kill().await.expect("the service is killed");
     }
 
-    /// Waits until the service prints `AWAKEABLE <id>`; the id.
-    async fn awakeable(&mut self) -> String {
+    /// Waits until the service prints `AWAKEABLE <id> <question>`; the id and the question.
+    async fn awakeable(&mut self) -> (String, PendingApproval) {
         let lines = &mut self.lines;
         let waited = tokio::time::timeout(Duration::from_secs(60), async {
             while let Some(line) = lines.next_line().await.expect("readable stdout") {
-                if let Some(id) = line.strip_prefix("AWAKEABLE ") {
-                    return id.to_owned();
+                if let Some(announced) = line.strip_prefix("AWAKEABLE ") {
+                    let (id, question) = announced.split_once(' ').expect("an id and a question");
+                    let question = serde_json::from_str(question).expect("the question's JSON");
+                    return (id.to_owned(), question);
                 }
             }
             panic!("the service ended without announcing an awakeable");
@@ -186,12 +204,12 @@ impl Service {
 }
 
 impl Server {
-    /// Answers the awakeable `id` with `decision`, as a person would over Restate's API.
-    async fn answer(&self, id: &str, decision: serde_json::Value) {
+    /// Resolves the awakeable `id` with `body`, as a person would over Restate's API.
+    async fn answer(&self, id: &str, body: &impl serde::Serialize) {
         let url = format!("{}/restate/awakeables/{id}/resolve", self.0.ingress_url());
         let response = reqwest::Client::new()
             .post(url)
-            .json(&decision)
+            .json(body)
             .send()
             .await
             .expect("ingress");
@@ -374,7 +392,7 @@ async fn an_approved_call_runs_once_even_when_the_service_restarted_while_it_wai
     server.register(port).await;
 
     let invocation = server.send("send 900", None).await;
-    let awakeable = service.awakeable().await;
+    let (awakeable, pending) = service.awakeable().await;
     // Nothing holds the wait: the service goes away and another one takes the answer.
     service.kill().await;
     let _service = Service::start(port, "transfer", &scratch.service(), "open").await;
@@ -383,7 +401,7 @@ async fn an_approved_call_runs_once_even_when_the_service_restarted_while_it_wai
         "not run before the answer"
     );
     server
-        .answer(&awakeable, serde_json::json!("Approve"))
+        .answer(&awakeable, &Answer::to(&pending, Decision::Approve))
         .await;
     let answer = server.attach(&invocation).await;
 
@@ -407,10 +425,9 @@ async fn a_denied_call_never_runs_and_the_model_is_told() {
     server.register(port).await;
 
     let invocation = server.send("send 900", None).await;
-    let awakeable = service.awakeable().await;
-    server
-        .answer(&awakeable, serde_json::json!({"Deny": "too much"}))
-        .await;
+    let (awakeable, pending) = service.awakeable().await;
+    let deny = Answer::to(&pending, Decision::Deny("too much".into()));
+    server.answer(&awakeable, &deny).await;
     let answer = server.attach(&invocation).await;
 
     assert!(
@@ -435,7 +452,7 @@ async fn a_run_waiting_for_a_person_is_suspended_within_seconds_and_resumes_on_t
     server.register(port).await;
 
     let invocation = server.send("send 900", None).await;
-    let awakeable = service.awakeable().await;
+    let (awakeable, pending) = service.awakeable().await;
     // Half the server's default inactivity timeout: a run held until then fails here.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -450,8 +467,13 @@ async fn a_run_waiting_for_a_person_is_suspended_within_seconds_and_resumes_on_t
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    let edited = serde_json::json!({ "ApproveWith": r#"{"to": "Acme", "amount": 90}"# });
-    server.answer(&awakeable, edited).await;
+    // The answer's documented JSON, as a person's client writes it.
+    let edited = serde_json::json!({
+        "call_id": pending.call_id,
+        "digest": pending.digest,
+        "decision": { "ApproveWith": r#"{"to": "Acme", "amount": 90}"# },
+    });
+    server.answer(&awakeable, &edited).await;
     let answer = server.attach(&invocation).await;
     assert!(answer.contains("charged 250"), "{answer}");
     assert_eq!(
@@ -459,4 +481,72 @@ async fn a_run_waiting_for_a_person_is_suspended_within_seconds_and_resumes_on_t
         [r#"{"to": "Acme", "amount": 90}"#],
         "run once, with the person's arguments"
     );
+}
+
+/// An answer bound to the question and awakeable it resolves, and nothing else: one that is not
+/// an answer, and one written for an earlier awakeable of the same question, are refused and the
+/// person is asked again on a new awakeable; an answer that expired never runs the call, and
+/// the model is told it expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_awakeable_takes_only_an_answer_bound_to_it_and_in_time() {
+    let scratch = Scratch::new("bound");
+    let server = Server::start(&scratch.0).await;
+    let port = free_port();
+    let mut service = Service::start(port, "transfer", &scratch.service(), "open").await;
+    server.register(port).await;
+
+    let invocation = server.send("send 900", None).await;
+    let (first, asked_first) = service.awakeable().await;
+    server.answer(&first, &serde_json::json!("Approve")).await;
+    let (second, asked_second) = service.awakeable().await;
+    assert_ne!(first, second, "asked again on a new awakeable");
+    assert_ne!(
+        asked_first.digest, asked_second.digest,
+        "bound to its awakeable"
+    );
+    // The first awakeable's answer, delivered to the second.
+    let replayed = Answer::to(&asked_first, Decision::Approve);
+    server.answer(&second, &replayed).await;
+    let (third, asked_third) = service.awakeable().await;
+    let expired = Answer::to(&asked_third, Decision::Approve)
+        .expires_at(std::time::SystemTime::now() - Duration::from_secs(1));
+    server.answer(&third, &expired).await;
+    let answer = server.attach(&invocation).await;
+
+    assert!(
+        scratch.lines("transfer.log").is_empty(),
+        "the tool never ran"
+    );
+    assert!(answer.contains("expired"), "the model was told: {answer}");
+    assert!(
+        !answer.contains("denied"),
+        "not told it was denied: {answer}"
+    );
+}
+
+/// On an agent with an answer key, an unsigned answer to the awakeable is refused and asked
+/// again; a signed one runs the call once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_awakeable_on_an_agent_with_a_key_takes_only_a_signed_answer() {
+    let secret = "a key the service and the approval side share";
+    let key = AnswerKey::new(secret).unwrap();
+    let scratch = Scratch::new("signed");
+    let server = Server::start(&scratch.0).await;
+    let port = free_port();
+    let dir = scratch.service();
+    let mut service = Service::start_keyed(port, "transfer", &dir, "open", Some(secret)).await;
+    server.register(port).await;
+
+    let invocation = server.send("send 900", None).await;
+    let (first, pending) = service.awakeable().await;
+    server
+        .answer(&first, &Answer::to(&pending, Decision::Approve))
+        .await;
+    let (second, pending) = service.awakeable().await;
+    let signed = Answer::to(&pending, Decision::Approve).signed(&key);
+    server.answer(&second, &signed).await;
+    let answer = server.attach(&invocation).await;
+
+    assert_eq!(scratch.lines("transfer.log").len(), 1, "run once, signed");
+    assert!(answer.contains("charged 250"), "{answer}");
 }

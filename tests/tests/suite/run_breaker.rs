@@ -21,6 +21,24 @@ fn removal_notices(request: &ChatRequest) -> usize {
         .count()
 }
 
+/// A model that calls `lookup` `times` times, each with other arguments; its next answer is
+/// chained on.
+fn lookups(times: u32) -> ScriptedModel {
+    (1..=times).fold(ScriptedModel::new(), |model, n| {
+        model.tool_call("lookup", format!(r#"{{"text": "{n}"}}"#))
+    })
+}
+
+/// Fails the test unless `result` is the stop of a per-run breaker that tripped after
+/// `failures` failures.
+#[track_caller]
+fn assert_tripped(result: &Result<String, RunError>, failures: u32) {
+    assert!(
+        matches!(result, Err(RunError::BreakerTripped { failures: f, .. }) if *f == failures),
+        "{result:?}"
+    );
+}
+
 fn always_missing(name: &str) -> FaultyTool {
     FaultyTool::new(echo_tool(name)).then_always(Fault::error(|| HttpError::new(404, "no such id")))
 }
@@ -29,10 +47,7 @@ fn always_missing(name: &str) -> FaultyTool {
 async fn a_tool_that_trips_a_remove_tool_breaker_leaves_the_table_and_the_run_finishes() {
     let lookup = always_missing("lookup");
     let search = echo_tool("search");
-    let model = ScriptedModel::new()
-        .tool_call("lookup", r#"{"text": "1"}"#)
-        .tool_call("lookup", r#"{"text": "2"}"#)
-        .tool_call("lookup", r#"{"text": "3"}"#)
+    let model = lookups(3)
         .tool_call("search", r#"{"text": "the order"}"#)
         .text("found it by searching");
     let agent = Agent::builder("a")
@@ -69,11 +84,7 @@ async fn a_tool_that_trips_a_remove_tool_breaker_leaves_the_table_and_the_run_fi
 #[tokio::test(start_paused = true)]
 async fn without_the_rule_the_same_failures_end_the_run() {
     let lookup = always_missing("lookup");
-    let model = ScriptedModel::new()
-        .tool_call("lookup", r#"{"text": "1"}"#)
-        .tool_call("lookup", r#"{"text": "2"}"#)
-        .tool_call("lookup", r#"{"text": "3"}"#)
-        .text("never asked");
+    let model = lookups(3).text("never asked");
     let agent = Agent::builder("a")
         .model(model.clone())
         .tool(lookup.tool())
@@ -83,24 +94,14 @@ async fn without_the_rule_the_same_failures_end_the_run() {
 
     let outcome = agent.run_with_report("go").await;
 
-    assert!(
-        matches!(
-            outcome.result,
-            Err(RunError::BreakerTripped { failures: 3, .. })
-        ),
-        "{:?}",
-        outcome.result
-    );
+    assert_tripped(&outcome.result, 3);
     assert_eq!(model.calls(), 3);
 }
 
 #[tokio::test(start_paused = true)]
 async fn with_nothing_left_to_call_the_model_answers_and_the_run_ends() {
     let lookup = always_missing("lookup");
-    let model = ScriptedModel::new()
-        .tool_call("lookup", r#"{"text": "1"}"#)
-        .tool_call("lookup", r#"{"text": "2"}"#)
-        .text("I could not look it up");
+    let model = lookups(2).text("I could not look it up");
     let agent = Agent::builder("a")
         .model(model.clone())
         .tool(lookup.tool())
@@ -119,12 +120,7 @@ async fn with_nothing_left_to_call_the_model_answers_and_the_run_ends() {
 #[tokio::test(start_paused = true)]
 async fn a_removed_tool_the_model_keeps_calling_trips_again_and_ends_the_run() {
     let lookup = always_missing("lookup");
-    let model = ScriptedModel::new()
-        .tool_call("lookup", r#"{"text": "1"}"#)
-        .tool_call("lookup", r#"{"text": "2"}"#)
-        .tool_call("lookup", r#"{"text": "3"}"#)
-        .tool_call("lookup", r#"{"text": "4"}"#)
-        .text("never asked");
+    let model = lookups(4).text("never asked");
     let agent = Agent::builder("a")
         .model(model.clone())
         .tool(lookup.tool())
@@ -158,19 +154,11 @@ fn alternating(failures: u32) -> FaultyTool {
     tool
 }
 
-fn four_lookups_then(text: &str) -> ScriptedModel {
-    (1..=4)
-        .fold(ScriptedModel::new(), |model, n| {
-            model.tool_call("lookup", format!(r#"{{"text": "{n}"}}"#))
-        })
-        .text(text)
-}
-
 #[tokio::test(start_paused = true)]
 async fn counted_per_kind_failures_of_another_kind_do_not_add_up() {
     let lookup = alternating(4);
     let agent = Agent::builder("a")
-        .model(four_lookups_then("done"))
+        .model(lookups(4).text("done"))
         .tool(lookup.tool())
         .on_tool_error(
             "lookup",
@@ -194,7 +182,7 @@ async fn counted_per_kind_failures_of_another_kind_do_not_add_up() {
 async fn counted_per_tool_the_same_failures_trip_it_at_the_threshold() {
     let lookup = alternating(4);
     let agent = Agent::builder("a")
-        .model(four_lookups_then("never asked"))
+        .model(lookups(4).text("never asked"))
         .tool(lookup.tool())
         .on_tool_error("lookup", policy!(execution = escalate))
         .build()
@@ -202,14 +190,7 @@ async fn counted_per_tool_the_same_failures_trip_it_at_the_threshold() {
 
     let outcome = agent.run_with_report("go").await;
 
-    assert!(
-        matches!(
-            outcome.result,
-            Err(RunError::BreakerTripped { failures: 3, .. })
-        ),
-        "{:?}",
-        outcome.result
-    );
+    assert_tripped(&outcome.result, 3);
     assert_eq!(lookup.calls(), 3);
 }
 
@@ -219,7 +200,7 @@ async fn counted_per_kind_two_failures_of_one_kind_in_a_row_trip_it() {
         .fail_times(1, || HttpError::new(504, "gateway timeout"))
         .fail_times(2, || HttpError::new(422, "bad field"));
     let agent = Agent::builder("a")
-        .model(four_lookups_then("never asked"))
+        .model(lookups(4).text("never asked"))
         .tool(lookup.tool())
         .breaker_threshold(2)
         .on_tool_error(
@@ -231,14 +212,7 @@ async fn counted_per_kind_two_failures_of_one_kind_in_a_row_trip_it() {
 
     let outcome = agent.run_with_report("go").await;
 
-    assert!(
-        matches!(
-            outcome.result,
-            Err(RunError::BreakerTripped { failures: 2, .. })
-        ),
-        "{:?}",
-        outcome.result
-    );
+    assert_tripped(&outcome.result, 2);
     assert_eq!(lookup.calls(), 3);
 }
 

@@ -185,8 +185,9 @@ async fn a_fixer_agent_s_requests_count_against_the_run_s_request_cap() {
     assert_eq!(model.calls(), 1);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_switch_to_a_fallback_model_is_a_request() {
+/// An agent capped at `requests` model requests whose model falls back from an overloaded
+/// primary to a model that answers "done"; with both models, to count their calls.
+fn falling_back(requests: u32) -> (Agent, ScriptedModel, ScriptedModel) {
     let primary = ScriptedModel::named("primary").error(HttpError::new(529, "overloaded"));
     let fallback = ScriptedModel::named("fallback").text("done");
     let model = FallbackModel::new(primary.clone(), fallback.clone())
@@ -194,9 +195,15 @@ async fn a_switch_to_a_fallback_model_is_a_request() {
         .unwrap();
     let agent = Agent::builder("capped")
         .model(model)
-        .usage_limits(UsageLimits::new().max_requests(1))
+        .usage_limits(UsageLimits::new().max_requests(requests))
         .build()
         .unwrap();
+    (agent, primary, fallback)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_switch_to_a_fallback_model_is_a_request() {
+    let (agent, primary, fallback) = falling_back(1);
 
     let exceeded = exceeded(agent.run("go").await);
 
@@ -207,16 +214,7 @@ async fn a_switch_to_a_fallback_model_is_a_request() {
 
 #[tokio::test(start_paused = true)]
 async fn a_fallback_model_s_answer_counts_within_the_caps() {
-    let primary = ScriptedModel::named("primary").error(HttpError::new(529, "overloaded"));
-    let fallback = ScriptedModel::named("fallback").text("done");
-    let model = FallbackModel::new(primary.clone(), fallback.clone())
-        .after(1)
-        .unwrap();
-    let agent = Agent::builder("capped")
-        .model(model)
-        .usage_limits(UsageLimits::new().max_requests(2))
-        .build()
-        .unwrap();
+    let (agent, primary, fallback) = falling_back(2);
 
     assert_eq!(agent.run("go").await.unwrap(), "done");
     assert_eq!((primary.calls(), fallback.calls()), (1, 1));

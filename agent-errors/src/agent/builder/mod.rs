@@ -11,7 +11,7 @@ use super::builtins::Builtins;
 use super::final_answer::AnswerRules;
 use super::llm_error::{IntoLlmDecision, LlmErrorHandler, ModelError, erase_handler};
 use super::{AgentOutput, DEFAULT_MAX_TURNS};
-use crate::approval::Approver;
+use crate::approval::{AnswerKey, Approver};
 use crate::breaker::{DEFAULT_THRESHOLD, ServiceBreaker};
 use crate::budget::RetryBudget;
 use crate::chat::{CallSource, RequestOptions, ToolCall};
@@ -285,6 +285,36 @@ impl<O: AgentOutput> AgentBuilder<O> {
     #[must_use]
     pub fn approver(mut self, approver: impl Approver) -> Self {
         self.approvals.approver = Some(Arc::new(approver));
+        self
+    }
+
+    /// Takes only answers signed with `key`: every answer given to a run
+    /// ([`RunOptions::answered`](crate::RunOptions::answered), [`answer_to`](crate::RunOptions::answer_to),
+    /// [`answer`](crate::RunOptions::answer)) and every answer an approver relays with
+    /// [`ApprovalContext::accept`](crate::approval::ApprovalContext::accept) (Restate's
+    /// awakeable answers included) must carry a signature `key` made over its question's
+    /// digest, its decision and its expiry ([`Answer::signed`](crate::approval::Answer::signed)).
+    /// An unsigned or badly signed answer is refused like an answer for another question: a
+    /// [`PersonAsked`](crate::Event::PersonAsked) event answered `refused`, a warning, and the
+    /// call is asked again. Answers an approver decides itself, in code, are not checked.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agent_errors::Agent;
+    /// use agent_errors::approval::AnswerKey;
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// let key = AnswerKey::new([42u8; 32])?;
+    /// let agent = Agent::builder("payments")
+    ///     .model(ScriptedModel::new().text("nothing to do"))
+    ///     .answer_key(key)
+    ///     .build();
+    /// assert!(agent.is_ok());
+    /// # Ok::<(), agent_errors::approval::AnswerError>(())
+    /// ```
+    pub fn answer_key(mut self, key: AnswerKey) -> Self {
+        self.approvals.key = Some(key);
         self
     }
 

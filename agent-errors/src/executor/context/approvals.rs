@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::approval::{ApprovalRule, Approver, GivenAnswer};
+use crate::approval::{AnswerClock, AnswerKey, ApprovalRule, Approver, GivenAnswer};
 
 /// Who answers the calls of an agent's runs that need a person, which calls need one beyond
 /// their tools' own rule, and the answers a run was given.
@@ -11,8 +11,12 @@ use crate::approval::{ApprovalRule, Approver, GivenAnswer};
 pub(crate) struct Approvals {
     pub(crate) approver: Option<Arc<dyn Approver>>,
     pub(crate) rule: Option<Arc<ApprovalRule>>,
+    /// The key every answer given to a run must be signed with, when the agent has one.
+    pub(crate) key: Option<AnswerKey>,
     /// A person's answers given to one run, each bound to its question and used once.
     pub(crate) answers: Vec<GivenAnswer>,
+    /// The run's wall clock, which answers' expiry is read against.
+    pub(crate) clock: AnswerClock,
 }
 
 impl Approvals {
@@ -25,7 +29,9 @@ impl Approvals {
         Some(Arc::new(Approvals {
             approver: self.approver.clone(),
             rule: self.rule.clone(),
+            key: self.key.clone(),
             answers,
+            clock: AnswerClock::start(),
         }))
     }
 }

@@ -1,0 +1,303 @@
+//! A person's answer as a value that travels: it may expire (a call reached after that does not
+//! run, the model is told it expired, and the outcome lists it) and it may be signed with a key
+//! of the user's (an agent given the key takes no answer it cannot verify).
+
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use agent_errors::approval::{
+    Answer, AnswerError, AnswerKey, ApprovalContext, Approver, Decision, MAX_ANSWER_BYTES,
+    PendingApproval, WaitReason,
+};
+use agent_errors::call::BoxFuture;
+use agent_errors::testing::ScriptedModel;
+use agent_errors::{Event, Message, RunOptions};
+
+use crate::answers::{Bank, answers, waiting_on};
+
+fn key() -> AnswerKey {
+    AnswerKey::new(b"the user's own secret, 32 bytes+").unwrap()
+}
+
+/// What the model was told for each call, in order.
+fn told(transcript: &[Message]) -> Vec<String> {
+    let results = transcript.iter().filter_map(|message| match message {
+        Message::Tool(result) => Some(result.content.clone()),
+        _ => None,
+    });
+    results.collect()
+}
+
+fn expired_events(events: &[Event]) -> usize {
+    let expired = events.iter().filter(|e| e.name() == "answer_expired");
+    expired.count()
+}
+
+#[tokio::test]
+async fn an_expired_answer_is_told_to_the_model_as_expired_and_the_outcome_lists_it() {
+    let bank = Bank::new();
+    let pending = bank.waiting().await;
+    let stale = Answer::to(&pending, Decision::Approve)
+        .expires_at(SystemTime::now() - Duration::from_secs(1));
+    // Told it expired, the model asks again: that call waits for a person.
+    let model = ScriptedModel::new().tool_call("transfer", r#"{"amount": 1}"#);
+    let options = RunOptions::new().answered(stale);
+    let outcome = bank.agent(&model).resume("rent", options).await;
+
+    assert!(bank.sent.lock().unwrap().is_empty(), "the tool never ran");
+    let told = told(&outcome.transcript);
+    assert!(told[0].contains("expired"), "{told:?}");
+    assert!(
+        !told[0].contains("denied"),
+        "not told it was denied: {told:?}"
+    );
+    assert_eq!(expired_events(&outcome.report.events), 1);
+    let expired = outcome.expired_approvals();
+    assert_eq!(expired.len(), 1);
+    assert_eq!(
+        (&*expired[0].call_id, &*expired[0].tool, &*expired[0].digest),
+        ("call_1", "transfer", &*pending.digest)
+    );
+    assert_eq!(outcome.pending_approvals().len(), 1, "the new call waits");
+    assert_eq!(outcome.pending_approvals()[0].digest, pending.digest);
+    assert_eq!(waiting_on(outcome.result).len(), 1);
+}
+
+/// An approver that relays answers a client sent as text, one per question asked, each after
+/// `delay` of Tokio's clock (the time a person takes).
+struct Relayed {
+    texts: Mutex<Vec<String>>,
+    delay: Duration,
+}
+
+impl Relayed {
+    fn new(texts: Vec<String>) -> Self {
+        let delay = Duration::ZERO;
+        let texts = Mutex::new(texts);
+        Relayed { texts, delay }
+    }
+}
+
+impl Approver for Relayed {
+    fn decide<'a>(
+        &'a self,
+        pending: &'a PendingApproval,
+        run: ApprovalContext<'a>,
+    ) -> BoxFuture<'a, Decision> {
+        Box::pin(async move {
+            loop {
+                tokio::time::sleep(self.delay).await;
+                let Some(text) = self.texts.lock().unwrap().pop() else {
+                    return Decision::Later;
+                };
+                let Ok(answer) = Answer::from_token(&text) else {
+                    continue;
+                };
+                if let Some(decision) = run.accept(pending, &answer) {
+                    return decision;
+                }
+            }
+        })
+    }
+}
+
+/// A run whose approver relays, two minutes after asking, an answer to `transfer {"amount": 1}`
+/// made valid for `valid_for`: the amounts sent, and how many approvals the outcome lists as
+/// expired.
+async fn answered_after_two_minutes(valid_for: Duration) -> (Vec<u32>, usize) {
+    let bank = Bank::new();
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 1}"#)
+        .text("done");
+    let pending = PendingApproval::new(
+        "call_1",
+        "transfer",
+        r#"{"amount": 1}"#,
+        WaitReason::ApprovalRequired,
+    );
+    let answer = Answer::to(&pending, Decision::Approve).expires_at(SystemTime::now() + valid_for);
+    let approver = Relayed {
+        delay: Duration::from_secs(120),
+        ..Relayed::new(vec![answer.to_token()])
+    };
+    let agent = bank.builder(&model).approver(approver).build().unwrap();
+    let outcome = agent.run_with_report("pay").await;
+    outcome.result.as_ref().unwrap();
+    let sent = bank.sent.lock().unwrap().clone();
+    (sent, outcome.expired_approvals().len())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_expires_by_the_run_s_clock_while_the_run_waits_for_it() {
+    assert_eq!(
+        answered_after_two_minutes(Duration::from_secs(60)).await,
+        (vec![], 1),
+        "expired a minute before it arrived"
+    );
+    assert_eq!(
+        answered_after_two_minutes(Duration::from_secs(600)).await,
+        (vec![1], 0),
+        "still good when it arrived"
+    );
+}
+
+#[tokio::test]
+async fn an_agent_with_an_answer_key_refuses_an_unsigned_answer_and_asks_again() {
+    let bank = Bank::new();
+    let pending = bank.waiting().await;
+    let model = ScriptedModel::new().text("done");
+    let agent = bank.builder(&model).answer_key(key()).build().unwrap();
+    let options = RunOptions::new().answer_to(&pending, Decision::Approve);
+    let outcome = agent.resume("rent", options).await;
+
+    assert_eq!(answers(&outcome.report.events), ["refused", "later"]);
+    assert_eq!(waiting_on(outcome.result), [pending]);
+    assert!(bank.sent.lock().unwrap().is_empty());
+}
+
+/// Resumes "rent" on an agent with the key, given `token` as the client sent it back: the
+/// answers the events report and the amounts sent.
+async fn resumed_with_token(bank: &Bank, token: &str) -> (Vec<&'static str>, Vec<u32>) {
+    let model = ScriptedModel::new().text("done");
+    let agent = bank.builder(&model).answer_key(key()).build().unwrap();
+    let answer = Answer::from_token(token).unwrap();
+    let outcome = agent
+        .resume("rent", RunOptions::new().answered(answer))
+        .await;
+    let sent = bank.sent.lock().unwrap().clone();
+    (answers(&outcome.report.events), sent)
+}
+
+#[tokio::test]
+async fn a_signed_answer_runs_its_call_once() {
+    let bank = Bank::new();
+    let pending = bank.waiting().await;
+    let token = Answer::to(&pending, Decision::Approve)
+        .expires_at(SystemTime::now() + Duration::from_secs(600))
+        .signed(&key())
+        .to_token();
+    assert_eq!(
+        resumed_with_token(&bank, &token).await,
+        (vec!["approved"], vec![1])
+    );
+}
+
+#[tokio::test]
+async fn an_answer_changed_after_it_was_signed_is_refused() {
+    let bank = Bank::new();
+    let pending = bank.waiting().await;
+    let signed = Answer::to(&pending, Decision::Deny("no".into()))
+        .expires_at(SystemTime::now() + Duration::from_secs(600))
+        .signed(&key())
+        .to_token();
+    // A client turns the denial into an edit to 90000.
+    let forged = signed.replace(
+        r#"{"Deny":"no"}"#,
+        r#"{"ApproveWith":"{\"amount\": 90000}"}"#,
+    );
+    assert_ne!(forged, signed);
+    assert_eq!(
+        resumed_with_token(&bank, &forged).await,
+        (vec!["refused", "later"], vec![])
+    );
+    // A client makes a stale answer last longer.
+    let stale = Answer::to(&pending, Decision::Approve)
+        .expires_at(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000))
+        .signed(&key())
+        .to_token();
+    let extended = stale.replace("1000000000000", "9000000000000");
+    assert_ne!(extended, stale);
+    assert_eq!(
+        resumed_with_token(&bank, &extended).await,
+        (vec!["refused", "later"], vec![])
+    );
+    // Signed with another key.
+    let other = AnswerKey::new([3u8; 32]).unwrap();
+    let token = Answer::to(&pending, Decision::Approve)
+        .signed(&other)
+        .to_token();
+    assert_eq!(
+        resumed_with_token(&bank, &token).await,
+        (vec!["refused", "later"], vec![])
+    );
+}
+
+#[tokio::test]
+async fn a_signed_answer_that_expired_is_told_as_expired_not_refused() {
+    let bank = Bank::new();
+    let pending = bank.waiting().await;
+    let token = Answer::to(&pending, Decision::Approve)
+        .expires_at(SystemTime::now() - Duration::from_secs(1))
+        .signed(&key())
+        .to_token();
+    let (asked, sent) = resumed_with_token(&bank, &token).await;
+    assert!(asked.is_empty(), "{asked:?}");
+    assert!(sent.is_empty());
+}
+
+#[test]
+fn an_answer_s_text_is_read_within_bounds() {
+    let long = format!(
+        r#"{{"call_id": "call_1", "digest": "{}", "decision": "Approve"}}"#,
+        "x".repeat(MAX_ANSWER_BYTES)
+    );
+    assert!(matches!(
+        Answer::from_token(&long),
+        Err(AnswerError::TooLong { .. })
+    ));
+    let nested = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    assert!(matches!(
+        Answer::from_token(&nested),
+        Err(AnswerError::Malformed(_))
+    ));
+    let extra = r#"{"call_id": "c", "digest": "d", "decision": "Approve", "admin": true}"#;
+    assert!(
+        Answer::from_token(extra).is_err(),
+        "no field it does not know"
+    );
+    assert!(matches!(
+        AnswerKey::new([0u8; 31]),
+        Err(AnswerError::ShortKey { bytes: 31 })
+    ));
+}
+
+#[tokio::test]
+async fn an_approver_relaying_answers_takes_only_those_bound_and_signed() {
+    let bank = Bank::new();
+    let pending = PendingApproval::new(
+        "call_1",
+        "transfer",
+        r#"{"amount": 1}"#,
+        WaitReason::ApprovalRequired,
+    );
+    let other = PendingApproval::new(
+        "call_1",
+        "transfer",
+        r#"{"amount": 90000}"#,
+        WaitReason::ApprovalRequired,
+    );
+    // Popped last first: unsigned, then for another question, then the one to take.
+    let texts = vec![
+        Answer::to(&pending, Decision::Approve)
+            .signed(&key())
+            .to_token(),
+        Answer::to(&other, Decision::Approve)
+            .signed(&key())
+            .to_token(),
+        Answer::to(&pending, Decision::Approve).to_token(),
+    ];
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 1}"#)
+        .text("done");
+    let agent = bank
+        .builder(&model)
+        .answer_key(key())
+        .approver(Relayed::new(texts))
+        .build()
+        .unwrap();
+    let outcome = agent.run_with_report("pay").await;
+    assert_eq!(outcome.result.unwrap(), "done");
+    assert_eq!(*bank.sent.lock().unwrap(), [1]);
+    let refused = answers(&outcome.report.events);
+    assert_eq!(refused, ["refused", "refused", "approved"]);
+}
