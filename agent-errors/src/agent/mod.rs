@@ -21,6 +21,7 @@
 mod answer;
 mod builder;
 mod builtins;
+mod call_ids;
 mod checkpoint_recorder;
 mod compact;
 mod conversation;

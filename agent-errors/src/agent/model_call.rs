@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 
 use super::counts::Counts;
-use super::{AgentInner, AgentOutput, RunError, stream, turn};
+use super::{AgentInner, AgentOutput, RunError, call_ids, stream, turn};
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::classify::server_delay;
 use crate::error::BoxError;
@@ -174,7 +174,10 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
         }
         let judged = result.and_then(|response| turn::judge(response, &mut self.counts.usage));
         match judged {
-            Ok(response) => Ok(Ok(Turn::Response(response))),
+            Ok(mut response) => {
+                call_ids::make_distinct(&request.messages, &mut response.tool_calls);
+                Ok(Ok(Turn::Response(response)))
+            }
             Err(error) => Err(error),
         }
     }

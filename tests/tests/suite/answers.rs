@@ -94,7 +94,8 @@ pub(crate) fn answers(events: &[Event]) -> Vec<&'static str> {
 }
 
 /// Resumes "rent" with `options`; the model then calls `tool` with `arguments` under the reused
-/// id `call_1`. The run must wait again for that call: the answer was for another question.
+/// id `call_1`, which the run gives an id of its own (`call_1_2`). The run must wait again for
+/// that call: the answer was for another question.
 async fn reused_id_asks_again(options: RunOptions, tool: &str, arguments: &str) -> Bank {
     let bank = Bank::new();
     bank.waiting().await;
@@ -108,7 +109,7 @@ async fn reused_id_asks_again(options: RunOptions, tool: &str, arguments: &str) 
             &*pending[0].tool,
             &*pending[0].arguments
         ),
-        ("call_1", tool, arguments),
+        ("call_1_2", tool, arguments),
         "the call reusing the id waits for its own answer"
     );
     bank

@@ -2,12 +2,15 @@
 //! names the call, so the repeat is new work; the effect's key names what is asked for, so the
 //! service recognises the repeat.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use agent_errors::call::IdempotencyKey;
-use agent_errors::testing::ScriptedModel;
-use agent_errors::{Agent, BoxError, Ctx, HttpError, Message, RunOptions, ToolDef, tool, tools};
+use agent_errors::testing::{Reply, ScriptedModel, transcript_violations};
+use agent_errors::{
+    Agent, BoxError, ChatResponse, Ctx, HttpError, Message, RunOptions, ToolCall, ToolDef, tool,
+    tools,
+};
 use serde::Serialize;
 
 /// A ticket service that remembers the answer it gave per idempotency key, and whose first
@@ -140,4 +143,45 @@ fn keys_with_different_parts_never_print_alike() {
         "run-7:call_1",
         "a run id without `:` or `%` prints as it is"
     );
+}
+
+type Paid = Arc<Mutex<Vec<(String, String)>>>;
+
+/// Pays `to`, recording the key it hands the payment service.
+#[tool]
+async fn pay(key: Ctx<IdempotencyKey>, paid: Ctx<Paid>, to: String) -> String {
+    paid.lock().unwrap().push((key.to_string(), to));
+    "paid".to_owned()
+}
+
+#[tokio::test]
+async fn two_calls_under_one_id_from_the_provider_get_keys_of_their_own() {
+    // Some servers number calls per turn: the second payment comes back as `call_1` too, and in
+    // one turn a server may even give two calls one id.
+    let model = ScriptedModel::new();
+    let call = |id: &str, to: &str| ToolCall::new(id, "pay", format!(r#"{{"to": "{to}"}}"#));
+    model.push(Reply::response(ChatResponse::tool_calls(vec![call(
+        "call_1", "ada",
+    )])));
+    let turn = vec![call("call_1", "bob"), call("call_1", "cy")];
+    model.push(Reply::response(ChatResponse::tool_calls(turn)));
+    model.push(Reply::response(ChatResponse::text("done")));
+    let agent = Agent::builder("payer")
+        .model(model)
+        .tools(tools![pay])
+        .build()
+        .unwrap();
+    let paid: Paid = Arc::default();
+    let options = RunOptions::new().run_id("r").context(Arc::clone(&paid));
+    let outcome = agent.run_with("pay everyone", options).await;
+
+    assert_eq!(outcome.result.unwrap(), "done");
+    let paid = paid.lock().unwrap().clone();
+    let keys: HashSet<&str> = paid.iter().map(|(key, _)| key.as_str()).collect();
+    assert_eq!(keys.len(), 3, "three payments, three keys: {paid:?}");
+    assert!(
+        keys.contains("r:call_1"),
+        "the first keeps the provider's id: {paid:?}"
+    );
+    assert!(transcript_violations(&outcome.transcript).is_empty());
 }
