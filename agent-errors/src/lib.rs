@@ -73,7 +73,6 @@ mod explain;
 mod extensions;
 mod fix;
 mod idempotency;
-mod journal;
 pub mod llm;
 #[cfg(feature = "mcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]

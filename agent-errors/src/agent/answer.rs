@@ -3,7 +3,7 @@
 
 use super::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
 use super::durable::PendingCall;
-use super::recorder::Recorder;
+use super::run_journal::RunJournal;
 use super::{AgentInner, AgentOutput, RunError};
 use crate::chat::{ChatRequest, Message, ToolCall, ToolResult};
 use crate::classify::ErrorKind;
@@ -79,7 +79,7 @@ impl<O: AgentOutput> AgentInner<O> {
         &self,
         ctx: &RunContext,
         request: &mut ChatRequest,
-        recorder: &dyn Recorder,
+        journal: &dyn RunJournal,
         asked: Message,
         resumed: Option<(&[ToolCall], &[PendingCall])>,
     ) -> Result<(), RunError> {
@@ -93,9 +93,7 @@ impl<O: AgentOutput> AgentInner<O> {
         if let [call] = calls {
             // One call, as most turns make: awaited as it is, with no join to build around it
             // and no box to keep the join from copying it.
-            let answered = self
-                .answer(ctx, call, recorder, saved_of(saved, call))
-                .await;
+            let answered = self.answer(ctx, call, journal, saved_of(saved, call)).await;
             if ends_run(&answered) {
                 ctx.halting().halt();
             }
@@ -105,7 +103,7 @@ impl<O: AgentOutput> AgentInner<O> {
         } else {
             // Boxed: a call's future is large (the whole recovery ladder), and the join would
             // otherwise copy it as it collects and polls the turn's calls.
-            let answer = |call| Box::pin(self.answer(ctx, call, recorder, saved_of(saved, call)));
+            let answer = |call| Box::pin(self.answer(ctx, call, journal, saved_of(saved, call)));
             let answers = executor::answer_all(ctx, calls, answer, ends_run).await;
             request.messages.push(asked);
             for answered in answers {
@@ -113,7 +111,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 stops.extend(answered.stop);
             }
         }
-        if let Some(error) = recorder.failure() {
+        if let Some(error) = journal.failure() {
             return Err(RunError::Checkpoint(error));
         }
         if ctx.cancellation().is_cancelled() {
@@ -140,7 +138,7 @@ impl<O: AgentOutput> AgentInner<O> {
         &self,
         ctx: &RunContext,
         call: &ToolCall,
-        recorder: &dyn Recorder,
+        journal: &dyn RunJournal,
         saved: Option<&PendingCall>,
     ) -> Answered {
         if let Some((result, stop)) = saved.and_then(PendingCall::answer) {
@@ -164,7 +162,7 @@ impl<O: AgentOutput> AgentInner<O> {
             return answered;
         }
         // A record that was not kept halts the run; the turn's end reports it.
-        recorder
+        journal
             .answered(&call.id, &answered.result, stop, ctx)
             .await;
         answered

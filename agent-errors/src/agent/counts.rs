@@ -11,7 +11,7 @@ use super::usage_meter::UsageMeter;
 use crate::model::ChatModel;
 use crate::usage::{RunUsage, Usage};
 
-pub(super) struct Counts {
+pub(crate) struct Counts {
     pub(super) turns: u32,
     pub(super) model_calls: u32,
     pub(super) tool_calls: u32,

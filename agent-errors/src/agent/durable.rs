@@ -1,7 +1,7 @@
 //! Durable runs: what a checkpoint holds (the saved run, its format version and compatibility
 //! rule), how a run is read back from its journal (its snapshot and the steps after it) and
-//! why a run cannot be resumed. The saving is done by the run's recorder
-//! (`checkpoint_recorder`), after every model turn (before any of its tools runs), every step
+//! why a run cannot be resumed. The saving is done by the run's journal
+//! (`checkpoint_journal`), after every model turn (before any of its tools runs), every step
 //! of a call and every tool result, so another process can resume the run.
 
 use serde::{Deserialize, Serialize};

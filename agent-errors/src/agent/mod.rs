@@ -22,7 +22,7 @@ mod answer;
 mod builder;
 mod builtins;
 mod call_ids;
-mod checkpoint_recorder;
+mod checkpoint_journal;
 mod compact;
 mod conversation;
 mod counts;
@@ -38,9 +38,9 @@ mod one_result;
 mod options;
 mod outcome;
 mod output;
-mod recorder;
 mod run;
 mod run_context;
+mod run_journal;
 mod saved_step;
 mod saved_stop;
 mod stream;
@@ -65,6 +65,9 @@ pub use model_failure::ModelFailure;
 pub use options::RunOptions;
 pub use outcome::{RunError, RunOutcome};
 pub use output::{AgentOutput, Json};
+/// How an engine that replays runs (Restate) gives a run its journal.
+#[cfg(feature = "restate")]
+pub(crate) use run_journal::{RunJournal, Seam};
 pub use stream::RunDelta;
 
 use crate::breaker::ServiceBreaker;

@@ -9,15 +9,15 @@ use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::FutureExt;
+use serde::{Deserialize, Serialize};
 
 use super::counts::Counts;
 use super::{AgentInner, AgentOutput, RunError, call_ids, stream, turn};
 use crate::chat::{ChatRequest, ChatResponse};
-use crate::classify::server_delay;
+use crate::classify::{HttpError, server_delay};
 use crate::error::BoxError;
 use crate::events::{Event, ModelLayer, count_outcome};
-use crate::executor::{Cancellation, RunContext, ToolPanic};
-use crate::journal::{JournaledModelCall, RunJournal};
+use crate::executor::{Cancellation, RunContext, ToolPanic, kept_step};
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER, cannot_succeed_on_retry};
 use crate::retry::{self, Policy, RetrySchedule, Step, Stop, decide};
 use crate::usage::Answerer;
@@ -139,13 +139,19 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
         // Made where each branch awaits it: made once before the branches, the ask's future
         // would be copied into the one that takes it.
         let ask = || AssertUnwindSafe(stream::ask(model, request, deltas)).catch_unwind();
-        let asked = match self.ctx.journal() {
-            None => ask().await,
-            // Boxed: a request without a journal must not carry this future's space.
-            Some(journal) => match Box::pin(journaled_ask(journal, ask())).await {
+        let journal = self.ctx.journal();
+        let asked = if journal.replays() {
+            // A step of the engine's journal; boxed: a request asked as it is must not carry
+            // this future's space.
+            let (keep, read) = (KeptModelCall::of, KeptModelCall::into_asked);
+            let step = kept_step(journal, "model".to_owned(), ask(), keep, read);
+            match Box::pin(step).await {
                 Some(asked) => asked,
+                // The engine could not keep the step: the run stops here.
                 None => return Ok(Err(RunError::Cancelled)),
-            },
+            }
+        } else {
+            ask().await
         };
         let result = match asked {
             Ok(result) => result,
@@ -269,30 +275,58 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
 
 type Asked = std::thread::Result<Result<ChatResponse, BoxError>>;
 
-/// A model request as a step of the run's journal: on replay its journaled answer (or failure)
-/// comes back and the model is not asked again. `None` when the journal could not keep it.
-async fn journaled_ask(
-    journal: &RunJournal,
-    asked: impl Future<Output = Asked> + Send,
-) -> Option<Asked> {
-    let work = async {
-        match asked.await {
-            Ok(Ok(response)) => JournaledModelCall::Answered(response),
-            Ok(Err(error)) => JournaledModelCall::failed(&error),
-            Err(panic) => JournaledModelCall::Panicked(ToolPanic::from_payload(panic).message),
+/// A model request's outcome as a journal that replays the run keeps it: on replay it comes
+/// back and the model is not asked again.
+#[derive(Debug, Serialize, Deserialize)]
+enum KeptModelCall {
+    Answered(ChatResponse),
+    /// The request failed: an HTTP failure keeps its status and `Retry-After`, so the retry
+    /// decisions read it as they read the live error.
+    Failed {
+        message: String,
+        status: Option<u16>,
+        retry_after_secs: Option<u64>,
+    },
+    /// `ChatModel::chat` panicked, with this message.
+    Panicked(String),
+}
+
+impl KeptModelCall {
+    fn of(asked: Asked) -> KeptModelCall {
+        let error = match asked {
+            Ok(Ok(response)) => return KeptModelCall::Answered(response),
+            Ok(Err(error)) => error,
+            Err(panic) => return KeptModelCall::Panicked(ToolPanic::from_payload(panic).message),
+        };
+        let http = crate::classify::find_in_chain::<HttpError>(error.as_ref());
+        let retry_after_secs = server_delay(error.as_ref(), Duration::MAX)
+            .map(|delay| delay.as_secs_f64().ceil() as u64);
+        KeptModelCall::Failed {
+            // Redacted: the journal is stored outside the process.
+            message: crate::redact::redact(&error.to_string()).into_owned(),
+            status: http.map(HttpError::status),
+            retry_after_secs,
         }
-    };
-    Some(match journal.step("model", work).await? {
-        JournaledModelCall::Answered(response) => Ok(Ok(response)),
-        JournaledModelCall::Failed {
-            message,
-            status,
-            retry_after_secs,
-        } => Ok(Err(JournaledModelCall::error(
-            message,
-            status,
-            retry_after_secs,
-        ))),
-        JournaledModelCall::Panicked(message) => Err(Box::new(message)),
-    })
+    }
+
+    /// The request's outcome as the run reads it: a failure as the retry decisions read it.
+    fn into_asked(self) -> Asked {
+        let (message, status, retry_after) = match self {
+            KeptModelCall::Answered(response) => return Ok(Ok(response)),
+            KeptModelCall::Panicked(message) => return Err(Box::new(message)),
+            KeptModelCall::Failed {
+                message,
+                status,
+                retry_after_secs,
+            } => (message, status, retry_after_secs),
+        };
+        let Some(status) = status else {
+            return Ok(Err(message.into()));
+        };
+        let error = HttpError::new(status, message);
+        Ok(Err(match retry_after {
+            Some(secs) => Box::new(error.with_header("retry-after", secs.to_string())),
+            None => Box::new(error),
+        }))
+    }
 }

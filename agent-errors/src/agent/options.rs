@@ -45,8 +45,9 @@ pub struct RunOptions {
     pub(crate) feed: Option<Feed>,
     /// The run's id, when the caller chose it.
     pub(crate) run_id: Option<String>,
-    /// The engine journal the run steps through, when it runs on a durable-execution engine.
-    pub(crate) journal: Option<crate::journal::RunJournal>,
+    /// The journal of the engine that replays the run, when one does (Restate): the run's one
+    /// journal, in place of the agent's checkpoint store.
+    pub(crate) journal: Option<super::run_journal::Seam>,
     /// A person's answers to calls the run waits on, each bound to its question.
     pub(crate) answers: Vec<GivenAnswer>,
     /// This run's caps, when not the agent's.

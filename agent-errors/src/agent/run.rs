@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::checkpoint_recorder::{CheckpointRecorder, Recorders};
+use super::checkpoint_journal::CheckpointJournal;
 use super::counts::Counts;
 use super::durable::{self, PendingCall, ResumeError, SavedCounts, SavedRun};
 use super::final_answer::{Reasks, Verdict};
 use super::model_call::Turn;
 use super::observed::Ended;
-use super::recorder::{Recorder, unsaved};
+use super::run_journal::{RunJournal, Seam, unsaved};
 use super::stream::DeltaSender;
 use super::turn;
 use super::usage_meter::{self, UsageMeter};
@@ -129,7 +129,7 @@ struct Start {
 /// waiting for a person keeps its checkpoint as it was (resumed, it goes on), and a run whose
 /// save failed records nothing more.
 async fn recorded_end<O>(
-    recorder: &dyn Recorder,
+    journal: &dyn RunJournal,
     transcript: &[Message],
     counts: &Counts,
     result: Result<O, RunError>,
@@ -141,10 +141,10 @@ async fn recorded_end<O>(
         return result;
     }
     let outcome = result.as_ref().map(|_| ());
-    if recorder.finished(transcript, counts, outcome).await {
+    if journal.finished(transcript, counts, outcome).await {
         result
     } else {
-        Err(unsaved(recorder))
+        Err(unsaved(journal))
     }
 }
 
@@ -199,16 +199,19 @@ impl<O: AgentOutput> AgentInner<O> {
             super::conversation::with_system_prompt(self.system_prompt.as_deref(), history);
         let usage_limits =
             (options.usage_limits.take()).unwrap_or_else(|| self.usage_limits.clone());
-        let recorders = match &self.checkpoints {
-            Some(store) => {
+        // An engine that replays the run keeps it in its own journal: a store beside it would
+        // refuse the replayed run's id as taken.
+        let seam = match (options.journal.take(), &self.checkpoints) {
+            (Some(engine), _) => engine,
+            (None, Some(store)) => {
                 let mut saved = SavedRun::new(transcript.clone());
                 saved.usage_limits = Some(UsageLimits::clone(&usage_limits));
                 let store = Arc::clone(store);
                 let every = self.snapshot_every;
-                let recorder = CheckpointRecorder::new(store, run_id.clone(), saved, 0, every);
-                Recorders::checkpoints(recorder)
+                let journal = CheckpointJournal::new(store, run_id.clone(), saved, 0, every);
+                Seam::of(Arc::new(journal))
             }
-            None => Recorders::none(),
+            (None, None) => Seam::none(),
         };
         let start = Start {
             transcript,
@@ -217,10 +220,10 @@ impl<O: AgentOutput> AgentInner<O> {
             recovery: None,
             deadline: self.limits.run_deadline,
             usage_limits,
-            // A durable run saves its start before its first turn.
-            clock: self.checkpoints.is_none().then_some(started),
+            // A run whose journal saves records its start before its first turn.
+            clock: (!seam.calls.records()).then_some(started),
         };
-        self.go(run_id, recorders, start, options).await
+        self.go(run_id, seam, start, options).await
     }
 
     async fn resume(&self, run_id: String, mut options: RunOptions) -> Ended<O> {
@@ -252,8 +255,8 @@ impl<O: AgentOutput> AgentInner<O> {
         let start = Start::resumed(&saved, usage_limits, self.limits.run_deadline);
         let store = Arc::clone(store);
         let every = self.snapshot_every;
-        let recorder = CheckpointRecorder::new(store, run_id.clone(), saved, next, every);
-        self.go(run_id, Recorders::checkpoints(recorder), start, options)
+        let journal = CheckpointJournal::new(store, run_id.clone(), saved, next, every);
+        self.go(run_id, Seam::of(Arc::new(journal)), start, options)
             .await
     }
 
@@ -265,13 +268,13 @@ impl<O: AgentOutput> AgentInner<O> {
     async fn go(
         &self,
         run_id: String,
-        recorders: Recorders,
+        seam: Seam,
         start: Start,
         mut options: RunOptions,
     ) -> Ended<O> {
         let refused = self
             .check_context(&options.extensions)
-            .and_then(|()| super::run_context::check_timer(options.journal.is_some()));
+            .and_then(|()| super::run_context::check_timer(&*seam.calls));
         if let Err(refused) = refused {
             return Ended::from(RunOutcome {
                 result: Err(refused),
@@ -283,11 +286,11 @@ impl<O: AgentOutput> AgentInner<O> {
         let deltas = options.deltas.take().map(DeltaSender::new);
         let compact_failures = options.compact_failures;
         let meter = RunMeter::for_run(&start.usage_limits, &options.caller_meter);
-        let ctx = self.context(options, &run_id, recorders.calls, meter.clone());
+        let ctx = self.context(options, &run_id, seam.calls, meter.clone());
         if let Some(recovery) = start.recovery {
             ctx.restore(recovery);
         }
-        let recorder = &*recorders.run;
+        let journal = &*seam.run;
         let mut request = self.first_request(&ctx, start.transcript, meter.clone());
         let mut counts = Counts::new(deltas, UsageMeter::new(start.usage_limits, meter));
         if let Some(saved) = start.counts {
@@ -299,11 +302,11 @@ impl<O: AgentOutput> AgentInner<O> {
         counts.clock = start.clock;
         counts.compact_failures = compact_failures;
         let driven = async {
-            if !recorder.started(&ctx, start.deadline).await {
-                return Err(unsaved(recorder));
+            if !journal.started(&ctx, start.deadline).await {
+                return Err(unsaved(journal));
             }
             let ended = self
-                .drive(&ctx, &mut request, &mut counts, recorder, start.pending)
+                .drive(&ctx, &mut request, &mut counts, journal, start.pending)
                 .await;
             if !matches!(ended, Err(RunError::UsageLimit(_))) {
                 return ended;
@@ -322,7 +325,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 }
             },
         };
-        let result = recorded_end(recorder, &request.messages, &counts, result).await;
+        let result = recorded_end(journal, &request.messages, &counts, result).await;
         ctx.events().close();
         if let Err(error) = &result {
             let error = crate::redact::redact(&error.to_string()).into_owned();
@@ -382,7 +385,7 @@ impl<O: AgentOutput> AgentInner<O> {
         &self,
         ctx: &RunContext,
         request: &mut ChatRequest,
-        recorder: &dyn Recorder,
+        journal: &dyn RunJournal,
         asked: Message,
         pending: Vec<PendingCall>,
     ) -> Result<(), RunError> {
@@ -394,7 +397,7 @@ impl<O: AgentOutput> AgentInner<O> {
             // A saved answer ended the run: the calls it halted are not run again.
             ctx.halting().halt();
         }
-        self.answer_turn(ctx, request, recorder, asked, Some((&calls, &pending)))
+        self.answer_turn(ctx, request, journal, asked, Some((&calls, &pending)))
             .await
     }
 
@@ -405,12 +408,12 @@ impl<O: AgentOutput> AgentInner<O> {
         ctx: &RunContext,
         request: &mut ChatRequest,
         counts: &mut Counts,
-        recorder: &dyn Recorder,
+        journal: &dyn RunJournal,
         pending: Option<(Message, Vec<PendingCall>)>,
     ) -> Result<O, RunError> {
         request.tools = self.offered_tools(ctx);
         if let Some((asked, pending)) = pending {
-            self.answer_resumed(ctx, request, recorder, asked, pending)
+            self.answer_resumed(ctx, request, journal, asked, pending)
                 .await?;
         }
         let mut reasks = Reasks::default();
@@ -439,7 +442,7 @@ impl<O: AgentOutput> AgentInner<O> {
             }
             // Until something else happens, the turn's end is the run's end too (a durable run
             // saves how it ended after its last turn: its end is read after that).
-            counts.clock = self.checkpoints.is_none().then_some(ended);
+            counts.clock = (!journal.records()).then_some(ended);
             let response = match turn? {
                 Turn::Response(response) => response,
                 Turn::RespondWith(output) => return Ok(output),
@@ -464,17 +467,16 @@ impl<O: AgentOutput> AgentInner<O> {
                 return Err(capped);
             }
             // The transcript gets the turn only with its answers, so a run the deadline stops
-            // mid-turn never hands back a call without its answer; the recorder has it first.
+            // mid-turn never hands back a call without its answer; the journal has it first.
             // The calls are answered from this message: no copy of them is made.
             let asked = Message::assistant(response.text, calls);
             ctx.learnt().begin_turn();
             let known = |name: &str| self.knows(name);
-            let recorded = recorder.turn(&request.messages, &asked, &known, counts, ctx);
+            let recorded = journal.turn(&request.messages, &asked, &known, counts, ctx);
             if !recorded.await {
-                return Err(unsaved(recorder));
+                return Err(unsaved(journal));
             }
-            self.answer_turn(ctx, request, recorder, asked, None)
-                .await?;
+            self.answer_turn(ctx, request, journal, asked, None).await?;
         }
         Err(RunError::TurnCap {
             max_turns: self.max_turns,

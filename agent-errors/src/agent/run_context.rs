@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{AgentInner, AgentOutput, RunError, RunOptions};
 use crate::breaker::RunBreaker;
 use crate::events::EventLog;
-use crate::executor::{CallRecorder, RunContext, RunSetup};
+use crate::executor::{Journal, RunContext, RunSetup};
 use crate::usage::RunMeter;
 
 impl<O: AgentOutput> AgentInner<O> {
@@ -16,7 +16,7 @@ impl<O: AgentOutput> AgentInner<O> {
         &self,
         options: RunOptions,
         run_id: &str,
-        recorder: Arc<dyn CallRecorder>,
+        journal: Arc<dyn Journal>,
         meter: RunMeter,
     ) -> RunContext {
         let (observer, run) = self.observer.for_run(options.feed);
@@ -30,8 +30,7 @@ impl<O: AgentOutput> AgentInner<O> {
             limits: self.limits,
             events: EventLog::observed(observer, run),
             run_id: Some(run_id.into()),
-            recorder,
-            journal: options.journal,
+            journal,
             approvals: self.approvals.for_run(options.answers),
             meter,
         })
@@ -64,13 +63,13 @@ impl<O: AgentOutput> AgentInner<O> {
 
 /// Refuses a run on a Tokio runtime built without its timer (`enable_time`): every backoff and
 /// every timeout of the run sleeps on it, and Tokio would panic at the first, in the middle of
-/// the run. A journaled run waits on its journal's clock instead, and a run outside any Tokio
-/// runtime is left to the executor it runs on.
+/// the run. A run whose journal replays it waits on the engine's clock instead, and a run outside
+/// any Tokio runtime is left to the executor it runs on.
 ///
 /// A runtime's timer is found once per thread: a thread remembers the last runtime it found
 /// one on, so the runs after the first on that runtime compare an id instead of probing.
-pub(super) fn check_timer(journaled: bool) -> Result<(), RunError> {
-    if journaled {
+pub(super) fn check_timer(journal: &dyn Journal) -> Result<(), RunError> {
+    if journal.replays() {
         return Ok(());
     }
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {

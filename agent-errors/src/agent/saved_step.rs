@@ -1,7 +1,7 @@
 //! One save of a durable run as its journal records it: what the save changed, never the whole
 //! state. A run's state is its latest snapshot (a [`SavedRun`]) with the steps saved after it
-//! applied in order; the recorder applies each step to the state it holds the same way, so what
-//! a resumed run reads is what the run had.
+//! applied in order; the checkpoint journal applies each step to the state it holds the same
+//! way, so what a resumed run reads is what the run had.
 //!
 //! A call's answer is written once: with the call, when it is answered. The transcript message
 //! that carries it to the model joins the transcript a save later (with the next turn) and is

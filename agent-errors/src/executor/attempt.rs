@@ -6,19 +6,21 @@
 use std::any::Any;
 use std::future::{Future, ready};
 use std::panic::AssertUnwindSafe;
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::Either;
+use serde::{Deserialize, Serialize};
 
 use super::context::RunContext;
 use super::failure::{CircuitOpen, Failed, ToolPanic, classify_tool_error};
 use super::gate::Cleared;
-use super::resume::SavedFailure;
+use super::journal::{Journal, kept_step};
+use super::resume::{CallInterrupted, SavedFailure};
 use crate::breaker::{Admission, ServiceBreaker};
-use crate::classify::{Classification, Classifier};
+use crate::classify::{Classification, Classifier, ErrorKind, Evidence};
 use crate::error::{BoxError, ToolError};
 use crate::extensions::Extensions;
-use crate::journal::{JournaledAttempt, JournaledFailure, RunJournal};
 use crate::tool::{ToolDef, ToolFuture, ToolOutput};
 
 /// Why an attempt produced no output.
@@ -51,10 +53,34 @@ pub(crate) fn attempt<'a>(
         Ok(future) => future,
         Err(missed) => return Either::Left(ready(Err(missed))),
     };
-    Either::Right(match ctx.journal() {
-        // Boxed: an attempt without a journal must not carry this future's space.
-        Some(journal) => Either::Left(Box::pin(journaled(journal, ctx, tool, raw, future))),
-        None => Either::Right(run(ctx, tool, raw, future)),
+    let journal = ctx.journal();
+    Either::Right(if journal.replays() {
+        // Boxed: an attempt run as it is must not carry this future's space.
+        Either::Left(Box::pin(replayed(journal, ctx, tool, raw, future)))
+    } else {
+        Either::Right(run(ctx, tool, raw, future))
+    })
+}
+
+/// An attempt as a step of a journal that replays the run: what it did (output, or failure with
+/// its classification) is kept as a value, so the engine never retries it on its own and a
+/// replay hands the same outcome to the ladder without calling the tool again.
+async fn replayed(
+    journal: &dyn Journal,
+    ctx: &RunContext,
+    tool: &ToolDef,
+    raw: &str,
+    future: ToolFuture,
+) -> Result<ToolOutput, Missed> {
+    let name = format!("tool:{}", tool.name());
+    let work = run(ctx, tool, raw, future);
+    let keep = |attempt| KeptAttempt::of(attempt, ctx);
+    let stepped = kept_step(journal, name, work, keep, |kept| kept.into_attempt(raw)).await;
+    // A step its journal could not keep: whether the tool took effect is unknown.
+    stepped.unwrap_or_else(|| {
+        Err(Missed::Failed(
+            ToolError::execution(raw, CallInterrupted).into(),
+        ))
     })
 }
 
@@ -190,42 +216,68 @@ impl Drop for Admitted<'_> {
     }
 }
 
-/// An attempt as a step of the run's journal: what it did (output, or failure with its
-/// classification) is journaled as a value, so the engine never retries it on its own and a
-/// replay hands the same outcome to the ladder without calling the tool again.
-async fn journaled(
-    journal: &RunJournal,
-    ctx: &RunContext,
-    tool: &ToolDef,
-    raw: &str,
-    future: ToolFuture,
-) -> Result<ToolOutput, Missed> {
-    let work = async {
-        match run(ctx, tool, raw, future).await {
-            Ok(output) => JournaledAttempt::Output(output),
-            Err(Missed::Tripped { failures }) => JournaledAttempt::Tripped(failures),
-            Err(Missed::Failed(failed)) => {
-                let Failed { error, class } = *failed;
-                let class =
-                    class.unwrap_or_else(|| classify_tool_error(&error, ctx.hooks().classifier()));
-                JournaledAttempt::Failed(JournaledFailure::new(&error.to_string(), &class))
-            }
-        }
-    };
-    let name = format!("tool:{}", tool.name());
-    match journal.step(&name, work).await {
-        Some(JournaledAttempt::Output(output)) => Ok(output),
-        Some(JournaledAttempt::Tripped(failures)) => Err(Missed::Tripped { failures }),
-        Some(JournaledAttempt::Failed(failure)) => {
-            let (kind, message, class) = failure.into_parts();
-            let error = ToolError::execution(raw, SavedFailure { kind, message });
-            Err(Missed::Failed(Box::new(Failed {
-                error,
-                class: Some(class),
-            })))
-        }
-        None => Err(Missed::Failed(
-            ToolError::execution(raw, crate::executor::CallInterrupted).into(),
-        )),
+/// A tool attempt's outcome as a journal that replays the run keeps it: the output, or the
+/// failure's words and everything its classification said (the error itself cannot be kept). So
+/// the engine never retries an attempt on its own, and a replay hands the same outcome to the
+/// ladder without calling the tool again.
+#[derive(Debug, Serialize, Deserialize)]
+enum KeptAttempt {
+    Output(ToolOutput),
+    Failed(KeptFailure),
+    /// The per-run breaker had tripped after this many failures: the tool was not called.
+    Tripped(u32),
+}
+
+/// A failure as the journal keeps it.
+#[derive(Debug, Serialize, Deserialize)]
+struct KeptFailure {
+    kind: ErrorKind,
+    /// The failure's words, redacted: the journal is stored outside the process.
+    message: String,
+    retry_after_ms: Option<u64>,
+    should_retry: Option<bool>,
+    status: Option<u16>,
+}
+
+impl KeptAttempt {
+    fn of(attempt: Result<ToolOutput, Missed>, ctx: &RunContext) -> KeptAttempt {
+        let failed = match attempt {
+            Ok(output) => return KeptAttempt::Output(output),
+            Err(Missed::Tripped { failures }) => return KeptAttempt::Tripped(failures),
+            Err(Missed::Failed(failed)) => *failed,
+        };
+        let Failed { error, class } = failed;
+        let class = class.unwrap_or_else(|| classify_tool_error(&error, ctx.hooks().classifier()));
+        KeptAttempt::Failed(KeptFailure {
+            kind: class.kind,
+            message: crate::redact::redact(&error.to_string()).into_owned(),
+            retry_after_ms: class
+                .retry_after
+                .map(|delay| u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)),
+            should_retry: class.should_retry,
+            status: class.status,
+        })
+    }
+
+    /// The attempt as the ladder reads it, on the arguments `raw`.
+    fn into_attempt(self, raw: &str) -> Result<ToolOutput, Missed> {
+        let failure = match self {
+            KeptAttempt::Output(output) => return Ok(output),
+            KeptAttempt::Tripped(failures) => return Err(Missed::Tripped { failures }),
+            KeptAttempt::Failed(failure) => failure,
+        };
+        let mut class = Classification::new(failure.kind, Evidence::Type("Journaled"));
+        class.retry_after = failure.retry_after_ms.map(Duration::from_millis);
+        class.should_retry = failure.should_retry;
+        class.status = failure.status;
+        let saved = SavedFailure {
+            kind: failure.kind,
+            message: failure.message,
+        };
+        let error = ToolError::execution(raw, saved);
+        Err(Missed::Failed(Box::new(Failed {
+            error,
+            class: Some(class),
+        })))
     }
 }

@@ -228,8 +228,8 @@ impl<'a> Course<'a> {
         progress: &CallProgress,
         attempts: u32,
     ) -> bool {
-        let recorder = self.ctx.hooks().recorder();
-        if !recorder.records() {
+        let journal = self.ctx.journal();
+        if !journal.records() {
             return true;
         }
         let running = CallProgress {
@@ -240,7 +240,7 @@ impl<'a> Course<'a> {
             approved: self.approved.clone(),
             ..CallProgress::default()
         };
-        recorder
+        journal
             .progress(&self.call.id, running, self.ctx.recovery())
             .await
     }

@@ -271,14 +271,14 @@ async fn wait_later(
     key: Option<PolicyKey>,
     mut progress: CallProgress,
 ) -> Handled {
-    let recorder = ctx.hooks().recorder();
-    if recorder.records() {
+    let journal = ctx.journal();
+    if journal.records() {
         progress.waiting = Some(Waiting {
             pending: pending.clone(),
             key: key.map(|k| k.as_str().to_owned()),
         });
         progress.backoff_ms = None;
-        if !recorder.progress(&call.id, progress, ctx.recovery()).await {
+        if !journal.progress(&call.id, progress, ctx.recovery()).await {
             return Handled::Cancelled;
         }
     }

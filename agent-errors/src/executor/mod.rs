@@ -31,11 +31,11 @@ mod course;
 mod entry;
 mod failure;
 mod gate;
+mod journal;
 mod ladder;
 mod limits;
 mod outcome;
 mod permission;
-mod record;
 mod resume;
 
 use std::future::poll_fn;
@@ -54,8 +54,8 @@ pub use permission::{Permission, PermissionContext, PermissionDenied, Permission
 
 pub(crate) use context::{Approvals, RecoveryState, RunSetup};
 use context::{Halt, Trip};
+pub(crate) use journal::{Journal, NoJournal, Recorded, kept_step};
 pub(crate) use outcome::CANCELLED;
-pub(crate) use record::{CallRecorder, NoRecorder, Recorded};
 pub use resume::CallInterrupted;
 pub(crate) use resume::{CallProgress, CallStart};
 
@@ -216,9 +216,9 @@ where
     Fut: Future<Output = T>,
 {
     let ends_run = &ends_run;
-    // An engine's journal must see a replay ask for the same steps in the same order: its
-    // calls are answered one after another.
-    if ctx.journal().is_some() {
+    // A journal that replays the run must see a replay ask for the same steps in the same
+    // order: its calls are answered one after another.
+    if ctx.journal().replays() {
         let mut answers = Vec::with_capacity(calls.len());
         for call in calls {
             let answer = answer(call).await;

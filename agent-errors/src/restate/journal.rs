@@ -1,6 +1,9 @@
-//! The run's journal on Restate. A run's seams are shared, `'static` objects, and a handler's
-//! context borrows the invocation; so the run asks for each step over a channel, and the handler
-//! ([`serve`]) makes it a `ctx.run` (or a `ctx.sleep`) on its own context.
+//! The run's journal on Restate: the run's one journal (the executor's `Journal`) is one that
+//! replays the run, each model request and tool attempt a `ctx.run` and each wait a
+//! `ctx.sleep`, and it saves nothing (Restate replays the run from its own journal). A run's
+//! journal is a shared, `'static` object, and a handler's context borrows the invocation; so the
+//! run asks for each step over a channel, and the handler ([`serve`]) makes it a `ctx.run` (or a
+//! `ctx.sleep`) on its own context.
 //!
 //! A step goes: the run sends its name; the handler calls `ctx.run` with a closure that, when
 //! Restate runs it (the step is not in the journal yet), tells the run to do its work and
@@ -16,9 +19,11 @@ use restate_sdk::prelude::{
 use restate_sdk::prelude::{HandlerResult, TerminalError};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::agent::RunJournal;
 use crate::approval::PendingApproval;
 use crate::error::BoxFuture;
-use crate::journal::Journal;
+use crate::executor::{CallProgress, Journal, Recorded, RecoveryState};
+use crate::retry::Sleep;
 
 /// What the run asks the handler for.
 pub(super) enum StepRequest {
@@ -69,6 +74,23 @@ impl ChannelJournal {
 }
 
 impl Journal for ChannelJournal {
+    fn records(&self) -> bool {
+        false
+    }
+
+    fn progress<'a>(
+        &'a self,
+        _: &'a str,
+        _: CallProgress,
+        _: RecoveryState,
+    ) -> BoxFuture<'a, bool> {
+        Box::pin(Recorded)
+    }
+
+    fn replays(&self) -> bool {
+        true
+    }
+
     fn step<'a>(
         &'a self,
         name: &'a str,
@@ -77,15 +99,27 @@ impl Journal for ChannelJournal {
         step_on(&self.requests, name, work)
     }
 
-    fn sleep(&self, delay: Duration) -> BoxFuture<'static, ()> {
-        let (done, slept) = oneshot::channel();
-        let sent = self.requests.send(StepRequest::Sleep { delay, done });
-        Box::pin(async move {
-            if sent.is_ok() {
-                // A handler gone mid-sleep ends the invocation; the run is dropped with it.
-                let _ = slept.await;
-            }
-        })
+    fn sleeper(&self) -> Sleep {
+        let requests = self.requests.clone();
+        Sleep::with(move |delay| durable_sleep(&requests, delay))
+    }
+}
+
+/// The run's save points are Restate's own journal: the trait's do-nothing defaults.
+impl RunJournal for ChannelJournal {}
+
+/// Waits `delay` on Restate's clock: a durable sleep that holds no process.
+fn durable_sleep(
+    requests: &mpsc::UnboundedSender<StepRequest>,
+    delay: Duration,
+) -> impl Future<Output = ()> + Send + use<> {
+    let (done, slept) = oneshot::channel();
+    let sent = requests.send(StepRequest::Sleep { delay, done });
+    async move {
+        if sent.is_ok() {
+            // A handler gone mid-sleep ends the invocation; the run is dropped with it.
+            let _ = slept.await;
+        }
     }
 }
 

@@ -42,8 +42,8 @@ use futures_util::stream::FuturesUnordered;
 use restate_sdk::prelude::{Context, TerminalError};
 use tokio::sync::mpsc;
 
+use crate::agent::Seam;
 use crate::agent::{Agent, AgentOutput, RunError, RunOptions};
-use crate::journal::RunJournal;
 
 pub use approver::AwakeableApprover;
 use journal::{ChannelJournal, serve};
@@ -55,6 +55,11 @@ use journal::{ChannelJournal, serve};
 /// Call it from a handler of a Restate service and end the invocation with what it returns,
 /// an error as [`terminal_error`] (so Restate does not run it again: the policies already
 /// decided).
+///
+/// Restate's journal is the run's one journal: an agent built with a checkpoint store
+/// ([`AgentBuilder::checkpoints`](crate::AgentBuilder::checkpoints)) saves no checkpoints for a
+/// run on Restate (Restate replays it from its own journal; a store would refuse the replayed
+/// run's id as taken), and keeps saving them for the runs it makes elsewhere.
 ///
 /// # Examples
 ///
@@ -107,7 +112,7 @@ pub async fn run<O: AgentOutput>(
 ) -> Result<O, RunError> {
     let (journal, channel, mut steps) = ChannelJournal::new();
     let mut options = options.run_id(ctx.invocation_id()).context(channel);
-    options.journal = Some(RunJournal(Arc::new(journal)));
+    options.journal = Some(Seam::of(Arc::new(journal)));
     let mut run = std::pin::pin!(agent.run_with(input, options));
     // The run asks for steps through a channel; they are taken up here, on the handler's
     // context, in the order asked. The run's future goes on while they run (a step runs the

@@ -4,7 +4,6 @@
 //! `after_failure.rs`.
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -125,7 +124,9 @@ type SleepFn = dyn Fn(Duration) -> BoxFuture<'static, ()> + Send + Sync;
 pub(crate) struct Sleep(Option<Arc<SleepFn>>);
 
 impl Sleep {
-    /// Waits with `sleep` instead of tokio's clock.
+    /// Waits with `sleep` instead of tokio's clock: an engine's durable sleep, or a provider's
+    /// replacement.
+    #[cfg(any(feature = "restate", feature = "openai", feature = "anthropic"))]
     pub(crate) fn with<F, Fut>(sleep: F) -> Self
     where
         F: Fn(Duration) -> Fut + Send + Sync + 'static,

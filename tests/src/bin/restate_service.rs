@@ -1,13 +1,15 @@
 //! One process serving an agent as a Restate service, for the Restate tests: the test kills it
 //! (and the server) mid-run and starts it again on the same port.
 //!
-//! `restate_service <port> <charge|flaky|rate-limited|transfer> <dir> <gate>`
+//! `restate_service <port> <charge|charge-stored|flaky|rate-limited|transfer> <dir> <gate>`
 //!
 //! The service is `Assistant`, its handler `ask`. Its model answers from the request alone (a
 //! restarted process must answer a replayed run the same way), and logs each request it
 //! answers to `<dir>/model.log` (`<messages in the request> <answer> <unix ms>`):
 //! - `charge`: the model asks for `charge` (a side effect: a line in `<dir>/charge.log` with the
 //!   call's idempotency key), then answers with the tool's result.
+//! - `charge-stored`: `charge`, by an agent that also has a checkpoint store
+//!   (`<dir>/checkpoints.db`, SQLite).
 //! - `flaky`: the model asks for `flaky`, which fails with a 503 every time under `retry(3)`
 //!   (a line per attempt in `<dir>/flaky.log`), then answers with what it was told.
 //! - `transfer`: the model asks for `transfer`, which requires a person's approval: the process
@@ -29,6 +31,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent_errors::approval::AnswerKey;
 use agent_errors::call::{BoxFuture, Extensions, IdempotencyKey, ToolFuture, ToolHandler};
+use agent_errors::checkpoint::SqliteCheckpoints;
 use agent_errors::policy::{Action, Policy, PolicyKey, RetryAction};
 use agent_errors::restate::AwakeableApprover;
 use agent_errors::{
@@ -78,7 +81,7 @@ impl Model {
             _ => None,
         });
         let tool = match self.scenario.as_str() {
-            "charge" => "charge",
+            "charge" | "charge-stored" => "charge",
             "flaky" => "flaky",
             "transfer" => "transfer",
             _ => {
@@ -197,7 +200,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [port, scenario, dir, gate] = args.as_slice() else {
         return Err(
-            "usage: restate_service <port> <charge|flaky|rate-limited> <dir> <gate>".into(),
+            "usage: restate_service <port> <charge|charge-stored|flaky|rate-limited> <dir> <gate>"
+                .into(),
         );
     };
     let dir = PathBuf::from(dir);
@@ -227,8 +231,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }))
         .on_llm_error(|_: &(dyn std::error::Error + Send + Sync + 'static), _| {
             LlmErrorDecision::retry(3, Duration::from_millis(100))
-        })
-        .build()?;
+        });
+    // An agent that also has a checkpoint store, kept in a file across the service's restarts.
+    let agent = match scenario.as_str() {
+        "charge-stored" => agent.checkpoints(SqliteCheckpoints::open(dir.join("checkpoints.db"))?),
+        _ => agent,
+    }
+    .build()?;
     // The library's options (a waiting run is suspended within seconds); Restate tries a dead
     // service again soon: the tests restart it within a second.
     let options = agent_errors::restate::service_options()

@@ -9,6 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use agent_errors::approval::{Answer, AnswerKey, Decision, PendingApproval};
+use agent_errors::checkpoint::{CheckpointStore, SqliteCheckpoints};
 use agent_errors_test_support::{RestateServer, StartError, free_port};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
@@ -266,6 +267,33 @@ async fn a_service_killed_after_a_side_effect_finishes_the_run_without_doing_it_
     // The first request (the question) was answered once, before the crash; the second (after
     // the tool's result) once, after it.
     assert_eq!(model_requests(&scratch), vec![1, 3]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_with_a_checkpoint_store_replays_on_restate_and_saves_no_checkpoint() {
+    let scratch = Scratch::new("stored");
+    let server = Server::start(&scratch.0).await;
+    let port = free_port();
+    let mut service = Service::start(port, "charge-stored", &scratch.service(), "hang").await;
+    server.register(port).await;
+
+    let invocation = server.send("charge 2.50", None).await;
+    service.wait_for("MODEL_WAITING").await;
+    service.kill().await;
+    let _service = Service::start(port, "charge-stored", &scratch.service(), "open").await;
+    let answer = server.attach(&invocation).await;
+
+    // Replayed from Restate's journal, not refused by the store as a run id already taken.
+    assert_eq!(
+        answer,
+        format!("\"told: charged 250 with key {invocation}:call_1\"")
+    );
+    assert_eq!(scratch.lines("charge.log").len(), 1, "charged once");
+    // Restate's journal is the run's one journal: the store holds nothing of it.
+    let store =
+        SqliteCheckpoints::open(scratch.service().join("checkpoints.db")).expect("the store");
+    let saved = store.load(&invocation).await.expect("the store answers");
+    assert!(saved.is_none(), "a checkpoint was saved: {saved:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

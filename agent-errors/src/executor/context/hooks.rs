@@ -1,16 +1,15 @@
 //! What a run calls out to around its tool calls: the service breaker, the shared retry budget,
-//! the permission hook, the classifier, the recorder of a durable run, the journal of a run on a
-//! durable-execution engine, and who answers calls that need a person.
+//! the permission hook, the classifier, the run's journal, and who answers calls that need a
+//! person.
 
 use std::sync::{Arc, OnceLock};
 
 use crate::breaker::ServiceBreaker;
 use crate::budget::RetryBudget;
 use crate::classify::Classifier;
-use crate::journal::RunJournal;
 
+use super::super::journal::Journal;
 use super::super::permission::PermissionHook;
-use super::super::record::CallRecorder;
 use super::approvals::Approvals;
 
 /// The run's hooks; each is absent (or a no-op) unless the run was given one.
@@ -20,10 +19,9 @@ pub(crate) struct Hooks {
     pub(super) permission: Option<Arc<dyn PermissionHook>>,
     /// Set by the caller, or taken from the registry on the first call.
     pub(super) classifier: OnceLock<Arc<Classifier>>,
-    /// Where a durable run records how its calls get on; records nothing when not durable.
-    pub(super) recorder: Arc<dyn CallRecorder>,
-    /// The engine journal a run on a durable-execution engine steps through, when it has one.
-    pub(super) journal: Option<RunJournal>,
+    /// Where the run records its steps, waits and saves: its checkpoint store's journal, an
+    /// engine's, or one that records nothing.
+    pub(super) journal: Arc<dyn Journal>,
     /// Who answers calls that need a person, when anyone can.
     pub(super) approvals: Option<Arc<Approvals>>,
 }
@@ -52,8 +50,8 @@ impl Hooks {
         }
     }
 
-    /// Where this run records how its calls get on.
-    pub(crate) fn recorder(&self) -> &dyn CallRecorder {
-        &*self.recorder
+    /// Where this run records its steps, waits and saves.
+    pub(crate) fn journal(&self) -> &dyn Journal {
+        &*self.journal
     }
 }

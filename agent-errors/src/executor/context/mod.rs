@@ -1,6 +1,6 @@
 //! The state one run shares between its tool calls, one concern per file: its limits
 //! (`limits`), how it stops (`halt`), what it calls out to (`hooks`: breakers, budget,
-//! permission, classifier, recorder) and what it has learnt (`recovery`). [`RunContext`] holds
+//! permission, classifier, journal) and what it has learnt (`recovery`). [`RunContext`] holds
 //! one of each, with the run's id, values and events.
 
 mod approvals;
@@ -18,14 +18,13 @@ use crate::budget::RetryBudget;
 use crate::classify::Classifier;
 use crate::events::{EventLog, EventSink};
 use crate::extensions::Extensions;
-use crate::journal::RunJournal;
 use crate::retry::RetryAllowance;
 use crate::usage::RunMeter;
 
 use super::cancel::Cancellation;
+use super::journal::{Journal, NoJournal};
 use super::limits::Limits;
 use super::permission::{PermissionContext, PermissionHook};
-use super::record::{CallRecorder, NoRecorder};
 
 pub(crate) use approvals::Approvals;
 pub(crate) use halt::Halt;
@@ -74,8 +73,7 @@ pub(crate) struct RunSetup {
     pub(crate) limits: Limits,
     pub(crate) events: EventLog,
     pub(crate) run_id: Option<Arc<str>>,
-    pub(crate) recorder: Arc<dyn CallRecorder>,
-    pub(crate) journal: Option<RunJournal>,
+    pub(crate) journal: Arc<dyn Journal>,
     pub(crate) approvals: Option<Arc<Approvals>>,
     pub(crate) meter: RunMeter,
 }
@@ -111,8 +109,7 @@ impl RunContext {
             limits: Limits::default(),
             events: EventLog::new(),
             run_id: None,
-            recorder: NoRecorder::shared(),
-            journal: None,
+            journal: NoJournal::shared(),
             approvals: None,
             meter: RunMeter::default(),
         })
@@ -132,7 +129,6 @@ impl RunContext {
             limits,
             events,
             run_id,
-            recorder,
             journal,
             approvals,
             meter,
@@ -148,7 +144,6 @@ impl RunContext {
                 retry_budget,
                 permission,
                 classifier: OnceLock::new(),
-                recorder,
                 journal,
                 approvals,
             },
@@ -301,7 +296,7 @@ impl RunContext {
         &self.halt
     }
 
-    /// What the run calls out to: breakers, budget, permission hook, classifier, recorder.
+    /// What the run calls out to: breakers, budget, permission hook, classifier, journal.
     pub(crate) fn hooks(&self) -> &Hooks {
         &self.hooks
     }
@@ -311,17 +306,14 @@ impl RunContext {
         self.hooks.approvals.as_deref()
     }
 
-    /// The engine journal this run steps through, when it runs on one.
-    pub(crate) fn journal(&self) -> Option<&RunJournal> {
-        self.hooks.journal.as_ref()
+    /// Where this run records its steps, waits and saves.
+    pub(crate) fn journal(&self) -> &dyn Journal {
+        self.hooks.journal()
     }
 
-    /// How this run's retry loops wait: the journal's durable sleep when it has one.
+    /// How this run's retry loops wait: as its journal says.
     pub(crate) fn sleeper(&self) -> crate::retry::Sleep {
-        self.hooks
-            .journal
-            .as_ref()
-            .map_or_else(crate::retry::Sleep::default, RunJournal::sleeper)
+        self.hooks.journal().sleeper()
     }
 
     /// What the run has learnt: dropped tools, the per-run breaker, denials.

@@ -231,14 +231,14 @@ impl<'a> Walk<'a> {
 
     /// Records how far the call got; false when the save failed and the call must stop here.
     async fn save(&self, retry: Option<RetryPlace>, backoff: Option<Duration>) -> bool {
-        let recorder = self.ctx.hooks().recorder();
-        if !recorder.records() {
+        let journal = self.ctx.journal();
+        if !journal.records() {
             return true;
         }
         let mut progress = self.progress();
         progress.retry = retry;
         progress.backoff_ms = backoff.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        recorder
+        journal
             .progress(&self.call.id, progress, self.ctx.recovery())
             .await
     }

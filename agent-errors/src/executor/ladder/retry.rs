@@ -57,7 +57,7 @@ impl Walk<'_> {
 
     /// Records the call's place on this retry rung: asleep for `backoff`, or about to call.
     async fn save_retry(&self, retries: u32, backoff: Option<Duration>) -> bool {
-        if !self.ctx.hooks().recorder().records() {
+        if !self.ctx.journal().records() {
             return true;
         }
         if self.nested {

@@ -1,7 +1,10 @@
-//! The recorder of a durable run: each state change saved to the agent's [`CheckpointStore`]
-//! under the run's next sequence, as a step (what it changed) appended to the run's journal,
-//! or, for the run's first save, every `snapshot_every` steps and in a store that keeps no
-//! journal, as a snapshot of the whole state.
+//! The journal of a run whose agent has a checkpoint store: each save point of the run (it
+//! started, a turn asked for calls, a call got further, a call was answered, the run finished)
+//! saved to the agent's [`CheckpointStore`] under the run's next sequence, as a step (what it
+//! changed) appended to the store's journal, or, for the run's first save, every
+//! `snapshot_every` steps and in a store that keeps no journal, as a snapshot of the whole
+//! state. Model requests and tool attempts run as they are (a resumed run goes on from its
+//! saves, not from replayed steps) and waits are on tokio's clock: the seam's defaults.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,16 +15,16 @@ use tokio_util::sync::CancellationToken;
 use super::RunError;
 use super::counts::Counts;
 use super::durable::{self, PendingCall, SavedRun};
-use super::recorder::Recorder;
+use super::run_journal::RunJournal;
 use super::saved_step::{CallStep, SavedStep};
 use super::saved_stop::SavedStop;
 use crate::chat::{Message, ToolResult};
 use crate::checkpoint::{Checkpoint, CheckpointError, CheckpointStore};
 use crate::error::BoxFuture;
-use crate::executor::{CallProgress, CallRecorder, NoRecorder, RecoveryState, RunContext};
+use crate::executor::{CallProgress, Journal, RecoveryState, RunContext};
 
 /// Where one run's checkpoints go, and the state it last saved.
-pub(super) struct CheckpointRecorder {
+pub(super) struct CheckpointJournal {
     store: Arc<dyn CheckpointStore>,
     run_id: String,
     /// Whether the store keeps a journal: otherwise every save is a snapshot.
@@ -38,9 +41,9 @@ pub(super) struct CheckpointRecorder {
     failed: Mutex<Option<CheckpointError>>,
 }
 
-impl std::fmt::Debug for CheckpointRecorder {
+impl std::fmt::Debug for CheckpointJournal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CheckpointRecorder")
+        f.debug_struct("CheckpointJournal")
             .field("run_id", &self.run_id)
             .finish_non_exhaustive()
     }
@@ -51,14 +54,14 @@ struct Saved {
     run: SavedRun,
     /// The sequence of the next save.
     sequence: u64,
-    /// Steps saved since the last snapshot; `None` until this recorder saved one, so that its
+    /// Steps saved since the last snapshot; `None` until this journal saved one, so that its
     /// first save is a snapshot: a resumed run's journal then starts in this build's version
     /// (which builds before the journal refuse) and never goes on from another build's steps.
     steps: Option<u32>,
 }
 
-impl CheckpointRecorder {
-    /// A recorder going on from `run`; its first save is `sequence` (0 for a new run), a
+impl CheckpointJournal {
+    /// A journal going on from `run`; its first save is `sequence` (0 for a new run), a
     /// snapshot; after it, one save in `snapshot_every` is.
     pub(super) fn new(
         store: Arc<dyn CheckpointStore>,
@@ -66,8 +69,8 @@ impl CheckpointRecorder {
         run: SavedRun,
         sequence: u64,
         snapshot_every: u32,
-    ) -> CheckpointRecorder {
-        CheckpointRecorder {
+    ) -> CheckpointJournal {
+        CheckpointJournal {
             journals: store.journals(),
             store,
             run_id,
@@ -159,7 +162,7 @@ impl CheckpointRecorder {
     }
 }
 
-impl CallRecorder for CheckpointRecorder {
+impl Journal for CheckpointJournal {
     fn records(&self) -> bool {
         true
     }
@@ -190,7 +193,7 @@ fn index_of(run: &SavedRun, call_id: &str) -> Option<usize> {
     run.pending.iter().position(|p| *p.call.id == *call_id)
 }
 
-impl Recorder for CheckpointRecorder {
+impl RunJournal for CheckpointJournal {
     fn started<'a>(
         &'a self,
         ctx: &'a RunContext,
@@ -275,28 +278,4 @@ impl Recorder for CheckpointRecorder {
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Each critical section is one assignment: a panic cannot leave it torn.
     mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The run's one recorder, as the loop holds it and as the executor does.
-pub(super) struct Recorders {
-    pub(super) run: Arc<dyn Recorder>,
-    pub(super) calls: Arc<dyn CallRecorder>,
-}
-
-impl Recorders {
-    pub(super) fn none() -> Recorders {
-        let none = NoRecorder::shared();
-        Recorders {
-            run: none.clone(),
-            calls: none,
-        }
-    }
-
-    pub(super) fn checkpoints(recorder: CheckpointRecorder) -> Recorders {
-        let recorder = Arc::new(recorder);
-        Recorders {
-            run: recorder.clone(),
-            calls: recorder,
-        }
-    }
 }
