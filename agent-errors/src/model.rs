@@ -85,50 +85,34 @@ pub trait ChatModel: Send + Sync + 'static {
     }
 }
 
-impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
-    fn chat<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
-        (**self).chat(request)
-    }
+/// A model behind a pointer is the model: every method forwards to it. One macro for both
+/// pointers, so a method added to the trait is forwarded by both or by neither.
+macro_rules! forward_to_pointee {
+    ($($pointer:ident),+) => {$(
+        impl<M: ChatModel + ?Sized> ChatModel for $pointer<M> {
+            fn chat<'a>(
+                &'a self,
+                request: &'a ChatRequest,
+            ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
+                (**self).chat(request)
+            }
 
-    fn chat_stream<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<ChatStream<'a>, BoxError>> {
-        (**self).chat_stream(request)
-    }
+            fn chat_stream<'a>(
+                &'a self,
+                request: &'a ChatRequest,
+            ) -> BoxFuture<'a, Result<ChatStream<'a>, BoxError>> {
+                (**self).chat_stream(request)
+            }
 
-    fn name(&self) -> &str {
-        (**self).name()
-    }
+            fn name(&self) -> &str {
+                (**self).name()
+            }
 
-    fn provider_name(&self) -> Option<&str> {
-        (**self).provider_name()
-    }
+            fn provider_name(&self) -> Option<&str> {
+                (**self).provider_name()
+            }
+        }
+    )+};
 }
 
-impl<M: ChatModel + ?Sized> ChatModel for Box<M> {
-    fn chat<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
-        (**self).chat(request)
-    }
-
-    fn chat_stream<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<ChatStream<'a>, BoxError>> {
-        (**self).chat_stream(request)
-    }
-
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-
-    fn provider_name(&self) -> Option<&str> {
-        (**self).provider_name()
-    }
-}
+forward_to_pointee!(Arc, Box);

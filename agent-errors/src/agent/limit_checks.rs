@@ -7,8 +7,9 @@ use crate::usage::UsageLimits;
 
 /// The caps of `limits` that could never apply to an agent with `registry`'s tools (and the
 /// built-in tools it offers) on the models named `models` (its model, and the one its output
-/// policy falls back to): a per-tool cap on a tool it does not have (a typo caps nothing), and
-/// a cost cap with no price for one of its models (whose tokens would then cost nothing).
+/// policy falls back to): a per-tool cap on a tool it does not have (a typo caps nothing), a
+/// final answer chosen past a cap the limits do not set, and a cost cap with no price for one
+/// of its models (whose tokens would then cost nothing).
 pub(super) fn caps_that_never_apply<'a>(
     limits: &UsageLimits,
     registry: &Registry,
@@ -24,6 +25,10 @@ pub(super) fn caps_that_never_apply<'a>(
             did_you_mean: closest(tool, registry.tool_names()),
         })
         .collect();
+    let unset = limits.final_answers_for_unset_caps();
+    problems.extend(unset.map(|limit| ConfigProblem::FinalAnswerForUnsetCap {
+        limit: limit.clone(),
+    }));
     let unpriced = models
         .into_iter()
         .filter(|model| limits.leaves_unpriced(model));

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::policy::{PolicyKey, PolicyLayer};
+use crate::usage::UsageLimit;
 
 /// One thing wrong with a configuration.
 ///
@@ -127,6 +128,12 @@ pub enum ConfigProblem {
         /// A tool of the agent whose name is close, when one is.
         did_you_mean: Option<String>,
     },
+    /// The agent's usage limits choose a final answer (`UsageLimits::on_exceed` with
+    /// `OnExceed::FinalAnswer`) past a cap they do not set: that stop could never happen.
+    FinalAnswerForUnsetCap {
+        /// The cap chosen for.
+        limit: UsageLimit,
+    },
     /// The agent's usage limits cap a run's cost (`UsageLimits::max_cost`) but give no price
     /// for one of the agent's models (its model, or the model its output policy falls back
     /// to): its tokens would cost nothing, and the cap would never be reached by them.
@@ -209,6 +216,11 @@ impl fmt::Display for ConfigProblem {
                 )?;
                 suggest(f, did_you_mean.as_deref())
             }
+            ConfigProblem::FinalAnswerForUnsetCap { limit } => write!(
+                f,
+                "the usage limits choose a final answer past the limit on {limit}, which they do \
+                 not set, so that stop could never happen: set the cap, or drop the `on_exceed`"
+            ),
             ConfigProblem::UnpricedModel { model } => write!(
                 f,
                 "the usage limits cap the cost of a run but give no price for model `{model}`: \

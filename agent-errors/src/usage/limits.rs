@@ -300,6 +300,26 @@ impl UsageLimits {
         Some((UsageLimit::ToolCallsPerTurn, max.to_string()))
     }
 
+    /// The caps a graceful stop was chosen for ([`on_exceed`](Self::on_exceed)) that these
+    /// limits do not set: that stop could never happen.
+    pub(crate) fn final_answers_for_unset_caps(&self) -> impl Iterator<Item = &UsageLimit> {
+        self.final_answer.iter().filter(|limit| !self.sets(limit))
+    }
+
+    /// Whether `limit` is capped here.
+    fn sets(&self, limit: &UsageLimit) -> bool {
+        match limit {
+            UsageLimit::Requests => self.requests.is_some(),
+            UsageLimit::InputTokens => self.input_tokens.is_some(),
+            UsageLimit::OutputTokens => self.output_tokens.is_some(),
+            UsageLimit::TotalTokens => self.total_tokens.is_some(),
+            UsageLimit::ToolCalls => self.tool_calls.is_some(),
+            UsageLimit::ToolCallsPerTurn => self.tool_calls_per_turn.is_some(),
+            UsageLimit::ToolCallsOf { tool } => self.calls_of.contains_key(tool),
+            UsageLimit::Cost => self.max_cost.is_some(),
+        }
+    }
+
     /// The tools whose calls are capped one by one.
     pub(crate) fn capped_tools(&self) -> impl Iterator<Item = &str> {
         self.calls_of.keys().map(String::as_str)

@@ -480,3 +480,20 @@ fn a_cost_cap_without_a_price_for_the_output_fallback_model_is_refused_at_build(
         "{error}"
     );
 }
+
+#[test]
+fn a_final_answer_chosen_for_a_cap_the_limits_do_not_set_is_refused_at_build() {
+    // No request cap: the graceful stop chosen for it could never happen.
+    let error = refused(
+        UsageLimits::new()
+            .max_total_tokens(1_000)
+            .on_exceed(UsageLimit::Requests, OnExceed::FinalAnswer),
+    );
+    assert!(error.contains("model requests"), "{error}");
+    // Chosen for caps that are set, it builds.
+    let set = UsageLimits::new()
+        .max_requests(3)
+        .on_exceed(UsageLimit::Requests, OnExceed::FinalAnswer)
+        .on_exceed(UsageLimit::ToolCallsPerTurn, OnExceed::FinalAnswer);
+    agent(&ScriptedModel::new(), set);
+}
