@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 mod answer;
 
 pub use answer::{Answer, AnswerError, AnswerKey, MAX_ANSWER_BYTES};
-pub(crate) use answer::{AnswerClock, OTHER_QUESTION, Verdict, judge};
+pub(crate) use answer::{AnswerClock, OTHER_QUESTION, Taken, Verdict, judge};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -356,6 +356,8 @@ pub struct ApprovalContext<'a> {
     pub(crate) clock: &'a AnswerClock,
     /// The run's events, for an answer refused.
     pub(crate) events: &'a EventLog,
+    /// The answers taken so far, each once.
+    pub(crate) taken: &'a Taken,
 }
 
 impl ApprovalContext<'_> {
@@ -373,9 +375,10 @@ impl ApprovalContext<'_> {
     /// Checks `answer`, which a person sent for `pending` through a channel of the approver's
     /// (a queue, a chat, a webhook), as the run checks an answer it is given: it must name
     /// `pending`'s digest, be signed with the agent's
-    /// [answer key](crate::AgentBuilder::answer_key) when it has one, and not have expired.
-    /// Gives the decision to return ([`Decision::Expired`] for an expired answer), or `None`
-    /// for an answer refused (for another question, unsigned or badly signed), which is
+    /// [answer key](crate::AgentBuilder::answer_key) when it has one, not have expired, and not
+    /// have been taken before in this run (a copy delivered again is refused). Gives the
+    /// decision to return ([`Decision::Expired`] for an expired answer), or `None`
+    /// for an answer refused (for another question, unsigned or badly signed, used), which is
     /// reported as a [`PersonAsked`](crate::Event::PersonAsked) event answered `refused` and a
     /// warning: ask the person again.
     ///
@@ -404,7 +407,12 @@ impl ApprovalContext<'_> {
     /// ```
     pub fn accept(&self, pending: &PendingApproval, answer: &Answer) -> Option<Decision> {
         let question = (&*pending.call_id, &*pending.digest);
-        match judge(answer, question, self.key, self.clock.now()) {
+        let verdict = match judge(answer, question, self.key, self.clock.now()) {
+            Verdict::Refused(why) => Verdict::Refused(why),
+            _ if !self.taken.first_use(answer) => Verdict::Refused(answer::USED),
+            verdict => verdict,
+        };
+        match verdict {
             Verdict::Use(decision) => Some(decision),
             Verdict::Expired => Some(Decision::Expired),
             Verdict::Refused(why) => {

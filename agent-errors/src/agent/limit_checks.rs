@@ -7,7 +7,7 @@ use crate::usage::UsageLimits;
 
 /// The caps of `limits` that could never apply to an agent with `registry`'s tools (and the
 /// built-in tools it offers) on the models named `models` (its model, and the one its output
-/// policy falls back to): a per-tool cap on a tool it does not have (a typo caps nothing), a
+/// policy falls back to): a money figure that is not a finite, non-negative amount, a per-tool cap on a tool it does not have (a typo caps nothing), a
 /// final answer chosen past a cap the limits do not set, and a cost cap with no price for one
 /// of its models (whose tokens would then cost nothing).
 pub(super) fn caps_that_never_apply<'a>(
@@ -35,5 +35,10 @@ pub(super) fn caps_that_never_apply<'a>(
     problems.extend(unpriced.map(|model| ConfigProblem::UnpricedModel {
         model: model.to_owned(),
     }));
+    problems.extend(
+        limits
+            .bad_money()
+            .map(|figure| ConfigProblem::NotAnAmount { figure }),
+    );
     problems
 }

@@ -433,6 +433,30 @@ pub(crate) const OTHER_QUESTION: &str =
 /// Why an answer an agent with a key cannot verify is refused.
 pub(crate) const NOT_SIGNED: &str = "is not signed with the agent's answer key";
 
+/// The answers a run took through [`ApprovalContext::accept`](super::ApprovalContext::accept):
+/// each is taken once, so a copy delivered again (for a later question with the same call id,
+/// tool and arguments) is refused.
+#[derive(Debug, Default)]
+pub(crate) struct Taken(std::sync::Mutex<Vec<Answer>>);
+
+impl Taken {
+    /// Takes `answer` for its one use: false when it was taken already.
+    pub(crate) fn first_use(&self, answer: &Answer) -> bool {
+        let mut taken = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if taken.contains(answer) {
+            return false;
+        }
+        taken.push(answer.clone());
+        true
+    }
+}
+
+/// Why an answer taken before is refused.
+pub(crate) const USED: &str = "was used already (an answer is taken once)";
+
 /// A run's wall clock: read once when the run starts, then moved on by Tokio's clock, so an
 /// answer's expiry holds across processes and a paused test clock moves toward it.
 #[derive(Debug, Clone, Copy)]

@@ -6,12 +6,12 @@ use std::time::Duration;
 use crate::classify::ErrorKind;
 use crate::error::Severity;
 
+pub(crate) mod label;
 mod log;
 mod tool_keys;
 mod trace;
 
 use trace::count;
-pub(crate) use trace::label;
 pub(crate) use trace::{Layer, count_outcome, mark_failed};
 
 pub(crate) use log::LiveFeed;

@@ -9,13 +9,20 @@
 
 use std::cell::RefCell;
 
-use metrics::{Key, Label, with_recorder};
+use metrics::{Key, Label, Level, Metadata, with_recorder};
 
-use super::trace::TOOL_METADATA;
-use super::trace::label::TOOL;
+use super::label::TOOL;
 
 /// How many keys a thread keeps: more than the tools, kinds and labels one agent counts.
 const MAX_KEPT: usize = 64;
+
+/// The per-tool counters' metadata: the target `metrics::counter!` gave them when they were
+/// counted from the trace module, kept so a recorder's filters see no change.
+static TOOL_METADATA: Metadata<'static> = Metadata::new(
+    "agent_errors::events::trace",
+    Level::INFO,
+    Some("agent_errors::events::trace"),
+);
 
 /// One kept key and what it was made of.
 struct Kept {

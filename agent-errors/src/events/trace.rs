@@ -8,19 +8,9 @@ use std::sync::OnceLock;
 
 use metrics::{Key, Label, Level, Metadata, counter, with_recorder};
 
+use super::label::{ACTION, ERROR_TYPE, LAYER, MODEL, OUTCOME};
 use super::{Event, ModelLayer, tool_keys};
 use crate::classify::ErrorKind;
-use label::{ACTION, ERROR_TYPE, LAYER, MODEL, OUTCOME};
-
-/// Label keys of the metrics, as the GenAI conventions spell them where they name one.
-pub(crate) mod label {
-    pub(crate) const TOOL: &str = "gen_ai.tool.name";
-    pub(crate) const MODEL: &str = "gen_ai.request.model";
-    pub(crate) const ERROR_TYPE: &str = "error.type";
-    pub(crate) const LAYER: &str = "layer";
-    pub(crate) const ACTION: &str = "action";
-    pub(crate) const OUTCOME: &str = "outcome";
-}
 
 impl Event {
     /// The `tracing` event, at the level the event deserves.
@@ -277,10 +267,6 @@ fn kind_index(kind: ErrorKind) -> usize {
 }
 
 static METADATA: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
-
-/// The per-tool counters' metadata, as `metrics::counter!` here made it.
-pub(super) static TOOL_METADATA: Metadata<'static> =
-    Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
 
 /// The keys of the attempt and outcome counters, each made the first time it is counted: a
 /// failed call then counts without allocating, as a tool's call meters do.

@@ -178,6 +178,7 @@ async fn answer_for(
         key: approvals.key.as_ref(),
         clock: &approvals.clock,
         events: ctx.events(),
+        taken: &approvals.taken,
     };
     let asked = std::panic::AssertUnwindSafe(approver.decide(pending, run));
     asked

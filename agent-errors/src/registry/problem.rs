@@ -141,6 +141,12 @@ pub enum ConfigProblem {
         /// The model's name, as `ChatModel::name` says.
         model: String,
     },
+    /// A cost cap or a price in the agent's usage limits is not a finite, non-negative
+    /// amount: a NaN cap is never passed and a negative price takes spending back.
+    NotAnAmount {
+        /// The figure, as the limits hold it.
+        figure: String,
+    },
 }
 
 impl fmt::Display for ConfigProblem {
@@ -226,6 +232,11 @@ impl fmt::Display for ConfigProblem {
                 "the usage limits cap the cost of a run but give no price for model `{model}`: \
                  its tokens would cost nothing and the cap would never be reached; add \
                  `.price(\"{model}\", ModelPrice::per_million_tokens(..))`"
+            ),
+            ConfigProblem::NotAnAmount { figure } => write!(
+                f,
+                "the usage limits' {figure} is not an amount of money (finite, not negative), \
+                 so the cost cap would not hold"
             ),
             ConfigProblem::NobodyToApprove { what } => write!(
                 f,

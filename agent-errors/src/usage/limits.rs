@@ -170,7 +170,8 @@ impl UsageLimits {
 
     /// At most `cost` spent in a run, in the currency of the prices given with
     /// [`price`](UsageLimits::price). A response from a model without a price costs nothing
-    /// (and is logged as a warning), so give a price for every model the agent may call.
+    /// (and is logged as a warning), so give a price for every model the agent may call. An
+    /// agent's `build` refuses a cap or a price that is NaN, infinite or negative.
     #[must_use]
     pub fn max_cost(mut self, cost: f64) -> Self {
         self.max_cost = Some(cost);
@@ -330,6 +331,18 @@ impl UsageLimits {
         self.max_cost.is_some() && !self.prices.contains_key(model)
     }
 
+    /// The money figures that are not a finite, non-negative amount, each named as a user
+    /// wrote it: a NaN cost cap is never passed, a negative price takes spending back.
+    pub(crate) fn bad_money(&self) -> impl Iterator<Item = String> + '_ {
+        let cap = self
+            .max_cost
+            .filter(|max| !is_amount(*max))
+            .map(|max| format!("max_cost({max})"));
+        let prices = self.prices.iter().filter(|(_, p)| !p.is_amount());
+        cap.into_iter()
+            .chain(prices.map(|(model, p)| format!("the price of `{model}` ({p:?})")))
+    }
+
     /// Whether calls of `tool` are counted on their own.
     pub(crate) fn caps(&self, tool: &str) -> bool {
         self.calls_of.contains_key(tool)
@@ -374,6 +387,11 @@ impl ModelPrice {
         }
     }
 
+    /// Whether both figures are finite and not negative.
+    fn is_amount(&self) -> bool {
+        is_amount(self.input_per_million) && is_amount(self.output_per_million)
+    }
+
     /// What `used` costs.
     pub fn cost(&self, used: Usage) -> f64 {
         let million = 1_000_000.0;
@@ -381,4 +399,9 @@ impl ModelPrice {
             + used.output_tokens as f64 * self.output_per_million)
             / million
     }
+}
+
+/// Whether `figure` is an amount of money: finite and not negative.
+fn is_amount(figure: f64) -> bool {
+    figure.is_finite() && figure >= 0.0
 }

@@ -10,8 +10,8 @@ use agent_errors::approval::{
     PendingApproval, WaitReason,
 };
 use agent_errors::call::BoxFuture;
-use agent_errors::testing::ScriptedModel;
-use agent_errors::{Event, Message, RunOptions};
+use agent_errors::testing::{Reply, ScriptedModel};
+use agent_errors::{ChatResponse, Event, Message, RunOptions, ToolCall};
 
 use crate::answers::{Bank, answers, waiting_on};
 
@@ -300,4 +300,48 @@ async fn an_approver_relaying_answers_takes_only_those_bound_and_signed() {
     assert_eq!(*bank.sent.lock().unwrap(), [1]);
     let refused = answers(&outcome.report.events);
     assert_eq!(refused, ["refused", "refused", "approved"]);
+}
+
+/// A turn calling `transfer {"amount": 1}` under the id `call_1`, as a provider that numbers
+/// calls per turn sends it.
+fn transfer_as_call_1() -> Reply {
+    let call = ToolCall::new("call_1", "transfer", r#"{"amount": 1}"#);
+    Reply::response(ChatResponse::tool_calls(vec![call]))
+}
+
+#[tokio::test]
+async fn a_relayed_answer_is_taken_once_and_a_copy_for_a_later_identical_call_is_refused() {
+    let bank = Bank::new();
+    let pending = PendingApproval::new(
+        "call_1",
+        "transfer",
+        r#"{"amount": 1}"#,
+        WaitReason::ApprovalRequired,
+    );
+    let token = Answer::to(&pending, Decision::Approve)
+        .signed(&key())
+        .to_token();
+    // The person approved one transfer; the same token is delivered again for the second.
+    let model = ScriptedModel::new()
+        .reply(transfer_as_call_1())
+        .reply(transfer_as_call_1())
+        .text("done");
+    let agent = bank
+        .builder(&model)
+        .answer_key(key())
+        .approver(Relayed::new(vec![token.clone(), token]))
+        .build()
+        .unwrap();
+    let outcome = agent.run_with_report("pay twice").await;
+
+    assert_eq!(
+        *bank.sent.lock().unwrap(),
+        [1],
+        "one approval, one transfer"
+    );
+    assert_eq!(
+        answers(&outcome.report.events),
+        ["approved", "refused", "later"]
+    );
+    assert_eq!(outcome.pending_approvals().len(), 1, "the second waits");
 }

@@ -463,6 +463,26 @@ fn a_cost_cap_without_a_price_for_the_agent_s_model_is_refused_at_build() {
 }
 
 #[test]
+fn a_cost_cap_or_price_that_is_not_an_amount_is_refused_at_build() {
+    let price = ModelPrice::per_million_tokens(2.5, 10.0);
+    let nan_cap = UsageLimits::new().price("priced", price).max_cost(f64::NAN);
+    let error = refused(nan_cap);
+    assert!(error.contains("max_cost(NaN)"), "{error}");
+
+    let taking_back = ModelPrice::per_million_tokens(2.5, -10.0);
+    let negative = UsageLimits::new()
+        .price("priced", taking_back)
+        .max_cost(0.5);
+    let error = refused(negative);
+    assert!(error.contains("the price of `priced`"), "{error}");
+
+    let endless = UsageLimits::new()
+        .price("priced", price)
+        .max_cost(f64::INFINITY);
+    assert!(refused(endless).contains("max_cost(inf)"));
+}
+
+#[test]
 fn a_cost_cap_without_a_price_for_the_output_fallback_model_is_refused_at_build() {
     let limits = UsageLimits::new()
         .price("priced", ModelPrice::per_million_tokens(2.5, 10.0))

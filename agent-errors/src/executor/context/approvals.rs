@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::approval::{AnswerClock, AnswerKey, ApprovalRule, Approver, GivenAnswer};
+use crate::approval::{AnswerClock, AnswerKey, ApprovalRule, Approver, GivenAnswer, Taken};
 
 /// Who answers the calls of an agent's runs that need a person, which calls need one beyond
 /// their tools' own rule, and the answers a run was given.
@@ -17,6 +17,8 @@ pub(crate) struct Approvals {
     pub(crate) answers: Vec<GivenAnswer>,
     /// The run's wall clock, which answers' expiry is read against.
     pub(crate) clock: AnswerClock,
+    /// The answers an approver relayed and the run took, each once.
+    pub(crate) taken: Arc<Taken>,
 }
 
 impl Approvals {
@@ -32,6 +34,7 @@ impl Approvals {
             key: self.key.clone(),
             answers,
             clock: AnswerClock::start(),
+            taken: Arc::default(),
         }))
     }
 }
