@@ -406,8 +406,23 @@ async fn the_fleet_counts_each_change_of_a_shared_circuit_once_in_the_process_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alone_after_redis_left_a_shared_open_circuit_ends_in_one_probe_not_a_flood() {
+    // The circuit must still be open after Redis is killed and stopped answering, which takes
+    // longer than the usual 300 ms cooldown on a loaded machine: this one waits 2 s.
+    const COOLDOWN: Duration = Duration::from_secs(2);
     let mut server = RedisServer::start();
-    let (a, b) = (store(&server, "alone").await, store(&server, "alone").await);
+    let alone = async || {
+        RedisStore::builder(server.url())
+            .prefix("alone")
+            .threshold(NonZeroU32::new(3).expect("3 is not zero"))
+            .cooldown(COOLDOWN)
+            .cache_ttl(CACHE_TTL)
+            .command_timeout(PATIENT)
+            .reconnect_every(Duration::from_millis(50))
+            .connect()
+            .await
+            .expect("valid settings")
+    };
+    let (a, b) = (alone().await, alone().await);
     open_shared(&b, "api").await;
     tokio::time::sleep(CACHE_TTL).await;
     assert_eq!(a.admit("api").await, Admission::Rejected);
