@@ -242,10 +242,29 @@ impl PendingApproval {
     }
 }
 
-#[cfg(feature = "restate")]
 impl PendingApproval {
-    /// The same question asked at `place` (a Restate awakeable's id): its digest covers the
-    /// place too, so an answer to it answers nowhere else.
+    /// The question as the run named `run_id` asks it. A run binds the digest of each question
+    /// it asks to its id, so an answer given in one run answers nothing in another: a signed
+    /// answer copied to another run waiting on the same call, tool and arguments is refused
+    /// there. For testing an approver of your own against what a run asks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agent_errors::approval::{PendingApproval, WaitReason};
+    ///
+    /// let asked = || PendingApproval::new("call_1", "wipe", "{}", WaitReason::ApprovalRequired);
+    /// let (rent, other) = (asked().in_run("rent"), asked().in_run("rent-again"));
+    /// assert_ne!(rent.digest, other.digest);
+    /// assert_eq!(rent.digest, asked().in_run("rent").digest);
+    /// ```
+    #[must_use]
+    pub fn in_run(self, run_id: &str) -> PendingApproval {
+        self.asked_at(run_id)
+    }
+
+    /// The same question asked at `place` (a run's id, a Restate awakeable's id): its digest
+    /// covers the place too, so an answer to it answers nowhere else.
     pub(crate) fn asked_at(&self, place: &str) -> PendingApproval {
         PendingApproval {
             digest: hashed(&[&self.digest, place]),

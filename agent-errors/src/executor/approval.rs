@@ -39,12 +39,14 @@ fn by_rule(approvals: &Approvals, call: &ToolCall) -> bool {
 
 /// The question for a call about to send `sent` to `tool`: the whole arguments as a person is
 /// shown them (sanitized, redacted, cut only past [`MAX_SHOWN_CHARS`], and then saying so), and
-/// the digest of what the tool would receive.
+/// the digest of what the tool would receive, in the run named `run_id` when it has one (so an
+/// answer to the same call in another run answers nothing here).
 pub(crate) fn question(
     tool: &ToolDef,
     call: &ToolCall,
     sent: &str,
     reason: WaitReason,
+    run_id: Option<&str>,
 ) -> PendingApproval {
     let shown = scrub(sent, MAX_SHOWN_CHARS + 1);
     let cut = shown.chars().count() > MAX_SHOWN_CHARS || sent.chars().count() > MAX_SHOWN_CHARS;
@@ -53,7 +55,11 @@ pub(crate) fn question(
     } else {
         shown
     };
-    PendingApproval::asked(&call.id, tool.name(), sent, (shown, cut), reason)
+    let pending = PendingApproval::asked(&call.id, tool.name(), sent, (shown, cut), reason);
+    match run_id {
+        Some(run) => pending.in_run(run),
+        None => pending,
+    }
 }
 
 /// The answer for `pending`, reported as an event: see [`answer_for`]. `awaited` is the

@@ -223,7 +223,7 @@ pub(crate) async fn through<'a>(
     let mut question = Some(forced.unwrap_or(WaitReason::ApprovalRequired));
     loop {
         if let Some(reason) = question.take() {
-            let pending = approval::question(tool, call, &arguments, reason);
+            let pending = approval::question(tool, call, &arguments, reason, ctx.run_id());
             let awaited = awaited.take();
             match approval::decision(ctx, &pending, awaited.as_ref()).await {
                 Decision::Approve | Decision::ApproveUnseen => {

@@ -114,14 +114,15 @@ async fn answered_after_two_minutes(valid_for: Duration) -> (Vec<u32>, usize) {
         "transfer",
         r#"{"amount": 1}"#,
         WaitReason::ApprovalRequired,
-    );
+    )
+    .in_run("pay");
     let answer = Answer::to(&pending, Decision::Approve).expires_at(SystemTime::now() + valid_for);
     let approver = Relayed {
         delay: Duration::from_secs(120),
         ..Relayed::new(vec![answer.to_token()])
     };
     let agent = bank.builder(&model).approver(approver).build().unwrap();
-    let outcome = agent.run_with_report("pay").await;
+    let outcome = agent.run_with("pay", RunOptions::new().run_id("pay")).await;
     outcome.result.as_ref().unwrap();
     let sent = bank.sent.lock().unwrap().clone();
     (sent, outcome.expired_approvals().len())
@@ -180,6 +181,34 @@ async fn a_signed_answer_runs_its_call_once() {
         resumed_with_token(&bank, &token).await,
         (vec!["approved"], vec![1])
     );
+}
+
+#[tokio::test]
+async fn a_signed_answer_copied_to_another_run_waiting_on_the_same_call_is_refused() {
+    let bank = Bank::new();
+    let pending = bank.waiting().await;
+    // A second run, "rent-2", waits on the very same call: `transfer {"amount": 1}` as `call_1`.
+    let model = ScriptedModel::new().tool_call("transfer", r#"{"amount": 1}"#);
+    let second = bank.agent(&model);
+    let options = RunOptions::new().run_id("rent-2");
+    let waiting = waiting_on(second.run_with("pay the rent", options).await.result);
+    assert_eq!(waiting[0].arguments, pending.arguments);
+    // The client holds the person's signed approval of "rent" and sends it to "rent-2".
+    let token = Answer::to(&pending, Decision::Approve)
+        .signed(&key())
+        .to_token();
+    let agent = bank
+        .builder(&ScriptedModel::new().text("done"))
+        .answer_key(key())
+        .build()
+        .unwrap();
+    let answer = Answer::from_token(&token).unwrap();
+    let outcome = agent
+        .resume("rent-2", RunOptions::new().answered(answer))
+        .await;
+
+    assert_eq!(answers(&outcome.report.events), ["refused", "later"]);
+    assert!(bank.sent.lock().unwrap().is_empty(), "nothing was sent");
 }
 
 #[tokio::test]
@@ -269,13 +298,15 @@ async fn an_approver_relaying_answers_takes_only_those_bound_and_signed() {
         "transfer",
         r#"{"amount": 1}"#,
         WaitReason::ApprovalRequired,
-    );
+    )
+    .in_run("pay");
     let other = PendingApproval::new(
         "call_1",
         "transfer",
         r#"{"amount": 90000}"#,
         WaitReason::ApprovalRequired,
-    );
+    )
+    .in_run("pay");
     // Popped last first: unsigned, then for another question, then the one to take.
     let texts = vec![
         Answer::to(&pending, Decision::Approve)
@@ -295,7 +326,7 @@ async fn an_approver_relaying_answers_takes_only_those_bound_and_signed() {
         .approver(Relayed::new(texts))
         .build()
         .unwrap();
-    let outcome = agent.run_with_report("pay").await;
+    let outcome = agent.run_with("pay", RunOptions::new().run_id("pay")).await;
     assert_eq!(outcome.result.unwrap(), "done");
     assert_eq!(*bank.sent.lock().unwrap(), [1]);
     let refused = answers(&outcome.report.events);
@@ -317,7 +348,8 @@ async fn a_relayed_answer_is_taken_once_and_a_copy_for_a_later_identical_call_is
         "transfer",
         r#"{"amount": 1}"#,
         WaitReason::ApprovalRequired,
-    );
+    )
+    .in_run("pay");
     let token = Answer::to(&pending, Decision::Approve)
         .signed(&key())
         .to_token();
@@ -332,7 +364,9 @@ async fn a_relayed_answer_is_taken_once_and_a_copy_for_a_later_identical_call_is
         .approver(Relayed::new(vec![token.clone(), token]))
         .build()
         .unwrap();
-    let outcome = agent.run_with_report("pay twice").await;
+    let outcome = agent
+        .run_with("pay twice", RunOptions::new().run_id("pay"))
+        .await;
 
     assert_eq!(
         *bank.sent.lock().unwrap(),

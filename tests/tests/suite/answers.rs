@@ -192,7 +192,17 @@ async fn an_answer_replayed_on_a_run_that_never_asked_runs_nothing_there() {
         .answer_to(&pending, Decision::Approve);
     let outcome = bank.agent(&model).run_with("pay the rent", replayed).await;
     assert_eq!(answers(&outcome.report.events), ["refused", "later"]);
-    assert_eq!(waiting_on(outcome.result), [pending]);
+    let [asked_here] = <[PendingApproval; 1]>::try_from(waiting_on(outcome.result)).unwrap();
+    let shown = |p: &PendingApproval| (p.call_id.clone(), p.tool.clone(), p.arguments.clone());
+    assert_eq!(
+        shown(&asked_here),
+        shown(&pending),
+        "the same call waits here"
+    );
+    assert_ne!(
+        asked_here.digest, pending.digest,
+        "a question of this run, not of `rent`"
+    );
     assert!(bank.sent.lock().unwrap().is_empty(), "nothing was sent");
 }
 

@@ -73,7 +73,9 @@ async fn an_approved_call_runs_once_and_the_run_finishes() {
         .build()
         .unwrap();
 
-    let outcome = agent.run_with_report("pay the rent").await;
+    let outcome = agent
+        .run_with("pay the rent", RunOptions::new().run_id("rent"))
+        .await;
     assert_eq!(outcome.result.unwrap(), "sent it");
     assert_eq!(*sent.lock().unwrap(), [900]);
     let answered = Event::PersonAsked {
@@ -89,7 +91,8 @@ async fn an_approved_call_runs_once_and_the_run_finishes() {
             "transfer",
             r#"{"amount": 900}"#,
             WaitReason::ApprovalRequired
-        )]
+        )
+        .in_run("rent")]
     );
     assert_eq!(shown_to_model(&model)[0].content, "sent 900");
 }
@@ -365,7 +368,8 @@ async fn start_waiting(store: &Store, sent: &Arc<Mutex<Vec<u32>>>) -> ScriptedMo
         "transfer",
         r#"{"amount": 900}"#,
         WaitReason::ApprovalRequired,
-    );
+    )
+    .in_run("rent");
     assert_eq!(pending, [expected]);
     assert!(sent.lock().unwrap().is_empty());
     assert_eq!(
