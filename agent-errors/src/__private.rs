@@ -63,6 +63,8 @@ pub enum Rung {
         initial: Option<Duration>,
         /// `max = "..."`.
         max: Option<Duration>,
+        /// `when_safe`.
+        when_safe: bool,
     },
     /// `fix(agent = "...", retries = n)`; `retries` is never zero.
     Fix {
@@ -97,10 +99,12 @@ impl Rung {
                 max_attempts,
                 initial,
                 max,
+                when_safe,
             } => Action::Retry(RetryAction {
                 max_attempts: non_zero(max_attempts),
                 initial,
                 max,
+                when_safe,
             }),
             Rung::Fix { agent, retries } => Action::Fix(FixAction {
                 agent: Cow::Borrowed(agent),
@@ -461,6 +465,7 @@ mod tests {
                         max_attempts: 4,
                         initial: Some(Duration::from_millis(250)),
                         max: None,
+                        when_safe: false,
                     },
                     Rung::Fallback("cached"),
                     Rung::Degrade,
@@ -484,6 +489,7 @@ mod tests {
                         max_attempts: NonZeroU32::new(4).unwrap(),
                         initial: Some(Duration::from_millis(250)),
                         max: None,
+                        when_safe: false,
                     }),
                     Action::fallback("cached"),
                     Action::Degrade,

@@ -173,7 +173,9 @@ pub mod run {
 /// One tool call: how a tool is called, what it can reach, and how the call ends.
 pub mod call {
     pub use crate::error::{BoxFuture, InvalidArguments, ToolArgs, UnknownSeverity};
-    pub use crate::executor::{CallInterrupted, CallOutcome, CircuitOpen, Cleared, ToolPanic};
+    pub use crate::executor::{
+        CallInterrupted, CallOutcome, CircuitOpen, Cleared, MayHaveTakenEffect, ToolPanic,
+    };
     pub use crate::extensions::{Extensions, MissingContext};
     pub use crate::idempotency::{EffectKeyError, IdempotencyKey};
     pub use crate::output_check::{OutputCheck, OutputRejected};

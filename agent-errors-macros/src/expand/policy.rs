@@ -81,7 +81,7 @@ fn rung(p: &TokenStream, action: &ActionNode) -> TokenStream {
             let max_attempts = Literal::u32_unsuffixed(max_attempts.value);
             let initial = optional_duration(initial.as_ref());
             let max = optional_duration(max.as_ref());
-            quote!(#p::Rung::Retry { max_attempts: #max_attempts, initial: #initial, max: #max })
+            quote!(#p::Rung::Retry { max_attempts: #max_attempts, initial: #initial, max: #max, when_safe: false })
         }
         ActionKind::Fix { agent, retries } => {
             let retries = Literal::u32_unsuffixed(retries.as_ref().map_or(1, |count| count.value));

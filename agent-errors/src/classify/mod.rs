@@ -110,6 +110,7 @@ pub(crate) mod http;
 mod http_response;
 pub(crate) mod kind;
 mod patterns;
+mod reach;
 mod redacted;
 #[cfg(feature = "rig")]
 pub(crate) mod rig;
@@ -130,6 +131,7 @@ pub(crate) use kind::ErrorKind;
 pub use redacted::RedactedError;
 
 pub(crate) use body::server_delay;
+pub(crate) use reach::never_reached;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use body::status_of_error_type;
 #[cfg(any(feature = "openai", feature = "anthropic"))]

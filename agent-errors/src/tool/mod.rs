@@ -62,6 +62,7 @@ pub struct ToolDef {
     crate_defaults: Option<Policy>,
     optional: bool,
     idempotent: bool,
+    keyed: bool,
     approval_required: bool,
     timeout: Option<Duration>,
     breaker_key: Option<Cow<'static, str>>,
@@ -113,6 +114,7 @@ impl ToolDef {
             crate_defaults: None,
             optional: false,
             idempotent: false,
+            keyed: false,
             approval_required: false,
             timeout: None,
             breaker_key: None,
@@ -176,6 +178,48 @@ impl ToolDef {
     /// Whether the tool may run twice for one call (see [`ToolDef::idempotent`]).
     pub fn is_idempotent(&self) -> bool {
         self.idempotent
+    }
+
+    /// Declares that the tool hands each call's
+    /// [`IdempotencyKey`](crate::call::IdempotencyKey) to the service it calls, and that the
+    /// service applies a request once per key (Stripe's `Idempotency-Key` header, a unique
+    /// column, an MCP server that deduplicates by the key in `_meta`): a second attempt of the
+    /// same call, which carries the same key, cannot apply the effect twice. The recommended
+    /// preset retries such a tool's timeouts and dropped connections, which it answers as
+    /// unknown outcomes for a tool that is neither keyed nor [idempotent](ToolDef::idempotent).
+    ///
+    /// A `#[tool]` with a `Ctx<IdempotencyKey>` parameter is keyed by itself (so is a tool
+    /// built here that [requires](ToolDef::requires_context) the key): reading the key is
+    /// taken as handing it on. Say `keyed(false)` after it for a tool that reads the key for
+    /// something else.
+    ///
+    /// ```
+    /// use agent_errors::ToolDef;
+    /// use agent_errors::call::IdempotencyKey;
+    ///
+    /// async fn refund(_: serde_json::Value) -> Result<String, std::io::Error> { Ok("done".into()) }
+    /// let by_hand = ToolDef::new("refund", "Refunds an order.", refund).keyed(true);
+    /// assert!(by_hand.is_keyed() && !by_hand.is_idempotent());
+    /// let reads_the_key = ToolDef::new("refund", "Refunds an order.", refund)
+    ///     .requires_context::<IdempotencyKey>();
+    /// assert!(reads_the_key.is_keyed());
+    /// ```
+    #[must_use]
+    pub fn keyed(mut self, keyed: bool) -> Self {
+        self.keyed = keyed;
+        self
+    }
+
+    /// Whether the tool hands each call's idempotency key to its service (see
+    /// [`ToolDef::keyed`]).
+    pub fn is_keyed(&self) -> bool {
+        self.keyed
+    }
+
+    /// Whether a second attempt of one call cannot apply its effect twice: the tool is
+    /// idempotent or keyed.
+    pub(crate) fn repeats_safely(&self) -> bool {
+        self.idempotent || self.keyed
     }
 
     /// Requires a person's approval before each call of the tool runs (`#[tool(approval =
@@ -325,6 +369,9 @@ impl ToolDef {
     #[must_use]
     pub fn requires_context<T: 'static>(mut self) -> Self {
         let id = TypeId::of::<T>();
+        if id == TypeId::of::<crate::idempotency::IdempotencyKey>() {
+            self.keyed = true;
+        }
         if !self.requires.iter().any(|(known, _)| *known == id) {
             self.requires.push((id, std::any::type_name::<T>()));
         }
@@ -371,6 +418,7 @@ impl fmt::Debug for ToolDef {
             .field("policy", &self.policy)
             .field("optional", &self.optional)
             .field("idempotent", &self.idempotent)
+            .field("keyed", &self.keyed)
             .field("approval_required", &self.approval_required)
             .field("timeout", &self.timeout)
             .field("breaker_key", &self.breaker_key)
