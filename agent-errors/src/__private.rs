@@ -139,6 +139,8 @@ pub struct ToolSpec {
     pub policy: &'static PolicyTable,
     /// Its own policy's `run_breaker = ...`.
     pub run_breaker: Option<RunBreakerRule>,
+    /// Whether its own policy asks for the recommended preset below its entries.
+    pub recommended: bool,
     /// Whether `degrade` may drop it.
     pub optional: bool,
     /// Whether running it twice with the same arguments does no more than once.
@@ -195,6 +197,11 @@ fn with_spec(def: ToolDef, spec: &'static ToolSpec, crate_defaults: Option<Polic
     let own = match spec.run_breaker {
         Some(rule) => policy(spec.policy).run_breaker(rule),
         None => policy(spec.policy),
+    };
+    let own = if spec.recommended {
+        own.with_recommended()
+    } else {
+        own
     };
     let def = def
         .with_policy(own)

@@ -185,7 +185,7 @@ pub mod call {
 /// Building a registry or an agent: the registry's builder, the fixers it holds, what a build
 /// refuses, and which policy layer decides each key.
 pub mod build {
-    pub use crate::explain::Explanation;
+    pub use crate::explain::{ConfigWarning, Explanation};
     pub use crate::fix::{Fixer, FixerDef};
     pub use crate::registry::{ConfigError, ConfigProblem, RegistryBuilder};
 }

@@ -132,6 +132,12 @@ pub use redacted::RedactedError;
 
 pub(crate) use body::server_delay;
 pub(crate) use reach::never_reached;
+
+/// The kind the wording of `text` points at (a status written in it, then the phrases of the
+/// last resort), if any: what a failure that is only text is classified by.
+pub(crate) fn kind_of_text(text: &str) -> Option<ErrorKind> {
+    patterns::kind_of_message(text)
+}
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) use body::status_of_error_type;
 #[cfg(any(feature = "openai", feature = "anthropic"))]

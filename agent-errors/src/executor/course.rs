@@ -200,7 +200,9 @@ impl<'a> Course<'a> {
                 .run()
                 .await;
         }
-        if !self.entry.0.is_idempotent() {
+        // A keyed tool's attempt carries the same key when made again: the service applies it
+        // once.
+        if !self.entry.0.repeats_safely() {
             let error = ToolError::execution(raw.as_str(), CallInterrupted);
             let failure = Failure::new(error, progress.attempts, self.ctx.hooks().classifier());
             let sending = self.sending(cleared);
@@ -209,7 +211,7 @@ impl<'a> Course<'a> {
                 .run()
                 .await;
         }
-        // Idempotent: the attempt that was running is made again, in the place it was made.
+        // Idempotent or keyed: the attempt that was running is made again, in the place it was made.
         if let Some(place) = &progress.retry {
             let failure = saved_failure(self.ctx, &raw, place, progress.attempts);
             let sending = self.sending(cleared);

@@ -106,11 +106,13 @@ pub struct RetryAction {
     /// Retries only where a second call cannot apply the call's effect twice
     /// (`retry(3, when_safe)`): the tool is [idempotent](crate::ToolDef::idempotent), or hands
     /// the call's idempotency key to its service ([keyed](crate::ToolDef::keyed)), or the
-    /// failure shows the request never reached the service (connection refused, a host name
-    /// that did not resolve, an open circuit). Any other timeout, transient or server failure
+    /// failure shows the request was not carried out: it never reached the service (connection
+    /// refused, a host name that did not resolve), or the service refused it for a rate limit
+    /// (`quota`: a 429, or a body that says so). Any other timeout, transient or server failure
     /// of such a tool may have taken effect: it is not retried but answered as an
-    /// `outcome_unknown` failure, by that key's ladder; a rate limit of such a tool goes on
-    /// down the ladder. The recommended preset's retries are all of this kind.
+    /// `outcome_unknown` failure, by that key's ladder. The failure is read as the tool's: a
+    /// tool that makes several requests, one of them with an effect, is safe to retry only if
+    /// it is idempotent or keyed. The recommended preset's retries are all of this kind.
     pub when_safe: bool,
 }
 
@@ -440,6 +442,15 @@ impl Policy {
     /// Whether nothing is set.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty() && self.run_breaker.is_none() && !self.preset
+    }
+
+    /// This policy, asking for the recommended preset just below its own entries: what
+    /// `policy!(recommended, timeout = retry(5, when_safe))` builds. See
+    /// [`Policy::recommended`].
+    #[must_use]
+    pub fn with_recommended(mut self) -> Self {
+        self.preset = true;
+        self
     }
 
     /// Whether this policy asks for the recommended preset below its own entries (see

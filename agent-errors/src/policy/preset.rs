@@ -1,8 +1,6 @@
 //! The recommended preset: one line that recovers what can be recovered without ever applying
 //! an effect twice. What each rule does and why it is safe is said on [`Policy::recommended`].
 
-use std::num::NonZeroU32;
-
 use super::{Action, Ladder, OnTrip, Policy, PolicyKey, RunBreakerRule, RunFailureRate};
 use crate::ErrorKind;
 
@@ -31,12 +29,11 @@ impl Policy {
     ///   twice: the tool is idempotent, or hands the call's idempotency key to its service and
     ///   says so ([`ToolDef::keyed`](crate::ToolDef::keyed); a `#[tool]` with a
     ///   `Ctx<IdempotencyKey>` parameter says so by itself), or the failure shows the request
-    ///   never reached the service (connection refused, a host name that did not resolve, an
-    ///   open circuit). A timeout, dropped connection or 5xx of any other tool may have taken
-    ///   effect: it is answered as an unknown outcome (the `outcome_unknown` key), never by a
-    ///   blind second call. A rate limit of such a tool is the service's refusal: shown to the
-    ///   model with the wait the service asked for. Retries used up, the model is told what
-    ///   failed instead of the run ending.
+    ///   was not carried out (connection refused, a host name that did not resolve, a rate
+    ///   limit: the service refused the request before doing it). A timeout, dropped
+    ///   connection or 5xx of any other tool may have taken effect: it is answered as an
+    ///   unknown outcome (the `outcome_unknown` key), never by a blind second call. Retries
+    ///   used up, the model is told what failed instead of the run ending.
     /// - **`invalid_args` = `escalate`.** Arguments that do not parse or fit the schema are
     ///   shown to the model with what is wrong: nothing ran, so nothing can happen twice.
     /// - **`not_found`, `validation`, `bug`, `unknown` = `escalate`; `execution` = `escalate`.**
@@ -64,6 +61,10 @@ impl Policy {
     ///   the agent is given its own, so one call that meets a few faults in a row does not
     ///   open a circuit for everyone; a call its open circuit refuses is shown to the model
     ///   with when to try again, not the end of the run.
+    /// - **On an agent, a model call that fails with a failure that may pass** (overloaded,
+    ///   rate-limited, a 5xx, timed out) is retried, three calls in all, with backoff from
+    ///   500 ms, jitter and the server's `Retry-After`, unless `on_llm_error` is given: a model
+    ///   call applies no effect, so a second one cannot repeat anything.
     ///
     /// # Examples
     ///
@@ -134,15 +135,15 @@ impl Policy {
     }
 }
 
-/// Whether `n` is the preset's number of attempts (for tests of the documentation).
-#[cfg(test)]
-fn attempts() -> NonZeroU32 {
-    NonZeroU32::new(ATTEMPTS).expect("3 is not zero")
-}
-
 #[cfg(test)]
 mod tests {
+    use std::num::NonZeroU32;
+
     use super::*;
+
+    fn attempts() -> NonZeroU32 {
+        NonZeroU32::new(ATTEMPTS).expect("3 is not zero")
+    }
 
     #[test]
     fn every_key_is_set_and_retries_only_when_safe() {

@@ -67,6 +67,9 @@ pub struct ToolDef {
     timeout: Option<Duration>,
     breaker_key: Option<Cow<'static, str>>,
     output_check: Option<OutputCheck>,
+    /// Whether `output_check` is the recommended preset's, put there when the registry was
+    /// built.
+    preset_output_check: bool,
     handler: Arc<dyn ToolHandler>,
     /// Whether the handler's argument type refuses a key given twice at every depth (a struct
     /// of plain fields, as `#[tool]` knows from its parameters' types), so that its own parse
@@ -119,6 +122,7 @@ impl ToolDef {
             timeout: None,
             breaker_key: None,
             output_check: None,
+            preset_output_check: false,
             handler: Arc::new(handler),
             refuses_duplicate_keys: false,
             requires: Vec::new(),
@@ -186,7 +190,9 @@ impl ToolDef {
     /// column, an MCP server that deduplicates by the key in `_meta`): a second attempt of the
     /// same call, which carries the same key, cannot apply the effect twice. The recommended
     /// preset retries such a tool's timeouts and dropped connections, which it answers as
-    /// unknown outcomes for a tool that is neither keyed nor [idempotent](ToolDef::idempotent).
+    /// unknown outcomes for a tool that is neither keyed nor [idempotent](ToolDef::idempotent);
+    /// and a durable run that resumes after a crash makes the call that was running again,
+    /// with the same key, as it does for an idempotent tool.
     ///
     /// A `#[tool]` with a `Ctx<IdempotencyKey>` parameter is keyed by itself (so is a tool
     /// built here that [requires](ToolDef::requires_context) the key): reading the key is
@@ -305,6 +311,21 @@ impl ToolDef {
     /// [`ToolDef::with_output_check`]).
     pub fn output_check(&self) -> Option<&OutputCheck> {
         self.output_check.as_ref()
+    }
+
+    /// Checks the tool's outputs for error envelopes, as the recommended preset does, unless
+    /// it has a check of its own.
+    pub(crate) fn with_preset_output_check(mut self) -> Self {
+        if self.output_check.is_none() {
+            self.output_check = Some(OutputCheck::envelopes());
+            self.preset_output_check = true;
+        }
+        self
+    }
+
+    /// Whether the tool's output check is the recommended preset's.
+    pub(crate) fn has_preset_output_check(&self) -> bool {
+        self.preset_output_check
     }
 
     /// The bound on one call, if any.

@@ -157,9 +157,7 @@ impl<D: Iterator<Item = Duration>> Policy for RetryRung<'_, '_, D> {
             return step;
         };
         if self.when_safe && !repeats_safely(walk.tool, &walk.failure) {
-            // A refusal (a rate limit) did nothing and goes on down the ladder; any other
-            // failure may have taken effect.
-            self.may_have_taken_effect = class.kind != ErrorKind::Quota;
+            self.may_have_taken_effect = true;
             return Step::Stop(Stop::Never);
         }
         if circuit_open(walk.ctx, walk.tool) {
@@ -222,9 +220,12 @@ fn say_unknown_is_not_retried(ctx: &RunContext, tool: &ToolDef) {
 }
 
 /// Whether calling `tool` again after `failure` cannot apply the call's effect twice: the tool
-/// is idempotent or keyed, or the failure shows the request never reached the service.
+/// is idempotent or keyed, or the failure shows the request was not carried out: it never
+/// reached the service, or the service refused it for a rate limit.
 fn repeats_safely(tool: &ToolDef, failure: &Failure) -> bool {
-    tool.repeats_safely() || never_reached(failure.error.cause())
+    tool.repeats_safely()
+        || failure.class.kind == ErrorKind::Quota
+        || never_reached(failure.error.cause())
 }
 
 /// Whether the service breaker has the circuit of `tool` open, as it knows without waiting.
