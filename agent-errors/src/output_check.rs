@@ -200,7 +200,7 @@ impl OutputCheck {
     /// assert_eq!(kind(r#"{"error": "Service temporarily unavailable", "code": 503}"#), Some(ErrorKind::Transient));
     /// assert_eq!(kind(r#"{"error": "Ticket with ID 1 is already resolved."}"#), Some(ErrorKind::Validation));
     /// assert_eq!(kind(r#"{"ok": false, "error": "channel_not_found"}"#), Some(ErrorKind::NotFound));
-/// assert_eq!(kind(r#"{"ok": false, "error": "invalid_auth"}"#), Some(ErrorKind::Validation));
+    /// assert_eq!(kind(r#"{"ok": false, "error": "invalid_auth"}"#), Some(ErrorKind::Validation));
     /// assert_eq!(kind(r#"{"data": null, "errors": [{"message": "User not found"}]}"#), Some(ErrorKind::NotFound));
     /// assert_eq!(kind(r#"{"id": 7, "status": "sent", "error": "none so far"}"#), None);
     /// assert_eq!(kind(r#"{"result": "the error rate fell"}"#), None);
@@ -333,7 +333,9 @@ fn envelope_error(object: &serde_json::Map<String, Value>) -> Option<String> {
             .find_map(|key| object.get(*key).and_then(error_text));
         return Some(said.unwrap_or_else(|| "the output says `ok: false`".to_owned()));
     }
-    let lone = object.keys().all(|key| ENVELOPE_MEMBERS.contains(&key.as_str()));
+    let lone = object
+        .keys()
+        .all(|key| ENVELOPE_MEMBERS.contains(&key.as_str()));
     if lone {
         if let Some(text) = object.get("error").and_then(error_text) {
             return Some(with_status(object, text));

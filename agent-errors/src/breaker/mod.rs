@@ -71,7 +71,10 @@ impl RunBreaker {
     ) -> Option<u32> {
         let calls = self.windows.entry(tool.to_owned()).or_default();
         push_bounded(calls, Some(key.to_owned()), rate.window());
-        let failed = calls.iter().filter(|call| call.as_deref() == Some(key)).count();
+        let failed = calls
+            .iter()
+            .filter(|call| call.as_deref() == Some(key))
+            .count();
         let failed = u32::try_from(failed).unwrap_or(u32::MAX);
         let len = u32::try_from(calls.len()).unwrap_or(u32::MAX);
         rate.trips(failed, len).then_some(failed)

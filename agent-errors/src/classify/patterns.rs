@@ -176,8 +176,14 @@ mod tests {
             ("you are being rate-limited", ErrorKind::Quota),
             ("ECONNRESET", ErrorKind::Transient),
             ("upstream connection refused", ErrorKind::Transient),
-            ("dns error: failed to lookup address information", ErrorKind::Transient),
-            ("getaddrinfo ENOTFOUND api.example.com", ErrorKind::Transient),
+            (
+                "dns error: failed to lookup address information",
+                ErrorKind::Transient,
+            ),
+            (
+                "getaddrinfo ENOTFOUND api.example.com",
+                ErrorKind::Transient,
+            ),
             ("Access Denied", ErrorKind::Auth),
             ("the token has expired", ErrorKind::Auth),
             ("no such file or directory", ErrorKind::NotFound),

@@ -25,7 +25,7 @@ static PHRASES: LazyLock<Regex> = LazyLock::new(|| {
 
 /// Whether any level of `error` shows that the request never reached the service.
 pub(crate) fn never_reached(error: &(dyn Error + 'static)) -> bool {
-    chain(error).any(|level| level_never_reached(level))
+    chain(error).any(level_never_reached)
 }
 
 fn level_never_reached(level: &(dyn Error + 'static)) -> bool {

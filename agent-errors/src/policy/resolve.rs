@@ -155,9 +155,12 @@ impl ResolvedPolicy {
         let mut entries = Vec::new();
         let mut overridden = Vec::new();
         for key in PolicyKey::all() {
-            let mut found = layers.iter().enumerate().filter_map(|(rank, (policy, layer))| {
-                policy.get(key).map(|ladder| (ladder, *layer, rank))
-            });
+            let mut found = layers
+                .iter()
+                .enumerate()
+                .filter_map(|(rank, (policy, layer))| {
+                    policy.get(key).map(|ladder| (ladder, *layer, rank))
+                });
             let Some((ladder, by_layer, rank)) = found.next() else {
                 continue;
             };

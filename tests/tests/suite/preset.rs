@@ -10,8 +10,8 @@ use agent_errors::breaker::{BreakerState, ServiceBreaker};
 use agent_errors::build::ConfigWarning;
 use agent_errors::call::IdempotencyKey;
 use agent_errors::policy::{Action, Policy, PolicyKey, PolicyLayer};
-use agent_errors::testing::{Fault, FaultyTool, ScriptedModel, echo_tool};
 use agent_errors::run::TerminationReason;
+use agent_errors::testing::{Fault, FaultyTool, ScriptedModel, echo_tool};
 use agent_errors::{Agent, ChatRequest, Ctx, ErrorKind, HttpError, Message, policy, tool, tools};
 
 /// The tool results the model was shown, in order, as of its last request.
@@ -60,7 +60,11 @@ async fn an_ambiguous_failure_of_an_unkeyed_tool_with_effects_is_an_unknown_outc
         let answer = agent.run("refund order 7").await;
 
         assert_eq!(answer.unwrap(), "I could not confirm the refund");
-        assert_eq!(refund.calls(), 1, "called once: a second call could refund twice");
+        assert_eq!(
+            refund.calls(),
+            1,
+            "called once: a second call could refund twice"
+        );
         let said = &shown(&model)[0];
         assert!(said.contains("outcome_unknown"), "{said}");
         assert!(said.contains("may have taken effect"), "{said}");
@@ -78,8 +82,7 @@ async fn refund(order: String, key: Ctx<IdempotencyKey>) -> Result<String, io::E
 async fn a_keyed_tool_is_retried_after_a_timeout_with_the_same_key() {
     let keyed = tools![refund].remove(0);
     assert!(keyed.is_keyed() && !keyed.is_idempotent());
-    let refund = FaultyTool::new(keyed)
-        .fail_times(2, || io::Error::from(io::ErrorKind::TimedOut));
+    let refund = FaultyTool::new(keyed).fail_times(2, || io::Error::from(io::ErrorKind::TimedOut));
     let model = ScriptedModel::new()
         .tool_call("refund", r#"{"order": "7"}"#)
         .text("done");
@@ -105,7 +108,11 @@ async fn a_refused_connection_or_an_unresolved_name_is_retried_for_any_tool() {
 
     assert_eq!(agent.run("send it").await.unwrap(), "sent");
 
-    assert_eq!(send.calls(), 3, "the request never reached the service twice");
+    assert_eq!(
+        send.calls(),
+        3,
+        "the request never reached the service twice"
+    );
     assert_eq!(shown(&model), ["hello"]);
 }
 
@@ -138,15 +145,24 @@ async fn an_idempotent_tool_is_retried_three_times_then_the_model_is_told() {
 
     assert_eq!(search.calls(), 3);
     let said = &shown(&model)[0];
-    assert!(said.contains("transient") && said.contains("service unavailable"), "{said}");
+    assert!(
+        said.contains("transient") && said.contains("service unavailable"),
+        "{said}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn not_found_validation_and_bug_failures_are_shown_short_and_sanitized() {
     let secret = "sk-live-0123456789abcdefghijklmnop";
     let failures: [(Fault, &str); 3] = [
-        (Fault::error(move || HttpError::new(404, format!("no order 7 (key {secret})"))), "not_found"),
-        (Fault::error(|| HttpError::new(422, "`amount` must be positive")), "validation"),
+        (
+            Fault::error(move || HttpError::new(404, format!("no order 7 (key {secret})"))),
+            "not_found",
+        ),
+        (
+            Fault::error(|| HttpError::new(422, "`amount` must be positive")),
+            "validation",
+        ),
         (Fault::Panic("index out of bounds".to_owned()), "bug"),
     ];
     for (fault, kind) in failures {
@@ -200,12 +216,25 @@ async fn error_envelopes_are_classified_by_what_they_say() {
         .tool_call("close_ticket", r#"{"id": 1}"#)
         .text("it was already resolved");
     let agent = one_call(tickets.tool(), &model);
-    assert_eq!(agent.run("close 1").await.unwrap(), "it was already resolved");
-    assert_eq!(tickets.calls(), 1, "a domain refusal is for the model, not retried");
+    assert_eq!(
+        agent.run("close 1").await.unwrap(),
+        "it was already resolved"
+    );
+    assert_eq!(
+        tickets.calls(),
+        1,
+        "a domain refusal is for the model, not retried"
+    );
     let said = &shown(&model)[0];
-    assert!(said.contains("validation") && said.contains("already resolved"), "{said}");
+    assert!(
+        said.contains("validation") && said.contains("already resolved"),
+        "{said}"
+    );
 
-    const LIMITED: &[&str] = &[r#"{"error": "Rate limit exceeded, try again"}"#, r#"{"price": 42}"#];
+    const LIMITED: &[&str] = &[
+        r#"{"error": "Rate limit exceeded, try again"}"#,
+        r#"{"price": 42}"#,
+    ];
     let quotes = answering("quote", LIMITED);
     let model = ScriptedModel::new().tool_call("quote", "{}").text("42");
     let agent = one_call(quotes.tool(), &model);
@@ -245,8 +274,7 @@ async fn an_output_that_merely_mentions_an_error_is_a_result() {
 async fn one_unlucky_call_does_not_open_the_services_circuit() {
     // Six failures in a row over two calls, then the service is back: a breaker that counts
     // consecutive failures (five) would refuse the third call.
-    let search = FaultyTool::new(echo_tool("search").idempotent(true))
-        .fail_times(6, unavailable);
+    let search = FaultyTool::new(echo_tool("search").idempotent(true)).fail_times(6, unavailable);
     let model = ScriptedModel::new()
         .tool_call("search", r#"{"text": "a"}"#)
         .tool_call("search", r#"{"text": "b"}"#)
@@ -262,7 +290,10 @@ async fn one_unlucky_call_does_not_open_the_services_circuit() {
     assert_eq!(agent.run("search").await.unwrap(), "found c");
 
     assert_eq!(search.calls(), 7);
-    assert_eq!(agent.service_breaker().state("search"), BreakerState::Closed);
+    assert_eq!(
+        agent.service_breaker().state("search"),
+        BreakerState::Closed
+    );
     assert_eq!(shown(&model).last().map(String::as_str), Some("c"));
 }
 
@@ -307,7 +338,10 @@ async fn a_broken_tool_is_taken_off_the_table_and_the_run_goes_on() {
         .build()
         .unwrap();
 
-    assert_eq!(agent.run("find the order").await.unwrap(), "found it by searching");
+    assert_eq!(
+        agent.run("find the order").await.unwrap(),
+        "found it by searching"
+    );
 
     assert_eq!(lookup.calls(), 3);
     let requests = model.requests();
@@ -355,8 +389,14 @@ fn explain_shows_the_preset_as_a_layer_of_its_own() {
     assert_eq!(key, PolicyKey::Kind(ErrorKind::Timeout));
     assert_eq!(ladder.to_string(), "[retry(3, when_safe), escalate]");
     assert_eq!(layer, PolicyLayer::Recommended);
-    assert_eq!(explained.source_of(PolicyKey::Kind(ErrorKind::NotFound)), Some(PolicyLayer::Tool));
-    assert_eq!(explained.source_of(PolicyKey::Kind(ErrorKind::Auth)), Some(PolicyLayer::Recommended));
+    assert_eq!(
+        explained.source_of(PolicyKey::Kind(ErrorKind::NotFound)),
+        Some(PolicyLayer::Tool)
+    );
+    assert_eq!(
+        explained.source_of(PolicyKey::Kind(ErrorKind::Auth)),
+        Some(PolicyLayer::Recommended)
+    );
     assert!(explained.warnings().is_empty());
     let text = explained.to_string();
     for line in [
@@ -386,13 +426,21 @@ fn a_retry_that_can_apply_an_effect_twice_is_warned_about() {
     let keys: Vec<_> = warnings
         .iter()
         .map(|warning| match warning {
-            ConfigWarning::RetryMayRepeatEffect { tool, key, layer } => (tool.as_str(), *key, *layer),
+            ConfigWarning::RetryMayRepeatEffect { tool, key, layer } => {
+                (tool.as_str(), *key, *layer)
+            }
             other => panic!("{other}"),
         })
         .collect();
-    assert_eq!(keys, [("refund", PolicyKey::Execution, PolicyLayer::AgentDefaults)]);
+    assert_eq!(
+        keys,
+        [("refund", PolicyKey::Execution, PolicyLayer::AgentDefaults)]
+    );
     let explained = agent.explain("refund").unwrap().to_string();
-    assert!(explained.contains("warning: `refund`: `execution = retry(..)`"), "{explained}");
+    assert!(
+        explained.contains("warning: `refund`: `execution = retry(..)`"),
+        "{explained}"
+    );
     assert!(explained.contains("mark it `keyed`"), "{explained}");
     assert!(agent.explain("search").unwrap().warnings().is_empty());
 }
