@@ -22,7 +22,11 @@ impl AskTheClient {
     }
 
     async fn ask(&self, pending: &PendingApproval) -> Decision {
-        if !self.peer.supported_elicitation_modes().contains(&ElicitationMode::Form) {
+        if !self
+            .peer
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form)
+        {
             return Decision::Deny(NO_ELICITATION.to_owned());
         }
         // A question shown cut cannot be approved as seen: the person must see all of it.
@@ -31,7 +35,10 @@ impl AskTheClient {
                 "the arguments are too long to show a person whole, so the call needing approval was not made".to_owned(),
             );
         }
-        let Ok(schema) = ElicitationSchema::builder().required_bool("approve").build() else {
+        let Ok(schema) = ElicitationSchema::builder()
+            .required_bool("approve")
+            .build()
+        else {
             return Decision::Deny("the approval question could not be built".to_owned());
         };
         let params = ElicitRequestParams::FormElicitationParams {
@@ -53,7 +60,10 @@ impl AskTheClient {
                 }
             }
             Ok(_) => Decision::Deny("the user declined the call".to_owned()),
-            Err(_) => Decision::Deny("the user could not be asked (the client did not answer the approval request)".to_owned()),
+            Err(_) => Decision::Deny(
+                "the user could not be asked (the client did not answer the approval request)"
+                    .to_owned(),
+            ),
         }
     }
 }
@@ -68,7 +78,11 @@ fn question(pending: &PendingApproval) -> String {
 }
 
 impl Approver for AskTheClient {
-    fn decide<'a>(&'a self, pending: &'a PendingApproval, _run: ApprovalContext<'a>) -> BoxFuture<'a, Decision> {
+    fn decide<'a>(
+        &'a self,
+        pending: &'a PendingApproval,
+        _run: ApprovalContext<'a>,
+    ) -> BoxFuture<'a, Decision> {
         Box::pin(self.ask(pending))
     }
 }

@@ -27,7 +27,14 @@ pub(crate) enum AttemptLog {
 
 impl AttemptLog {
     /// The lines for one finished call: each recovery event it caused, then its outcome.
-    pub(crate) fn call(self, session: &str, call: &ToolCall, events: Vec<Event>, outcome: &CallOutcome, took: Duration) {
+    pub(crate) fn call(
+        self,
+        session: &str,
+        call: &ToolCall,
+        events: Vec<Event>,
+        outcome: &CallOutcome,
+        took: Duration,
+    ) {
         if self == AttemptLog::Off {
             return;
         }
@@ -59,14 +66,28 @@ fn fields(value: Value) -> Map<String, Value> {
 
 fn event_fields(event: &Event) -> Map<String, Value> {
     fields(match event {
-        Event::ToolRetry { tool, attempt, kind, delay } => json!({
+        Event::ToolRetry {
+            tool,
+            attempt,
+            kind,
+            delay,
+        } => json!({
             "event": "attempt_failed", "of": tool, "attempt": attempt, "kind": kind.as_str(),
             "retry_in_ms": delay.as_millis() as u64,
         }),
-        Event::ToolFailed { tool, kind, message } => json!({
+        Event::ToolFailed {
+            tool,
+            kind,
+            message,
+        } => json!({
             "event": "tool_failed", "of": tool, "kind": kind.as_str(), "message": message,
         }),
-        Event::FellBack { tool, to, attempt, kind } => json!({
+        Event::FellBack {
+            tool,
+            to,
+            attempt,
+            kind,
+        } => json!({
             "event": "fell_back", "of": tool, "to": to, "attempt": attempt, "kind": kind.as_str(),
         }),
         Event::BreakerTripped { tool, failures } => json!({
@@ -80,7 +101,9 @@ fn event_fields(event: &Event) -> Map<String, Value> {
 fn outcome_fields(outcome: &CallOutcome, took: Duration) -> Map<String, Value> {
     let ms = took.as_millis() as u64;
     fields(match outcome {
-        CallOutcome::Result(result) if result.is_error => json!({ "event": "call", "outcome": "error_shown", "ms": ms }),
+        CallOutcome::Result(result) if result.is_error => {
+            json!({ "event": "call", "outcome": "error_shown", "ms": ms })
+        }
         CallOutcome::Result(_) => json!({ "event": "call", "outcome": "ok", "ms": ms }),
         CallOutcome::Stop(stop) => json!({
             "event": "call", "outcome": "stopped", "kind": stop.kind.as_str(),

@@ -57,8 +57,16 @@ pub(crate) struct SessionSettings {
 /// `[service_breaker]`: one breaker per upstream server, shared by every session.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum BreakerSettings {
-    Consecutive { threshold: u32, cooldown: Duration },
-    FailureRate { percent: u8, window: u32, min_calls: u32, cooldown: Duration },
+    Consecutive {
+        threshold: u32,
+        cooldown: Duration,
+    },
+    FailureRate {
+        percent: u8,
+        window: u32,
+        min_calls: u32,
+        cooldown: Duration,
+    },
 }
 
 impl Default for BreakerSettings {
@@ -139,9 +147,21 @@ pub(crate) enum OutputCheckName {
     OkFalse,
 }
 
-const TOP_KEYS: [&str; 5] = ["preset", "defaults", "session", "service_breaker", "servers"];
+const TOP_KEYS: [&str; 5] = [
+    "preset",
+    "defaults",
+    "session",
+    "service_breaker",
+    "servers",
+];
 const SESSION_KEYS: [&str; 2] = ["max_tool_calls", "breaker_threshold"];
-const BREAKER_KEYS: [&str; 5] = ["consecutive", "failure_rate", "window", "min_calls", "cooldown"];
+const BREAKER_KEYS: [&str; 5] = [
+    "consecutive",
+    "failure_rate",
+    "window",
+    "min_calls",
+    "cooldown",
+];
 const SETTING_KEYS: [&str; 8] = [
     "idempotent",
     "approval",
@@ -171,13 +191,19 @@ type Value<'i> = Spanned<DeValue<'i>>;
 pub(crate) fn parse(text: &str) -> Result<Config, Problems<'_>> {
     let mut problems = Problems::new(text);
     if text.len() > MAX_FILE_BYTES {
-        problems.push(Problem::new(0..0, format!("the file is larger than {MAX_FILE_BYTES} bytes")));
+        problems.push(Problem::new(
+            0..0,
+            format!("the file is larger than {MAX_FILE_BYTES} bytes"),
+        ));
         return Err(problems);
     }
     let (document, errors) = DeTable::parse_recoverable(text);
     for error in errors {
         let at = error.span().unwrap_or(0..0);
-        problems.push(Problem::new(at, format!("not valid TOML: {}", error.message())));
+        problems.push(Problem::new(
+            at,
+            format!("not valid TOML: {}", error.message()),
+        ));
     }
     let mut reader = Reader { problems };
     let config = reader.config(document.get_ref());
@@ -231,7 +257,10 @@ impl Reader<'_> {
         match self.table(top, "servers") {
             Some(servers) => config.servers = self.servers(servers),
             None if !top.contains_key("servers") => {
-                self.push(0..0, "no upstream server: add a `[servers.NAME]` table with a `command` or a `url`");
+                self.push(
+                    0..0,
+                    "no upstream server: add a `[servers.NAME]` table with a `command` or a `url`",
+                );
             }
             None => {}
         }
@@ -249,18 +278,30 @@ impl Reader<'_> {
     fn breaker(&mut self, table: &DeTable<'_>, whole: Option<&Value<'_>>) -> BreakerSettings {
         self.unknown_keys(table, &BREAKER_KEYS, "[service_breaker]");
         let at = whole.map_or(0..0, Spanned::span);
-        let cooldown = self.duration(table, "cooldown").unwrap_or(Duration::from_secs(30));
+        let cooldown = self
+            .duration(table, "cooldown")
+            .unwrap_or(Duration::from_secs(30));
         let consecutive = self.count(table, "consecutive");
         let rate = self.count(table, "failure_rate");
         match (consecutive, rate) {
-            (Some(threshold), None) => BreakerSettings::Consecutive { threshold, cooldown },
+            (Some(threshold), None) => BreakerSettings::Consecutive {
+                threshold,
+                cooldown,
+            },
             (Some(_), Some(_)) => {
-                self.push(at, "[service_breaker] takes `consecutive` or `failure_rate`, not both");
+                self.push(
+                    at,
+                    "[service_breaker] takes `consecutive` or `failure_rate`, not both",
+                );
                 BreakerSettings::default()
             }
             (None, rate) => {
-                let BreakerSettings::FailureRate { percent, window, min_calls, .. } =
-                    BreakerSettings::default()
+                let BreakerSettings::FailureRate {
+                    percent,
+                    window,
+                    min_calls,
+                    ..
+                } = BreakerSettings::default()
                 else {
                     unreachable!("the default is a failure rate")
                 };
@@ -274,11 +315,21 @@ impl Reader<'_> {
                     }
                 };
                 let window = self.count(table, "window").unwrap_or(window);
-                let min_calls = self.count(table, "min_calls").unwrap_or(min_calls.min(window));
+                let min_calls = self
+                    .count(table, "min_calls")
+                    .unwrap_or(min_calls.min(window));
                 if min_calls > window || window == 0 || min_calls == 0 {
-                    self.push(at, format!("`min_calls` ({min_calls}) must be 1 to `window` ({window})"));
+                    self.push(
+                        at,
+                        format!("`min_calls` ({min_calls}) must be 1 to `window` ({window})"),
+                    );
                 }
-                BreakerSettings::FailureRate { percent, window, min_calls, cooldown }
+                BreakerSettings::FailureRate {
+                    percent,
+                    window,
+                    min_calls,
+                    cooldown,
+                }
             }
         }
     }
@@ -296,7 +347,10 @@ impl Reader<'_> {
             }
         }
         if servers.is_empty() && self.problems.is_empty() {
-            self.push(0..0, "no upstream server: add a `[servers.NAME]` table with a `command` or a `url`");
+            self.push(
+                0..0,
+                "no upstream server: add a `[servers.NAME]` table with a `command` or a `url`",
+            );
         }
         servers
     }
@@ -324,7 +378,12 @@ impl Reader<'_> {
         })
     }
 
-    fn transport(&mut self, table: &DeTable<'_>, at: Range<usize>, place: &str) -> Option<Transport> {
+    fn transport(
+        &mut self,
+        table: &DeTable<'_>,
+        at: Range<usize>,
+        place: &str,
+    ) -> Option<Transport> {
         let command = self.string(table, "command");
         let url = self.string(table, "url");
         match (command, url) {
@@ -340,10 +399,15 @@ impl Reader<'_> {
                         self.push(key.span(), format!("`{key}` is for a server started with `command`, not one reached at a `url`", key = key.get_ref()));
                     }
                 }
-                Some(Transport::Http { url: url.into_inner() })
+                Some(Transport::Http {
+                    url: url.into_inner(),
+                })
             }
             (Some(_), Some(url)) => {
-                self.push(url.span(), format!("{place} has a `command` and a `url`: give one"));
+                self.push(
+                    url.span(),
+                    format!("{place} has a `command` and a `url`: give one"),
+                );
                 None
             }
             (None, None) => {
@@ -361,7 +425,10 @@ impl Reader<'_> {
         for (key, value) in env {
             match value.get_ref().as_str() {
                 Some(text) => out.push((key.get_ref().to_string(), text.to_owned())),
-                None => self.push(value.span(), format!("`env.{}` must be a string", key.get_ref())),
+                None => self.push(
+                    value.span(),
+                    format!("`env.{}` must be a string", key.get_ref()),
+                ),
             }
         }
         out
@@ -451,12 +518,17 @@ impl Reader<'_> {
     /// `on_error = { key = "rung" or ["rung", ...], ... }`.
     fn policy(&mut self, table: &Value<'_>, fallbacks: &mut Vec<(String, Range<usize>)>) -> Policy {
         let DeValue::Table(entries) = table.get_ref() else {
-            self.push(table.span(), "`on_error` is a table: `on_error = { transient = \"retry(3)\" }`");
+            self.push(
+                table.span(),
+                "`on_error` is a table: `on_error = { transient = \"retry(3)\" }`",
+            );
             return Policy::new();
         };
         let mut policy = Policy::new();
         for (key, value) in entries {
-            let Some(policy_key) = self.policy_key(key) else { continue };
+            let Some(policy_key) = self.policy_key(key) else {
+                continue;
+            };
             let ladder = self.ladder(policy_key, value, fallbacks);
             policy = policy.on(policy_key, ladder);
         }
@@ -469,9 +541,14 @@ impl Reader<'_> {
             return Some(found);
         }
         let names: Vec<&str> = PolicyKey::all().map(PolicyKey::as_str).collect();
-        let hint = did_you_mean(name, names.iter().copied())
-            .map_or_else(|| format!("; the keys are {}", names.join(", ")), |s| format!("; did you mean `{s}`?"));
-        self.push(key.span(), format!("unknown key `{name}` in `on_error`{hint}"));
+        let hint = did_you_mean(name, names.iter().copied()).map_or_else(
+            || format!("; the keys are {}", names.join(", ")),
+            |s| format!("; did you mean `{s}`?"),
+        );
+        self.push(
+            key.span(),
+            format!("unknown key `{name}` in `on_error`{hint}"),
+        );
         None
     }
 
@@ -513,9 +590,18 @@ impl Reader<'_> {
     }
 
     /// The rules the macros hold a ladder to, for a rung read from a file.
-    fn check_rung(&mut self, key: PolicyKey, action: &Action, before: Option<&Action>, at: Range<usize>) {
+    fn check_rung(
+        &mut self,
+        key: PolicyKey,
+        action: &Action,
+        before: Option<&Action>,
+        at: Range<usize>,
+    ) {
         if let Some(terminal) = before.filter(|a| a.is_terminal()) {
-            self.push(at.clone(), format!("nothing may follow `{terminal}`: it ends the ladder"));
+            self.push(
+                at.clone(),
+                format!("nothing may follow `{terminal}`: it ends the ladder"),
+            );
         }
         let retries = match key {
             PolicyKey::InvalidArgs => false,
@@ -530,7 +616,10 @@ impl Reader<'_> {
     /// Where a rung's mistake stands in the file: exactly, when the string is written as it
     /// reads (no escapes); the whole string otherwise.
     fn inside(&self, literal: Range<usize>, text: &str, wrong: &RungProblem) -> Range<usize> {
-        let raw = self.problems.text().get(literal.start + 1..literal.end.saturating_sub(1));
+        let raw = self
+            .problems
+            .text()
+            .get(literal.start + 1..literal.end.saturating_sub(1));
         if raw == Some(text) {
             literal.start + 1 + wrong.at.start..literal.start + 1 + wrong.at.end
         } else {
@@ -547,7 +636,10 @@ impl Reader<'_> {
         match value.get_ref() {
             DeValue::Table(inner) => Some(inner),
             other => {
-                self.push(value.span(), format!("`{key}` must be a table, not a {}", other.type_str()));
+                self.push(
+                    value.span(),
+                    format!("`{key}` must be a table, not a {}", other.type_str()),
+                );
                 None
             }
         }
@@ -558,7 +650,13 @@ impl Reader<'_> {
         match value.get_ref().as_str() {
             Some(text) => Some(Spanned::new(value.span(), text.to_owned())),
             None => {
-                self.push(value.span(), format!("`{key}` must be a string, not a {}", value.get_ref().type_str()));
+                self.push(
+                    value.span(),
+                    format!(
+                        "`{key}` must be a string, not a {}",
+                        value.get_ref().type_str()
+                    ),
+                );
                 None
             }
         }
@@ -598,7 +696,10 @@ impl Reader<'_> {
             .and_then(|i| i.as_str().replace('_', "").parse::<u32>().ok())
             .filter(|&n| n > 0);
         if parsed.is_none() {
-            self.push(value.span(), format!("`{key}` must be a whole number from 1 to {}", u32::MAX));
+            self.push(
+                value.span(),
+                format!("`{key}` must be a whole number from 1 to {}", u32::MAX),
+            );
         }
         parsed
     }
@@ -607,16 +708,28 @@ impl Reader<'_> {
         let text = self.string(table, key)?;
         let parsed = policy_text::parse_duration(text.get_ref()).filter(|d| !d.is_zero());
         if parsed.is_none() {
-            self.push(text.span(), format!("bad duration `{}` for `{key}`: {DURATION_FORMAT}, more than zero", text.get_ref()));
+            self.push(
+                text.span(),
+                format!(
+                    "bad duration `{}` for `{key}`: {DURATION_FORMAT}, more than zero",
+                    text.get_ref()
+                ),
+            );
         }
         parsed
     }
 }
 
 /// Settings for one tool: its own table over its server's over `[defaults]`.
-pub(crate) fn layered(tool: Option<&ToolSettings>, server: &ToolSettings, defaults: &ToolSettings) -> ToolSettings {
+pub(crate) fn layered(
+    tool: Option<&ToolSettings>,
+    server: &ToolSettings,
+    defaults: &ToolSettings,
+) -> ToolSettings {
     let pick = |get: &dyn Fn(&ToolSettings) -> Option<bool>| {
-        tool.and_then(get).or_else(|| get(server)).or_else(|| get(defaults))
+        tool.and_then(get)
+            .or_else(|| get(server))
+            .or_else(|| get(defaults))
     };
     let first = |a: Option<&ToolSettings>| a.cloned().unwrap_or_default();
     let own = first(tool);
@@ -625,7 +738,10 @@ pub(crate) fn layered(tool: Option<&ToolSettings>, server: &ToolSettings, defaul
         approval: pick(&|s| s.approval),
         optional: pick(&|s| s.optional),
         timeout: own.timeout.or(server.timeout).or(defaults.timeout),
-        output_check: own.output_check.or(server.output_check).or(defaults.output_check),
+        output_check: own
+            .output_check
+            .or(server.output_check)
+            .or(defaults.output_check),
         max_calls: own.max_calls.or(server.max_calls).or(defaults.max_calls),
         on_error: own.on_error,
         fallbacks: own.fallbacks,
@@ -639,7 +755,11 @@ mod tests {
     fn problems(text: &str) -> Vec<String> {
         match parse(text) {
             Ok(_) => Vec::new(),
-            Err(problems) => problems.render("proxy.toml").lines().map(str::to_owned).collect(),
+            Err(problems) => problems
+                .render("proxy.toml")
+                .lines()
+                .map(str::to_owned)
+                .collect(),
         }
     }
 
@@ -668,9 +788,17 @@ prefix = "web"
         let files = &config.servers[0];
         assert_eq!(files.name, "files");
         let policy = files.settings.on_error.as_ref().unwrap();
-        assert_eq!(policy.get(PolicyKey::Execution).unwrap().to_string(), "[retry(2), escalate]");
+        assert_eq!(
+            policy.get(PolicyKey::Execution).unwrap().to_string(),
+            "[retry(2), escalate]"
+        );
         assert_eq!(files.tools[0].settings.approval, Some(true));
-        assert_eq!(config.servers[1].transport, Transport::Http { url: "http://127.0.0.1:9/mcp".into() });
+        assert_eq!(
+            config.servers[1].transport,
+            Transport::Http {
+                url: "http://127.0.0.1:9/mcp".into()
+            }
+        );
     }
 
     #[test]
@@ -679,8 +807,16 @@ prefix = "web"
             "[servers.files]\ncommand = \"npx\"\non_error = { transiant = \"retry(3)\", timeout = \"rerty(2)\" }\nidempotnt = true\n",
         );
         assert_eq!(found.len(), 3, "{found:#?}");
-        assert!(found[0].starts_with("proxy.toml:3:14: unknown key `transiant` in `on_error`; did you mean `transient`?"), "{found:#?}");
-        assert!(found[1].starts_with("proxy.toml:3:49: unknown action `rerty`; did you mean `retry`?"), "{found:#?}");
+        assert!(
+            found[0].starts_with(
+                "proxy.toml:3:14: unknown key `transiant` in `on_error`; did you mean `transient`?"
+            ),
+            "{found:#?}"
+        );
+        assert!(
+            found[1].starts_with("proxy.toml:3:49: unknown action `rerty`; did you mean `retry`?"),
+            "{found:#?}"
+        );
         assert!(found[2].starts_with("proxy.toml:4:1: unknown key `idempotnt` in [servers.files]; did you mean `idempotent`?"), "{found:#?}");
     }
 
@@ -690,8 +826,16 @@ prefix = "web"
             "[servers.a]\ncommand = \"x\"\non_error = { auth = \"retry(2)\", execution = [\"escalate\", \"retry(2)\"] }\n",
         );
         assert_eq!(found.len(), 2, "{found:#?}");
-        assert!(found.iter().any(|p| p.contains("`retry` under `auth` never runs")));
-        assert!(found.iter().any(|p| p.contains("nothing may follow `escalate`")));
+        assert!(
+            found
+                .iter()
+                .any(|p| p.contains("`retry` under `auth` never runs"))
+        );
+        assert!(
+            found
+                .iter()
+                .any(|p| p.contains("nothing may follow `escalate`"))
+        );
     }
 
     #[test]
@@ -705,8 +849,12 @@ prefix = "web"
     #[test]
     fn the_service_breaker_defaults_to_a_failure_rate_with_a_minimum_of_calls() {
         let config = parse("[servers.a]\ncommand = \"x\"\n").unwrap();
-        assert!(matches!(config.service_breaker, BreakerSettings::FailureRate { min_calls: 10, .. }));
-        let found = problems("[service_breaker]\nfailure_rate = 150\n[servers.a]\ncommand = \"x\"\n");
+        assert!(matches!(
+            config.service_breaker,
+            BreakerSettings::FailureRate { min_calls: 10, .. }
+        ));
+        let found =
+            problems("[service_breaker]\nfailure_rate = 150\n[servers.a]\ncommand = \"x\"\n");
         assert!(found[0].contains("percentage"), "{found:#?}");
     }
 }

@@ -15,16 +15,25 @@ pub(crate) fn explain(config: &Config, upstreams: &Upstreams, tool: &str) -> Opt
     let server = format!("[servers.{}]", origin.server);
     let table = format!("[servers.{}.tools.{}]", origin.server, origin.upstream_name);
     let defaults_say = |key: PolicyKey| {
-        config.defaults.on_error.as_ref().is_some_and(|p| p.get(key).is_some())
+        config
+            .defaults
+            .on_error
+            .as_ref()
+            .is_some_and(|p| p.get(key).is_some())
     };
     let mut out = String::new();
-    let _ = writeln!(out, "{tool}: `{}` of the server `{}`", origin.upstream_name, origin.server);
+    let _ = writeln!(
+        out,
+        "{tool}: `{}` of the server `{}`",
+        origin.upstream_name, origin.server
+    );
     let facts = upstreams.registry.tool(tool).map(|t| {
         format!(
             "idempotent: {}, needs approval: {}, timeout: {}",
             t.is_idempotent(),
             t.is_approval_required(),
-            t.timeout().map_or_else(|| "none".to_owned(), |d| format!("{d:?}")),
+            t.timeout()
+                .map_or_else(|| "none".to_owned(), |d| format!("{d:?}")),
         )
     });
     if let Some(facts) = facts {

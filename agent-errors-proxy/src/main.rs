@@ -51,12 +51,17 @@ struct Args {
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut parsed = Args::default();
     while let Some(arg) = args.next() {
-        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value\n{USAGE}"));
+        let mut value = |name: &str| {
+            args.next()
+                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
+        };
         match arg.as_str() {
             "--config" => parsed.config = Some(value("--config")?),
             "--http" => {
                 let addr = value("--http")?;
-                parsed.http = Some(addr.parse().map_err(|_| format!("--http takes an address such as 127.0.0.1:8931, not `{addr}`"))?);
+                parsed.http = Some(addr.parse().map_err(|_| {
+                    format!("--http takes an address such as 127.0.0.1:8931, not `{addr}`")
+                })?);
             }
             "--explain" => parsed.explain = Some(value("--explain")?),
             "--check" => parsed.check = true,
@@ -106,7 +111,10 @@ fn main() -> ExitCode {
         println!("{path}: ok, {} upstream server(s)", config.servers.len());
         return ExitCode::SUCCESS;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("could not start the async runtime: {error}");
@@ -119,7 +127,10 @@ fn main() -> ExitCode {
 fn read_file(path: &str) -> Result<String, String> {
     let metadata = std::fs::metadata(path).map_err(|e| format!("{path}: {e}"))?;
     if metadata.len() > config::MAX_FILE_BYTES as u64 {
-        return Err(format!("{path}: larger than {} bytes", config::MAX_FILE_BYTES));
+        return Err(format!(
+            "{path}: larger than {} bytes",
+            config::MAX_FILE_BYTES
+        ));
     }
     std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))
 }
@@ -130,7 +141,9 @@ async fn run(args: Args, config: Config, text: String) -> ExitCode {
         Err(error) => {
             eprintln!("{error}");
             return match error {
-                upstream::StartError::Problems(_) | upstream::StartError::Build(_) => ExitCode::from(2),
+                upstream::StartError::Problems(_) | upstream::StartError::Build(_) => {
+                    ExitCode::from(2)
+                }
                 upstream::StartError::Connect { .. } => ExitCode::FAILURE,
             };
         }
@@ -145,12 +158,19 @@ async fn run(args: Args, config: Config, text: String) -> ExitCode {
             }
             None => {
                 let names: Vec<&str> = upstreams.origins.keys().map(String::as_str).collect();
-                eprintln!("no server offers a tool `{tool}`; the proxy offers: {}", names.join(", "));
+                eprintln!(
+                    "no server offers a tool `{tool}`; the proxy offers: {}",
+                    names.join(", ")
+                );
                 ExitCode::from(2)
             }
         };
     }
-    let log = if args.quiet { AttemptLog::Off } else { AttemptLog::Stderr };
+    let log = if args.quiet {
+        AttemptLog::Off
+    } else {
+        AttemptLog::Stderr
+    };
     let shared = Shared::new(&upstreams, config.session.clone(), log);
     let served = match args.http {
         Some(addr) => serve_http(shared, addr).await,
@@ -181,14 +201,21 @@ async fn serve_stdio(shared: Arc<Shared>) -> Result<(), String> {
 
 async fn serve_http(shared: Arc<Shared>, addr: SocketAddr) -> Result<(), String> {
     let service: StreamableHttpService<session::Session, LocalSessionManager> =
-        StreamableHttpService::new(move || Ok(shared.session()), Default::default(), StreamableHttpServerConfig::default());
+        StreamableHttpService::new(
+            move || Ok(shared.session()),
+            Default::default(),
+            StreamableHttpServerConfig::default(),
+        );
     let router = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("could not listen on {addr}: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     // The address a test or a host reads to connect (port 0 picks a free one).
-    eprintln!("{}", serde_json::json!({ "event": "listening", "url": format!("http://{bound}/mcp") }));
+    eprintln!(
+        "{}",
+        serde_json::json!({ "event": "listening", "url": format!("http://{bound}/mcp") })
+    );
     axum::serve(listener, router)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
@@ -213,7 +240,11 @@ mod tests {
         assert!(parsed.quiet);
         assert!(args(&[]).unwrap_err().contains("--config FILE is required"));
         assert!(args(&["--config"]).unwrap_err().contains("needs a value"));
-        assert!(args(&["--config", "p", "--http", "nope"]).unwrap_err().contains("127.0.0.1:8931"));
+        assert!(
+            args(&["--config", "p", "--http", "nope"])
+                .unwrap_err()
+                .contains("127.0.0.1:8931")
+        );
         assert!(args(&["--bogus"]).unwrap_err().contains("unknown argument"));
     }
 }

@@ -106,7 +106,10 @@ fn arguments<'a>(
             None => return Err(problem(open, "`(` is not closed")),
             Some((Token::Punct(')'), _)) if i + 1 == rest.len() => return Ok(args),
             Some((Token::Punct(')'), at)) => {
-                return Err(problem(at.end..rest[rest.len() - 1].1.end, "nothing may follow `)`"));
+                return Err(problem(
+                    at.end..rest[rest.len() - 1].1.end,
+                    "nothing may follow `)`",
+                ));
             }
             Some(_) => {}
         }
@@ -125,10 +128,18 @@ fn arguments<'a>(
 fn argument<'a>(rest: &[(Token<'a>, Range<usize>)]) -> Result<(Arg<'a>, usize), RungProblem> {
     let value_of = |token: &(Token<'a>, Range<usize>)| match &token.0 {
         Token::Word(word) | Token::Quoted(word) => Ok(*word),
-        Token::Punct(c) => Err(problem(token.1.clone(), format!("expected a value, found `{c}`"))),
+        Token::Punct(c) => Err(problem(
+            token.1.clone(),
+            format!("expected a value, found `{c}`"),
+        )),
     };
     match rest {
-        [(Token::Word(name), name_at), (Token::Punct('='), _), value, ..] => {
+        [
+            (Token::Word(name), name_at),
+            (Token::Punct('='), _),
+            value,
+            ..,
+        ] => {
             let at = name_at.start..value.1.end;
             let arg = Arg {
                 name: Some((name, name_at.clone())),
@@ -152,17 +163,25 @@ fn argument<'a>(rest: &[(Token<'a>, Range<usize>)]) -> Result<(Arg<'a>, usize), 
 /// Reads one rung.
 pub(crate) fn parse_rung(text: &str) -> Result<Action, RungProblem> {
     if text.chars().count() > MAX_RUNG_CHARS {
-        return Err(problem(0..text.len(), format!("a rung is at most {MAX_RUNG_CHARS} characters")));
+        return Err(problem(
+            0..text.len(),
+            format!("a rung is at most {MAX_RUNG_CHARS} characters"),
+        ));
     }
     let tokens = tokens(text)?;
     let Some(((Token::Word(name), name_at), rest)) = tokens.split_first() else {
         let at = tokens.first().map_or(0..text.len(), |t| t.1.clone());
-        return Err(problem(at, format!("expected an action: one of {}", ACTIONS.join(", "))));
+        return Err(problem(
+            at,
+            format!("expected an action: one of {}", ACTIONS.join(", ")),
+        ));
     };
     let args = match rest.split_first() {
         None => None,
         Some(((Token::Punct('('), open), inside)) => Some(arguments(inside, open.clone())?),
-        Some(((_, at), _)) => return Err(problem(at.clone(), "expected `(` or the end of the rung")),
+        Some(((_, at), _)) => {
+            return Err(problem(at.clone(), "expected `(` or the end of the rung"));
+        }
     };
     action(name, name_at.clone(), args.as_deref())
 }
@@ -203,34 +222,60 @@ fn retry(args: &[Arg<'_>], at: Range<usize>) -> Result<Action, RungProblem> {
             Some((other, name_at)) => {
                 let hint = did_you_mean(other, ["max_attempts", "initial", "max"])
                     .map_or_else(String::new, |s| format!("; did you mean `{s}`?"));
-                return Err(problem(name_at, format!("`retry` takes no `{other}`{hint}")));
+                return Err(problem(
+                    name_at,
+                    format!("`retry` takes no `{other}`{hint}"),
+                ));
             }
         }
     }
     let Some(attempts) = attempts else {
-        return Err(problem(at, "`retry` needs a number of attempts: `retry(3)`"));
+        return Err(problem(
+            at,
+            "`retry` needs a number of attempts: `retry(3)`",
+        ));
     };
     let Action::Retry(retry) = Action::retry(attempts).map_err(|_| {
-        problem(at.clone(), "`retry(0)` makes no call: the count includes the first, so 1 or more")
+        problem(
+            at.clone(),
+            "`retry(0)` makes no call: the count includes the first, so 1 or more",
+        )
     })?
     else {
         unreachable!("Action::retry builds a retry")
     };
-    Ok(Action::Retry(RetryAction { initial, max, ..retry }))
+    Ok(Action::Retry(RetryAction {
+        initial,
+        max,
+        ..retry
+    }))
 }
 
 fn fallback(args: &[Arg<'_>], at: Range<usize>) -> Result<Action, RungProblem> {
     match args {
-        [Arg { name: None | Some(("tool", _)), value, .. }] if !value.is_empty() => {
-            Ok(Action::fallback(value.to_string()))
-        }
-        _ => Err(problem(at, "`fallback` names the tool to call instead: `fallback(tool = \"name\")`")),
+        [
+            Arg {
+                name: None | Some(("tool", _)),
+                value,
+                ..
+            },
+        ] if !value.is_empty() => Ok(Action::fallback(value.to_string())),
+        _ => Err(problem(
+            at,
+            "`fallback` names the tool to call instead: `fallback(tool = \"name\")`",
+        )),
     }
 }
 
 fn fix(args: &[Arg<'_>], at: Range<usize>) -> Result<Action, RungProblem> {
     match args {
-        [Arg { name: Some(("agent", name_at)), .. }, ..] => Err(problem(
+        [
+            Arg {
+                name: Some(("agent", name_at)),
+                ..
+            },
+            ..,
+        ] => Err(problem(
             name_at.clone(),
             "a proxy has no fixer agents of its own: use `fix(builtin)`, the repair that needs no model",
         )),
@@ -239,19 +284,26 @@ fn fix(args: &[Arg<'_>], at: Range<usize>) -> Result<Action, RungProblem> {
 }
 
 fn count(arg: &Arg<'_>) -> Result<u32, RungProblem> {
-    arg.value
-        .parse()
-        .map_err(|_| problem(arg.at.clone(), format!("expected a whole number, found `{}`", arg.value)))
+    arg.value.parse().map_err(|_| {
+        problem(
+            arg.at.clone(),
+            format!("expected a whole number, found `{}`", arg.value),
+        )
+    })
 }
 
 fn duration(arg: &Arg<'_>) -> Result<Option<Duration>, RungProblem> {
-    parse_duration(arg.value)
-        .map(Some)
-        .ok_or_else(|| problem(arg.at.clone(), format!("bad duration `{}`: {DURATION_FORMAT}", arg.value)))
+    parse_duration(arg.value).map(Some).ok_or_else(|| {
+        problem(
+            arg.at.clone(),
+            format!("bad duration `{}`: {DURATION_FORMAT}", arg.value),
+        )
+    })
 }
 
 /// How a duration is written, for the messages that refuse one.
-pub(crate) const DURATION_FORMAT: &str = "a number and a unit, such as \"250ms\", \"10s\", \"2m\" or \"1h\"";
+pub(crate) const DURATION_FORMAT: &str =
+    "a number and a unit, such as \"250ms\", \"10s\", \"2m\" or \"1h\"";
 
 /// A duration as the DSL writes it: whole digits and a unit (`ms`, `s`, `m`, `h`).
 pub(crate) fn parse_duration(text: &str) -> Option<Duration> {
@@ -280,7 +332,10 @@ mod tests {
             read("retry(max_attempts = 4, initial = \"250ms\", max = '10s')").as_deref(),
             Ok("retry(max_attempts = 4, initial = \"250ms\", max = \"10s\")")
         );
-        assert_eq!(read(" fallback(tool = \"cache\") ").as_deref(), Ok("fallback(tool = \"cache\")"));
+        assert_eq!(
+            read(" fallback(tool = \"cache\") ").as_deref(),
+            Ok("fallback(tool = \"cache\")")
+        );
         for bare in ["escalate", "throw", "degrade", "ask_person"] {
             assert_eq!(read(bare).as_deref(), Ok(bare));
         }
@@ -289,17 +344,37 @@ mod tests {
     #[test]
     fn says_where_a_rung_is_wrong_and_what_was_meant() {
         let wrong = parse_rung("rerty(3)").unwrap_err();
-        assert_eq!((wrong.at, wrong.message.as_str()), (0..5, "unknown action `rerty`; did you mean `retry`?"));
+        assert_eq!(
+            (wrong.at, wrong.message.as_str()),
+            (0..5, "unknown action `rerty`; did you mean `retry`?")
+        );
         assert_eq!(parse_rung("retry(0)").unwrap_err().at, 0..5);
         let bad = parse_rung("retry(3, initial = \"soon\")").unwrap_err();
         assert_eq!(bad.at, 9..25);
         assert!(bad.message.starts_with("bad duration `soon`"));
-        assert_eq!(parse_rung("retry(3").unwrap_err().message, "`(` is not closed");
-        assert_eq!(parse_rung("escalate(1)").unwrap_err().message, "`escalate` takes no arguments");
-        assert_eq!(parse_rung("retry(3) x").unwrap_err().message, "nothing may follow `)`");
-        assert!(parse_rung("fix(agent = \"x\")").unwrap_err().message.contains("fix(builtin)"));
+        assert_eq!(
+            parse_rung("retry(3").unwrap_err().message,
+            "`(` is not closed"
+        );
+        assert_eq!(
+            parse_rung("escalate(1)").unwrap_err().message,
+            "`escalate` takes no arguments"
+        );
+        assert_eq!(
+            parse_rung("retry(3) x").unwrap_err().message,
+            "nothing may follow `)`"
+        );
+        assert!(
+            parse_rung("fix(agent = \"x\")")
+                .unwrap_err()
+                .message
+                .contains("fix(builtin)")
+        );
         assert!(parse_rung(&"x".repeat(MAX_RUNG_CHARS + 1)).is_err());
-        assert_eq!(parse_rung("retry(3) ; drop").unwrap_err().message, "unexpected `;`");
+        assert_eq!(
+            parse_rung("retry(3) ; drop").unwrap_err().message,
+            "unexpected `;`"
+        );
     }
 
     #[test]

@@ -53,7 +53,11 @@ impl<'t> Problems<'t> {
 
     /// `value`, when nothing was found wrong.
     pub(crate) fn into_result<T>(self, value: T) -> Result<T, Self> {
-        if self.found.is_empty() { Ok(value) } else { Err(self) }
+        if self.found.is_empty() {
+            Ok(value)
+        } else {
+            Err(self)
+        }
     }
 
     /// One line per mistake, in the order they stand in the file:
@@ -93,6 +97,9 @@ mod tests {
         let mut problems = Problems::new("x\ny");
         problems.push(Problem::new(2..3, "second"));
         problems.push(Problem::new(0..1, "first"));
-        assert_eq!(problems.render("f.toml"), "f.toml:1:1: first\nf.toml:2:1: second\n");
+        assert_eq!(
+            problems.render("f.toml"),
+            "f.toml:1:1: first\nf.toml:2:1: second\n"
+        );
     }
 }

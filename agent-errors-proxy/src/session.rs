@@ -26,6 +26,10 @@ use crate::attempt_log::AttemptLog;
 use crate::config::SessionSettings;
 use crate::upstream::Upstreams;
 
+/// What a call of a session past one of its caps is answered.
+pub(crate) const SESSION_STOPPED: &str = "this session reached one of its usage caps ([session] \
+     max_tool_calls or a tool's max_calls), so no more calls are made in it: start a new session";
+
 /// What every session shares.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -38,7 +42,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(upstreams: &Upstreams, settings: SessionSettings, log: AttemptLog) -> Arc<Self> {
+    pub(crate) fn new(
+        upstreams: &Upstreams,
+        settings: SessionSettings,
+        log: AttemptLog,
+    ) -> Arc<Self> {
         let tools = upstreams
             .registry
             .specs()
@@ -128,22 +136,39 @@ impl Session {
             .collect()
     }
 
-    async fn call(&self, request: CallToolRequestParams, context: &RequestContext<RoleServer>) -> CallToolResult {
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let ctx = self.context(&context.peer);
+        if ctx.is_stopped() {
+            return CallToolResult::error(vec![ContentBlock::text(SESSION_STOPPED)]);
+        }
         let arguments = request.arguments.map(serde_json::Value::Object);
         let arguments = arguments.map_or_else(|| "{}".to_owned(), |a| a.to_string());
         let call = ToolCall::new(call_id(context), request.name.to_string(), arguments);
         let started = tokio::time::Instant::now();
         let outcome = self.shared.registry.execute(ctx, &call).await;
-        self.shared.log.call(&self.state.id, &call, ctx.events().take(), &outcome, started.elapsed());
+        self.shared.log.call(
+            &self.state.id,
+            &call,
+            ctx.events().take(),
+            &outcome,
+            started.elapsed(),
+        );
         self.tell_of_removals(ctx, &context.peer).await;
         match outcome {
             CallOutcome::Result(result) if result.is_error => {
                 CallToolResult::error(vec![ContentBlock::text(result.content)])
             }
-            CallOutcome::Result(result) => CallToolResult::success(vec![ContentBlock::text(result.content)]),
+            CallOutcome::Result(result) => {
+                CallToolResult::success(vec![ContentBlock::text(result.content)])
+            }
             // The fixed message only: the failure itself is in this side's log.
-            CallOutcome::Stop(stop) => CallToolResult::error(vec![ContentBlock::text(stop.user_message)]),
+            CallOutcome::Stop(stop) => {
+                CallToolResult::error(vec![ContentBlock::text(stop.user_message)])
+            }
         }
     }
 
@@ -178,7 +203,9 @@ fn call_id(context: &RequestContext<RoleServer>) -> String {
         .meta
         .get(IDEMPOTENCY_KEY_META)
         .and_then(serde_json::Value::as_str)
-        .filter(|key| key.len() <= MAX_KEY_LEN && !key.chars().any(char::is_control) && !key.is_empty());
+        .filter(|key| {
+            key.len() <= MAX_KEY_LEN && !key.chars().any(char::is_control) && !key.is_empty()
+        });
     match client_key {
         Some(key) => format!("client-{key}"),
         None => format!("r{}", context.id),
@@ -191,8 +218,10 @@ impl ServerHandler for Session {
             .enable_tools()
             .enable_tool_list_changed()
             .build();
-        ServerConfig::new(capabilities)
-            .with_server_info(Implementation::new("agent-errors-proxy", env!("CARGO_PKG_VERSION")))
+        ServerConfig::new(capabilities).with_server_info(Implementation::new(
+            "agent-errors-proxy",
+            env!("CARGO_PKG_VERSION"),
+        ))
     }
 
     async fn list_tools(

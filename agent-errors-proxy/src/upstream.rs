@@ -102,13 +102,27 @@ pub(crate) async fn connect(config: &Config, text: &str) -> Result<Upstreams, St
             }
         }
         for tool in client.tools() {
-            let upstream_name = tool.name().strip_prefix(prefix.as_str()).unwrap_or(tool.name()).to_owned();
-            let own = server.tools.iter().find(|t| t.name == upstream_name).map(|t| &t.settings);
+            let upstream_name = tool
+                .name()
+                .strip_prefix(prefix.as_str())
+                .unwrap_or(tool.name())
+                .to_owned();
+            let own = server
+                .tools
+                .iter()
+                .find(|t| t.name == upstream_name)
+                .map(|t| &t.settings);
             let settings = layered(own, &server.settings, &config.defaults);
             if let Some(n) = settings.max_calls {
                 max_calls.push((tool.name().to_owned(), n));
             }
-            origins.insert(tool.name().to_owned(), Origin { server: server.name.clone(), upstream_name });
+            origins.insert(
+                tool.name().to_owned(),
+                Origin {
+                    server: server.name.clone(),
+                    upstream_name,
+                },
+            );
             builder = builder.tool(configure(tool, &settings, crate_layer.clone()));
         }
     }
@@ -129,7 +143,12 @@ pub(crate) async fn connect(config: &Config, text: &str) -> Result<Upstreams, St
 
 async fn start(server: &ServerConfig, prefix: Option<String>) -> Result<McpClient, StartError> {
     let mut mcp = match &server.transport {
-        Transport::Stdio { command, args, env, cwd } => {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
             let mut mcp = McpServer::stdio(server.name.clone(), command.clone()).args(args.clone());
             for (key, value) in env {
                 mcp = mcp.env(key.clone(), value.clone());
@@ -166,7 +185,10 @@ fn clashes(connected: &[(&ServerConfig, McpClient)]) -> BTreeSet<String> {
     let mut owners: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for (server, client) in connected {
         for tool in client.tools() {
-            owners.entry(tool.name().to_owned()).or_default().push(&server.name);
+            owners
+                .entry(tool.name().to_owned())
+                .or_default()
+                .push(&server.name);
         }
     }
     owners
@@ -193,11 +215,11 @@ fn crate_layer(config: &Config) -> Option<Policy> {
         (None, None) => None,
         (Some(preset), None) => Some(preset),
         (None, Some(defaults)) => Some(defaults.clone()),
-        (Some(preset), Some(defaults)) => Some(
-            defaults
-                .entries()
-                .fold(preset, |policy, (key, ladder)| policy.on(key, ladder.clone())),
-        ),
+        (Some(preset), Some(defaults)) => {
+            Some(defaults.entries().fold(preset, |policy, (key, ladder)| {
+                policy.on(key, ladder.clone())
+            }))
+        }
     }
 }
 
@@ -233,7 +255,12 @@ fn configure(tool: ToolDef, settings: &ToolSettings, crate_layer: Option<Policy>
 }
 
 /// A `[servers.S.tools.T]` table for a tool `S` does not offer is a mistake, not a no-op.
-fn check_tool_tables(server: &ServerConfig, client: &McpClient, prefix: &str, problems: &mut Problems<'_>) {
+fn check_tool_tables(
+    server: &ServerConfig,
+    client: &McpClient,
+    prefix: &str,
+    problems: &mut Problems<'_>,
+) {
     let offered: Vec<String> = client
         .tools()
         .iter()
@@ -245,7 +272,10 @@ fn check_tool_tables(server: &ServerConfig, client: &McpClient, prefix: &str, pr
                 .map_or_else(String::new, |s| format!("; did you mean `{s}`?"));
             problems.push(Problem::new(
                 table.at.clone(),
-                format!("the server `{}` offers no tool `{}`{hint}", server.name, table.name),
+                format!(
+                    "the server `{}` offers no tool `{}`{hint}",
+                    server.name, table.name
+                ),
             ));
         }
     }
@@ -264,7 +294,10 @@ fn check_fallbacks(config: &Config, known: &[String], problems: &mut Problems<'_
             if !known.contains(tool) {
                 let hint = did_you_mean(tool, known.iter().map(String::as_str))
                     .map_or_else(String::new, |s| format!("; did you mean `{s}`?"));
-                problems.push(Problem::new(at.clone(), format!("`fallback` names `{tool}`, which no server offers{hint}")));
+                problems.push(Problem::new(
+                    at.clone(),
+                    format!("`fallback` names `{tool}`, which no server offers{hint}"),
+                ));
             }
         }
     }
@@ -272,10 +305,16 @@ fn check_fallbacks(config: &Config, known: &[String], problems: &mut Problems<'_
 
 fn breaker(settings: &BreakerSettings) -> ServiceBreaker {
     let built = match *settings {
-        BreakerSettings::Consecutive { threshold, cooldown } => ServiceBreaker::new(threshold, cooldown),
-        BreakerSettings::FailureRate { percent, window, min_calls, cooldown } => {
-            ServiceBreaker::failure_rate(percent, window, min_calls, cooldown)
-        }
+        BreakerSettings::Consecutive {
+            threshold,
+            cooldown,
+        } => ServiceBreaker::new(threshold, cooldown),
+        BreakerSettings::FailureRate {
+            percent,
+            window,
+            min_calls,
+            cooldown,
+        } => ServiceBreaker::failure_rate(percent, window, min_calls, cooldown),
     };
     // The file's reader checked every number these refuse.
     built.unwrap_or_default()

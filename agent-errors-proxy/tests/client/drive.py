@@ -1,6 +1,9 @@
 """Drives agent-errors-proxy over stdio with the official MCP Python SDK, as any host would.
 
-    python drive.py SCENARIO PROXY_BINARY CONFIG_FILE [WORK_DIR]
+    python drive.py SCENARIO PROXY_BINARY_OR_URL CONFIG_FILE [WORK_DIR]
+
+A binary is started on stdio with `--config CONFIG_FILE`; a URL (`http://...`) is reached over
+streamable HTTP.
 
 Prints one JSON object on stdout: what the client saw. The Rust test asserts on it.
 """
@@ -9,7 +12,10 @@ import asyncio
 import json
 import sys
 
+from contextlib import asynccontextmanager
+
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp import types
 
 
@@ -17,7 +23,18 @@ def text_of(result):
     return "".join(getattr(block, "text", "") for block in result.content)
 
 
-async def main(scenario, binary, config, work):
+@asynccontextmanager
+async def connect(target, config):
+    if target.startswith("http"):
+        async with streamable_http_client(target) as streams:
+            yield streams[0], streams[1]
+    else:
+        params = StdioServerParameters(command=target, args=["--config", config])
+        async with stdio_client(params) as (read, write):
+            yield read, write
+
+
+async def main(scenario, target, config, work):
     seen = {"list_changed": 0}
 
     async def on_message(message):
@@ -33,9 +50,8 @@ async def main(scenario, binary, config, work):
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"approve": True})
 
-    params = StdioServerParameters(command=binary, args=["--config", config])
     callback = elicit if scenario != "no_elicitation" else None
-    async with stdio_client(params) as (read, write):
+    async with connect(target, config) as (read, write):
         async with ClientSession(read, write, elicitation_callback=callback, message_handler=on_message) as session:
             await session.initialize()
             tools = await session.list_tools()
@@ -54,6 +70,12 @@ async def main(scenario, binary, config, work):
                         break
                     await asyncio.sleep(0.05)
                 seen["tools_after"] = sorted(tool.name for tool in (await session.list_tools()).tools)
+            elif scenario == "caps":
+                answers = []
+                for name, args in [("echo", {"text": "one"}), ("echo", {"text": "two"}), ("meta", {})]:
+                    result = await session.call_tool(name, args)
+                    answers.append({"error": result.is_error, "text": text_of(result)})
+                seen["answers"] = answers
             elif scenario in ("approval", "no_elicitation"):
                 result = await session.call_tool("echo", {"text": "refund 150 to alice"})
                 seen["echo"] = {"error": result.is_error, "text": text_of(result)}

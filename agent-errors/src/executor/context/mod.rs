@@ -297,6 +297,23 @@ impl RunContext {
         self.halt.cancellation()
     }
 
+    /// Whether the run is over for its calls: cancelled, or halted because a call reached a
+    /// usage cap or ended the run while others ran. Every call made with it from then on
+    /// answers "operation cancelled": a loop of your own (or a session of many calls) checks
+    /// this to say why.
+    ///
+    /// ```
+    /// use agent_errors::RunContext;
+    ///
+    /// let ctx = RunContext::new();
+    /// assert!(!ctx.is_stopped());
+    /// ctx.cancellation().cancel();
+    /// assert!(ctx.is_stopped());
+    /// ```
+    pub fn is_stopped(&self) -> bool {
+        self.halt.is_halted()
+    }
+
     /// Whether `degrade` dropped this tool in this run.
     pub fn is_degraded(&self, tool: &str) -> bool {
         self.recovery.is_degraded(tool)
