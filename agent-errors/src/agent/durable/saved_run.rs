@@ -89,7 +89,7 @@ pub enum FinishedRun {
     },
 }
 
-/// Why [`Agent::resume`](super::Agent::resume) could not go on with a run.
+/// Why [`Agent::resume`](crate::Agent::resume) could not go on with a run.
 ///
 /// # Examples
 ///
@@ -122,7 +122,7 @@ pub enum FinishedRun {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ResumeError {
-    /// The agent was built without [`checkpoints`](super::AgentBuilder::checkpoints).
+    /// The agent was built without [`checkpoints`](crate::AgentBuilder::checkpoints).
     #[error("the agent has no checkpoint store to resume from")]
     NoStore,
     /// The store has no checkpoint of this run.

@@ -14,7 +14,7 @@ use crate::executor::RunContext;
 use crate::model::ChatModel;
 use crate::structured::{AnswerProblem, AnswerSchema, InvalidAnswer};
 
-/// A check of the user's on a run's output, after it was read (and, for [`Json<T>`](super::Json),
+/// A check of the user's on a run's output, after it was read (and, for [`Json<T>`](crate::agent::Json),
 /// checked against its JSON Schema): `Err` holds what the model is told to fix, and the model
 /// is asked again under the agent's [`OutputPolicy`]. A closure `Fn(&O) -> Result<(), String>`
 /// is one.
