@@ -16,17 +16,28 @@ use agent_errors::{Registry, RunContext, ToolCall};
 const ROUNDS: usize = 5;
 
 fn binary(name: &str) -> PathBuf {
-    let release = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release").join(name);
+    let release = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/release")
+        .join(name);
     let dir = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from);
-    let found = dir.map(|d| d.join("release").join(name)).filter(|p| p.exists());
+    let found = dir
+        .map(|d| d.join("release").join(name))
+        .filter(|p| p.exists());
     let path = found.unwrap_or(release);
-    assert!(path.exists(), "{} is missing: build it with --release first", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: build it with --release first",
+        path.display()
+    );
     path
 }
 
 async fn calls(server: McpServer, n: usize) -> Duration {
     let client = server.quiet().connect().await.expect("the server starts");
-    let registry = Registry::builder().tools(client.tools()).build().expect("a registry");
+    let registry = Registry::builder()
+        .tools(client.tools())
+        .build()
+        .expect("a registry");
     let ctx = RunContext::new().with_run_id("bench");
     let started = Instant::now();
     for i in 0..n {
@@ -60,7 +71,11 @@ async fn main() {
         for _ in 0..ROUNDS {
             let d = calls(McpServer::stdio("direct", &server), n).await;
             let p = calls(
-                McpServer::stdio("proxied", &proxy).args(["--config".as_ref(), config.as_os_str(), "--quiet".as_ref()]),
+                McpServer::stdio("proxied", &proxy).args([
+                    "--config".as_ref(),
+                    config.as_os_str(),
+                    "--quiet".as_ref(),
+                ]),
                 n,
             )
             .await;

@@ -156,7 +156,10 @@ impl ServerHandler for FaultServer {
 }
 
 /// The `flaky` tool: fails with a 503 until it has failed `failures` times.
-fn flaky(args: &JsonObject, context: &RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+fn flaky(
+    args: &JsonObject,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
     use std::io::Write as _;
     let marker = string_arg(args, "marker");
     let failures = args.get("failures").and_then(Value::as_u64).unwrap_or(1);
@@ -168,10 +171,17 @@ fn flaky(args: &JsonObject, context: &RequestContext<RoleServer>) -> Result<Call
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
-    if let Ok(mut keys) = std::fs::OpenOptions::new().create(true).append(true).open(format!("{marker}.keys")) {
+    if let Ok(mut keys) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(format!("{marker}.keys"))
+    {
         let _ = writeln!(keys, "{key}");
     }
-    let failed: u64 = std::fs::read_to_string(&marker).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
+    let failed: u64 = std::fs::read_to_string(&marker)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0);
     if failed < failures {
         let _ = std::fs::write(&marker, (failed + 1).to_string());
         return error_text("HTTP 503 Service Unavailable");
