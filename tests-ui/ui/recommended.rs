@@ -10,5 +10,4 @@ fn main() {
     let _twice = policy!(recommended, recommended);
     let _valued = policy!(timeout = retry(3, when_safe = true));
     let _flag_twice = policy!(timeout = retry(3, when_safe, when_safe));
-    let _misspelt = policy!(timeout = retry(3, whensafe));
 }
