@@ -32,7 +32,7 @@ use crate::bench::{BenchConfig, run_all};
 use crate::faults::{Mix, RATES};
 use crate::plots::Measure;
 use crate::report::Columns;
-use crate::strategies::{LibraryTuned, Strategy, compaction_pairs, every_strategy, preset_trio};
+use crate::strategies::{LibraryTuned, Strategy, compaction_pairs, every_strategy};
 
 /// The command line did not make sense.
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +43,7 @@ enum ArgsError {
     NotANumber { flag: String, value: String },
     #[error(
         "unknown option `{0}` (expected --seed, --runs-per-task, --out, --no-plots, --no-cpu, \
-         --structured-only, --compact-failures, --preset)"
+         --structured-only, --compact-failures)"
     )]
     Unknown(String),
 }
@@ -55,7 +55,6 @@ struct Args {
     plots: bool,
     columns: Columns,
     compaction: bool,
-    preset: bool,
     structured_only: bool,
 }
 
@@ -67,7 +66,6 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
         plots: true,
         columns: Columns::All,
         compaction: false,
-        preset: false,
         structured_only: false,
     };
     while let Some(flag) = args.next() {
@@ -89,7 +87,6 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
             "--no-plots" => parsed.plots = false,
             "--no-cpu" => parsed.columns = Columns::Deterministic,
             "--compact-failures" => parsed.compaction = true,
-            "--preset" => parsed.preset = true,
             "--structured-only" => parsed.structured_only = true,
             _ => return Err(ArgsError::Unknown(flag)),
         }
@@ -121,8 +118,6 @@ fn main() -> ExitCode {
     let started = std::time::Instant::now();
     let strategies = if args.compaction {
         compaction_pairs()
-    } else if args.preset {
-        preset_trio()
     } else {
         every_strategy()
     };
