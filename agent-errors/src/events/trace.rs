@@ -140,6 +140,22 @@ impl Event {
                  `io::Error`, a typed error with a `classify` rule, or text naming the status, \
                  such as \"(503)\" or \"HTTP 503\"), or use `unknown = ...` in the policy"
             ),
+            Event::Reconciled {
+                tool,
+                reconciler,
+                answer,
+            } => tracing::info!(
+                event = "reconciled",
+                gen_ai.tool.name = %tool,
+                reconciler = %reconciler,
+                answer = answer,
+            ),
+            Event::RepeatNotRun { tool, earlier_call } => tracing::warn!(
+                event = "repeat_not_run",
+                gen_ai.tool.name = %tool,
+                earlier_call = %earlier_call,
+                "a call whose outcome is unknown was asked for again: not run"
+            ),
         }
     }
 
@@ -357,6 +373,10 @@ fn tool_counter(event: &Event) -> Option<ToolCounter<'_>> {
             Some(("answer", "expired")),
         ),
         Event::UnknownNotRetried { .. } => ("agent_errors.tool.unknown_not_retried", None),
+        Event::Reconciled { answer, .. } => {
+            ("agent_errors.tool.reconciled", Some(("answer", *answer)))
+        }
+        Event::RepeatNotRun { .. } => ("agent_errors.tool.repeats_not_run", None),
         _ => return None,
     })
 }
