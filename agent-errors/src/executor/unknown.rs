@@ -19,6 +19,7 @@ use futures_util::FutureExt;
 
 use super::context::RunContext;
 use super::context::recovery::UnknownCall;
+use super::failure::ToolPanic;
 use super::journal::kept_step;
 use super::outcome::{Failure, Handled};
 use crate::chat::ToolCall;
@@ -132,7 +133,7 @@ async fn asked(
     let error = match answer {
         Ok(Ok(answer)) => return answer,
         Ok(Err(error)) => error.to_string(),
-        Err(payload) => super::ToolPanic::from_payload(payload).to_string(),
+        Err(payload) => ToolPanic::from_payload(payload).to_string(),
     };
     let (reconciler, error) = (reconciler.name(), scrub(&error, limit));
     tracing::warn!(tool, reconciler, %error, "the reconciler could not tell; the outcome stays unknown");
