@@ -167,7 +167,13 @@ pub fn repair_arguments(raw: &str, schema: &Value) -> Result<Repaired, NotRepair
 fn repair_counted(raw: &str, schema: &Value) -> (Result<Repaired, NotRepaired>, usize) {
     if raw.len() > MAX_REPAIR_INPUT {
         let limit = MAX_REPAIR_INPUT;
-        return (Err(NotRepaired::TooLong { len: raw.len(), limit }), 0);
+        return (
+            Err(NotRepaired::TooLong {
+                len: raw.len(),
+                limit,
+            }),
+            0,
+        );
     }
     let Ok(validator) = jsonschema::validator_for(schema) else {
         return (Err(NotRepaired::BadSchema), 0);

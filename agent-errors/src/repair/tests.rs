@@ -42,8 +42,14 @@ fn each_repair_alone() {
             "Here you go:\n```json\n{\"city\": \"Oslo\", \"max_results\": 3}\n```",
             Change::Extracted,
         ),
-        (r#"{"city": "Oslo", "max_results": 3,}"#, Change::TrailingComma),
-        (r#"{'city': 'Oslo', 'max_results': 3}"#, Change::SingleQuotes),
+        (
+            r#"{"city": "Oslo", "max_results": 3,}"#,
+            Change::TrailingComma,
+        ),
+        (
+            r#"{'city': 'Oslo', 'max_results': 3}"#,
+            Change::SingleQuotes,
+        ),
         (r#"{city: "Oslo", max_results: 3}"#, Change::UnquotedKey),
         (
             r#"{"city": "Oslo", "max_results": 3, "exact": True, "note": None}"#,
@@ -162,7 +168,11 @@ fn hostile_texts_take_linear_work() {
     ] {
         let (result, steps) = repair_counted(&text, &schema());
         assert!(result.is_err());
-        assert!(steps <= bound(text.len()), "{steps} steps for {} bytes", text.len());
+        assert!(
+            steps <= bound(text.len()),
+            "{steps} steps for {} bytes",
+            text.len()
+        );
     }
 }
 

@@ -70,7 +70,11 @@ async fn arguments_the_repair_cannot_complete_are_shown_to_the_model() {
     assert_eq!(outcome.result.unwrap(), "done");
     let shown = results(&model);
     assert!(shown[0].is_error);
-    assert!(shown[0].content.contains("validation"), "{}", shown[0].content);
+    assert!(
+        shown[0].content.contains("validation"),
+        "{}",
+        shown[0].content
+    );
     outcome.report.assert_count("tool_rerun", 0);
 }
 
