@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+use super::circuit::{Asked, ModelCircuits, ProbeHeld, circuit_key};
 use super::trigger::{FallbackOn, Triggers};
 use super::{CallSource, ChatModel, ChatRequest, ChatResponse};
 use crate::classify::{ErrorKind, classify};
+use crate::breaker::ServiceBreaker;
 use crate::error::BoxError;
 use crate::events::{Event, EventLog, ModelLayer, count_outcome, emit_to};
 use crate::retry::{self, Policy, Retrier, RetrySchedule, Step, Stop, ZeroAttempts};
@@ -49,6 +51,18 @@ use crate::usage::Answerer;
 /// fallback's request are requests like any other, and the tokens of an answer thrown away for
 /// the fallback's count: past a cap the request is not sent and the run ends with the cap.
 ///
+/// The wrapper remembers: it keeps a circuit on the primary. A request the primary failed for
+/// good (it fell back after every call it was given, or on a failure no call again could mend,
+/// such as refused credentials) opens it, and while it is open requests go straight to the
+/// fallback, without a call or a backoff spent on the primary (an `llm_fallback` event with
+/// the trigger `circuit_open` and 0 attempts says so). After the cooldown one request probes
+/// the primary with a single call: an answer closes the circuit, a failure opens it again. A
+/// request the primary was not given its full chance at (a background call, a run with no
+/// retries left) does not count. By default the circuit is this wrapper's, in this process: it
+/// opens after one such request and probes after 30 s; [`circuit`](FallbackModel::circuit)
+/// gives it a [`ServiceBreaker`] of your own (another rule, a breaker shared by several
+/// wrappers, or one whose state lives in a fleet's store).
+///
 /// Each switch emits an `llm_fallback` event as a `tracing` event and records it on the run's
 /// report (inside an agent run the request carries the run's log), and on an [`EventLog`]
 /// attached with [`FallbackModel::event_log`].
@@ -73,6 +87,9 @@ pub struct FallbackModel<P, F> {
     backoff: RetrySchedule,
     triggers: Triggers,
     events: Option<Arc<EventLog>>,
+    circuits: ModelCircuits,
+    /// The primary's circuit key.
+    key: String,
 }
 
 impl<P: ChatModel, F: ChatModel> fmt::Debug for FallbackModel<P, F> {
@@ -84,6 +101,7 @@ impl<P: ChatModel, F: ChatModel> fmt::Debug for FallbackModel<P, F> {
             .field("foreground", &self.foreground)
             .field("backoff", &self.backoff)
             .field("triggers", &self.triggers)
+            .field("circuits", &self.circuits)
             .finish_non_exhaustive()
     }
 }
@@ -92,6 +110,7 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
     /// Falls back after 3 consecutive overloads.
     pub fn new(primary: P, fallback: F) -> Self {
         FallbackModel {
+            key: circuit_key(primary.name()),
             primary,
             fallback,
             after: NonZeroU32::new(3).expect("3 is not zero"),
@@ -99,7 +118,33 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
             backoff: RetrySchedule::default(),
             triggers: Triggers::OVERLOAD,
             events: None,
+            circuits: ModelCircuits::default(),
         }
+    }
+
+    /// Keeps the primary's circuit in `breaker`, under the key `model:<primary's name>`,
+    /// instead of this wrapper's own (in this process, open after one request the primary
+    /// failed for good, a probe after 30 s). A breaker shared by several wrappers, or one whose
+    /// state lives in a fleet's store (`ServiceBreaker::with_store(RedisStore)`), makes them
+    /// remember together: a primary one of them found down is not asked by the others either.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use agent_errors::breaker::ServiceBreaker;
+    /// use agent_errors::llm::FallbackModel;
+    /// # fn wrap(big: impl agent_errors::ChatModel, small: impl agent_errors::ChatModel)
+    /// #     -> Result<(), agent_errors::breaker::BreakerSettingsError> {
+    /// // Open after 2 requests the primary failed for good; a probe after 2 minutes.
+    /// let circuits = Arc::new(ServiceBreaker::new(2, Duration::from_secs(120))?);
+    /// let model = FallbackModel::new(big, small).circuit(circuits);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn circuit(mut self, breaker: Arc<ServiceBreaker>) -> Self {
+        self.circuits = ModelCircuits::new(breaker);
+        self
     }
 
     /// What sends a request to the fallback; replaces the default `[FallbackOn::Overload]`.
@@ -156,11 +201,12 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
         &'a self,
         request: &'a ChatRequest,
         ask: Ask<'a, P, T>,
+        attempts: NonZeroU32,
     ) -> PrimaryRetry<'a, P, impl Iterator<Item = Duration> + use<'a, P, F, T>, T> {
         PrimaryRetry {
             primary: &self.primary,
             request,
-            retrier: Retrier::new(self.backoff.clone().with_attempts(self.after).delays()),
+            retrier: Retrier::new(self.backoff.clone().with_attempts(attempts).delays()),
             foreground: self.foreground.contains(&request.source),
             triggers: &self.triggers,
             ask,
@@ -169,9 +215,65 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
         }
     }
 
+    /// Whether the primary may be asked: no while its circuit is open (the switch is announced,
+    /// after no call), once as a probe after the cooldown.
+    async fn ask_primary(&self, request: &ChatRequest) -> Option<Option<ProbeHeld<'_>>> {
+        match self.circuits.ask(&self.key).await {
+            Asked::Yes => Some(None),
+            Asked::Probe(probe) => Some(Some(probe)),
+            Asked::No => {
+                self.record_switch(request, ("circuit_open", ErrorKind::Transient), 0);
+                None
+            }
+        }
+    }
+
+    /// The calls the primary is given: `after`, or one for the probe of a circuit that was
+    /// open (a primary still down is not waited on).
+    fn budget(&self, probe: &Option<ProbeHeld<'_>>) -> NonZeroU32 {
+        if probe.is_some() {
+            NonZeroU32::MIN
+        } else {
+            self.after
+        }
+    }
+
+    /// Records on the primary's circuit what its calls for one request say of its health.
+    /// It failed for good when its failure sends the request to the fallback after every call
+    /// it was given, or is one that no call again could mend; it is well when it answered or
+    /// failed in a way no model could serve. A primary not given its full chance (a background
+    /// call, a run with no retries left) is not judged, and a probe so cut short is given back.
+    fn record_primary(
+        &self,
+        probe: Option<ProbeHeld<'_>>,
+        error: Option<&BoxError>,
+        (calls, budget): (u32, NonZeroU32),
+    ) {
+        let health = match error {
+            Some(error) if self.triggers.on_failure(&**error).is_some() => {
+                let mendable = self.triggers.retry_primary(&**error).is_some();
+                (calls >= budget.get() || !mendable).then_some(false)
+            }
+            _ => Some(true),
+        };
+        match (probe, health) {
+            (Some(probe), Some(well)) => probe.record(well),
+            (None, Some(well)) => self.circuits.record(&self.key, well),
+            // Dropped, the probe is given back.
+            (_, None) => {}
+        }
+    }
+
     async fn answer(&self, request: &ChatRequest) -> Result<ChatResponse, BoxError> {
-        let mut policy = self.primary_retry(request, |model, request| model.chat(request));
-        let (reason, kind) = match retry::call(&mut policy).await {
+        let Some(probe) = self.ask_primary(request).await else {
+            let answer = self.fallback.chat(request).await?;
+            return Ok(answered_by(answer, &self.fallback));
+        };
+        let budget = self.budget(&probe);
+        let mut policy = self.primary_retry(request, |model, request| model.chat(request), budget);
+        let called = retry::call(&mut policy).await;
+        self.record_primary(probe, called.as_ref().err(), (policy.calls, budget));
+        let (reason, kind) = match called {
             Ok(answer) => match self.triggers.on_answer(request, &answer) {
                 Some(reason) if request.meter.request().is_ok() => {
                     // Thrown away, but its tokens were spent.
@@ -196,8 +298,15 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
     /// answer) can't be judged before it has streamed, and a stream that breaks after output began
     /// is the run's to recover (`on_llm_error`), like any broken stream.
     async fn open<'a>(&'a self, request: &'a ChatRequest) -> Result<ChatStream<'a>, BoxError> {
-        let mut policy = self.primary_retry(request, |model, request| model.chat_stream(request));
-        match retry::call(&mut policy).await {
+        let Some(probe) = self.ask_primary(request).await else {
+            return self.fallback.chat_stream(request).await;
+        };
+        let budget = self.budget(&probe);
+        let ask: Ask<'a, P, ChatStream<'a>> = |model, request| model.chat_stream(request);
+        let mut policy = self.primary_retry(request, ask, budget);
+        let opened = retry::call(&mut policy).await;
+        self.record_primary(probe, opened.as_ref().err(), (policy.calls, budget));
+        match opened {
             Ok(stream) => Ok(stream),
             Err(error) => match self.triggers.on_failure(&*error) {
                 Some(reason) if request.meter.request().is_ok() => {

@@ -18,9 +18,11 @@ use rig_core::DynModel;
 use rig_core::driver::Model;
 use rig_core::operation::Completion;
 
+use crate::breaker::ServiceBreaker;
 use crate::executor::RunContext;
+use crate::llm::circuit::ModelCircuits;
 use crate::retry::RetrySchedule;
-use transport::{RecoveringTransport, model_name};
+use transport::{RecoveringTransport, circuit_keys, model_name};
 use wire::RecoveringWire;
 
 /// `model`, retrying what can succeed on retry, as a rig `DynModel<Completion>` for
@@ -107,6 +109,7 @@ pub struct RecoveringModel {
     models: Vec<DynModel<Completion>>,
     schedule: RetrySchedule,
     run: Option<Arc<RunContext>>,
+    circuits: ModelCircuits,
 }
 
 impl fmt::Debug for RecoveringModel {
@@ -116,6 +119,7 @@ impl fmt::Debug for RecoveringModel {
             .field("models", &models)
             .field("schedule", &self.schedule)
             .field("in_run", &self.run.is_some())
+            .field("circuits", &self.circuits)
             .finish()
     }
 }
@@ -139,6 +143,7 @@ impl RecoveringModel {
             models: vec![model.into()],
             schedule,
             run: None,
+            circuits: ModelCircuits::default(),
         }
     }
 
@@ -185,13 +190,47 @@ impl RecoveringModel {
     }
 }
 
+impl RecoveringModel {
+    /// Keeps each model's circuit in `breaker` (under the key `model:<model id>`) instead of
+    /// this chain's own (in this process: open after one request the model failed for good, a
+    /// probe after 30 s). While a model's circuit is open the chain goes straight to the next
+    /// one; after the cooldown one request probes it with a single call. A breaker whose state
+    /// lives in a fleet's store (`ServiceBreaker::with_store(RedisStore)`) shares what one
+    /// process learnt with the others.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use agent_errors::breaker::ServiceBreaker;
+    /// use agent_errors::retry::RetrySchedule;
+    /// use agent_errors::rig::RecoveringModel;
+    /// use rig_core::test_utils::MockCompletionModel;
+    ///
+    /// let circuits = Arc::new(ServiceBreaker::new(1, Duration::from_secs(60)).unwrap());
+    /// let chain = RecoveringModel::new(MockCompletionModel::from_turns([]), RetrySchedule::attempts(3).unwrap())
+    ///     .fallback(MockCompletionModel::from_turns([]))
+    ///     .circuit(circuits);
+    /// # let _ = chain;
+    /// ```
+    #[must_use]
+    pub fn circuit(mut self, breaker: Arc<ServiceBreaker>) -> Self {
+        self.circuits = ModelCircuits::new(breaker);
+        self
+    }
+}
+
 impl From<RecoveringModel> for DynModel<Completion> {
     fn from(recovering: RecoveringModel) -> Self {
         let wire = RecoveringWire::like(&recovering.models[0]);
+        let keys = circuit_keys(&recovering.models);
         let transport = RecoveringTransport {
+            keys,
             models: recovering.models.into(),
             schedule: recovering.schedule,
             run: recovering.run,
+            circuits: recovering.circuits,
         };
         Model::new(wire, transport).erase()
     }

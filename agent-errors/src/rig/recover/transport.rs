@@ -13,6 +13,7 @@ use super::wire::{Answer, RecoveringWire};
 use crate::classify::{ErrorKind, classify};
 use crate::events::{Event, ModelLayer, count_outcome, emit_to};
 use crate::executor::RunContext;
+use crate::llm::circuit::{Asked, ModelCircuits, circuit_key};
 use crate::llm::trigger::Triggers;
 use crate::retry::{RetrySchedule, retry_after_failure};
 
@@ -26,12 +27,20 @@ const ANY_FAILURE: Triggers = Triggers {
     bad_answer: false,
 };
 
+/// A probe of a model whose circuit was open: one call, no retries.
+static ONE_CALL: std::sync::LazyLock<RetrySchedule> =
+    std::sync::LazyLock::new(|| RetrySchedule::attempts(1).expect("1 is not zero"));
+
 /// Calls the wrapped models in turn, each retried under our classification.
 #[derive(Clone)]
 pub(super) struct RecoveringTransport {
     pub(super) models: Arc<[DynModel<Completion>]>,
     pub(super) schedule: RetrySchedule,
     pub(super) run: Option<Arc<RunContext>>,
+    pub(super) circuits: ModelCircuits,
+    /// Each model's circuit key; none for a model whose name another model of the chain has
+    /// too (their circuits could not be told apart).
+    pub(super) keys: Arc<[Option<String>]>,
 }
 
 impl RecoveringTransport {
@@ -41,28 +50,60 @@ impl RecoveringTransport {
         &self,
         request: CompletionRequest,
     ) -> Result<CompletionResponse, ProviderError> {
-        let mut models = self.models.iter().peekable();
+        let mut models = self.models.iter().zip(self.keys.iter()).peekable();
         loop {
-            let model = models.next().ok_or_else(no_model)?;
-            let (error, attempts) = match self.retried(model, &request).await {
+            let (model, key) = models.next().ok_or_else(no_model)?;
+            let next = models.peek().map(|(next, _)| model_name(next));
+            // The last model is asked whatever its circuit says: nobody else is left to answer.
+            let asked = match (key, next) {
+                (Some(key), Some(_)) => self.circuits.ask(key).await,
+                _ => Asked::Yes,
+            };
+            let (probe, schedule) = match asked {
+                Asked::Yes => (None, &self.schedule),
+                Asked::Probe(probe) => (Some(probe), &*ONE_CALL),
+                Asked::No => {
+                    self.switch(model, next.unwrap_or_default(), "circuit_open", 0, None);
+                    continue;
+                }
+            };
+            let answered = self.retried(model, &request, schedule).await;
+            let moves_on = |error: &ProviderError| classify(error).kind != ErrorKind::Validation;
+            let well = answered.as_ref().err().is_none_or(|(error, _)| !moves_on(error));
+            match (probe, key) {
+                (Some(probe), _) => probe.record(well),
+                (None, Some(key)) => self.circuits.record(key, well),
+                (None, None) => {}
+            }
+            let (error, attempts) = match answered {
                 Ok(response) => return Ok(response),
                 Err(failed) => failed,
             };
-            let next = models
-                .peek()
-                .filter(|_| classify(&error).kind != ErrorKind::Validation);
-            let Some(next) = next else {
+            let Some(next) = next.filter(|_| moves_on(&error)) else {
                 return Err(error);
             };
-            let (from, to) = (model_name(model).to_owned(), model_name(next).to_owned());
-            self.emit(Event::LlmFallback {
-                from,
-                to,
-                trigger: ANY_FAILURE.on_failure(&error).unwrap_or("failure"),
-                attempts,
-                kind: classify(&error).kind,
-            });
+            let trigger = ANY_FAILURE.on_failure(&error).unwrap_or("failure");
+            self.switch(model, next, trigger, attempts, Some(&error));
         }
+    }
+
+    /// Announces that the chain moves on from `model` to the model named `to`: after
+    /// `attempts` calls failed with `error`, or without a call (its circuit is open).
+    fn switch(
+        &self,
+        model: &DynModel<Completion>,
+        to: &str,
+        trigger: &'static str,
+        attempts: u32,
+        error: Option<&ProviderError>,
+    ) {
+        self.emit(Event::LlmFallback {
+            from: model_name(model).to_owned(),
+            to: to.to_owned(),
+            trigger,
+            attempts,
+            kind: error.map_or(ErrorKind::Transient, |error| classify(error).kind),
+        });
     }
 
     /// One model's answer, its retryable failures called again while the schedule (and the
@@ -71,6 +112,7 @@ impl RecoveringTransport {
         &self,
         model: &DynModel<Completion>,
         request: &CompletionRequest,
+        schedule: &RetrySchedule,
     ) -> Result<CompletionResponse, (ProviderError, u32)> {
         let first = match model.call(request.clone()).await {
             Ok(response) => return Ok(response),
@@ -78,7 +120,7 @@ impl RecoveringTransport {
         };
         let mut last = None;
         let allowance = self.run.as_ref().map(|run| Arc::clone(run.retries()));
-        let delays = self.schedule.delays().map_while(move |delay| {
+        let delays = schedule.delays().map_while(move |delay| {
             let allowed = allowance.as_ref().is_none_or(|left| left.try_spend());
             allowed.then_some(delay)
         });
@@ -138,6 +180,16 @@ impl Transport<RecoveringWire> for RecoveringTransport {
             )
         })
     }
+}
+
+/// Each model's circuit key, none where two models of the chain have the same name.
+pub(super) fn circuit_keys(models: &[DynModel<Completion>]) -> Arc<[Option<String>]> {
+    let names: Vec<&str> = models.iter().map(model_name).collect();
+    let unique = |name: &str| names.iter().filter(|other| **other == name).count() == 1;
+    names
+        .iter()
+        .map(|name| unique(name).then(|| circuit_key(name)))
+        .collect()
 }
 
 /// How a model is named in events: the model it addresses, else its provider.
