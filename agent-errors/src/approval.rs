@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 mod answer;
 mod digest;
+mod token;
 
 pub use answer::{Answer, AnswerError, AnswerKey, MAX_ANSWER_BYTES};
 pub(crate) use answer::{AnswerClock, OTHER_QUESTION, Taken, Verdict, judge};

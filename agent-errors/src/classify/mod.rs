@@ -483,10 +483,18 @@ fn classify_chain(
 }
 
 /// The kind the wording points at, from the deepest level whose message matches a pattern.
+/// rig's failures and what they wrap are never read by their words (a provider's body is the
+/// server's, a tool's message its author's): the reading stops at the first of them.
 fn kind_of_messages(error: &(dyn Error + 'static)) -> Option<ErrorKind> {
     let mut message = String::new();
     let mut found = None;
     for level in chain(error) {
+        #[cfg(feature = "rig")]
+        if level.is::<rig_core::tool::ToolExecutionError>()
+            || level.is::<rig_core::error::ProviderError>()
+        {
+            break;
+        }
         message.clear();
         // A Display impl that fails leaves a partial message, which is still worth reading.
         let _ = write!(message, "{level}");

@@ -217,6 +217,19 @@ pub enum Event {
         /// The tool.
         tool: String,
     },
+    /// A resumed durable run found a call of an idempotent tool interrupted (its process
+    /// stopped while the tool ran, with no result recorded) and runs it again, as the tool's
+    /// `idempotent` marking allows: the tool may see the call a second time. A call of a tool
+    /// that is not idempotent is never run again this way (it is an `outcome_unknown` failure
+    /// for its policy).
+    InterruptedRerun {
+        /// The tool.
+        tool: String,
+        /// The call's id.
+        call_id: String,
+        /// The attempt made again (1-based, counting every attempt of the call).
+        attempt: u32,
+    },
 }
 
 /// The layer of the model-call stack that made a model call again, as [`Event::LlmRetry`]
@@ -308,6 +321,7 @@ impl Event {
             Event::UsageLimitReached { .. } => "usage_limit_reached",
             Event::UsageMissing { .. } => "usage_missing",
             Event::UnknownNotRetried { .. } => "unknown_not_retried",
+            Event::InterruptedRerun { .. } => "interrupted_rerun",
         }
     }
 
@@ -326,7 +340,8 @@ impl Event {
             | Event::Terminated { tool, .. }
             | Event::PersonAsked { tool, .. }
             | Event::AnswerExpired { tool, .. }
-            | Event::UnknownNotRetried { tool } => Some(tool),
+            | Event::UnknownNotRetried { tool }
+            | Event::InterruptedRerun { tool, .. } => Some(tool),
             Event::LlmRetry { .. }
             | Event::LlmFallback { .. }
             | Event::OutputReask { .. }

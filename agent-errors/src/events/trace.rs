@@ -140,6 +140,18 @@ impl Event {
                  `io::Error`, a typed error with a `classify` rule, or text naming the status, \
                  such as \"(503)\" or \"HTTP 503\"), or use `unknown = ...` in the policy"
             ),
+            Event::InterruptedRerun {
+                tool,
+                call_id,
+                attempt,
+            } => tracing::warn!(
+                event = "interrupted_rerun",
+                gen_ai.tool.name = %tool,
+                gen_ai.tool.call.id = %call_id,
+                agent_errors.attempt = attempt,
+                "`{tool}` was running when its run was interrupted, with no result recorded: \
+                 it is idempotent, so the resumed run calls it again"
+            ),
         }
     }
 
@@ -357,6 +369,7 @@ fn tool_counter(event: &Event) -> Option<ToolCounter<'_>> {
             Some(("answer", "expired")),
         ),
         Event::UnknownNotRetried { .. } => ("agent_errors.tool.unknown_not_retried", None),
+        Event::InterruptedRerun { .. } => ("agent_errors.tool.interrupted_reruns", None),
         _ => return None,
     })
 }

@@ -17,6 +17,7 @@ use super::resume::{
 };
 use crate::chat::ToolCall;
 use crate::error::ToolError;
+use crate::events::Event;
 use crate::extensions::Extensions;
 use crate::policy::{PolicyKey, ResolvedPolicy};
 use crate::registry::Registry;
@@ -209,7 +210,13 @@ impl<'a> Course<'a> {
                 .run()
                 .await;
         }
-        // Idempotent: the attempt that was running is made again, in the place it was made.
+        // Idempotent: the attempt that was running is made again, in the place it was made,
+        // and said so (the tool may see the call twice).
+        self.ctx.events().emit(Event::InterruptedRerun {
+            tool: cleared.tool().name().to_owned(),
+            call_id: self.call.id.to_string(),
+            attempt: progress.attempts,
+        });
         if let Some(place) = &progress.retry {
             let failure = saved_failure(self.ctx, &raw, place, progress.attempts);
             let sending = self.sending(cleared);

@@ -37,6 +37,7 @@ mod limits;
 mod outcome;
 mod permission;
 mod resume;
+mod timer;
 
 use std::future::poll_fn;
 use std::pin::pin;
@@ -58,6 +59,7 @@ pub(crate) use journal::{Journal, NoJournal, Recorded, kept_step};
 pub(crate) use outcome::CANCELLED;
 pub use resume::CallInterrupted;
 pub(crate) use resume::{CallProgress, CallStart};
+pub(crate) use timer::runtime_has_timer;
 
 use crate::chat::{ToolCall, ToolResult};
 use crate::classify::ErrorKind;

@@ -169,6 +169,12 @@ async fn resumed_with_token(bank: &Bank, token: &str) -> (Vec<&'static str>, Vec
     (answers(&outcome.report.events), sent)
 }
 
+/// The JSON a token holds, as a client that decodes it reads it (and the form earlier versions
+/// sent, which `from_token` still reads).
+fn json_of(token: &str) -> String {
+    serde_json::to_string(&Answer::from_token(token).unwrap()).unwrap()
+}
+
 #[tokio::test]
 async fn a_signed_answer_runs_its_call_once() {
     let bank = Bank::new();
@@ -219,8 +225,8 @@ async fn an_answer_changed_after_it_was_signed_is_refused() {
         .expires_at(SystemTime::now() + Duration::from_secs(600))
         .signed(&key())
         .to_token();
-    // A client turns the denial into an edit to 90000.
-    let forged = signed.replace(
+    // A client turns the denial into an edit to 90000 (in the JSON the token holds).
+    let forged = json_of(&signed).replace(
         r#"{"Deny":"no"}"#,
         r#"{"ApproveWith":"{\"amount\": 90000}"}"#,
     );
@@ -234,7 +240,7 @@ async fn an_answer_changed_after_it_was_signed_is_refused() {
         .expires_at(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000))
         .signed(&key())
         .to_token();
-    let extended = stale.replace("1000000000000", "9000000000000");
+    let extended = json_of(&stale).replace("1000000000000", "9000000000000");
     assert_ne!(extended, stale);
     assert_eq!(
         resumed_with_token(&bank, &extended).await,
@@ -378,4 +384,41 @@ async fn a_relayed_answer_is_taken_once_and_a_copy_for_a_later_identical_call_is
         ["approved", "refused", "later"]
     );
     assert_eq!(outcome.pending_approvals().len(), 1, "the second waits");
+}
+
+#[test]
+fn a_token_is_opaque_url_safe_text_and_the_json_form_is_still_read() {
+    let pending = PendingApproval::new(
+        "call_1",
+        "transfer",
+        r#"{"to": "Acme & Sons", "amount": 9000}"#,
+        WaitReason::ApprovalRequired,
+    );
+    let answer = Answer::to(&pending, Decision::ApproveWith(r#"{"amount": 10}"#.into()))
+        .expires_at(SystemTime::now() + Duration::from_secs(60))
+        .signed(&key());
+    let token = answer.to_token();
+    let url_safe = |c: u8| c.is_ascii_alphanumeric() || c == b'-' || c == b'_';
+    assert!(token.bytes().all(url_safe), "{token}");
+    assert!(
+        !token.contains("Approve"),
+        "it says nothing to the eye: {token}"
+    );
+    assert_eq!(Answer::from_token(&token).unwrap(), answer);
+    assert_eq!(Answer::from_token(&format!(" {token}\n")).unwrap(), answer);
+    assert_eq!(Answer::from_token(&json_of(&token)).unwrap(), answer);
+    assert!(key().verifies(&Answer::from_token(&token).unwrap()));
+    // One character changed in the token: it reads as another answer, whose signature fails,
+    // or as no answer at all.
+    let mut flipped = token.clone().into_bytes();
+    flipped[10] = if flipped[10] == b'A' { b'B' } else { b'A' };
+    let flipped = String::from_utf8(flipped).unwrap();
+    match Answer::from_token(&flipped) {
+        Ok(changed) => assert!(!key().verifies(&changed)),
+        Err(error) => assert!(matches!(error, AnswerError::Malformed(_)), "{error}"),
+    }
+    assert!(matches!(
+        Answer::from_token(&format!("{token}%3D")),
+        Err(AnswerError::NotAToken { .. })
+    ));
 }

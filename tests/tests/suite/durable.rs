@@ -224,6 +224,21 @@ async fn an_interrupted_idempotent_call_runs_again_with_the_same_key() {
         ("ok", false)
     );
     assert_each_call_answered_once(&outcome.transcript);
+    // The re-run is said: the tool may have seen the call twice.
+    let reruns: Vec<_> = outcome
+        .report
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            agent_errors::Event::InterruptedRerun {
+                tool,
+                call_id,
+                attempt,
+            } => Some((tool.as_str(), call_id.as_str(), *attempt)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reruns, [("lookup", "call_1", 1)]);
 }
 
 #[tokio::test]
