@@ -488,10 +488,11 @@ fn classify_chain(
 fn kind_of_messages(error: &(dyn Error + 'static)) -> Option<ErrorKind> {
     let mut message = String::new();
     let mut found = None;
-    for level in chain(error) {
+    let mut levels = chain(error).peekable();
+    while let Some(level) = levels.next() {
+        // An `io::Error` wrapping a rig failure says that failure's words as its own.
         #[cfg(feature = "rig")]
-        if level.is::<rig_core::tool::ToolExecutionError>()
-            || level.is::<rig_core::error::ProviderError>()
+        if is_rig(level) || (level.is::<std::io::Error>() && levels.peek().is_some_and(|l| is_rig(*l)))
         {
             break;
         }
@@ -503,4 +504,11 @@ fn kind_of_messages(error: &(dyn Error + 'static)) -> Option<ErrorKind> {
         }
     }
     found
+}
+
+/// Whether `level` is one of rig's failures, which are read by what they are, never by their
+/// words.
+#[cfg(feature = "rig")]
+fn is_rig(level: &(dyn Error + 'static)) -> bool {
+    level.is::<rig_core::tool::ToolExecutionError>() || level.is::<rig_core::error::ProviderError>()
 }

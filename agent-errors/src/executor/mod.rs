@@ -78,7 +78,7 @@ pub(crate) fn execute<'a>(
     start: CallStart<'a>,
 ) -> impl Future<Output = CallOutcome> + 'a {
     execute_spanned(registry, ctx, call, start, || {
-        crate::observe::spans::execute_tool(call)
+        crate::observe::spans::execute_tool(call, ctx.run_id())
     })
 }
 

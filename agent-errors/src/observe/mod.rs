@@ -85,13 +85,13 @@ pub(crate) async fn tool_call<T: ToolCallEnd, F: Future<Output = T>>(
 /// The turn is made here by `turn`, not handed over made: a turn's future is large, and every
 /// move of it is a copy of the whole.
 pub(crate) async fn model_turn<T, E: TurnFailure, F: Future<Output = Result<T, E>>>(
-    model: &dyn ChatModel,
+    (model, run_id): (&dyn ChatModel, &str),
     meters: &AgentMeters,
     started: Option<Instant>,
     turn: impl FnOnce() -> F,
     response: impl Fn(&T) -> Option<&ChatResponse>,
 ) -> (Result<T, E>, Instant) {
-    let span = spans::chat(model);
+    let span = spans::chat(model, run_id);
     let started = started.unwrap_or_else(Instant::now);
     // No subscriber: skip the instrumentation wrapper, and the move of the turn into it.
     let result = if span.is_disabled() {
@@ -118,15 +118,16 @@ pub(crate) async fn model_turn<T, E: TurnFailure, F: Future<Output = Result<T, E
 
 /// Runs one agent run inside its `invoke_agent` span, times it and counts why it stopped. The
 /// run's duration is from `started`, a reading of the clock taken as the run was made (its
-/// first model turn may share it), to [`RunEnd::ended_at`] when the outcome has one.
+/// first model turn may share it), to [`RunEnd::ended_at`] when the outcome has one. `id` is
+/// the run's id and whether it is a resumption.
 pub(crate) async fn run<R: RunEnd>(
-    agent: &str,
-    model: &dyn ChatModel,
+    (agent, model): (&str, &dyn ChatModel),
+    id: (&str, bool),
     meters: &AgentMeters,
     started: Instant,
     run: impl Future<Output = R>,
 ) -> R {
-    let span = spans::invoke_agent(agent, model);
+    let span = spans::invoke_agent(agent, model, id);
     let outcome = if span.is_disabled() {
         run.await
     } else {

@@ -280,7 +280,7 @@ fn an_answer_s_text_is_read_within_bounds() {
         Answer::from_token(&long),
         Err(AnswerError::TooLong { .. })
     ));
-    let nested = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let nested = format!(r#"{{"a": {}{}}}"#, "[".repeat(100_000), "]".repeat(100_000));
     assert!(matches!(
         Answer::from_token(&nested),
         Err(AnswerError::Malformed(_))

@@ -498,7 +498,9 @@ fn in_rigs_loop_a_runtime_without_its_timer_is_a_typed_stop_not_a_panic() {
     let guard = RigGuard::new(Arc::clone(&registry), Arc::new(RunContext::new()));
     let model = MockCompletionModel::from_turns([search("call-1"), MockTurn::text("found")]);
     let agent = guard.agent(model.clone()).default_max_turns(3).build();
-    let error = untimed.block_on(agent.prompt("search")).unwrap_err();
+    let error = untimed
+        .block_on(async { agent.prompt("search").await })
+        .unwrap_err();
     assert!(error.to_string().contains("enable_time()"), "{error}");
     assert!(matches!(guard.stopped(), Some(RigStop::NoTimer)));
     assert_eq!(model.request_count(), 0, "the run did not start");
@@ -510,6 +512,6 @@ fn in_rigs_loop_a_runtime_without_its_timer_is_a_typed_stop_not_a_panic() {
         .default_max_turns(3)
         .dynamic_tools(guard.tools())
         .build();
-    let _ = untimed.block_on(agent.prompt("search"));
+    let _ = untimed.block_on(async { agent.prompt("search").await });
     assert!(matches!(guard.stopped(), Some(RigStop::NoTimer)));
 }
