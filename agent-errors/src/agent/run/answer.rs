@@ -1,10 +1,9 @@
 //! Answering a turn's calls: each call gets exactly one answer (a saved one, a built-in's, or
 //! the executor's), recorded as it comes, and the turn's answers say whether the run goes on.
 
-use super::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
-use super::durable::PendingCall;
-use super::run_journal::RunJournal;
-use super::{AgentInner, AgentOutput, RunError};
+use crate::agent::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
+use crate::agent::durable::{PendingCall, RunJournal};
+use crate::agent::{AgentInner, AgentOutput, RunError};
 use crate::chat::{ChatRequest, Message, ToolCall, ToolResult};
 use crate::classify::ErrorKind;
 use crate::events::Event;
@@ -75,7 +74,7 @@ impl<O: AgentOutput> AgentInner<O> {
     /// Answers every call of a turn, in order, adds the turn (`asked`) and the answers to the
     /// transcript, and says whether the run goes on. The calls are those `asked` makes, or for
     /// a resumed turn those its checkpoint saved as pending, with what it saved about each.
-    pub(super) async fn answer_turn(
+    pub(in crate::agent) async fn answer_turn(
         &self,
         ctx: &RunContext,
         request: &mut ChatRequest,

@@ -3,14 +3,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::RunError;
+use crate::agent::RunError;
 use crate::classify::ErrorKind;
 use crate::error::Severity;
 use crate::executor::{Terminated, TerminationReason};
 
 /// A stop a call's answer carried, saved so a resumed run ends the way the original would have.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) enum SavedStop {
+pub(in crate::agent) enum SavedStop {
     Terminated {
         tool: String,
         kind: ErrorKind,
@@ -27,7 +27,7 @@ pub(super) enum SavedStop {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) enum SavedReason {
+pub(in crate::agent) enum SavedReason {
     Auth,
     RetriesExhausted { attempts: u32 },
     CircuitOpen,
@@ -37,7 +37,7 @@ pub(super) enum SavedReason {
 }
 
 impl SavedStop {
-    pub(super) fn of(error: &RunError) -> Option<SavedStop> {
+    pub(in crate::agent) fn of(error: &RunError) -> Option<SavedStop> {
         Some(match error {
             RunError::Terminated(t) => SavedStop::Terminated {
                 tool: t.tool.clone(),
@@ -76,7 +76,7 @@ impl SavedStop {
     }
 
     /// The run error it stands for; the original tool error is not saved, so it has none.
-    pub(super) fn into_error(self) -> RunError {
+    pub(in crate::agent) fn into_error(self) -> RunError {
         match self {
             SavedStop::Terminated { tool, kind, reason } => {
                 let reason = match reason {

@@ -9,7 +9,7 @@ const SUMMARY_CHARS: usize = 80;
 
 /// `messages` with every failed tool result that a later failure of the same tool supersedes
 /// replaced by a one-line summary, or `None` when there is nothing to shorten (no copy made).
-pub(super) fn compacted(messages: &[Message]) -> Option<Vec<Message>> {
+pub(in crate::agent) fn compacted(messages: &[Message]) -> Option<Vec<Message>> {
     let latest = latest_failures(messages);
     let superseded = |index: usize, result: &ToolResult| {
         let last = latest.iter().find(|(name, _)| *name == &*result.name);

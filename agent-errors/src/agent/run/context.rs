@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{AgentInner, AgentOutput, RunError, RunOptions};
+use crate::agent::{AgentInner, AgentOutput, RunError, RunOptions};
 use crate::breaker::RunBreaker;
 use crate::events::EventLog;
 use crate::executor::{Journal, RunContext, RunSetup};
@@ -12,7 +12,7 @@ use crate::usage::RunMeter;
 
 impl<O: AgentOutput> AgentInner<O> {
     /// The run's context, made in one go from its parts.
-    pub(super) fn context(
+    pub(in crate::agent) fn context(
         &self,
         options: RunOptions,
         run_id: &str,
@@ -38,7 +38,7 @@ impl<O: AgentOutput> AgentInner<O> {
 
     /// Refuses a run missing a context value one of the agent's tools needs: a developer's
     /// error, told to the caller before anything runs.
-    pub(super) fn check_context(
+    pub(in crate::agent) fn check_context(
         &self,
         given: &crate::extensions::Extensions,
     ) -> Result<(), RunError> {
@@ -68,7 +68,7 @@ impl<O: AgentOutput> AgentInner<O> {
 ///
 /// A runtime's timer is found once per thread: a thread remembers the last runtime it found
 /// one on, so the runs after the first on that runtime compare an id instead of probing.
-pub(super) fn check_timer(journal: &dyn Journal) -> Result<(), RunError> {
+pub(in crate::agent) fn check_timer(journal: &dyn Journal) -> Result<(), RunError> {
     if journal.replays() {
         return Ok(());
     }

@@ -1,21 +1,31 @@
 //! The loop: ask the model, run the tool calls it makes (concurrently, answered in order), and
 //! repeat until it answers in text, a call ends the run, or the turn cap is reached.
 
+mod answer;
+mod compact;
+mod context;
+mod final_answer;
+mod finish;
+mod model_call;
+mod observed;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::checkpoint_journal::CheckpointJournal;
-use super::counts::Counts;
-use super::durable::{self, PendingCall, ResumeError, SavedCounts, SavedRun};
-use super::final_answer::{Reasks, Verdict};
-use super::model_call::Turn;
-use super::observed::Ended;
-use super::run_journal::{RunJournal, Seam, unsaved};
+use final_answer::{Reasks, Verdict};
+use model_call::Turn;
+use observed::Ended;
+
+pub(crate) use final_answer::AnswerRules;
+pub use final_answer::{OutputPolicy, OutputValidator};
+
+use super::counts::{Counts, SavedCounts, UsageMeter};
+use super::durable::{
+    self, CheckpointJournal, PendingCall, ResumeError, RunJournal, SavedRun, Seam, unsaved,
+};
 use super::stream::DeltaSender;
-use super::turn;
-use super::usage_meter::{self, UsageMeter};
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
 use crate::chat::{ChatRequest, Message, ToolCall, ToolSpec};
 use crate::events::RunReport;
@@ -180,7 +190,7 @@ impl Start {
 }
 
 impl<O: AgentOutput> AgentInner<O> {
-    pub(super) async fn run(
+    pub(in crate::agent) async fn run(
         &self,
         history: Vec<Message>,
         mut options: RunOptions,
@@ -274,7 +284,7 @@ impl<O: AgentOutput> AgentInner<O> {
     ) -> Ended<O> {
         let refused = self
             .check_context(&options.extensions)
-            .and_then(|()| super::run_context::check_timer(&*seam.calls));
+            .and_then(|()| context::check_timer(&*seam.calls));
         if let Err(refused) = refused {
             return Ended::from(RunOutcome {
                 result: Err(refused),
@@ -297,7 +307,10 @@ impl<O: AgentOutput> AgentInner<O> {
             counts.restore(saved);
         }
         if let Some((_, pending)) = &start.pending {
-            counts.count_resumed(pending, |name| self.registry.tool(name).is_some());
+            let tools = pending
+                .iter()
+                .filter(|p| self.registry.tool(&p.call.name).is_some());
+            counts.count_resumed(tools.map(|p| (&*p.call.name, p.progress.attempts)));
         }
         counts.clock = start.clock;
         counts.compact_failures = compact_failures;
@@ -369,7 +382,7 @@ impl<O: AgentOutput> AgentInner<O> {
     }
 
     /// The tools offered to the model: shared as they are until `degrade` drops one.
-    pub(super) fn offered_tools(&self, ctx: &RunContext) -> Arc<[ToolSpec]> {
+    pub(in crate::agent) fn offered_tools(&self, ctx: &RunContext) -> Arc<[ToolSpec]> {
         if !self.offered.iter().any(|spec| ctx.is_degraded(&spec.name)) {
             return Arc::clone(&self.offered);
         }
@@ -424,7 +437,7 @@ impl<O: AgentOutput> AgentInner<O> {
             counts.turns += 1;
             let started = counts.clock.take();
             let whole = if counts.compact_failures {
-                super::compact::compacted(&request.messages)
+                compact::compacted(&request.messages)
                     .map(|sent| std::mem::replace(&mut request.messages, sent))
             } else {
                 None
@@ -447,7 +460,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 Turn::Response(response) => response,
                 Turn::RespondWith(output) => return Ok(output),
             };
-            if let Some(refused) = turn::refusal(&response) {
+            if let Some(refused) = model_call::refusal(&response) {
                 return Err(refused);
             }
             if response.tool_calls.is_empty() {
@@ -463,7 +476,7 @@ impl<O: AgentOutput> AgentInner<O> {
             let calls = response.tool_calls;
             counts.clock = None;
             if let Err(capped) = counts.may_run(&calls) {
-                usage_meter::refuse_turn(request, response.text, calls);
+                finish::refuse_turn(request, response.text, calls);
                 return Err(capped);
             }
             // The transcript gets the turn only with its answers, so a run the deadline stops

@@ -3,7 +3,7 @@
 
 use tokio::time::Instant;
 
-use super::{Agent, AgentOutput, RunError, RunOptions, RunOutcome};
+use crate::agent::{Agent, AgentOutput, RunError, RunOptions, RunOutcome};
 use crate::chat::Message;
 use crate::classify::classify;
 use crate::observe::{self, RunEnd, TurnFailure};
@@ -46,9 +46,9 @@ impl TurnFailure for RunError {
 
 /// A run's outcome, with the end of its last model turn when nothing after that turn counts
 /// toward the run's duration (the run's end then shares that reading of the clock).
-pub(super) struct Ended<O> {
-    pub(super) outcome: RunOutcome<O>,
-    pub(super) at: Option<Instant>,
+pub(in crate::agent) struct Ended<O> {
+    pub(in crate::agent) outcome: RunOutcome<O>,
+    pub(in crate::agent) at: Option<Instant>,
 }
 
 impl<O> From<RunOutcome<O>> for Ended<O> {
@@ -80,7 +80,7 @@ impl<O: AgentOutput> Agent<O> {
     /// A new run inside its span and meters, started now (each public entry calls this as it is
     /// first polled). Not itself `async`: each layer of `async fn` around the run would copy the
     /// future it holds, and the outcome it hands back, once more.
-    pub(super) fn observed(
+    pub(in crate::agent) fn observed(
         &self,
         history: Vec<Message>,
         options: RunOptions,

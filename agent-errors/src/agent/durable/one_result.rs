@@ -5,13 +5,13 @@
 
 use std::collections::HashMap;
 
-use super::durable::{BrokenTranscript, SavedRun};
+use super::saved_run::{BrokenTranscript, SavedRun};
 use crate::chat::{Message, ToolCall};
 use crate::sanitize::{MAX_TOOL_NAME_CHARS, sanitize};
 
 /// The first place `run` breaks the rule: the call's id (sanitized: it is the store's text)
 /// and what is wrong.
-pub(super) fn violation(run: &SavedRun) -> Option<(String, BrokenTranscript)> {
+pub(in crate::agent) fn violation(run: &SavedRun) -> Option<(String, BrokenTranscript)> {
     let found = |id: &str, problem| Some((sanitize(id, MAX_TOOL_NAME_CHARS), problem));
     let pending_turn = match (run.pending.first(), run.transcript.last()) {
         (None, _) => None,

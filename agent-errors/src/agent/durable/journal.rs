@@ -12,8 +12,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::RunError;
-use super::counts::Counts;
+use crate::agent::RunError;
+use crate::agent::counts::Counts;
 use crate::chat::{Message, ToolResult};
 use crate::checkpoint::CheckpointError;
 use crate::error::BoxFuture;
@@ -81,7 +81,7 @@ pub(crate) trait RunJournal: Journal {
 impl RunJournal for NoJournal {}
 
 /// The run error a record that was not kept becomes.
-pub(super) fn unsaved(journal: &dyn RunJournal) -> RunError {
+pub(in crate::agent) fn unsaved(journal: &dyn RunJournal) -> RunError {
     let error = journal
         .failure()
         .unwrap_or_else(|| CheckpointError::Store("a checkpoint save failed".into()));
@@ -93,8 +93,8 @@ pub(super) fn unsaved(journal: &dyn RunJournal) -> RunError {
 /// 1.86.
 #[derive(Clone)]
 pub(crate) struct Seam {
-    pub(super) run: Arc<dyn RunJournal>,
-    pub(super) calls: Arc<dyn Journal>,
+    pub(in crate::agent) run: Arc<dyn RunJournal>,
+    pub(in crate::agent) calls: Arc<dyn Journal>,
 }
 
 impl Seam {
@@ -107,7 +107,7 @@ impl Seam {
     }
 
     /// The seam of a run that records nothing and replays nothing.
-    pub(super) fn none() -> Seam {
+    pub(in crate::agent) fn none() -> Seam {
         Seam::of(NoJournal::shared())
     }
 }

@@ -1,19 +1,21 @@
 //! One model turn: ask the model (streaming when the run streams), judge its answer, and let
 //! `on_llm_error` decide about a failure; retries stay inside the turn.
+//!
+//! What one model turn's answer means before the loop acts on it: a cut-off answer is a failed
+//! call, a refusal ends the run, and every answer's usage counts.
+//!
+//! One id per call in a run. A call's id names it everywhere after the model asked for it: its
+//! result, its idempotency key (the run's id and the call's), its place in a checkpoint, a
+//! person's answer. Some servers number calls per turn, or give two calls of one turn one id;
+//! a call whose id an earlier call of the run already has is given one of its own before
+//! anything acts on it, or two payments would be sent under one idempotency key and the
+//! service would make only the first.
 
-use std::future::poll_fn;
-use std::ops::ControlFlow;
-use std::panic::AssertUnwindSafe;
-use std::pin::{Pin, pin};
-use std::task::Poll;
-use std::time::Duration;
-
-use futures_util::FutureExt;
-use serde::{Deserialize, Serialize};
-
-use super::counts::Counts;
-use super::{AgentInner, AgentOutput, RunError, call_ids, stream, turn};
+use crate::agent::counts::Counts;
+use crate::agent::{AgentInner, AgentOutput, RunError, stream};
 use crate::chat::{ChatRequest, ChatResponse};
+use crate::chat::{FinishReason, Truncated};
+use crate::chat::{Message, ToolCall};
 use crate::classify::{HttpError, server_delay};
 use crate::error::BoxError;
 use crate::events::{Event, ModelLayer, count_outcome};
@@ -21,15 +23,25 @@ use crate::executor::{Cancellation, RunContext, ToolPanic, kept_step};
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER, cannot_succeed_on_retry};
 use crate::retry::{self, Policy, RetrySchedule, Step, Stop, decide};
 use crate::usage::Answerer;
+use crate::usage::Usage;
+use futures_util::FutureExt;
+use serde::{Deserialize, Serialize};
+use std::future::poll_fn;
+use std::ops::ControlFlow;
+use std::panic::AssertUnwindSafe;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
 
 /// A model turn: a response to act on, or the output `on_llm_error` chose instead.
-pub(super) enum Turn<O> {
+pub(in crate::agent) enum Turn<O> {
     Response(ChatResponse),
     RespondWith(O),
 }
 
 impl<O> Turn<O> {
-    pub(super) fn response(&self) -> Option<&ChatResponse> {
+    pub(in crate::agent) fn response(&self) -> Option<&ChatResponse> {
         match self {
             Turn::Response(response) => Some(response),
             Turn::RespondWith(_) => None,
@@ -47,7 +59,7 @@ fn callback_panicked(callback: &'static str, payload: Box<dyn std::any::Any + Se
 
 impl<O: AgentOutput> AgentInner<O> {
     /// One model turn with `on_llm_error` applied: retries stay inside the turn.
-    pub(super) async fn call_model(
+    pub(in crate::agent) async fn call_model(
         &self,
         ctx: &RunContext,
         request: &ChatRequest,
@@ -75,7 +87,7 @@ impl<O: AgentOutput> AgentInner<O> {
             Err(error) => policy
                 .ended
                 .take()
-                .unwrap_or_else(|| Err(RunError::Model(super::ModelFailure::new(error)))),
+                .unwrap_or_else(|| Err(RunError::Model(crate::agent::ModelFailure::new(error)))),
         }
     }
 }
@@ -178,10 +190,10 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
                 }
             }
         }
-        let judged = result.and_then(|response| turn::judge(response, &mut self.counts.usage));
+        let judged = result.and_then(|response| judge(response, &mut self.counts.usage));
         match judged {
             Ok(mut response) => {
-                call_ids::make_distinct(&request.messages, &mut response.tool_calls);
+                make_distinct(&request.messages, &mut response.tool_calls);
                 Ok(Ok(Turn::Response(response)))
             }
             Err(error) => Err(error),
@@ -328,5 +340,88 @@ impl KeptModelCall {
             Some(secs) => Box::new(error.with_header("retry-after", secs.to_string())),
             None => Box::new(error),
         }))
+    }
+}
+
+/// Counts the answer's usage, and turns an answer cut off at its token budget into the call's
+/// error, so `on_llm_error` decides about it and it is never taken for a finished answer.
+pub(super) fn judge(response: ChatResponse, usage: &mut Usage) -> Result<ChatResponse, BoxError> {
+    if let Some(used) = response.usage {
+        *usage += used;
+    }
+    if response.finish_reason == Some(FinishReason::Length) {
+        return Err(Box::new(Truncated { partial: response }));
+    }
+    Ok(response)
+}
+
+/// The run's end when the model declined to answer or the provider withheld the answer.
+pub(super) fn refusal(response: &ChatResponse) -> Option<RunError> {
+    match &response.finish_reason {
+        Some(reason @ (FinishReason::Refusal | FinishReason::ContentFilter)) => {
+            Some(RunError::Refused {
+                text: crate::redact::redact(response.text.as_deref().unwrap_or_default())
+                    .into_owned(),
+                reason: reason.clone(),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Gives each of `calls` (a turn's, in order) an id no earlier call of `transcript` or of the
+/// turn has: a repeated id gets `_2`, `_3`, ... (the first free one), so it stays in the
+/// letters, digits and `_` every provider accepts. Ids that are already distinct are kept.
+pub(super) fn make_distinct(transcript: &[Message], calls: &mut [ToolCall]) {
+    for i in 0..calls.len() {
+        let (before, rest) = calls.split_at(i);
+        if !taken(transcript, before, &rest[0].id) {
+            continue;
+        }
+        let base = &rest[0].id;
+        let free = (2u64..)
+            .map(|n| format!("{base}_{n}"))
+            .find(|id| !taken(transcript, before, id) && !calls_have(&rest[1..], id));
+        if let Some(id) = free {
+            calls[i].id = Arc::from(id);
+        }
+    }
+}
+
+/// Whether a call of `transcript`, or one of `turn`, has the id `id`.
+fn taken(transcript: &[Message], turn: &[ToolCall], id: &str) -> bool {
+    calls_have(turn, id)
+        || transcript.iter().any(|message| match message {
+            Message::Assistant { tool_calls, .. } => calls_have(tool_calls, id),
+            _ => false,
+        })
+}
+
+fn calls_have(calls: &[ToolCall], id: &str) -> bool {
+    calls.iter().any(|call| &*call.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(calls: &[ToolCall]) -> Vec<&str> {
+        calls.iter().map(|call| &*call.id).collect()
+    }
+
+    #[test]
+    fn repeated_ids_get_the_first_free_suffix_and_distinct_ones_are_kept() {
+        let earlier = vec![Message::assistant(
+            None,
+            vec![ToolCall::new("call_1", "t", "{}")],
+        )];
+        let mut turn = vec![
+            ToolCall::new("call_1", "t", "{}"),
+            ToolCall::new("call_1", "t", "{}"),
+            ToolCall::new("call_1_3", "t", "{}"),
+            ToolCall::new("call_9", "t", "{}"),
+        ];
+        make_distinct(&earlier, &mut turn);
+        assert_eq!(ids(&turn), ["call_1_2", "call_1_4", "call_1_3", "call_9"]);
     }
 }

@@ -9,53 +9,54 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::durable::{FinishedRun, PendingCall, SavedCounts, SavedRun};
+use super::saved_run::{FinishedRun, PendingCall, SavedRun};
 use super::saved_stop::SavedStop;
+use crate::agent::counts::SavedCounts;
 use crate::chat::{Message, ToolResult};
 use crate::executor::{CallProgress, RecoveryState};
 
 /// What one save changed. Fields a save leaves alone are absent from what is written.
 #[derive(Debug, Default, Serialize, Deserialize)]
-pub(super) struct SavedStep {
+pub(in crate::agent) struct SavedStep {
     /// Messages that joined the end of the transcript.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(super) appended: Vec<Joined>,
+    pub(in crate::agent) appended: Vec<Joined>,
     /// The whole transcript, when it changed other than at its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) transcript: Option<Vec<Message>>,
+    pub(in crate::agent) transcript: Option<Vec<Message>>,
     /// A new turn's calls, in place of the last turn's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) pending: Option<Vec<PendingCall>>,
+    pub(in crate::agent) pending: Option<Vec<PendingCall>>,
     /// How far one call of the turn got, or its answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) call: Option<CallStep>,
+    pub(in crate::agent) call: Option<CallStep>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) counts: Option<SavedCounts>,
+    pub(in crate::agent) counts: Option<SavedCounts>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) recovery: Option<RecoveryState>,
+    pub(in crate::agent) recovery: Option<RecoveryState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) deadline_left_ms: Option<u64>,
+    pub(in crate::agent) deadline_left_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) finished: Option<FinishedRun>,
+    pub(in crate::agent) finished: Option<FinishedRun>,
 }
 
 /// One call's change: its progress, or its answer and the stop it carried.
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct CallStep {
+pub(in crate::agent) struct CallStep {
     /// The call's place among the turn's pending calls.
-    pub(super) index: usize,
+    pub(in crate::agent) index: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) progress: Option<CallProgress>,
+    pub(in crate::agent) progress: Option<CallProgress>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) result: Option<ToolResult>,
+    pub(in crate::agent) result: Option<ToolResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) stop: Option<SavedStop>,
+    pub(in crate::agent) stop: Option<SavedStop>,
 }
 
 /// A message that joined the transcript, as a step writes it.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(untagged)]
-pub(super) enum Joined {
+pub(in crate::agent) enum Joined {
     /// The answer of a call the run saved with its result: the message is that result.
     Answer(AnswerOf),
     Message(Message),
@@ -64,7 +65,7 @@ pub(super) enum Joined {
 /// Which pending call's saved result a message is.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct AnswerOf {
+pub(in crate::agent) struct AnswerOf {
     answer: usize,
 }
 
@@ -98,7 +99,11 @@ impl SavedStep {
     /// the saved ones when `now` goes on from them, the whole transcript when it does not. The
     /// loop only ever adds to its transcript; comparing the last saved message (not every
     /// one) keeps a save's cost independent of the run's length.
-    pub(super) fn transcript(saved: &SavedRun, now: &[Message], then: Option<&Message>) -> Self {
+    pub(in crate::agent) fn transcript(
+        saved: &SavedRun,
+        now: &[Message],
+        then: Option<&Message>,
+    ) -> Self {
         let (transcript, pending) = (&saved.transcript, &saved.pending[..]);
         let goes_on = match transcript.last() {
             None => true,
@@ -115,7 +120,7 @@ impl SavedStep {
     }
 
     /// Applies this step to `run`; an error names what in it does not fit the run.
-    pub(super) fn apply(self, run: &mut SavedRun) -> Result<(), String> {
+    pub(in crate::agent) fn apply(self, run: &mut SavedRun) -> Result<(), String> {
         if let Some(transcript) = self.transcript {
             run.transcript = transcript;
         }

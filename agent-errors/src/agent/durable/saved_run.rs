@@ -1,21 +1,16 @@
-//! Durable runs: what a checkpoint holds (the saved run, its format version and compatibility
-//! rule), how a run is read back from its journal (its snapshot and the steps after it) and
-//! why a run cannot be resumed. The saving is done by the run's journal
-//! (`checkpoint_journal`), after every model turn (before any of its tools runs), every step
-//! of a call and every tool result, so another process can resume the run.
+//! What a checkpoint holds: the saved run (its transcript, the calls of the turn being answered,
+//! its counts and recovery state), the format version it is written in and the compatibility
+//! rule, how a finished run is recorded, why a run cannot be resumed, and a new run's id.
 
 use serde::{Deserialize, Serialize};
 
-use super::RunError;
-use super::saved_step::SavedStep;
 use super::saved_stop::SavedStop;
+use crate::agent::RunError;
+use crate::agent::counts::SavedCounts;
 use crate::chat::{Message, ToolCall, ToolResult};
-use crate::checkpoint::{Checkpoint, CheckpointError, CheckpointStore, StoredRun};
-use crate::classify::ErrorKind;
+use crate::checkpoint::{Checkpoint, CheckpointError};
 use crate::executor::{CallProgress, RecoveryState};
-use crate::sanitize::SurfacedError;
-use crate::usage::{Usage, UsageLimits};
-use std::collections::BTreeMap;
+use crate::usage::UsageLimits;
 
 /// The version of the saved state this build writes for a run that waits on nobody.
 ///
@@ -94,7 +89,7 @@ pub enum FinishedRun {
     },
 }
 
-/// Why [`Agent::resume`](super::Agent::resume) could not go on with a run.
+/// Why [`Agent::resume`](crate::Agent::resume) could not go on with a run.
 ///
 /// # Examples
 ///
@@ -127,7 +122,7 @@ pub enum FinishedRun {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ResumeError {
-    /// The agent was built without [`checkpoints`](super::AgentBuilder::checkpoints).
+    /// The agent was built without [`checkpoints`](crate::AgentBuilder::checkpoints).
     #[error("the agent has no checkpoint store to resume from")]
     NoStore,
     /// The store has no checkpoint of this run.
@@ -205,7 +200,7 @@ impl ResumeError {
 impl RunError {
     /// A refused resume's error as the run hands it out: a checkpoint or resume error with
     /// its texts (and a store error's chain) redacted.
-    pub(super) fn redacted(self) -> Self {
+    pub(in crate::agent) fn redacted(self) -> Self {
         match self {
             RunError::Checkpoint(error) => RunError::Checkpoint(error.redacted()),
             RunError::Resume(error) => RunError::Resume(error.redacted()),
@@ -252,18 +247,18 @@ pub enum BrokenTranscript {
 }
 /// One call of the turn being answered.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(super) struct PendingCall {
-    pub(super) call: ToolCall,
+pub(in crate::agent) struct PendingCall {
+    pub(in crate::agent) call: ToolCall,
     /// Whether the agent had a tool of this name when the turn was saved.
-    pub(super) known: bool,
-    pub(super) progress: CallProgress,
-    pub(super) result: Option<ToolResult>,
-    pub(super) stop: Option<SavedStop>,
+    pub(in crate::agent) known: bool,
+    pub(in crate::agent) progress: CallProgress,
+    pub(in crate::agent) result: Option<ToolResult>,
+    pub(in crate::agent) stop: Option<SavedStop>,
 }
 
 impl PendingCall {
     /// A call the model just made, not started yet.
-    pub(super) fn new(call: ToolCall, known: bool) -> PendingCall {
+    pub(in crate::agent) fn new(call: ToolCall, known: bool) -> PendingCall {
         PendingCall {
             call,
             known,
@@ -274,54 +269,35 @@ impl PendingCall {
     }
 
     /// The call's answer, if it was saved: the result and the run error it carried.
-    pub(super) fn answer(&self) -> Option<(ToolResult, Option<RunError>)> {
+    pub(in crate::agent) fn answer(&self) -> Option<(ToolResult, Option<RunError>)> {
         let result = self.result.clone()?;
         Some((result, self.stop.clone().map(SavedStop::into_error)))
     }
 }
 
-/// The loop's counts, as saved.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub(super) struct SavedCounts {
-    pub(super) turns: u32,
-    pub(super) model_calls: u32,
-    pub(super) tool_calls: u32,
-    pub(super) usage: Usage,
-    /// Calls of each tool with a cap of its own; added within version 2 (read as none).
-    #[serde(default)]
-    pub(super) calls_of: BTreeMap<String, u32>,
-    /// What the run's tokens cost; added within version 2 (read as 0).
-    #[serde(default)]
-    pub(super) cost: f64,
-    /// What the run's meter counted on every path (model wrappers, fixer agents, each tool
-    /// body), when the run has caps; added within version 2 (read from the counts above).
-    #[serde(default)]
-    pub(super) metered: Option<crate::usage::RunUsage>,
-}
-
 /// Everything a resumed run needs, serialized as the checkpoint's state.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(super) struct SavedRun {
+pub(in crate::agent) struct SavedRun {
     version: u32,
-    pub(super) transcript: Vec<Message>,
+    pub(in crate::agent) transcript: Vec<Message>,
     /// The calls of the transcript's last assistant message, while that turn is being answered.
-    pub(super) pending: Vec<PendingCall>,
-    pub(super) counts: SavedCounts,
-    pub(super) recovery: RecoveryState,
+    pub(in crate::agent) pending: Vec<PendingCall>,
+    pub(in crate::agent) counts: SavedCounts,
+    pub(in crate::agent) recovery: RecoveryState,
     /// What was left of the run's deadline at this save, when it had one: a resumed run gets
     /// this much, not a fresh deadline. Version 1 did not save it.
     #[serde(default)]
-    pub(super) deadline_left_ms: Option<u64>,
+    pub(in crate::agent) deadline_left_ms: Option<u64>,
     /// The caps the run was started with, which a resumed run keeps; added within version 2
     /// (a checkpoint without them is resumed under the agent's).
     #[serde(default)]
-    pub(super) usage_limits: Option<UsageLimits>,
-    pub(super) finished: Option<FinishedRun>,
+    pub(in crate::agent) usage_limits: Option<UsageLimits>,
+    pub(in crate::agent) finished: Option<FinishedRun>,
 }
 
 impl SavedRun {
     /// The state a new run starts from.
-    pub(super) fn new(transcript: Vec<Message>) -> SavedRun {
+    pub(in crate::agent) fn new(transcript: Vec<Message>) -> SavedRun {
         SavedRun {
             version: STATE_VERSION,
             transcript,
@@ -335,7 +311,7 @@ impl SavedRun {
     }
 
     /// Reads a checkpoint's state, saved by this build's version or the one before it.
-    pub(super) fn read(checkpoint: &Checkpoint) -> Result<SavedRun, CheckpointError> {
+    pub(in crate::agent) fn read(checkpoint: &Checkpoint) -> Result<SavedRun, CheckpointError> {
         let corrupt = |reason: String| CheckpointError::Corrupt {
             run_id: checkpoint.run_id.clone(),
             reason,
@@ -351,31 +327,10 @@ impl SavedRun {
         Ok(run)
     }
 
-    /// Reads a run from its journal: the snapshot, then each step after it in order. Returns
-    /// the state and the sequence of the last save it holds.
-    pub(super) fn from_journal(stored: &StoredRun) -> Result<(SavedRun, u64), CheckpointError> {
-        let mut run = SavedRun::read(&stored.snapshot)?;
-        let mut sequence = stored.snapshot.sequence;
-        for record in &stored.records {
-            let corrupt = |reason: String| CheckpointError::Corrupt {
-                run_id: record.run_id.clone(),
-                reason: format!("record {}: {reason}", record.sequence),
-            };
-            if Some(record.sequence) != sequence.checked_add(1) {
-                return Err(corrupt(format!("does not follow {sequence}")));
-            }
-            let step: SavedStep =
-                serde_json::from_slice(&record.state).map_err(|e| corrupt(e.to_string()))?;
-            step.apply(&mut run).map_err(corrupt)?;
-            sequence = record.sequence;
-        }
-        Ok((run, sequence))
-    }
-
     /// Sets the version this state is written in. In a journaling store, the journal's (which
     /// builds before it refuse); otherwise the waiting version while a call waits for a person,
     /// so that builds which know no approvals refuse it.
-    pub(super) fn stamp_version(&mut self, journals: bool) {
+    pub(in crate::agent) fn stamp_version(&mut self, journals: bool) {
         let waiting = self.pending.iter().any(|p| p.progress.waiting.is_some());
         self.version = match (journals, waiting) {
             (true, _) => JOURNAL_VERSION,
@@ -385,7 +340,7 @@ impl SavedRun {
     }
 
     /// The first pending call without a result whose tool was known then and is not now.
-    pub(super) fn unknown_tool(&self, known: impl Fn(&str) -> bool) -> Option<&str> {
+    pub(in crate::agent) fn unknown_tool(&self, known: impl Fn(&str) -> bool) -> Option<&str> {
         self.pending
             .iter()
             .find(|p| p.result.is_none() && p.known && !known(&p.call.name))
@@ -394,7 +349,10 @@ impl SavedRun {
 
     /// The transcript with every pending call answered: its saved result, or an error result
     /// saying the run was not resumed. What a refused resume hands back.
-    pub(super) fn answered_transcript(mut self, why: impl Fn(&ToolCall) -> String) -> Vec<Message> {
+    pub(in crate::agent) fn answered_transcript(
+        mut self,
+        why: impl Fn(&ToolCall) -> String,
+    ) -> Vec<Message> {
         for pending in self.pending {
             let result = pending
                 .result
@@ -406,7 +364,10 @@ impl SavedRun {
 }
 
 /// How a run that ended is recorded.
-pub(super) fn finished(result: Result<(), &RunError>, transcript: &[Message]) -> FinishedRun {
+pub(in crate::agent) fn finished(
+    result: Result<(), &RunError>,
+    transcript: &[Message],
+) -> FinishedRun {
     match result {
         Ok(_) => FinishedRun::Answered {
             text: match transcript.last() {
@@ -422,60 +383,6 @@ pub(super) fn finished(result: Result<(), &RunError>, transcript: &[Message]) ->
             message: crate::redact::redact(&error.to_string()).into_owned(),
         },
     }
-}
-
-/// A run that can be resumed, as its journal holds it, with the sequence its next save takes;
-/// or why it cannot be, with the transcript to hand back.
-pub(super) async fn resumable(
-    store: &dyn CheckpointStore,
-    run_id: &str,
-    knows: impl Fn(&str) -> bool,
-    max_message_chars: usize,
-) -> Result<(SavedRun, u64), (RunError, Vec<Message>)> {
-    let refused = |error: RunError| (error, Vec::new());
-    let stored = match store.load_journal(run_id).await {
-        Ok(Some(stored)) => stored,
-        Ok(None) => {
-            let run_id = run_id.to_owned();
-            return Err(refused(RunError::Resume(ResumeError::NotFound { run_id })));
-        }
-        Err(error) => return Err(refused(RunError::Checkpoint(error))),
-    };
-    let (saved, last) =
-        SavedRun::from_journal(&stored).map_err(|e| refused(RunError::Checkpoint(e)))?;
-    if let Some((call_id, problem)) = super::one_result::violation(&saved) {
-        let run_id = run_id.to_owned();
-        let error = ResumeError::BrokenTranscript {
-            run_id,
-            call_id,
-            problem,
-        };
-        return Err(refused(RunError::Resume(error)));
-    }
-    if let Some(outcome) = saved.finished.clone() {
-        let run_id = run_id.to_owned();
-        let error = ResumeError::Finished { run_id, outcome };
-        return Err((RunError::Resume(error), saved.transcript));
-    }
-    if let Some(tool) = saved.unknown_tool(knows) {
-        let error = ResumeError::UnknownTool {
-            run_id: run_id.to_owned(),
-            tool: tool.to_owned(),
-        };
-        let transcript = saved.answered_transcript(|call| {
-            let message = "the run was not resumed (the agent resuming it lacks a tool this turn \
-                           called): whether this call took effect is unknown";
-            SurfacedError::bounded(
-                &call.name,
-                ErrorKind::OutcomeUnknown,
-                message,
-                max_message_chars,
-            )
-            .to_content()
-        });
-        return Err((RunError::Resume(error), transcript));
-    }
-    Ok((saved, last.saturating_add(1)))
 }
 
 /// A new run's id: 128 random bits, so runs of many processes sharing a store never collide.

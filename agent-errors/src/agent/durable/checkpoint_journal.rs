@@ -29,19 +29,19 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::RunError;
-use super::counts::Counts;
-use super::durable::{self, PendingCall, SavedRun};
-use super::run_journal::RunJournal;
+use super::journal::RunJournal;
+use super::saved_run::{self, PendingCall, SavedRun};
 use super::saved_step::{CallStep, SavedStep};
 use super::saved_stop::SavedStop;
+use crate::agent::RunError;
+use crate::agent::counts::Counts;
 use crate::chat::{Message, ToolResult};
 use crate::checkpoint::{Checkpoint, CheckpointError, CheckpointStore};
 use crate::error::BoxFuture;
 use crate::executor::{CallProgress, Journal, RecoveryState, RunContext};
 
 /// Where one run's checkpoints go, and the state it last saved.
-pub(super) struct CheckpointJournal {
+pub(in crate::agent) struct CheckpointJournal {
     store: Arc<dyn CheckpointStore>,
     run_id: String,
     /// Whether the store keeps a journal: otherwise every save is a snapshot.
@@ -84,7 +84,7 @@ struct Saved {
 impl CheckpointJournal {
     /// A journal going on from `run`; its first save is `sequence` (0 for a new run), a
     /// snapshot; after it, a save is one as the module documentation says.
-    pub(super) fn new(
+    pub(in crate::agent) fn new(
         store: Arc<dyn CheckpointStore>,
         run_id: String,
         run: SavedRun,
@@ -289,7 +289,7 @@ impl RunJournal for CheckpointJournal {
         outcome: Result<(), &'a RunError>,
     ) -> BoxFuture<'a, bool> {
         let counts = counts.saved();
-        let finished = durable::finished(outcome, transcript);
+        let finished = saved_run::finished(outcome, transcript);
         Box::pin(self.save(move |run| SavedStep {
             counts: Some(counts),
             finished: Some(finished),

@@ -5,8 +5,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::counts::Counts;
-use super::{AgentBuilder, AgentInner, AgentOutput, RunError};
+use crate::agent::counts::Counts;
+use crate::agent::{AgentBuilder, AgentInner, AgentOutput, RunError};
 use crate::chat::{ChatRequest, Message, ResponseFormat};
 use crate::error::BoxError;
 use crate::events::Event;
@@ -14,7 +14,7 @@ use crate::executor::RunContext;
 use crate::model::ChatModel;
 use crate::structured::{AnswerProblem, AnswerSchema, InvalidAnswer};
 
-/// A check of the user's on a run's output, after it was read (and, for [`Json<T>`](super::Json),
+/// A check of the user's on a run's output, after it was read (and, for [`Json<T>`](crate::agent::Json),
 /// checked against its JSON Schema): `Err` holds what the model is told to fix, and the model
 /// is asked again under the agent's [`OutputPolicy`]. A closure `Fn(&O) -> Result<(), String>`
 /// is one.
@@ -300,14 +300,14 @@ impl<O: AgentOutput> AgentBuilder<O> {
 
 /// An answer that did not fit: why (the run's error if it ends here), what the model is told,
 /// and the output it could still be read as.
-pub(super) struct Refused<O> {
+pub(in crate::agent) struct Refused<O> {
     error: BoxError,
     problems: Vec<AnswerProblem>,
     readable: Option<O>,
 }
 
 /// What the loop does with a final answer.
-pub(super) enum Verdict<O> {
+pub(in crate::agent) enum Verdict<O> {
     /// The run ends with this.
     Done(Result<O, RunError>),
     /// The model was told what to fix; ask it again.
@@ -315,7 +315,7 @@ pub(super) enum Verdict<O> {
 }
 
 /// What one run's re-asks have used, and the best answer seen so far.
-pub(super) struct Reasks<O> {
+pub(in crate::agent) struct Reasks<O> {
     asked: u32,
     fell_back: bool,
     best: Option<O>,
@@ -335,7 +335,7 @@ impl<O: AgentOutput> AgentInner<O> {
     /// Reads `text` as the output: its schema first (every problem, with its path, is what the
     /// model is told), then the output type, then the validators. The run's error is the
     /// output type's own when the answer could not be read, else the problems.
-    pub(super) fn read_answer(&self, text: &str) -> Result<O, Refused<O>> {
+    pub(in crate::agent) fn read_answer(&self, text: &str) -> Result<O, Refused<O>> {
         let rules = &self.answers;
         let problems = match &rules.schema {
             Some(schema) => schema.problems(text),
@@ -366,7 +366,7 @@ impl<O: AgentOutput> AgentInner<O> {
 
     /// The run's output from the model's final `text`, or, when it does not fit and the output
     /// policy allows, the problems told to the model to ask it again.
-    pub(super) fn final_answer(
+    pub(in crate::agent) fn final_answer(
         &self,
         ctx: &RunContext,
         request: &mut ChatRequest,
@@ -429,7 +429,7 @@ impl<O: AgentOutput> AgentInner<O> {
 
     /// How a run ends on an answer it asks no more about: the best effort when the policy
     /// takes one and there is one, else [`RunError::InvalidOutput`].
-    pub(super) fn give_up(
+    pub(in crate::agent) fn give_up(
         &self,
         reasks: &mut Reasks<O>,
         refused: Refused<O>,
