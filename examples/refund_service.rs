@@ -73,10 +73,16 @@ async fn refund(
 /// The payment API: a payment under a key it has seen is not made again.
 fn pay_once(log: &Path, key: &str, order: &str, amount: u64) -> std::io::Result<()> {
     let seen = std::fs::read_to_string(log).unwrap_or_default();
-    if seen.lines().any(|line| line.starts_with(&format!("{key} "))) {
+    if seen
+        .lines()
+        .any(|line| line.starts_with(&format!("{key} ")))
+    {
         return Ok(());
     }
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
     writeln!(file, "{key} {order} {amount}")
 }
 
@@ -84,12 +90,19 @@ fn pay_once(log: &Path, key: &str, order: &str, amount: u64) -> std::io::Result<
 struct SupportModel;
 
 impl ChatModel for SupportModel {
-    fn chat<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ChatResponse, BoxError>> {
         Box::pin(async move {
-            let answered = request.messages.iter().rev().find_map(|message| match message {
-                Message::Tool(result) => Some(result.content.clone()),
-                _ => None,
-            });
+            let answered = request
+                .messages
+                .iter()
+                .rev()
+                .find_map(|message| match message {
+                    Message::Tool(result) => Some(result.content.clone()),
+                    _ => None,
+                });
             if let Some(result) = answered {
                 return Ok(ChatResponse::text(format!("Done: {result}.")));
             }
@@ -113,7 +126,10 @@ fn agent(dir: &Path) -> Result<Agent, BoxError> {
     let store = SqliteCheckpoints::open(dir.join("runs.db"))?;
     let above_limit = |call: &ToolCall| {
         let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
-        call.name == "refund" && arguments["amount"].as_u64().is_none_or(|amount| amount > LIMIT)
+        &*call.name == "refund"
+            && arguments["amount"]
+                .as_u64()
+                .is_none_or(|amount| amount > LIMIT)
     };
     let agent = Agent::builder("support")
         .model(SupportModel)
@@ -130,7 +146,10 @@ type Reply = (StatusCode, Json<Value>);
 /// The HTTP answer for how a run ended.
 fn reply(run_id: &str, result: Result<String, RunError>) -> Reply {
     match result {
-        Ok(answer) => (StatusCode::OK, Json(json!({"run_id": run_id, "answer": answer}))),
+        Ok(answer) => (
+            StatusCode::OK,
+            Json(json!({"run_id": run_id, "answer": answer})),
+        ),
         Err(error) => {
             let status = StatusCode::from_u16(error.http_status())
                 .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -179,9 +198,14 @@ async fn approve(
     UrlPath(run_id): UrlPath<String>,
     headers: HeaderMap,
 ) -> Reply {
-    let manager = headers.get("x-manager").and_then(|value| value.to_str().ok());
+    let manager = headers
+        .get("x-manager")
+        .and_then(|value| value.to_str().ok());
     if manager != Some(MANAGER_PASSWORD) {
-        return (StatusCode::UNAUTHORIZED, Json(json!({"error": "managers only"})));
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": "managers only"})),
+        );
     }
     let pending: Vec<PendingApproval> = match service.agent.pending_approvals(&run_id).await {
         Ok(pending) => pending,
@@ -196,7 +220,10 @@ async fn approve(
             answer.signed(&key).to_token()
         })
         .collect();
-    (StatusCode::OK, Json(json!({"run_id": run_id, "tokens": tokens})))
+    (
+        StatusCode::OK,
+        Json(json!({"run_id": run_id, "tokens": tokens})),
+    )
 }
 
 /// The answer a link carried: the run goes on with it.
@@ -208,7 +235,12 @@ async fn answer(
     let token = body["token"].as_str().unwrap_or_default();
     let answer = match Answer::from_token(token) {
         Ok(answer) => answer,
-        Err(error) => return (StatusCode::BAD_REQUEST, Json(json!({"error": error.to_string()}))),
+        Err(error) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"error": error.to_string()})),
+            );
+        }
     };
     let options = service.options().answered(answer);
     let outcome = service.agent.resume(run_id.as_str(), options).await;

@@ -47,6 +47,7 @@ impl RunError {
         match self {
             RunError::WaitingForPerson { .. } => 202,
             RunError::InvalidHistory(_) => 400,
+            RunError::InvalidUsageLimits(_) => 500,
             RunError::Terminated(stop) => match &stop.reason {
                 TerminationReason::WaitingForPerson(_) => 202,
                 TerminationReason::PermissionDenials { .. } => 403,

@@ -492,7 +492,8 @@ fn kind_of_messages(error: &(dyn Error + 'static)) -> Option<ErrorKind> {
     while let Some(level) = levels.next() {
         // An `io::Error` wrapping a rig failure says that failure's words as its own.
         #[cfg(feature = "rig")]
-        if is_rig(level) || (level.is::<std::io::Error>() && levels.peek().is_some_and(|l| is_rig(*l)))
+        if is_rig(level)
+            || (level.is::<std::io::Error>() && levels.peek().is_some_and(|l| is_rig(*l)))
         {
             break;
         }

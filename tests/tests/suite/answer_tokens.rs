@@ -422,3 +422,63 @@ fn a_token_is_opaque_url_safe_text_and_the_json_form_is_still_read() {
         Err(AnswerError::NotAToken { .. })
     ));
 }
+
+#[tokio::test]
+async fn a_run_started_under_an_answer_key_is_not_resumed_by_an_agent_without_one() {
+    use agent_errors::RunError;
+    use agent_errors::run::ResumeError;
+    let bank = Bank::new();
+    let model = ScriptedModel::new().tool_call("transfer", r#"{"amount": 1}"#);
+    let keyed = bank.builder(&model).answer_key(key()).build().unwrap();
+    let outcome = keyed
+        .run_with("pay the rent", RunOptions::new().run_id("rent"))
+        .await;
+    let pending = waiting_on(outcome.result).remove(0);
+
+    // A second code path builds the agent without the key and hands it an unsigned answer.
+    let forgetful = bank.agent(&ScriptedModel::new().text("paid"));
+    let unsigned = Answer::to(&pending, Decision::Approve);
+    let outcome = forgetful
+        .resume("rent", RunOptions::new().answered(unsigned))
+        .await;
+    match outcome.result {
+        Err(RunError::Resume(ResumeError::AnswerKeyRequired { run_id })) => {
+            assert_eq!(run_id, "rent");
+        }
+        other => panic!("expected the resume to be refused: {other:?}"),
+    }
+    assert!(bank.sent.lock().unwrap().is_empty(), "nothing was sent");
+    // Still waiting, and the keyed agent goes on with a signed answer.
+    let signed = Answer::to(&pending, Decision::Approve).signed(&key());
+    let outcome = bank
+        .builder(&ScriptedModel::new().text("paid"))
+        .answer_key(key())
+        .build()
+        .unwrap()
+        .resume("rent", RunOptions::new().answered(signed))
+        .await;
+    assert_eq!(outcome.result.unwrap(), "paid");
+    assert_eq!(*bank.sent.lock().unwrap(), [1]);
+}
+
+#[tokio::test]
+async fn a_run_id_used_twice_is_refused_as_existing_not_as_a_sequence_conflict() {
+    use agent_errors::RunError;
+    let bank = Bank::new();
+    let pending = bank.waiting().await;
+    let model = ScriptedModel::new().tool_call("transfer", r#"{"amount": 1}"#);
+    let outcome = bank
+        .agent(&model)
+        .run_with("pay the rent", RunOptions::new().run_id("rent"))
+        .await;
+    let error = outcome.result.unwrap_err();
+    assert!(
+        matches!(&error, RunError::RunExists { run_id } if run_id == "rent"),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("resume it"), "{error}");
+    assert_eq!(error.http_status(), 409);
+    // The saved run is untouched: its question reads back as it was asked.
+    let agent = bank.agent(&ScriptedModel::new());
+    assert_eq!(agent.pending_approvals("rent").await.unwrap(), [pending]);
+}

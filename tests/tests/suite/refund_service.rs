@@ -62,7 +62,11 @@ async fn get(url: &str) -> (u16, Value) {
 fn payments(dir: &Path) -> Vec<String> {
     let log = std::fs::read_to_string(dir.join("payments.log")).unwrap_or_default();
     log.lines()
-        .map(|line| line.split_once(' ').map_or(line, |(_, paid)| paid).to_owned())
+        .map(|line| {
+            line.split_once(' ')
+                .map_or(line, |(_, paid)| paid)
+                .to_owned()
+        })
         .collect()
 }
 
@@ -121,7 +125,9 @@ async fn a_refund_above_the_limit_waits_for_a_managers_signed_answer_across_a_re
     assert_eq!(status, 200, "{body}");
     let token = body["tokens"][0].as_str().expect("a token").to_owned();
     assert!(
-        token.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'),
+        token
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'),
         "a URL-safe token: {token}"
     );
 
