@@ -28,11 +28,9 @@ use super::durable::{
 use super::stream::DeltaSender;
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
 use crate::chat::{ChatRequest, Message, ToolCall, ToolSpec};
-use crate::checkpoint::CheckpointError;
 use crate::events::RunReport;
 use crate::executor::{Cancellation, RecoveryState, RunContext};
 use crate::observe;
-use crate::registry::{ConfigError, caps_that_never_apply};
 use crate::retry::RunRetries;
 use crate::usage::{RunMeter, UsageLimits};
 
