@@ -46,8 +46,8 @@
 //! Where to start: [`tool`](macro@tool) and [`policy!`] for policies, [`Agent`] for the loop,
 //! [`Registry::execute`] to run calls inside an agent loop of your own, [`classify`] for how a
 //! failure is read, [`checkpoint`] for durable runs, [`llm`] for model-call recovery. The
-//! repository's README walks through every part; its `ARCHITECTURE.md` shows how the modules
-//! stack.
+//! [`guide`] walks through every part, a chapter per task; the repository's `ARCHITECTURE.md`
+//! shows how the modules stack.
 #![warn(missing_docs)]
 #![deny(unreachable_pub)]
 // docs.rs builds with `--cfg docsrs` on nightly: every feature-gated item gets a badge naming
@@ -72,6 +72,7 @@ mod executor;
 mod explain;
 mod extensions;
 mod fix;
+pub mod guide;
 mod idempotency;
 pub mod llm;
 #[cfg(feature = "mcp")]

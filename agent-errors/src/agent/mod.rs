@@ -18,34 +18,18 @@
 //! made them. A call that must end the run (an auth failure, retries used up, `throw`, a tripped
 //! breaker) ends it before the model gets another turn.
 
-mod answer;
 mod builder;
 mod builtins;
-mod call_ids;
-mod checkpoint_journal;
-mod compact;
 mod conversation;
 mod counts;
 mod durable;
-mod final_answer;
 mod fixer;
-mod limit_checks;
-mod llm_error;
-mod model_call;
 mod model_failure;
-mod observed;
-mod one_result;
 mod options;
 mod outcome;
 mod output;
 mod run;
-mod run_context;
-mod run_journal;
-mod saved_step;
-mod saved_stop;
 mod stream;
-mod turn;
-mod usage_meter;
 
 use std::fmt;
 use std::num::NonZeroU32;
@@ -58,16 +42,15 @@ pub use conversation::{Conversation, HistoryError};
 #[cfg(feature = "rig")]
 pub(crate) use durable::new_run_id;
 pub use durable::{BrokenTranscript, FinishedRun, ResumeError};
-pub use final_answer::{OutputPolicy, OutputValidator};
+/// How an engine that replays runs (Restate) gives a run its journal.
+#[cfg(feature = "restate")]
+pub(crate) use durable::{RunJournal, Seam};
 pub use fixer::NotJsonArguments;
-pub use llm_error::{IntoLlmDecision, ModelError};
-pub use model_failure::ModelFailure;
+pub use model_failure::{IntoLlmDecision, ModelError, ModelFailure};
 pub use options::RunOptions;
 pub use outcome::{RunError, RunOutcome};
 pub use output::{AgentOutput, Json};
-/// How an engine that replays runs (Restate) gives a run its journal.
-#[cfg(feature = "restate")]
-pub(crate) use run_journal::{RunJournal, Seam};
+pub use run::{OutputPolicy, OutputValidator};
 pub use stream::RunDelta;
 
 use crate::breaker::ServiceBreaker;
@@ -82,7 +65,7 @@ use crate::registry::Registry;
 use crate::usage::UsageLimits;
 
 use builtins::Builtins;
-use llm_error::LlmErrorHandler;
+use model_failure::LlmErrorHandler;
 
 /// The default cap on model turns in one run.
 pub(crate) const DEFAULT_MAX_TURNS: u32 = 20;
@@ -172,7 +155,7 @@ pub(crate) struct AgentInner<O> {
     /// The caps on each run's usage, unless its options give others.
     pub(crate) usage_limits: Arc<UsageLimits>,
     /// How final answers are judged and re-asked.
-    pub(crate) answers: final_answer::AnswerRules<O>,
+    pub(crate) answers: run::AnswerRules<O>,
 }
 
 impl<O> Clone for AgentInner<O> {

@@ -47,7 +47,7 @@ pub struct RunOptions {
     pub(crate) run_id: Option<String>,
     /// The journal of the engine that replays the run, when one does (Restate): the run's one
     /// journal, in place of the agent's checkpoint store.
-    pub(crate) journal: Option<super::run_journal::Seam>,
+    pub(crate) journal: Option<super::durable::Seam>,
     /// A person's answers to calls the run waits on, each bound to its question.
     pub(crate) answers: Vec<GivenAnswer>,
     /// This run's caps, when not the agent's.

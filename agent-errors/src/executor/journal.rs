@@ -3,7 +3,7 @@
 //! which runs each step as it is, waits on tokio's clock, saves nothing and costs nothing.
 //!
 //! What goes through the seam, and who asks:
-//! - **Steps**: each model request (`agent/model_call.rs`) and each tool attempt
+//! - **Steps**: each model request (`agent/run/model_call.rs`) and each tool attempt
 //!   (`executor/attempt.rs`) asks the journal whether it [replays](Journal::replays) the run. A
 //!   journal that does (a durable-execution engine's) keeps the step's outcome as a value,
 //!   failures included ([`kept_step`]), and on replay hands it back without running the step
@@ -13,9 +13,9 @@
 //! - **Saves**: how far each call got ([`progress`](Journal::progress), from the course, the
 //!   gate and the ladder); the agent loop's own save points (the run started, a turn asked for
 //!   calls, a call was answered, the run finished) are the same object's, seen through the
-//!   loop's face of this trait (`agent/run_journal.rs`).
+//!   loop's face of this trait (`agent/durable/journal.rs`).
 //!
-//! Who implements it: the agent's checkpoint store (`agent/checkpoint_journal.rs`: every save
+//! Who implements it: the agent's checkpoint store (`agent/durable/checkpoint_journal.rs`: every save
 //! appended to the store's journal; steps run as they are, since a resumed run goes on from its
 //! saves) and Restate (`restate/journal.rs`: every step a `ctx.run`, every wait a `ctx.sleep`,
 //! no saves, since Restate replays the run from its own journal). A run has exactly one: a run

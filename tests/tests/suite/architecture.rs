@@ -1,6 +1,7 @@
 //! The layer order written in ARCHITECTURE.md holds in the code: every `crate::` path in the
-//! runtime crate points to a module on its own floor or below, and the imports within a floor
-//! form no cycle.
+//! runtime crate points to a module on its own floor or below, the imports within a floor
+//! form no cycle, and no two files import each other, directly or around a longer loop, by any
+//! path (`crate::`, `self::` or `super::`), so sibling files inside a module keep an order too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -247,6 +248,192 @@ fn cycles_within_floors(floor_of: &BTreeMap<&str, usize>, imports: &Imports) -> 
     problems
 }
 
+/// A module of the crate, as the path of its file from `src`: `agent/run/mod.rs` is
+/// `["agent", "run"]`, `lib.rs` is `[]`.
+type Module = Vec<String>;
+
+/// Which file imports which, by every path that names a module of the crate.
+type FileGraph = BTreeMap<Module, BTreeSet<Module>>;
+
+/// Every path of `code` (in module `at`) that starts with `crate::`, `self::` or `super::`, made
+/// absolute from the crate root, groups included: in `agent/run`, `super::{counts::Counts, x}`
+/// names `agent/counts/Counts` and `agent/x`.
+fn module_paths(code: &str, at: &[String]) -> Vec<Module> {
+    let mut found = Vec::new();
+    for (start, _) in code.match_indices("::") {
+        let head_start = code[..start]
+            .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map_or(0, |i| i + 1);
+        let head = &code[head_start..start];
+        if !matches!(head, "crate" | "self" | "super") {
+            continue;
+        }
+        // `$crate::` is another crate's path; `a::super::` and `super::super::` are read
+        // from their first segment.
+        let before = &code[..head_start];
+        if before.ends_with('$') || before.ends_with("::") {
+            continue;
+        }
+        let mut base: Module = match head {
+            "crate" => Vec::new(),
+            _ => at.to_vec(),
+        };
+        if head == "super" {
+            base.pop();
+        }
+        path_items(&code[start + 2..], base, &mut found);
+    }
+    found
+}
+
+/// The paths that `rest` (what follows a `::`) names below `base`: one, or one per item of a
+/// `{...}` group, nested groups included.
+fn path_items(rest: &str, mut base: Module, found: &mut Vec<Module>) {
+    let mut rest = rest;
+    loop {
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 0;
+            let mut item_start = 0;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        path_items(group[item_start..i].trim_start(), base.clone(), found);
+                        return;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        path_items(group[item_start..i].trim_start(), base.clone(), found);
+                        item_start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            return;
+        }
+        let name = ident(rest);
+        match name {
+            "" | "self" => break,
+            "super" => {
+                base.pop();
+            }
+            _ => base.push(name.to_owned()),
+        }
+        match rest[name.len()..].strip_prefix("::") {
+            Some(next) => rest = next,
+            None => break,
+        }
+    }
+    found.push(base);
+}
+
+/// The module `path` lands in: the longest start of it that is a file of the crate, or the
+/// module a root re-export (`crate::Agent`) comes from.
+fn module_of(
+    path: &[String],
+    files: &BTreeSet<Module>,
+    exports: &BTreeMap<String, String>,
+) -> Option<Module> {
+    let found = (1..=path.len())
+        .rev()
+        .map(|n| path[..n].to_vec())
+        .find(|start| files.contains(start));
+    found.or_else(|| {
+        let module = exports.get(path.first()?)?;
+        Some(vec![module.clone()]).filter(|m| files.contains(m))
+    })
+}
+
+/// The file-level import graph of the crate at `src`.
+fn file_graph(src: &Path) -> FileGraph {
+    let lib = fs::read_to_string(src.join("lib.rs")).expect("lib.rs");
+    let exports = root_exports(&lib);
+    let mut sources = BTreeMap::new();
+    for file in rust_files(src) {
+        let relative = file
+            .strip_prefix(src)
+            .expect("under src")
+            .with_extension("");
+        let mut module: Module = relative
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if module
+            .last()
+            .is_some_and(|last| last == "mod" || last == "lib")
+        {
+            module.pop();
+        }
+        sources.insert(
+            module,
+            code_of(&fs::read_to_string(&file).expect("a source file")),
+        );
+    }
+    let files: BTreeSet<Module> = sources.keys().cloned().collect();
+    let mut graph = FileGraph::new();
+    for (module, code) in &sources {
+        let targets = graph.entry(module.clone()).or_default();
+        for path in module_paths(code, module) {
+            if let Some(target) = module_of(&path, &files, &exports) {
+                if &target != module && !target.is_empty() {
+                    targets.insert(target);
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// Every loop of imports between files of `graph`, one sentence each: for each file on a loop
+/// not yet reported, the loop back to it.
+fn file_cycles(graph: &FileGraph) -> Vec<String> {
+    let name = |m: &Module| {
+        if m.is_empty() {
+            "lib".to_owned()
+        } else {
+            m.join("/")
+        }
+    };
+    let mut reported: BTreeSet<&Module> = BTreeSet::new();
+    let mut problems = Vec::new();
+    for start in graph.keys() {
+        if reported.contains(start) {
+            continue;
+        }
+        // Breadth-first from `start`, keeping the way each file was reached.
+        let mut came_from: BTreeMap<&Module, &Module> = BTreeMap::new();
+        let mut queue = std::collections::VecDeque::from([start]);
+        let mut back = None;
+        while let Some(at) = queue.pop_front() {
+            for next in graph.get(at).into_iter().flatten() {
+                if next == start {
+                    back = Some(at);
+                    break;
+                }
+                if !came_from.contains_key(next) {
+                    came_from.insert(next, at);
+                    queue.push_back(next);
+                }
+            }
+            if back.is_some() {
+                break;
+            }
+        }
+        let Some(mut at) = back else { continue };
+        let mut cycle = vec![start];
+        while at != start {
+            cycle.push(at);
+            at = came_from[at];
+        }
+        cycle.reverse();
+        cycle.insert(0, start);
+        reported.extend(cycle.iter().copied());
+        let names: Vec<String> = cycle.iter().map(|m| name(m)).collect();
+        problems.push(format!("files import each other: {}", names.join(" -> ")));
+    }
+    problems
+}
+
 #[test]
 fn every_import_of_the_runtime_crate_points_down_the_floors_of_architecture_md() {
     let root = workspace();
@@ -260,6 +447,75 @@ fn every_import_of_the_runtime_crate_points_down_the_floors_of_architecture_md()
     );
     let problems = violations(&floors, &modules, &imports);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn no_two_files_of_the_runtime_crate_import_each_other_by_any_path() {
+    let graph = file_graph(&workspace().join("agent-errors/src"));
+    assert!(
+        graph
+            .get(&module("agent/run"))
+            .is_some_and(|targets| targets.contains(&module("agent/counts"))),
+        "the scan follows `super::` paths between sibling files"
+    );
+    let problems = file_cycles(&graph);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+fn module(path: &str) -> Module {
+    path.split('/').map(str::to_owned).collect()
+}
+
+#[test]
+fn super_self_and_grouped_paths_are_read_from_the_file_they_are_in() {
+    let code = "use super::counts::Counts;\nuse super::super::chat::Message;\nuse self::inner::X;\nuse crate::{retry::{Step, decide}, agent::durable::{self, SavedRun}};\nuse $crate::x; fn f() -> a::super::B {}";
+    let paths = module_paths(&code_of(code), &module("agent/run"));
+    let expected = [
+        "agent/counts/Counts",
+        "chat/Message",
+        "agent/run/inner/X",
+        "retry/Step",
+        "retry/decide",
+        "agent/durable",
+        "agent/durable/SavedRun",
+    ];
+    assert_eq!(paths, expected.map(module));
+}
+
+#[test]
+fn two_sibling_files_that_import_each_other_through_super_are_a_cycle() {
+    let files: BTreeSet<Module> = ["agent", "agent/a", "agent/b", "agent/c"]
+        .into_iter()
+        .map(module)
+        .collect();
+    let sources = [
+        ("agent/a", "use super::b::Thing;"),
+        ("agent/b", "use super::{c::Other, a};"),
+        ("agent/c", "use crate::agent::Agent;"),
+    ];
+    let mut graph = FileGraph::new();
+    for (at, code) in sources {
+        let at = module(at);
+        let targets = module_paths(&code_of(code), &at)
+            .iter()
+            .filter_map(|path| module_of(path, &files, &BTreeMap::new()))
+            .filter(|target| target != &at)
+            .collect();
+        graph.insert(at, targets);
+    }
+    assert_eq!(
+        file_cycles(&graph),
+        ["files import each other: agent/a -> agent/b -> agent/a"]
+    );
+    graph
+        .get_mut(&module("agent/b"))
+        .expect("b")
+        .remove(&module("agent/a"));
+    assert_eq!(
+        file_cycles(&graph),
+        Vec::<String>::new(),
+        "a line of imports is no cycle"
+    );
 }
 
 fn set(names: &[&str]) -> BTreeSet<String> {

@@ -8,8 +8,8 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::builtins::Builtins;
-use super::final_answer::AnswerRules;
-use super::llm_error::{IntoLlmDecision, LlmErrorHandler, ModelError, erase_handler};
+use super::model_failure::{IntoLlmDecision, LlmErrorHandler, ModelError, erase_handler};
+use super::run::AnswerRules;
 use super::{AgentOutput, DEFAULT_MAX_TURNS};
 use crate::approval::{AnswerKey, Approver};
 use crate::breaker::{DEFAULT_THRESHOLD, ServiceBreaker};
