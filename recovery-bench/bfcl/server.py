@@ -1,8 +1,8 @@
 """BFCL's multi-turn simulators served as MCP tools over stdio, with faults injected here.
 
 A minimal MCP server (JSON-RPC 2.0, one message a line): `initialize`, `ping`, `tools/list`
-and `tools/call`, nothing else. Synchronous on purpose: a call that "times out" or "loses its
-answer" is simply never answered, and the client's own timeout ends it.
+and `tools/call`, nothing else. Synchronous on purpose: a call that "times out" is simply never
+answered, and the client's own timeout ends it.
 
 Everything BFCL's is imported from the installed `bfcl-eval` package, unmodified: the tasks
 and their ground truth, the simulator classes (run through BFCL's own executor,
@@ -249,6 +249,8 @@ class Run:
         self.snapshots = []
         self.tool_calls = 0
         self.faults = {f: 0 for f in FAULTS}
+        self.sent = set()  # keys whose answer was sent
+        self.late = 0  # calls repeated under a key whose answer was sent: the client gave up on it
 
     def fault(self, name, args):
         place = (self.turn, name, canonical(args))
@@ -261,6 +263,8 @@ class Run:
     def call(self, name, args, key):
         """The answer to one call: (text, is_error), or None for an answer never sent."""
         self.tool_calls += 1
+        if key is not None and key in self.sent:
+            self.late += 1
         fault = self.fault(name, args)
         if fault:
             self.faults[fault] += 1
@@ -280,7 +284,9 @@ class Run:
             if key is not None:
                 self.answered[key] = result
         if fault == "lost_answer":
-            return None
+            return "HTTP 504 Gateway Timeout: the upstream service did not answer in time", True
+        if key is not None:
+            self.sent.add(key)
         self.results[-1].append(result)
         return result, False
 
@@ -325,6 +331,7 @@ class Run:
             "duplicate_detail": duplicates,
             "tool_calls": self.tool_calls,
             "faults": self.faults,
+            "late_answers": self.late,
         }
 
 

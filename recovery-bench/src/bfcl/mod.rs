@@ -8,9 +8,11 @@
 //! ```
 //!
 //! Options: `--seed N` (default 1), `--tasks N` (N of the 200, spread evenly over them), `--workers N` (server
-//! processes run at once, default 24), `--misses` (why each strategy's failed tasks failed).
+//! processes run at once, default 32), `--misses` (why each strategy's failed tasks failed), `--no-plots` (no
+//! `docs/recovery/bfcl.svg`).
 
 mod model;
+mod plot;
 mod report;
 mod run;
 mod server;
@@ -29,7 +31,7 @@ const RATES: [f64; 3] = [0.0, 0.1, 0.3];
 enum ArgsError {
     #[error("`{0}` needs a whole number")]
     NotANumber(String),
-    #[error("unknown option `{0}` (expected --seed, --tasks, --workers, --misses)")]
+    #[error("unknown option `{0}` (expected --seed, --tasks, --workers, --misses, --no-plots)")]
     Unknown(String),
 }
 
@@ -38,14 +40,16 @@ struct Args {
     tasks: Option<usize>,
     workers: usize,
     misses: bool,
+    plots: bool,
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError> {
     let mut parsed = Args {
         seed: 1,
         tasks: None,
-        workers: 24,
+        workers: 32,
         misses: false,
+        plots: true,
     };
     while let Some(flag) = args.next() {
         let mut number = || {
@@ -58,6 +62,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
             "--tasks" => parsed.tasks = Some(number()? as usize),
             "--workers" => parsed.workers = (number()? as usize).max(1),
             "--misses" => parsed.misses = true,
+            "--no-plots" => parsed.plots = false,
             _ => return Err(ArgsError::Unknown(flag)),
         }
     }
@@ -136,6 +141,14 @@ async fn bench(args: &Args) -> Result<(), run::RunError> {
     print!("{}", report::goal(&cells, &records));
     if args.misses {
         print!("{}", report::misses(&cells, &records));
+    }
+    if args.plots {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/recovery/bfcl.svg");
+        match plot::svg(&cells, &records).map(|svg| std::fs::write(path, svg)) {
+            Ok(Ok(())) => println!("\nplot written to docs/recovery/bfcl.svg"),
+            Ok(Err(e)) => eprintln!("recovery-bench --bfcl: writing {path}: {e}"),
+            Err(e) => eprintln!("recovery-bench --bfcl: drawing the plot: {e}"),
+        }
     }
     Ok(())
 }

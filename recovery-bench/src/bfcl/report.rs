@@ -22,16 +22,17 @@ fn duplicates(records: &[TaskRecord]) -> u64 {
 /// The markdown table.
 pub(crate) fn table(cells: &[Cell], records: &[Vec<TaskRecord>]) -> String {
     let mut out = String::from(
-        "| strategy | faults | server dedup | tasks passed | duplicate effects | tool calls | model calls |\n\
-         |---|---|---|---|---|---|---|\n",
+        "| strategy | faults | server dedup | tasks passed | duplicate effects | tool calls | model calls | late answers |\n\
+         |---|---|---|---|---|---|---|---|\n",
     );
     for (cell, records) in cells.iter().zip(records) {
         let n = records.len().max(1);
         let tool_calls: u64 = records.iter().map(|r| r.tool_calls).sum();
         let model_calls: u64 = records.iter().map(|r| r.model_calls).sum();
+        let late: u64 = records.iter().map(|r| r.late_answers).sum();
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} / {} ({:.1}%) | {} | {} | {} |",
+            "| {} | {} | {} | {} / {} ({:.1}%) | {} | {} | {} | {late} |",
             cell.strategy.name(),
             pct(cell.rate),
             if cell.dedup { "on" } else { "off" },

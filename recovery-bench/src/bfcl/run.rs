@@ -25,6 +25,7 @@ pub(crate) struct TaskRecord {
     pub(crate) passed: bool,
     pub(crate) duplicates: u64,
     pub(crate) tool_calls: u64,
+    pub(crate) late_answers: u64,
     pub(crate) model_calls: u64,
     /// Why the checker failed it, and how each run of its turns that did not finish ended.
     pub(crate) why: Option<String>,
@@ -79,6 +80,7 @@ pub(crate) async fn run_task(
         passed: score.passed,
         duplicates: score.duplicates,
         tool_calls: score.tool_calls,
+        late_answers: score.late_answers,
         model_calls: model.calls(),
         why: score.why,
         run_errors,
