@@ -6,26 +6,49 @@
 //! chapter whose examples need a feature is tested with that feature on (`cargo test
 //! --workspace --all-features` turns every one on); without it the chapter's page says which.
 //!
-//! Start with the first three, then read the chapter of the task at hand:
+//! Read the first two, then the chapter of the task at hand; each chapter ends with a link to
+//! the one after it (in the files' order) and back here.
+//!
+//! **Start**
 //!
 //! | chapter | read it to |
 //! | --- | --- |
 //! | [`first_agent`] | set a project up, give tools state and per-run values, hold a conversation, or keep an agent loop of your own |
 //! | [`policies`] | write `on_error(...)` policies, see how they resolve, and know what happens when a tool or model call fails |
-//! | [`rig_users`] | keep rig's providers, tools and agent loop, and get these policies in them (feature `rig`) |
+//! | [`testing_policies`] | test your policies offline, on a scripted model and a paused clock |
+//!
+//! **Runs that last, and people in them**
+//!
+//! | chapter | read it to |
+//! | --- | --- |
 //! | [`durable_runs`] | make a run outlive its process: checkpoint stores, resume, idempotency keys |
 //! | [`person_in_the_loop`] | make a call wait for a person's approval, across a restart, with signed answers |
+//! | [`durable_runs_on_restate`] | run agents as Restate handlers (feature `restate`) |
+//!
+//! **Production**
+//!
+//! | chapter | read it to |
+//! | --- | --- |
+//! | [`production`] | check an agent before it ships, and see what the recovery buys |
 //! | [`many_agents`] | run a fleet: breakers keyed by upstream, retry budgets, shared state on Redis |
 //! | [`observing`] | read the spans, metrics and live event stream a run emits |
-//! | [`mcp`] | use MCP servers' tools under these policies, or serve yours (feature `mcp`) |
-//! | [`testing_policies`] | test your policies offline, on a scripted model and a paused clock |
-//! | [`production`] | check an agent before it ships, and see what the recovery buys |
-//! | [`structured_answers`] | get a typed answer, re-asked with its problems when it does not fit |
 //! | [`usage_limits`] | cap a run's requests, tokens, cost and tool calls; keep old failures short |
-//! | [`streaming`] | stream answers, and know what each stream fault becomes |
-//! | [`providers`] | call OpenAI-compatible servers and the Anthropic API |
 //! | [`safety`] | know what is redacted, sanitized, bounded and caught on the error path |
-//! | [`durable_runs_on_restate`] | run agents as Restate handlers (feature `restate`) |
+//!
+//! **Models, tools and other libraries**
+//!
+//! | chapter | read it to |
+//! | --- | --- |
+//! | [`rig_users`] | keep rig's providers, tools and agent loop, and get these policies in them (feature `rig`) |
+//! | [`mcp`] | use MCP servers' tools under these policies, or serve yours (feature `mcp`) |
+//! | [`providers`] | call OpenAI-compatible servers and the Anthropic API |
+//! | [`structured_answers`] | get a typed answer, re-asked with its problems when it does not fit |
+//! | [`streaming`] | stream answers, and know what each stream fault becomes |
+//!
+//! **This repository**
+//!
+//! | chapter | read it to |
+//! | --- | --- |
 //! | [`this_repository`] | run this repository's tests, and find your way in its layout |
 
 /// One chapter: a module whose docs are the chapter's file. A chapter whose examples need a

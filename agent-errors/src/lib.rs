@@ -88,6 +88,7 @@ pub mod policy;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "openai", feature = "anthropic"))))]
 pub mod provider;
+mod reconcile;
 pub mod redact;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -178,6 +179,7 @@ pub mod call {
     pub use crate::extensions::{Extensions, MissingContext};
     pub use crate::idempotency::{EffectKeyError, IdempotencyKey};
     pub use crate::output_check::{OutputCheck, OutputRejected};
+    pub use crate::reconcile::{ReconcileRequest, Reconciled};
     pub use crate::tool::{ToolFuture, ToolHandler};
 }
 
@@ -186,6 +188,7 @@ pub mod call {
 pub mod build {
     pub use crate::explain::Explanation;
     pub use crate::fix::{Fixer, FixerDef};
+    pub use crate::reconcile::{Reconciler, ReconcilerDef};
     pub use crate::registry::{ConfigError, ConfigProblem, RegistryBuilder};
 }
 

@@ -15,6 +15,8 @@
 //! old failures in what the model is sent, side by side).
 
 mod bench;
+#[cfg(feature = "bfcl")]
+mod bfcl;
 mod faults;
 mod metrics;
 mod model;
@@ -95,6 +97,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
 }
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("--bfcl") {
+        return bfcl_main();
+    }
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(args) => args,
         Err(e) => {
@@ -141,6 +146,17 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// The BFCL multi-turn grid, in a build with the `bfcl` feature.
+fn bfcl_main() -> ExitCode {
+    #[cfg(feature = "bfcl")]
+    return bfcl::main(std::env::args().skip(2));
+    #[cfg(not(feature = "bfcl"))]
+    {
+        eprintln!("recovery-bench: `--bfcl` needs the `bfcl` feature (`--features bfcl`)");
+        ExitCode::from(2)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

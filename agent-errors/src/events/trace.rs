@@ -11,6 +11,7 @@ use metrics::{Key, Label, Level, Metadata, counter, with_recorder};
 use super::label::{ACTION, ERROR_TYPE, LAYER, MODEL, OUTCOME};
 use super::{Event, ModelLayer, tool_keys};
 use crate::classify::ErrorKind;
+use crate::escapes::Visible;
 
 impl Event {
     /// The `tracing` event, at the level the event deserves.
@@ -23,7 +24,7 @@ impl Event {
                 delay,
             } => tracing::warn!(
                 event = "tool_retry",
-                gen_ai.tool.name = %tool,
+                gen_ai.tool.name = %Visible::of(tool),
                 agent_errors.attempt = attempt,
                 "error.type" = %kind,
                 agent_errors.delay_ms = delay.as_millis() as u64,
@@ -35,8 +36,8 @@ impl Event {
                 kind,
             } => tracing::info!(
                 event = "tool_rerun",
-                gen_ai.tool.name = %tool,
-                agent_errors.fixer = %fixer,
+                gen_ai.tool.name = %Visible::of(tool),
+                agent_errors.fixer = %Visible::of(fixer),
                 agent_errors.attempt = attempt,
                 "error.type" = %kind,
             ),
@@ -45,14 +46,14 @@ impl Event {
                 kind,
                 message,
             } => tracing::warn!(
-                event = "tool_failed", gen_ai.tool.name = %tool, "error.type" = %kind, message = %message
+                event = "tool_failed", gen_ai.tool.name = %Visible::of(tool), "error.type" = %kind, message = %Visible::of(message)
             ),
             Event::ToolFixed {
                 tool,
                 fixer,
                 attempt,
             } => tracing::info!(
-                event = "tool_fixed", gen_ai.tool.name = %tool, agent_errors.fixer = %fixer,
+                event = "tool_fixed", gen_ai.tool.name = %Visible::of(tool), agent_errors.fixer = %Visible::of(fixer),
                 agent_errors.attempt = attempt
             ),
             Event::Escalated {
@@ -60,7 +61,7 @@ impl Event {
                 reason,
                 severity,
             } => tracing::warn!(
-                event = "escalated", gen_ai.tool.name = %tool, reason = %reason, severity = %severity
+                event = "escalated", gen_ai.tool.name = %Visible::of(tool), reason = %Visible::of(reason), severity = %severity
             ),
             Event::FellBack {
                 tool,
@@ -69,28 +70,28 @@ impl Event {
                 kind,
             } => tracing::warn!(
                 event = "fell_back",
-                gen_ai.tool.name = %tool,
-                agent_errors.fallback.to = %to,
+                gen_ai.tool.name = %Visible::of(tool),
+                agent_errors.fallback.to = %Visible::of(to),
                 agent_errors.attempt = attempt,
                 "error.type" = %kind,
             ),
             Event::Degraded { tool } => {
-                tracing::warn!(event = "degraded", gen_ai.tool.name = %tool)
+                tracing::warn!(event = "degraded", gen_ai.tool.name = %Visible::of(tool))
             }
             Event::BreakerTripped { tool, failures } => {
-                tracing::error!(event = "breaker_tripped", gen_ai.tool.name = %tool, failures)
+                tracing::error!(event = "breaker_tripped", gen_ai.tool.name = %Visible::of(tool), failures)
             }
             Event::RetryBudgetExhausted { tool } => {
-                tracing::warn!(event = "retry_budget_exhausted", gen_ai.tool.name = %tool)
+                tracing::warn!(event = "retry_budget_exhausted", gen_ai.tool.name = %Visible::of(tool))
             }
             Event::Terminated { tool, kind } => tracing::error!(
-                event = "terminated", gen_ai.tool.name = %tool, "error.type" = %kind
+                event = "terminated", gen_ai.tool.name = %Visible::of(tool), "error.type" = %kind
             ),
             Event::PersonAsked { tool, answer } => {
-                tracing::info!(event = "person_asked", gen_ai.tool.name = %tool, answer)
+                tracing::info!(event = "person_asked", gen_ai.tool.name = %Visible::of(tool), answer)
             }
             Event::AnswerExpired { tool, call_id, .. } => tracing::warn!(
-                event = "answer_expired", gen_ai.tool.name = %tool, gen_ai.tool.call.id = %call_id
+                event = "answer_expired", gen_ai.tool.name = %Visible::of(tool), gen_ai.tool.call.id = %Visible::of(call_id)
             ),
             Event::LlmRetry {
                 layer,
@@ -112,8 +113,8 @@ impl Event {
                 kind,
             } => tracing::warn!(
                 event = "llm_fallback",
-                gen_ai.request.model = %from,
-                agent_errors.fallback.to = %to,
+                gen_ai.request.model = %Visible::of(from),
+                agent_errors.fallback.to = %Visible::of(to),
                 agent_errors.fallback.trigger = trigger,
                 agent_errors.attempt = attempts,
                 "error.type" = %kind,
@@ -122,23 +123,40 @@ impl Event {
                 event = "output_reask",
                 agent_errors.attempt = attempt,
                 "error.type" = ErrorKind::Validation.as_str(),
-                reason = %reason,
+                reason = %Visible::of(reason),
             ),
             Event::UsageLimitReached { limit } => {
                 tracing::warn!(event = "usage_limit_reached", limit = %limit)
             }
             Event::UsageMissing { model } => tracing::warn!(
                 event = "usage_missing",
-                gen_ai.response.model = %model,
+                gen_ai.response.model = %Visible::of(model),
                 "the response reported no usage: counted as the usage limits say"
             ),
             Event::UnknownNotRetried { tool } => tracing::warn!(
                 event = "unknown_not_retried",
-                gen_ai.tool.name = %tool,
-                "`{tool}` failed with an error of kind `unknown`, which its `retry` never retries: \
+                gen_ai.tool.name = %Visible::of(tool),
+                "`{}` failed with an error of kind `unknown`, which its `retry` never retries: \
                  return an error that says what it is (an `HttpError` with its status, an \
                  `io::Error`, a typed error with a `classify` rule, or text naming the status, \
-                 such as \"(503)\" or \"HTTP 503\"), or use `unknown = ...` in the policy"
+                 such as \"(503)\" or \"HTTP 503\"), or use `unknown = ...` in the policy",
+                Visible::of(tool),
+            ),
+            Event::Reconciled {
+                tool,
+                reconciler,
+                answer,
+            } => tracing::info!(
+                event = "reconciled",
+                gen_ai.tool.name = %tool,
+                reconciler = %reconciler,
+                answer = answer,
+            ),
+            Event::RepeatNotRun { tool, earlier_call } => tracing::warn!(
+                event = "repeat_not_run",
+                gen_ai.tool.name = %tool,
+                earlier_call = %earlier_call,
+                "a call whose outcome is unknown was asked for again: not run"
             ),
             Event::InterruptedRerun {
                 tool,
@@ -370,6 +388,10 @@ fn tool_counter(event: &Event) -> Option<ToolCounter<'_>> {
         ),
         Event::UnknownNotRetried { .. } => ("agent_errors.tool.unknown_not_retried", None),
         Event::InterruptedRerun { .. } => ("agent_errors.tool.interrupted_reruns", None),
+        Event::Reconciled { answer, .. } => {
+            ("agent_errors.tool.reconciled", Some(("answer", *answer)))
+        }
+        Event::RepeatNotRun { .. } => ("agent_errors.tool.repeats_not_run", None),
         _ => return None,
     })
 }

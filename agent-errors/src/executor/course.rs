@@ -20,6 +20,7 @@ use crate::error::ToolError;
 use crate::events::Event;
 use crate::extensions::Extensions;
 use crate::policy::{PolicyKey, ResolvedPolicy};
+use crate::reconcile::Reconciled;
 use crate::registry::Registry;
 use crate::tool::ToolDef;
 
@@ -40,6 +41,13 @@ pub(super) async fn run(
         return unknown_tool(registry, ctx, call);
     };
     let progress = start.progress();
+    // A repeat of a call whose outcome is unknown is answered, not run. Only a tool that is not
+    // idempotent, in a run where some call's outcome is unknown, looks it up.
+    if progress.is_none() && !tool.is_idempotent() && ctx.learnt().any_unknown() {
+        if let Some(answer) = Box::pin(super::unknown::repeat(registry, ctx, tool, call)).await {
+            return answer;
+        }
+    }
     // The arguments the call sends: its own, or those a fixer wrote before the process stopped.
     let sent = match progress.and_then(|p| p.arguments.as_ref()) {
         Some(arguments) => Cow::Owned(arguments.clone()),
@@ -59,12 +67,7 @@ pub(super) async fn run(
             Err(Blocked::Refused(refused)) => Err(refused),
             Err(Blocked::Ask) => {
                 asked = true;
-                let asking = Asking {
-                    forced: None,
-                    key: None,
-                    progress: before_first(progress),
-                    awaited: None,
-                };
+                let asking = asking_first(progress);
                 let through = gate::through(ctx, tool, call, sent.clone(), &mut approved, asking);
                 Box::pin(through).await
             }
@@ -210,8 +213,17 @@ impl<'a> Course<'a> {
                 .run()
                 .await;
         }
-        // Idempotent: the attempt that was running is made again, in the place it was made,
-        // and said so (the tool may see the call twice).
+        // Idempotent: a reconciler that knows the call took effect answers it; otherwise the
+        // attempt that was running is made again, in the place it was made, and said so (the
+        // tool may see the call twice).
+        if let Some(reconciler) = self.registry.reconciler_of(self.entry.0) {
+            let (tool, id) = (self.entry.0.name(), &*self.call.id);
+            let reason = CallInterrupted.to_string();
+            let asked = super::unknown::reconcile(self.ctx, reconciler, tool, id, &raw, &reason);
+            if let Reconciled::Happened(output) = asked.await {
+                return Handled::Ok(output);
+            }
+        }
         self.ctx.events().emit(Event::InterruptedRerun {
             tool: cleared.tool().name().to_owned(),
             call_id: self.call.id.to_string(),
@@ -295,6 +307,16 @@ async fn ask_again<'a>(
         awaited: Some(waiting.pending.clone()),
     };
     gate::through(ctx, tool, call, sent.clone(), approved, asking).await
+}
+
+/// What a person is asked about a call's first try, as the rules require it.
+fn asking_first(progress: Option<&CallProgress>) -> Asking {
+    Asking {
+        forced: None,
+        key: None,
+        progress: before_first(progress),
+        awaited: None,
+    }
 }
 
 /// How far a call got before its first try: what a wait for a person saves.

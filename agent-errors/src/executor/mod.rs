@@ -38,6 +38,7 @@ mod outcome;
 mod permission;
 mod resume;
 mod timer;
+mod unknown;
 
 use std::future::poll_fn;
 use std::pin::pin;

@@ -365,7 +365,7 @@ impl<O: AgentOutput> AgentInner<O> {
         ctx.events().close();
         if let Err(error) = &result {
             let error = crate::redact::redact(&error.to_string()).into_owned();
-            tracing::warn!(%error, "run ended without an output");
+            tracing::warn!(error = %crate::escapes::Visible::of(&error), "run ended without an output");
         }
         let report = RunReport {
             events: ctx.events().take(),
