@@ -13,8 +13,33 @@ use super::{Event, ModelLayer, tool_keys};
 use crate::classify::ErrorKind;
 
 impl Event {
-    /// The `tracing` event, at the level the event deserves.
+    /// The `tracing` event, at the level the event deserves, named by [`Event::name`].
     pub(crate) fn trace(&self) {
+        let event = self.name();
+        match self {
+            Event::ToolRetry { .. }
+            | Event::ToolRerun { .. }
+            | Event::ToolFailed { .. }
+            | Event::ToolFixed { .. }
+            | Event::Escalated { .. }
+            | Event::FellBack { .. }
+            | Event::Degraded { .. }
+            | Event::BreakerTripped { .. }
+            | Event::RetryBudgetExhausted { .. }
+            | Event::Terminated { .. } => self.trace_tool(event),
+            Event::PersonAsked { .. }
+            | Event::AnswerExpired { .. }
+            | Event::LlmRetry { .. }
+            | Event::LlmFallback { .. }
+            | Event::OutputReask { .. }
+            | Event::UsageLimitReached { .. }
+            | Event::UsageMissing { .. }
+            | Event::UnknownNotRetried { .. } => self.trace_run(event),
+        }
+    }
+
+    /// [`Event::trace`] of an event of a tool's ladder.
+    fn trace_tool(&self, event: &'static str) {
         match self {
             Event::ToolRetry {
                 tool,
@@ -22,7 +47,7 @@ impl Event {
                 kind,
                 delay,
             } => tracing::warn!(
-                event = "tool_retry",
+                event,
                 gen_ai.tool.name = %tool,
                 agent_errors.attempt = attempt,
                 "error.type" = %kind,
@@ -34,7 +59,7 @@ impl Event {
                 attempt,
                 kind,
             } => tracing::info!(
-                event = "tool_rerun",
+                event,
                 gen_ai.tool.name = %tool,
                 agent_errors.fixer = %fixer,
                 agent_errors.attempt = attempt,
@@ -45,14 +70,14 @@ impl Event {
                 kind,
                 message,
             } => tracing::warn!(
-                event = "tool_failed", gen_ai.tool.name = %tool, "error.type" = %kind, message = %message
+                event, gen_ai.tool.name = %tool, "error.type" = %kind, message = %message
             ),
             Event::ToolFixed {
                 tool,
                 fixer,
                 attempt,
             } => tracing::info!(
-                event = "tool_fixed", gen_ai.tool.name = %tool, agent_errors.fixer = %fixer,
+                event, gen_ai.tool.name = %tool, agent_errors.fixer = %fixer,
                 agent_errors.attempt = attempt
             ),
             Event::Escalated {
@@ -60,7 +85,7 @@ impl Event {
                 reason,
                 severity,
             } => tracing::warn!(
-                event = "escalated", gen_ai.tool.name = %tool, reason = %reason, severity = %severity
+                event, gen_ai.tool.name = %tool, reason = %reason, severity = %severity
             ),
             Event::FellBack {
                 tool,
@@ -68,29 +93,38 @@ impl Event {
                 attempt,
                 kind,
             } => tracing::warn!(
-                event = "fell_back",
+                event,
                 gen_ai.tool.name = %tool,
                 agent_errors.fallback.to = %to,
                 agent_errors.attempt = attempt,
                 "error.type" = %kind,
             ),
             Event::Degraded { tool } => {
-                tracing::warn!(event = "degraded", gen_ai.tool.name = %tool)
+                tracing::warn!(event, gen_ai.tool.name = %tool)
             }
             Event::BreakerTripped { tool, failures } => {
-                tracing::error!(event = "breaker_tripped", gen_ai.tool.name = %tool, failures)
+                tracing::error!(event, gen_ai.tool.name = %tool, failures)
             }
             Event::RetryBudgetExhausted { tool } => {
-                tracing::warn!(event = "retry_budget_exhausted", gen_ai.tool.name = %tool)
+                tracing::warn!(event, gen_ai.tool.name = %tool)
             }
             Event::Terminated { tool, kind } => tracing::error!(
-                event = "terminated", gen_ai.tool.name = %tool, "error.type" = %kind
+                event, gen_ai.tool.name = %tool, "error.type" = %kind
             ),
+            // The other events: traced by `trace_run`.
+            _ => {}
+        }
+    }
+
+    /// [`Event::trace`] of the other events: a person's answers, the model's turns, the output,
+    /// the run's usage and a policy's warning.
+    fn trace_run(&self, event: &'static str) {
+        match self {
             Event::PersonAsked { tool, answer } => {
-                tracing::info!(event = "person_asked", gen_ai.tool.name = %tool, answer)
+                tracing::info!(event, gen_ai.tool.name = %tool, answer)
             }
             Event::AnswerExpired { tool, call_id, .. } => tracing::warn!(
-                event = "answer_expired", gen_ai.tool.name = %tool, gen_ai.tool.call.id = %call_id
+                event, gen_ai.tool.name = %tool, gen_ai.tool.call.id = %call_id
             ),
             Event::LlmRetry {
                 layer,
@@ -98,7 +132,7 @@ impl Event {
                 delay,
                 kind,
             } => tracing::warn!(
-                event = "llm_retry",
+                event,
                 agent_errors.layer = %layer,
                 agent_errors.attempt = attempt,
                 "error.type" = %kind,
@@ -111,7 +145,7 @@ impl Event {
                 attempts,
                 kind,
             } => tracing::warn!(
-                event = "llm_fallback",
+                event,
                 gen_ai.request.model = %from,
                 agent_errors.fallback.to = %to,
                 agent_errors.fallback.trigger = trigger,
@@ -119,27 +153,29 @@ impl Event {
                 "error.type" = %kind,
             ),
             Event::OutputReask { attempt, reason } => tracing::warn!(
-                event = "output_reask",
+                event,
                 agent_errors.attempt = attempt,
                 "error.type" = ErrorKind::Validation.as_str(),
                 reason = %reason,
             ),
             Event::UsageLimitReached { limit } => {
-                tracing::warn!(event = "usage_limit_reached", limit = %limit)
+                tracing::warn!(event, limit = %limit)
             }
             Event::UsageMissing { model } => tracing::warn!(
-                event = "usage_missing",
+                event,
                 gen_ai.response.model = %model,
                 "the response reported no usage: counted as the usage limits say"
             ),
             Event::UnknownNotRetried { tool } => tracing::warn!(
-                event = "unknown_not_retried",
+                event,
                 gen_ai.tool.name = %tool,
                 "`{tool}` failed with an error of kind `unknown`, which its `retry` never retries: \
                  return an error that says what it is (an `HttpError` with its status, an \
                  `io::Error`, a typed error with a `classify` rule, or text naming the status, \
                  such as \"(503)\" or \"HTTP 503\"), or use `unknown = ...` in the policy"
             ),
+            // A tool's ladder's events: traced by `trace_tool`.
+            _ => {}
         }
     }
 
