@@ -12,6 +12,7 @@
 //! | `hang` | never answers; counts the calls and the cancellations it receives |
 //! | `hangs` | answers `"<hang calls started> <hang calls cancelled>"` |
 //! | `meta` | answers the request's `_meta`, as JSON |
+//! | `flaky {marker, failures}` | answers `isError` "HTTP 503 Service Unavailable" the first `failures` times (counted in the file `marker`), then `ok after N failures`; every attempt appends the idempotency key its `_meta` carried to `marker.keys` |
 //!
 //! `MCP_FAULT_LIST` makes `tools/list` fail too: `hang` never answers it, `huge` answers 100,000
 //! tools (one reply line of about 30 MB, over the client transport's 16 MiB line limit, so it
@@ -105,6 +106,7 @@ impl ServerHandler for FaultServer {
             tool("hang", json!({})),
             tool("hangs", json!({})),
             tool("meta", json!({})),
+            tool("flaky", json!({ "marker": string, "failures": integer })),
         ]))
     }
 
@@ -139,6 +141,7 @@ impl ServerHandler for FaultServer {
             "fail" => error_text(string_arg(&args, "text")),
             "hang" => self.hang(context).await,
             "meta" => text(Value::Object(context.meta.0.0.clone()).to_string()),
+            "flaky" => flaky(&args, &context),
             "hangs" => text(format!(
                 "{} {}",
                 self.hangs.load(Ordering::SeqCst),
@@ -150,6 +153,40 @@ impl ServerHandler for FaultServer {
             )),
         }
     }
+}
+
+/// The `flaky` tool: fails with a 503 until it has failed `failures` times.
+fn flaky(
+    args: &JsonObject,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
+    use std::io::Write as _;
+    let marker = string_arg(args, "marker");
+    let failures = args.get("failures").and_then(Value::as_u64).unwrap_or(1);
+    let key = context
+        .meta
+        .0
+        .0
+        .get("agent-errors/idempotency-key")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    if let Ok(mut keys) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(format!("{marker}.keys"))
+    {
+        let _ = writeln!(keys, "{key}");
+    }
+    let failed: u64 = std::fs::read_to_string(&marker)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0);
+    if failed < failures {
+        let _ = std::fs::write(&marker, (failed + 1).to_string());
+        return error_text("HTTP 503 Service Unavailable");
+    }
+    text(format!("ok after {failed} failures"))
 }
 
 #[tokio::main(flavor = "current_thread")]

@@ -208,6 +208,32 @@ impl RunContext {
         self
     }
 
+    /// Holds every tool call made with this context to `limits`' tool-call caps
+    /// ([`max_tool_calls`](crate::run::UsageLimits::max_tool_calls) and
+    /// [`max_calls_of`](crate::run::UsageLimits::max_calls_of)): each run of a tool body counts,
+    /// retries and fallbacks included, and past a cap the body does not run, the call answers
+    /// the cap, and the context is halted (its later calls answer "operation cancelled"), as an
+    /// agent run ends at a cap. For an agent loop of your own, or a session of many calls
+    /// treated as one run (an MCP proxy's). Caps on model requests, tokens and cost count the
+    /// model calls an agent makes; a context used only with
+    /// [`Registry::execute`](crate::Registry::execute) makes none.
+    ///
+    /// ```
+    /// use agent_errors::RunContext;
+    /// use agent_errors::run::UsageLimits;
+    ///
+    /// let session = RunContext::new()
+    ///     .with_run_id("session-7")
+    ///     .with_usage_limits(UsageLimits::new().max_tool_calls(100).max_calls_of("refund", 1));
+    /// assert_eq!(session.run_id(), Some("session-7"));
+    /// ```
+    #[must_use]
+    pub fn with_usage_limits(mut self, limits: crate::run::UsageLimits) -> Self {
+        let meter = RunMeter::for_run(&Arc::new(limits), &RunMeter::default());
+        self.limits = RunLimits::new(*self.limits.limits(), meter);
+        self
+    }
+
     /// Gives the run these values: tools and fixers ask for them with a
     /// [`Ctx<T>`](crate::Ctx) parameter, the permission hook reads them too.
     #[must_use]
@@ -269,6 +295,23 @@ impl RunContext {
     /// The cancellation handle.
     pub fn cancellation(&self) -> &Cancellation {
         self.halt.cancellation()
+    }
+
+    /// Whether the run is over for its calls: cancelled, or halted because a call reached a
+    /// usage cap or ended the run while others ran. Every call made with it from then on
+    /// answers "operation cancelled": a loop of your own (or a session of many calls) checks
+    /// this to say why.
+    ///
+    /// ```
+    /// use agent_errors::RunContext;
+    ///
+    /// let ctx = RunContext::new();
+    /// assert!(!ctx.is_stopped());
+    /// ctx.cancellation().cancel();
+    /// assert!(ctx.is_stopped());
+    /// ```
+    pub fn is_stopped(&self) -> bool {
+        self.halt.is_halted()
     }
 
     /// Whether `degrade` dropped this tool in this run.
