@@ -46,9 +46,10 @@
 //! * one key per error kind (`transient`, `timeout`, `quota`, `server_error`, `auth`,
 //!   `not_found`, `validation`, `bug`, `unknown`): the tool ran and failed with that kind; the
 //!   entry takes precedence over `execution`.
-//! * `outcome_unknown`: a resumed durable run found the call interrupted by a crash, its result
-//!   never recorded (and the tool not `idempotent`). Like `auth`, only its own entry answers
-//!   it, never `execution`; built-in: `escalate`.
+//! * `outcome_unknown`: whether the call took effect is unknown: a resumed durable run found it
+//!   interrupted by a crash, its result never recorded (and the tool not `idempotent`), or the
+//!   tool's reconciler could not tell after a failure that may have reached the service. Like
+//!   `auth`, only its own entry answers it, never `execution`; built-in: `escalate`.
 //!
 //! `run_breaker` is not a key but the per-run breaker's rule for the tool (the breaker that
 //! counts a tool's consecutive failures in one run, 3 unless the agent's `breaker_threshold`
@@ -181,6 +182,12 @@ use proc_macro::TokenStream;
 /// * `blocking`: says that the body blocks its thread. Every plain `fn` is run that way,
 ///   marked or not (see [the function](#the-function)), so it changes nothing there; an
 ///   `async fn` must not block, and `blocking` on one is a compile error.
+/// * `reconcile = "check_refund"`: the reconciler asked whether a call took effect when its
+///   outcome is unknown (a crash mid-call, a timeout or a connection dropped once the request
+///   was sent), before anything else: it answers that the call happened (with its result),
+///   did not (the call runs, with the same idempotency key) or is still unknown (the
+///   `outcome_unknown` policy answers). Given to the agent with `.reconciler(..)` under that
+///   name; a name the agent lacks is refused when it is built.
 /// * `breaker = "weather-api"`: the upstream the tool depends on. Tools naming the same key share
 ///   one service breaker, so two tools on one failing API open together; by default a tool's
 ///   breaker is keyed by its own name.

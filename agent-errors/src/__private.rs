@@ -151,6 +151,8 @@ pub struct ToolSpec {
     pub unique_keys: bool,
     /// The check on its successful outputs, if it declares one.
     pub output_check: Option<OutputCheckSpec>,
+    /// The reconciler it names, if it names one.
+    pub reconcile: Option<&'static str>,
 }
 
 /// A `#[tool(output_check = ...)]`, as a static can hold it.
@@ -205,6 +207,10 @@ fn with_spec(def: ToolDef, spec: &'static ToolSpec, crate_defaults: Option<Polic
     };
     let def = match spec.output_check {
         Some(check) => def.with_output_check(check.check()),
+        None => def,
+    };
+    let def = match spec.reconcile {
+        Some(name) => def.with_reconcile(name),
         None => def,
     };
     match spec.timeout {

@@ -20,10 +20,16 @@
 //! refused for it, reported as a [`PersonAsked`](crate::events::Event::PersonAsked) event
 //! answered `refused`.
 //!
-//! A person sees what they approve: [`PendingApproval::arguments`] is the whole argument set,
-//! sanitized and redacted, up to [`MAX_SHOWN_CHARS`]. A longer set is shown cut, the question
-//! says so ([`PendingApproval::arguments_cut`]), and a plain [`Decision::Approve`] of it is
-//! refused: running what a person could not read takes [`Decision::ApproveUnseen`].
+//! A person sees what they approve: [`PendingApproval::arguments`] is the whole argument set as
+//! the tool receives it, character for character, up to [`MAX_SHOWN_CHARS`], with two
+//! exceptions the question owns up to. A character a screen shows as nothing or that moves
+//! text (zero-width, bidirectional controls, control characters, whitespace other than a space,
+//! tab or line break) is written as its escape, `\u{200d}`, and a value that looks like a
+//! secret as `[REDACTED]`: either sets [`PendingApproval::arguments_altered`]. A longer set is
+//! shown cut, and the question says so ([`PendingApproval::arguments_cut`]). A plain
+//! [`Decision::Approve`] of a question that is cut or altered is refused (the call is denied):
+//! running what a person could not read as it is takes [`Decision::ApproveUnseen`], or
+//! [`Decision::ApproveWith`] of the whole arguments.
 //!
 //! "Later" holds no process: a checkpointed run ends with
 //! [`RunError::WaitingForPerson`](crate::RunError::WaitingForPerson), naming the calls that wait,
@@ -38,16 +44,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 mod answer;
 mod digest;
+mod ledger;
+mod shown;
 
 pub use answer::{Answer, AnswerError, AnswerKey, MAX_ANSWER_BYTES};
 pub(crate) use answer::{AnswerClock, OTHER_QUESTION, Taken, Verdict, judge};
 use digest::digest;
+pub(crate) use shown::{Shown, shown};
 
 use serde::{Deserialize, Serialize};
 
 use crate::chat::ToolCall;
 use crate::classify::ErrorKind;
 use crate::error::BoxFuture;
+use crate::escapes::Visible;
 use crate::events::{Event, EventLog};
 use crate::extensions::Extensions;
 
@@ -77,9 +87,11 @@ use crate::extensions::Extensions;
 pub enum Decision {
     /// Run the call with its arguments as they are.
     Approve,
-    /// Run the call with its arguments as they are, though the question showed them cut
-    /// ([`PendingApproval::arguments_cut`]): the only approval a cut question takes. On a
-    /// question shown whole it is [`Decision::Approve`].
+    /// Run the call with its arguments as they are, though the question did not show them
+    /// character for character: cut ([`PendingApproval::arguments_cut`]) or altered
+    /// ([`PendingApproval::arguments_altered`], a value redacted or a character escaped). The
+    /// only approval such a question takes; on a question shown whole it is
+    /// [`Decision::Approve`].
     ApproveUnseen,
     /// Run the call with these arguments (JSON text) instead: a person edited them. They pass
     /// the same checks as the model's would, the permission hook included.
@@ -149,8 +161,10 @@ pub struct PendingApproval {
     pub call_id: String,
     /// The tool it calls.
     pub tool: String,
-    /// Its arguments as shown to a person: the whole set, sanitized and redacted, up to
-    /// [`MAX_SHOWN_CHARS`] characters; past that, cut ([`arguments_cut`](Self::arguments_cut)).
+    /// Its arguments as shown to a person: the whole set as the tool receives it, up to
+    /// [`MAX_SHOWN_CHARS`] characters, past that cut ([`arguments_cut`](Self::arguments_cut)),
+    /// with invisible and text-moving characters escaped (`\u{200d}`) and values that look
+    /// like secrets redacted ([`arguments_altered`](Self::arguments_altered)).
     /// Approving runs the call with its own arguments; to change them, answer
     /// [`Decision::ApproveWith`].
     pub arguments: String,
@@ -159,6 +173,14 @@ pub struct PendingApproval {
     /// is, or [`Decision::ApproveWith`] its whole arguments as an edit.
     #[serde(default)]
     pub arguments_cut: bool,
+    /// Whether [`arguments`](Self::arguments) differs from what the tool receives in the part
+    /// shown: a value that looks like a secret is shown as `[REDACTED]`, or a character a
+    /// screen would not show is written as its escape (`\u{200d}` for a zero-width joiner). A
+    /// plain [`Decision::Approve`] is then refused (the call is denied), as for a cut question:
+    /// [`Decision::ApproveUnseen`] runs the call as it is, [`Decision::ApproveWith`] runs the
+    /// arguments a person wrote.
+    #[serde(default)]
+    pub arguments_altered: bool,
     /// Why it waits.
     pub reason: WaitReason,
     /// What the question is: a SHA-256 (hex) of the tool, the whole arguments it would receive
@@ -218,25 +240,27 @@ impl PendingApproval {
             tool,
             arguments,
             arguments_cut: false,
+            arguments_altered: false,
             reason,
             digest,
         }
     }
 
-    /// The question for a call sending `sent` to `tool`, shown as `shown` (`cut` when it is not
-    /// the whole set): the digest covers what the tool would receive, not what was shown.
+    /// The question for a call sending `sent` to `tool`, shown as `shown`: the digest covers
+    /// what the tool would receive, not what was shown.
     pub(crate) fn asked(
         call_id: &str,
         tool: &str,
         sent: &str,
-        (shown, cut): (String, bool),
+        shown: Shown,
         reason: WaitReason,
     ) -> Self {
         PendingApproval {
             call_id: call_id.to_owned(),
             tool: tool.to_owned(),
-            arguments: shown,
-            arguments_cut: cut,
+            arguments: shown.text,
+            arguments_cut: shown.cut,
+            arguments_altered: shown.altered,
             digest: digest(tool, sent, &reason),
             reason,
         }
@@ -398,10 +422,10 @@ impl ApprovalContext<'_> {
 /// Reports an answer refused for `pending` (`why` says why), which is asked again.
 pub(crate) fn refused(events: &EventLog, pending: &PendingApproval, why: &str) {
     tracing::warn!(
-        tool = %pending.tool,
-        call_id = %pending.call_id,
+        tool = %Visible::of(&pending.tool),
+        call_id = %Visible::of(&pending.call_id),
         "an answer given for call {} {why}: refused, the call is asked again",
-        pending.call_id,
+        Visible::of(&pending.call_id),
     );
     let tool = pending.tool.clone();
     events.emit(Event::PersonAsked {

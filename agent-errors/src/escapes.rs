@@ -1,6 +1,8 @@
 //! Terminal escape sequences, removed the way a terminal parses them: the first step of both
 //! sanitizing (what a model sees) and redacting (a secret right after an escape sequence must
-//! not hide behind it).
+//! not hide behind it). And [`Visible`], text from outside as a log line or span field holds it.
+
+use std::fmt::{self, Write as _};
 
 const ESC: char = '\u{1b}';
 const BEL: char = '\u{07}';
@@ -141,4 +143,92 @@ fn ground(c: char, out: &mut String) -> State {
             State::Ground
         }
     }
+}
+
+/// The most characters of one outside text a log line or span field holds.
+pub(crate) const MAX_LOGGED_CHARS: usize = 2048;
+
+/// Text from outside (a model-written call id or tool name, a server's message, an error's
+/// words) as a `tracing` field shows it: every control character (a line break, an ESC), every
+/// whitespace but a space and every character a screen shows as nothing written as its escape
+/// (`\u{1b}`), and at most a bound of characters, so the text cannot start a forged log line,
+/// move a terminal's cursor or hide in a field. Formatted only when a subscriber records it.
+pub(crate) struct Visible<T>(pub(crate) T, pub(crate) usize);
+
+impl<T: fmt::Display> Visible<T> {
+    /// `text`, up to [`MAX_LOGGED_CHARS`].
+    pub(crate) fn of(text: T) -> Self {
+        Visible(text, MAX_LOGGED_CHARS)
+    }
+}
+
+impl<T: fmt::Display> fmt::Display for Visible<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = Escaping {
+            out: f,
+            left: self.1,
+            cut: false,
+        };
+        write!(out, "{}", self.0)?;
+        if out.cut {
+            out.out.write_str("…")?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes through to a formatter, escaping what [`unseen`] names and counting characters.
+struct Escaping<'a, 'b> {
+    out: &'a mut fmt::Formatter<'b>,
+    left: usize,
+    cut: bool,
+}
+
+impl fmt::Write for Escaping<'_, '_> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        for c in text.chars() {
+            if self.left == 0 {
+                self.cut = true;
+                return Ok(());
+            }
+            self.left -= 1;
+            if unseen(c) {
+                write!(self.out, "\\u{{{:x}}}", u32::from(c))?;
+            } else {
+                self.out.write_char(c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A character a log line must not hold as it is: a control, whitespace other than a space, or
+/// a character drawn as nothing (format characters, the bidirectional controls, variation
+/// selectors, fillers, private use and unassigned planes' tags).
+fn unseen(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
+    c.is_control()
+        || c.is_whitespace()
+        || matches!(
+            c,
+            '\u{ad}'
+                | '\u{34f}'
+                | '\u{61c}'
+                | '\u{115f}'..='\u{1160}'
+                | '\u{17b4}'..='\u{17b5}'
+                | '\u{180b}'..='\u{180f}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2060}'..='\u{206f}'
+                | '\u{2800}'
+                | '\u{3164}'
+                | '\u{e000}'..='\u{f8ff}'
+                | '\u{fe00}'..='\u{fe0f}'
+                | '\u{feff}'
+                | '\u{ffa0}'
+                | '\u{fff0}'..='\u{fffb}'
+                | '\u{e0000}'..='\u{10ffff}'
+        )
 }

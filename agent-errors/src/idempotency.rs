@@ -183,6 +183,16 @@ impl IdempotencyKey {
     }
 }
 
+/// The hash that names the effect of calling `tool` with `args`, in 32 lowercase hex digits: the
+/// same as the hash in [`IdempotencyKey::for_effect`]'s key, so arguments that differ only in key
+/// order, whitespace or number spelling name one effect. `None` when the arguments are not JSON.
+pub(crate) fn effect_hash(tool: &str, raw_args: &str) -> Option<String> {
+    let args: serde_json::Value = serde_json::from_str(raw_args).ok()?;
+    let effect = serde_json::Value::Array(vec![serde_json::Value::from(tool), args]);
+    let digest = digest::canonical_digest(&effect).ok()?;
+    Some(format!("{digest:032x}"))
+}
+
 /// Why [`IdempotencyKey::for_effect`] could not name an effect.
 ///
 /// # Examples
@@ -379,6 +389,22 @@ mod tests {
         let args: serde_json::Value = serde_json::from_str(&text).unwrap();
         let key = call_key("run-7").for_effect("t", &args).unwrap();
         assert!(key.call_id().starts_with("effect-"));
+    }
+
+    #[test]
+    fn the_effect_hash_of_argument_text_is_the_effect_keys() {
+        let args = r#"{ "summary": "refund",
+            "customer_id": 42.0 }"#;
+        let key = call_key("run-7")
+            .for_effect(
+                "create_ticket",
+                &json!({"customer_id": 42, "summary": "refund"}),
+            )
+            .unwrap();
+        let hash = effect_hash("create_ticket", args).unwrap();
+        assert_eq!(key.call_id(), format!("effect-{hash}"));
+        assert_ne!(effect_hash("send_email", args), Some(hash));
+        assert_eq!(effect_hash("create_ticket", "{not json"), None);
     }
 
     #[test]

@@ -46,8 +46,8 @@
 //! Where to start: [`tool`](macro@tool) and [`policy!`] for policies, [`Agent`] for the loop,
 //! [`Registry::execute`] to run calls inside an agent loop of your own, [`classify`] for how a
 //! failure is read, [`checkpoint`] for durable runs, [`llm`] for model-call recovery. The
-//! repository's README walks through every part; its `ARCHITECTURE.md` shows how the modules
-//! stack.
+//! [`guide`] walks through every part, a chapter per task; the repository's `ARCHITECTURE.md`
+//! shows how the modules stack.
 #![warn(missing_docs)]
 #![deny(unreachable_pub)]
 // docs.rs builds with `--cfg docsrs` on nightly: every feature-gated item gets a badge naming
@@ -72,6 +72,7 @@ mod executor;
 mod explain;
 mod extensions;
 mod fix;
+pub mod guide;
 mod idempotency;
 pub mod llm;
 #[cfg(feature = "mcp")]
@@ -87,6 +88,7 @@ pub mod policy;
 #[cfg(feature = "_provider")]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "openai", feature = "anthropic"))))]
 pub mod provider;
+mod reconcile;
 pub mod redact;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -177,6 +179,7 @@ pub mod call {
     pub use crate::extensions::{Extensions, MissingContext};
     pub use crate::idempotency::{EffectKeyError, IdempotencyKey};
     pub use crate::output_check::{OutputCheck, OutputRejected};
+    pub use crate::reconcile::{ReconcileRequest, Reconciled};
     pub use crate::tool::{ToolFuture, ToolHandler};
 }
 
@@ -185,6 +188,7 @@ pub mod call {
 pub mod build {
     pub use crate::explain::Explanation;
     pub use crate::fix::{Fixer, FixerDef};
+    pub use crate::reconcile::{Reconciler, ReconcilerDef};
     pub use crate::registry::{ConfigError, ConfigProblem, RegistryBuilder};
 }
 

@@ -321,7 +321,7 @@ pub fn suggestion(kind: ErrorKind) -> &'static str {
             "Unexpected error. Do not retry with identical arguments; try a different approach or tool, or tell the user."
         }
         ErrorKind::OutcomeUnknown => {
-            "The call was interrupted and may or may not have taken effect. Check whether it did (look it up) before calling it again, or tell the user."
+            "The call may or may not have taken effect. Do not call it again with the same arguments (a repeat is not run): check whether it happened with a tool that only reads, or ask the user."
         }
     }
 }

@@ -75,6 +75,7 @@ pub(super) enum ToolArg {
     Timeout(Named<DurationLit>),
     Breaker(Named<LitStr>),
     OutputCheck(Named<OutputCheckValue>),
+    Reconcile(Named<LitStr>),
     OnError(Ident, PolicyNode),
     Crate(Named<CratePath>),
 }
@@ -93,6 +94,7 @@ impl Parse for ToolArg {
                 "timeout",
                 "breaker",
                 "output_check",
+                "reconcile",
                 "on_error",
                 "crate",
             ],
@@ -135,6 +137,7 @@ impl Parse for ToolArg {
                 ToolArg::Breaker(key)
             }
             "output_check" => ToolArg::OutputCheck(Named::parse_after(ident, input)?),
+            "reconcile" => ToolArg::Reconcile(reconcile_name(ident, input)?),
             "crate" => ToolArg::Crate(Named::parse_after(ident, input)?),
             _ => {
                 let policy = parse_on_error(input, &ident)?;
@@ -264,6 +267,35 @@ impl ArgValue for OutputCheckValue {
     }
 }
 
+/// The value of `reconcile = "name"`: the name a reconciler is given to the agent under, as a
+/// string that is not blank. A path or a name without quotes says how to write it.
+fn reconcile_name(ident: Ident, input: ParseStream<'_>) -> syn::Result<Named<LitStr>> {
+    let usage = "write `reconcile = \"check_refund\"`, the name of a reconciler given to the \
+                 agent with `.reconciler(ReconcilerDef::from_fn(\"check_refund\", ..))`";
+    if !input.peek(Token![=]) {
+        return Err(syn::Error::new(
+            ident.span(),
+            format_args!("`reconcile` needs the reconciler's name: {usage}"),
+        ));
+    }
+    let fork = input.fork();
+    let _: Token![=] = fork.parse()?;
+    if !fork.peek(LitStr) {
+        return Err(syn::Error::new(
+            fork.span(),
+            format_args!("expected the reconciler's name as a string: {usage}"),
+        ));
+    }
+    let name: Named<LitStr> = Named::parse_after(ident, input)?;
+    if name.value.value().trim().is_empty() {
+        return Err(syn::Error::new(
+            name.value.span(),
+            format_args!("a reconciler's name cannot be empty: {usage}"),
+        ));
+    }
+    Ok(name)
+}
+
 /// A flag such as `optional`: its presence says it all, so a value after it is an error.
 fn flag(ident: Ident, input: ParseStream<'_>) -> syn::Result<Ident> {
     if input.peek(Token![=]) {
@@ -288,6 +320,9 @@ pub(crate) struct ToolArgs {
     pub(crate) timeout: Option<DurationLit>,
     pub(crate) breaker: Option<LitStr>,
     pub(crate) output_check: Option<OutputCheckValue>,
+    /// `reconcile = "name"`: the reconciler asked whether a call whose outcome is unknown took
+    /// effect.
+    pub(crate) reconcile: Option<LitStr>,
     pub(crate) on_error: Option<PolicyNode>,
     pub(crate) krate: Path,
 }
@@ -304,6 +339,7 @@ impl ToolArgs {
         let mut timeout = SetOnce::new("argument");
         let mut breaker = SetOnce::new("argument");
         let mut output_check = SetOnce::new("argument");
+        let mut reconcile = SetOnce::new("argument");
         let mut on_error = SetOnce::new("argument");
         let mut krate = SetOnce::new("argument");
         for arg in parse_list(input, cx, ToolArg::parse) {
@@ -317,6 +353,7 @@ impl ToolArgs {
                 ToolArg::Timeout(arg) => arg.set_in(&mut timeout, cx),
                 ToolArg::Breaker(arg) => arg.set_in(&mut breaker, cx),
                 ToolArg::OutputCheck(arg) => arg.set_in(&mut output_check, cx),
+                ToolArg::Reconcile(arg) => arg.set_in(&mut reconcile, cx),
                 ToolArg::OnError(ident, policy) => on_error.set(cx, &ident, "on_error", policy),
                 ToolArg::Crate(arg) => arg.set_in(&mut krate, cx),
             }
@@ -331,6 +368,7 @@ impl ToolArgs {
             timeout: timeout.get(),
             breaker: breaker.get(),
             output_check: output_check.get(),
+            reconcile: reconcile.get(),
             on_error: on_error.get(),
             krate: crate_path(krate),
         }

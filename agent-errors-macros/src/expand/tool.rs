@@ -261,6 +261,10 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
         Some(key) => quote!(::core::option::Option::Some(#key)),
         None => quote!(::core::option::Option::None),
     };
+    let reconcile = match &args.reconcile {
+        Some(name) => quote!(::core::option::Option::Some(#name)),
+        None => quote!(::core::option::Option::None),
+    };
     let output_check = match &args.output_check {
         None => quote!(::core::option::Option::None),
         Some(OutputCheckValue::Ready { check, kind }) => {
@@ -299,6 +303,7 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
             breaker: #breaker,
             unique_keys: #unique_keys,
             output_check: #output_check,
+            reconcile: #reconcile,
         };
     }
 }

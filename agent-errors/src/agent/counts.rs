@@ -197,6 +197,13 @@ impl Counts {
         charged.result.map_err(RunError::UsageLimit)
     }
 
+    /// Whether a turn of `calls` calls is past the per-turn cap, and so refused whole: checked
+    /// before any call of it is looked at.
+    #[inline]
+    pub(super) fn turn_too_long(&self, calls: usize) -> bool {
+        calls > 1 && self.meter.limits.turn_refused(calls).is_some()
+    }
+
     /// When a turn's calls arrive: refused (none of them runs) when they would go past a
     /// tool-call cap. The report counts them here; the meter counts each tool body as it runs.
     #[inline]

@@ -435,7 +435,7 @@ pub(crate) const NOT_SIGNED: &str = "is not signed with the agent's answer key";
 
 /// The answers a run took through [`ApprovalContext::accept`](super::ApprovalContext::accept):
 /// each is taken once, so a copy delivered again (for a later question with the same call id,
-/// tool and arguments) is refused.
+/// tool and arguments) is refused, in this run or in any other of the process.
 #[derive(Debug, Default)]
 pub(crate) struct Taken(std::sync::Mutex<Vec<Answer>>);
 
@@ -446,7 +446,7 @@ impl Taken {
             .0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if taken.contains(answer) {
+        if taken.contains(answer) || !super::ledger::first_use_in_process(answer) {
             return false;
         }
         taken.push(answer.clone());

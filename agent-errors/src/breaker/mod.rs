@@ -225,6 +225,11 @@ impl ServiceBreaker {
     /// Polly's minimum throughput); lets one probe through after `cooldown`. The state stays in
     /// this process.
     ///
+    /// The rate is judged when a call fails, as Polly judges it, not after every call as
+    /// resilience4j does: a success never opens the circuit, so failure, failure, success,
+    /// success under `failure_rate(50, 10, 4, _)` stays closed (2 of 4 failed) until the next
+    /// failure opens it (3 of 5).
+    ///
     /// Where failures are independent blips, this rule keeps the circuit closed while most calls
     /// get through; the consecutive rule of [`ServiceBreaker::new`] opens on any short run of
     /// bad luck (at a 50% failure rate, 5 in a row come once in every 32 calls or so), and its

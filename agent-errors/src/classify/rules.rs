@@ -24,8 +24,11 @@ impl Rule {
         }))
     }
 
+    /// The rule's verdict on `level`; a rule that panics calls it a bug (of the rule, and the
+    /// failure is not retried on its word) rather than unwinding through the caller.
     pub(super) fn apply(&self, level: &(dyn Error + 'static)) -> Option<ErrorKind> {
-        (self.0)(level)
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.0)(level)))
+            .unwrap_or(Some(ErrorKind::Bug))
     }
 }
 

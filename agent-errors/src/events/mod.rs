@@ -217,6 +217,26 @@ pub enum Event {
         /// The tool.
         tool: String,
     },
+    /// A call's outcome was unknown and the tool's reconciler was asked whether it took
+    /// effect: `answer` is `happened`, `did_not_happen` or `still_unknown` (a reconciler that
+    /// failed or panicked could not tell).
+    Reconciled {
+        /// The tool.
+        tool: String,
+        /// The reconciler.
+        reconciler: String,
+        /// What it answered.
+        answer: &'static str,
+    },
+    /// The model asked again for a call whose outcome is unknown (the same tool, the same
+    /// arguments), and the repeat was not run: it was answered with the earlier call's unknown
+    /// outcome, so the effect cannot happen twice.
+    RepeatNotRun {
+        /// The tool.
+        tool: String,
+        /// The id of the earlier call, whose outcome is unknown.
+        earlier_call: String,
+    },
 }
 
 /// The layer of the model-call stack that made a model call again, as [`Event::LlmRetry`]
@@ -308,6 +328,8 @@ impl Event {
             Event::UsageLimitReached { .. } => "usage_limit_reached",
             Event::UsageMissing { .. } => "usage_missing",
             Event::UnknownNotRetried { .. } => "unknown_not_retried",
+            Event::Reconciled { .. } => "reconciled",
+            Event::RepeatNotRun { .. } => "repeat_not_run",
         }
     }
 
@@ -326,7 +348,9 @@ impl Event {
             | Event::Terminated { tool, .. }
             | Event::PersonAsked { tool, .. }
             | Event::AnswerExpired { tool, .. }
-            | Event::UnknownNotRetried { tool } => Some(tool),
+            | Event::UnknownNotRetried { tool }
+            | Event::Reconciled { tool, .. }
+            | Event::RepeatNotRun { tool, .. } => Some(tool),
             Event::LlmRetry { .. }
             | Event::LlmFallback { .. }
             | Event::OutputReask { .. }

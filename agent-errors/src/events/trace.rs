@@ -11,6 +11,7 @@ use metrics::{Key, Label, Level, Metadata, counter, with_recorder};
 use super::label::{ACTION, ERROR_TYPE, LAYER, MODEL, OUTCOME};
 use super::{Event, ModelLayer, tool_keys};
 use crate::classify::ErrorKind;
+use crate::escapes::Visible;
 
 impl Event {
     /// The `tracing` event, at the level the event deserves, named by [`Event::name`].
@@ -34,7 +35,9 @@ impl Event {
             | Event::OutputReask { .. }
             | Event::UsageLimitReached { .. }
             | Event::UsageMissing { .. }
-            | Event::UnknownNotRetried { .. } => self.trace_run(event),
+            | Event::UnknownNotRetried { .. }
+            | Event::Reconciled { .. }
+            | Event::RepeatNotRun { .. } => self.trace_run(event),
         }
     }
 
@@ -48,7 +51,7 @@ impl Event {
                 delay,
             } => tracing::warn!(
                 event,
-                gen_ai.tool.name = %tool,
+                gen_ai.tool.name = %Visible::of(tool),
                 agent_errors.attempt = attempt,
                 "error.type" = %kind,
                 agent_errors.delay_ms = delay.as_millis() as u64,
@@ -60,8 +63,8 @@ impl Event {
                 kind,
             } => tracing::info!(
                 event,
-                gen_ai.tool.name = %tool,
-                agent_errors.fixer = %fixer,
+                gen_ai.tool.name = %Visible::of(tool),
+                agent_errors.fixer = %Visible::of(fixer),
                 agent_errors.attempt = attempt,
                 "error.type" = %kind,
             ),
@@ -70,14 +73,14 @@ impl Event {
                 kind,
                 message,
             } => tracing::warn!(
-                event, gen_ai.tool.name = %tool, "error.type" = %kind, message = %message
+                event, gen_ai.tool.name = %Visible::of(tool), "error.type" = %kind, message = %Visible::of(message)
             ),
             Event::ToolFixed {
                 tool,
                 fixer,
                 attempt,
             } => tracing::info!(
-                event, gen_ai.tool.name = %tool, agent_errors.fixer = %fixer,
+                event, gen_ai.tool.name = %Visible::of(tool), agent_errors.fixer = %Visible::of(fixer),
                 agent_errors.attempt = attempt
             ),
             Event::Escalated {
@@ -85,7 +88,7 @@ impl Event {
                 reason,
                 severity,
             } => tracing::warn!(
-                event, gen_ai.tool.name = %tool, reason = %reason, severity = %severity
+                event, gen_ai.tool.name = %Visible::of(tool), reason = %Visible::of(reason), severity = %severity
             ),
             Event::FellBack {
                 tool,
@@ -94,22 +97,22 @@ impl Event {
                 kind,
             } => tracing::warn!(
                 event,
-                gen_ai.tool.name = %tool,
-                agent_errors.fallback.to = %to,
+                gen_ai.tool.name = %Visible::of(tool),
+                agent_errors.fallback.to = %Visible::of(to),
                 agent_errors.attempt = attempt,
                 "error.type" = %kind,
             ),
             Event::Degraded { tool } => {
-                tracing::warn!(event, gen_ai.tool.name = %tool)
+                tracing::warn!(event, gen_ai.tool.name = %Visible::of(tool))
             }
             Event::BreakerTripped { tool, failures } => {
-                tracing::error!(event, gen_ai.tool.name = %tool, failures)
+                tracing::error!(event, gen_ai.tool.name = %Visible::of(tool), failures)
             }
             Event::RetryBudgetExhausted { tool } => {
-                tracing::warn!(event, gen_ai.tool.name = %tool)
+                tracing::warn!(event, gen_ai.tool.name = %Visible::of(tool))
             }
             Event::Terminated { tool, kind } => tracing::error!(
-                event, gen_ai.tool.name = %tool, "error.type" = %kind
+                event, gen_ai.tool.name = %Visible::of(tool), "error.type" = %kind
             ),
             // The other events: traced by `trace_run`.
             _ => {}
@@ -117,14 +120,14 @@ impl Event {
     }
 
     /// [`Event::trace`] of the other events: a person's answers, the model's turns, the output,
-    /// the run's usage and a policy's warning.
+    /// the run's usage, a policy's warning and the calls whose outcome was unknown.
     fn trace_run(&self, event: &'static str) {
         match self {
             Event::PersonAsked { tool, answer } => {
-                tracing::info!(event, gen_ai.tool.name = %tool, answer)
+                tracing::info!(event, gen_ai.tool.name = %Visible::of(tool), answer)
             }
             Event::AnswerExpired { tool, call_id, .. } => tracing::warn!(
-                event, gen_ai.tool.name = %tool, gen_ai.tool.call.id = %call_id
+                event, gen_ai.tool.name = %Visible::of(tool), gen_ai.tool.call.id = %Visible::of(call_id)
             ),
             Event::LlmRetry {
                 layer,
@@ -146,8 +149,8 @@ impl Event {
                 kind,
             } => tracing::warn!(
                 event,
-                gen_ai.request.model = %from,
-                agent_errors.fallback.to = %to,
+                gen_ai.request.model = %Visible::of(from),
+                agent_errors.fallback.to = %Visible::of(to),
                 agent_errors.fallback.trigger = trigger,
                 agent_errors.attempt = attempts,
                 "error.type" = %kind,
@@ -156,23 +159,40 @@ impl Event {
                 event,
                 agent_errors.attempt = attempt,
                 "error.type" = ErrorKind::Validation.as_str(),
-                reason = %reason,
+                reason = %Visible::of(reason),
             ),
             Event::UsageLimitReached { limit } => {
                 tracing::warn!(event, limit = %limit)
             }
             Event::UsageMissing { model } => tracing::warn!(
                 event,
-                gen_ai.response.model = %model,
+                gen_ai.response.model = %Visible::of(model),
                 "the response reported no usage: counted as the usage limits say"
             ),
             Event::UnknownNotRetried { tool } => tracing::warn!(
                 event,
-                gen_ai.tool.name = %tool,
-                "`{tool}` failed with an error of kind `unknown`, which its `retry` never retries: \
+                gen_ai.tool.name = %Visible::of(tool),
+                "`{}` failed with an error of kind `unknown`, which its `retry` never retries: \
                  return an error that says what it is (an `HttpError` with its status, an \
                  `io::Error`, a typed error with a `classify` rule, or text naming the status, \
-                 such as \"(503)\" or \"HTTP 503\"), or use `unknown = ...` in the policy"
+                 such as \"(503)\" or \"HTTP 503\"), or use `unknown = ...` in the policy",
+                Visible::of(tool),
+            ),
+            Event::Reconciled {
+                tool,
+                reconciler,
+                answer,
+            } => tracing::info!(
+                event,
+                gen_ai.tool.name = %tool,
+                reconciler = %reconciler,
+                answer = answer,
+            ),
+            Event::RepeatNotRun { tool, earlier_call } => tracing::warn!(
+                event,
+                gen_ai.tool.name = %tool,
+                earlier_call = %earlier_call,
+                "a call whose outcome is unknown was asked for again: not run"
             ),
             // A tool's ladder's events: traced by `trace_tool`.
             _ => {}
@@ -393,6 +413,10 @@ fn tool_counter(event: &Event) -> Option<ToolCounter<'_>> {
             Some(("answer", "expired")),
         ),
         Event::UnknownNotRetried { .. } => ("agent_errors.tool.unknown_not_retried", None),
+        Event::Reconciled { answer, .. } => {
+            ("agent_errors.tool.reconciled", Some(("answer", *answer)))
+        }
+        Event::RepeatNotRun { .. } => ("agent_errors.tool.repeats_not_run", None),
         _ => return None,
     })
 }

@@ -7,12 +7,10 @@ use futures_util::FutureExt;
 
 use super::context::{Approvals, RunContext};
 use crate::approval::{
-    self as person, ApprovalContext, Decision, MAX_SHOWN_CHARS, PendingApproval, Verdict,
-    WaitReason,
+    self as person, ApprovalContext, Decision, PendingApproval, Verdict, WaitReason,
 };
 use crate::chat::ToolCall;
 use crate::events::Event;
-use crate::sanitize::scrub;
 use crate::tool::ToolDef;
 
 /// Whether a call of `tool` might need a person at all: the tool requires approval, or the
@@ -38,7 +36,8 @@ fn by_rule(approvals: &Approvals, call: &ToolCall) -> bool {
 }
 
 /// The question for a call about to send `sent` to `tool`: the whole arguments as a person is
-/// shown them (sanitized, redacted, cut only past [`MAX_SHOWN_CHARS`], and then saying so), and
+/// shown them (character for character, but for escaped invisible characters and redacted
+/// secrets, cut only past [`MAX_SHOWN_CHARS`](person::MAX_SHOWN_CHARS); each saying so), and
 /// the digest of what the tool would receive, in the run named `run_id` when it has one (so an
 /// answer to the same call in another run answers nothing here).
 pub(crate) fn question(
@@ -48,14 +47,7 @@ pub(crate) fn question(
     reason: WaitReason,
     run_id: Option<&str>,
 ) -> PendingApproval {
-    let shown = scrub(sent, MAX_SHOWN_CHARS + 1);
-    let cut = shown.chars().count() > MAX_SHOWN_CHARS || sent.chars().count() > MAX_SHOWN_CHARS;
-    let shown = if cut {
-        scrub(sent, MAX_SHOWN_CHARS)
-    } else {
-        shown
-    };
-    let pending = PendingApproval::asked(&call.id, tool.name(), sent, (shown, cut), reason);
+    let pending = PendingApproval::asked(&call.id, tool.name(), sent, person::shown(sent), reason);
     match run_id {
         Some(run) => pending.in_run(run),
         None => pending,
@@ -64,7 +56,7 @@ pub(crate) fn question(
 
 /// The answer for `pending`, reported as an event: see [`answer_for`]. `awaited` is the
 /// question the run saved when it stopped to wait for this call, if it did. A plain approval of
-/// a question shown cut is refused: the person did not see what would run.
+/// a question shown cut or altered is refused: the person did not see what would run.
 pub(crate) async fn decision(
     ctx: &RunContext,
     pending: &PendingApproval,
@@ -74,6 +66,11 @@ pub(crate) async fn decision(
         Decision::Approve if pending.arguments_cut => Decision::Deny(
             "approved without seeing the whole arguments (the question showed them cut); \
              answer ApproveUnseen to run them anyway"
+                .into(),
+        ),
+        Decision::Approve if pending.arguments_altered => Decision::Deny(
+            "approved without seeing the arguments as they are (the question showed a value \
+             redacted or a hidden character escaped); answer ApproveUnseen to run them anyway"
                 .into(),
         ),
         decision => decision,

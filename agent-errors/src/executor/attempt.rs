@@ -141,10 +141,7 @@ async fn run(
     };
     let result = match caught {
         // A body that reports a failure is one: the breaker and the ladder see it as such.
-        Ok(Ok(output)) => match tool.output_check().map(|check| check.check(&output)) {
-            Some(Err(rejected)) => Err(ToolError::execution(raw, rejected)),
-            _ => Ok(output),
-        },
+        Ok(Ok(output)) => checked(tool, raw, output),
         Ok(Err(source)) => Err(ToolError::Execution {
             args: raw.into(),
             source,
@@ -155,6 +152,19 @@ async fn run(
         .as_mut()
         .and_then(|admitted| admitted.record(&result));
     result.map_err(|error| Missed::Failed(Box::new(Failed { error, class })))
+}
+
+/// `output` as the tool's output check sees it: a rejection is a failure of the check's kind,
+/// and a check that panics is a bug, as a tool body that panics is.
+fn checked(tool: &ToolDef, raw: &str, output: ToolOutput) -> Result<ToolOutput, ToolError> {
+    let Some(check) = tool.output_check() else {
+        return Ok(output);
+    };
+    match std::panic::catch_unwind(AssertUnwindSafe(|| check.check(&output))) {
+        Ok(Ok(())) => Ok(output),
+        Ok(Err(rejected)) => Err(ToolError::execution(raw, rejected)),
+        Err(payload) => Err(panicked(raw, payload)),
+    }
 }
 
 /// Asks the run's service breaker to let this call through.

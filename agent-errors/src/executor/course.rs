@@ -19,6 +19,7 @@ use crate::chat::ToolCall;
 use crate::error::ToolError;
 use crate::extensions::Extensions;
 use crate::policy::{PolicyKey, ResolvedPolicy};
+use crate::reconcile::Reconciled;
 use crate::registry::Registry;
 use crate::tool::ToolDef;
 
@@ -39,6 +40,13 @@ pub(super) async fn run(
         return unknown_tool(registry, ctx, call);
     };
     let progress = start.progress();
+    // A repeat of a call whose outcome is unknown is answered, not run. Only a tool that is not
+    // idempotent, in a run where some call's outcome is unknown, looks it up.
+    if progress.is_none() && !tool.is_idempotent() && ctx.learnt().any_unknown() {
+        if let Some(answer) = Box::pin(super::unknown::repeat(registry, ctx, tool, call)).await {
+            return answer;
+        }
+    }
     // The arguments the call sends: its own, or those a fixer wrote before the process stopped.
     let sent = match progress.and_then(|p| p.arguments.as_ref()) {
         Some(arguments) => Cow::Owned(arguments.clone()),
@@ -58,12 +66,7 @@ pub(super) async fn run(
             Err(Blocked::Refused(refused)) => Err(refused),
             Err(Blocked::Ask) => {
                 asked = true;
-                let asking = Asking {
-                    forced: None,
-                    key: None,
-                    progress: before_first(progress),
-                    awaited: None,
-                };
+                let asking = asking_first(progress);
                 let through = gate::through(ctx, tool, call, sent.clone(), &mut approved, asking);
                 Box::pin(through).await
             }
@@ -209,7 +212,16 @@ impl<'a> Course<'a> {
                 .run()
                 .await;
         }
-        // Idempotent: the attempt that was running is made again, in the place it was made.
+        // Idempotent: a reconciler that knows the call took effect answers it; otherwise the
+        // attempt that was running is made again, in the place it was made.
+        if let Some(reconciler) = self.registry.reconciler_of(self.entry.0) {
+            let (tool, id) = (self.entry.0.name(), &*self.call.id);
+            let reason = CallInterrupted.to_string();
+            let asked = super::unknown::reconcile(self.ctx, reconciler, tool, id, &raw, &reason);
+            if let Reconciled::Happened(output) = asked.await {
+                return Handled::Ok(output);
+            }
+        }
         if let Some(place) = &progress.retry {
             let failure = saved_failure(self.ctx, &raw, place, progress.attempts);
             let sending = self.sending(cleared);
@@ -288,6 +300,16 @@ async fn ask_again<'a>(
         awaited: Some(waiting.pending.clone()),
     };
     gate::through(ctx, tool, call, sent.clone(), approved, asking).await
+}
+
+/// What a person is asked about a call's first try, as the rules require it.
+fn asking_first(progress: Option<&CallProgress>) -> Asking {
+    Asking {
+        forced: None,
+        key: None,
+        progress: before_first(progress),
+        awaited: None,
+    }
 }
 
 /// How far a call got before its first try: what a wait for a person saves.

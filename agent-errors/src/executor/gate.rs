@@ -202,8 +202,9 @@ pub(crate) struct Asking {
 
 /// The rest of the door, for arguments [`pass`] answered [`Blocked::Ask`] about (or a question
 /// `asking` forces, before any check): asks a person, and clears what they approved. An edit
-/// by a person goes through every check again; an approval is recorded in `approved` for
-/// exactly the tool and arguments approved.
+/// by a person goes through every check again, the approval step included when the edit
+/// answered a failure handed to a person rather than an approval; an approval is recorded in
+/// `approved` for exactly the tool and arguments approved.
 pub(crate) async fn through<'a>(
     ctx: &RunContext,
     tool: &'a ToolDef,
@@ -230,7 +231,13 @@ pub(crate) async fn through<'a>(
                     approved.add(tool.name(), &arguments)
                 }
                 Decision::ApproveWith(edited) => {
-                    approved.add(tool.name(), &edited);
+                    // An edit answers the question it was asked for. Asked for an approval, the
+                    // person approved what they wrote; asked about a failure (`ask_person`),
+                    // they wrote new arguments, which the tool's own approval step, if it has
+                    // one, asks about as it would about any other.
+                    if pending.reason == WaitReason::ApprovalRequired {
+                        approved.add(tool.name(), &edited);
+                    }
                     arguments = Cow::Owned(edited);
                     checked = false;
                 }

@@ -34,6 +34,7 @@ use serde::de::DeserializeOwned;
 use super::context::recovery::RecoveryState;
 use super::resume::CallProgress;
 use crate::error::BoxFuture;
+use crate::escapes::Visible;
 use crate::retry::Sleep;
 
 /// Where a run records its steps, its waits and its saves.
@@ -103,7 +104,7 @@ where
     match serde_json::from_value(value) {
         Ok(kept) => Some(read(kept)),
         Err(error) => {
-            tracing::error!(step = %name, %error, "a journaled step's value cannot be read");
+            tracing::error!(step = %Visible::of(&name), error = %Visible::of(error), "a journaled step's value cannot be read");
             None
         }
     }

@@ -37,6 +37,7 @@ mod limits;
 mod outcome;
 mod permission;
 mod resume;
+mod unknown;
 
 use std::future::poll_fn;
 use std::pin::pin;

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::IDEMPOTENCY_KEY_META;
 use super::error::McpError;
 use crate::error::BoxError;
+use crate::escapes::Visible;
 use crate::retry::RetrySchedule;
 
 /// How to reach a server.
@@ -179,7 +180,7 @@ impl Connection {
         if let State::Up(live) = std::mem::replace(&mut *state, State::Shut) {
             // For a child process this closes its stdin, waits, then signals and kills it.
             if let Err(error) = live.service.cancel().await {
-                tracing::warn!(server = %self.server, %error, "MCP session did not end cleanly");
+                tracing::warn!(server = %Visible::of(&self.server), error = %Visible::of(error), "MCP session did not end cleanly");
             }
         }
         self.pid.store(0, Ordering::SeqCst);
@@ -209,7 +210,7 @@ impl Connection {
                         }
                         () = wait => {}
                     }
-                    tracing::info!(server = %self.server, deaths, "restarting MCP server");
+                    tracing::info!(server = %Visible::of(&self.server), deaths, "restarting MCP server");
                     match self.start().await {
                         Ok(live) => *state = State::Up(live),
                         Err(error) => {

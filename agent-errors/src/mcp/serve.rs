@@ -15,6 +15,7 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use super::IDEMPOTENCY_KEY_META;
 use crate::breaker::ServiceBreaker;
 use crate::chat::ToolCall;
+use crate::escapes::Visible;
 use crate::executor::{CallOutcome, Limits, RunContext};
 use crate::registry::Registry;
 
@@ -191,7 +192,7 @@ impl McpService {
             }
             // Only the fixed message: the failure itself is for this side's logs and events.
             CallOutcome::Stop(stop) => {
-                tracing::warn!(tool = %stop.tool, kind = %stop.kind, "MCP call cannot succeed");
+                tracing::warn!(tool = %Visible::of(&stop.tool), kind = %stop.kind, "MCP call cannot succeed");
                 CallToolResult::error(vec![ContentBlock::text(stop.user_message)])
             }
         }

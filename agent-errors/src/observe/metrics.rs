@@ -3,7 +3,8 @@
 //!
 //! These are the meters of calls, turns and runs; the recovery counters are derived from each
 //! event where it is emitted (`events::count`), so the numbers cannot drift from the report.
-//! The names are listed once, in the README's metrics table.
+//! The names are listed once, in the metrics table of the guide's observing chapter
+//! (`agent-errors/guide/07-observing.md`).
 
 use std::sync::LazyLock;
 use std::time::Duration;

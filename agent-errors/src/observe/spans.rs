@@ -11,6 +11,7 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use crate::chat::{ChatResponse, ToolCall};
+use crate::escapes::Visible;
 use crate::model::ChatModel;
 use crate::sanitize::MAX_TOOL_NAME_CHARS;
 use crate::usage::Usage;
@@ -24,15 +25,13 @@ impl fmt::Display for Named<'_> {
     }
 }
 
-/// Model-written text (a tool name, a call id) cut to a bound, so a model cannot blow up a span.
+/// Model-written text (a tool name, a call id) cut to a bound and with its controls and
+/// invisible characters escaped, so a model can neither blow up a span nor forge log lines.
 struct Bounded<'a>(&'a str);
 
 impl fmt::Display for Bounded<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0.char_indices().nth(MAX_TOOL_NAME_CHARS) {
-            None => f.write_str(self.0),
-            Some((end, _)) => f.write_str(&self.0[..end]),
-        }
+        Visible(self.0, MAX_TOOL_NAME_CHARS).fmt(f)
     }
 }
 
@@ -46,7 +45,7 @@ pub(crate) fn invoke_agent(agent: &str, model: &dyn ChatModel) -> Span {
         gen_ai.operation.name = "invoke_agent",
         gen_ai.agent.name = %agent,
         gen_ai.provider.name = Empty,
-        gen_ai.request.model = %model.name(),
+        gen_ai.request.model = %Bounded(model.name()),
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         agent_errors.usage.requests = Empty,
@@ -75,7 +74,7 @@ pub(crate) fn chat(model: &dyn ChatModel) -> Span {
         otel.status_code = Empty,
         gen_ai.operation.name = "chat",
         gen_ai.provider.name = Empty,
-        gen_ai.request.model = %model.name(),
+        gen_ai.request.model = %Bounded(model.name()),
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         gen_ai.response.finish_reasons = Empty,

@@ -26,6 +26,7 @@ use futures_util::future::BoxFuture;
 use crate::chat::{CallSource, ChatRequest};
 use crate::classify::server_delay;
 use crate::error::BoxError;
+use crate::escapes::Visible;
 use crate::events::{Event, ModelLayer, count_outcome, emit_to};
 use crate::llm::retryability::{RetryRules, Verdict};
 use crate::retry::{self, Policy, Retrier, RetrySchedule, Sleep, Step, Stop};
@@ -203,7 +204,7 @@ where
                 if let Step::Wait(delay) = step {
                     tracing::debug!(
                         model, status = error.status(), retry = self.retrier.failures(),
-                        delay_ms = delay.as_millis() as u64, error = %error, "retrying model call"
+                        delay_ms = delay.as_millis() as u64, error = %Visible::of(error), "retrying model call"
                     );
                 }
             }
@@ -245,7 +246,7 @@ impl<F, D> TransportRetry<'_, F, D> {
             }
             Err(refresh_error) => {
                 let refresh_error = crate::redact::redact(&refresh_error.to_string()).into_owned();
-                tracing::warn!(model = self.model, error = %refresh_error, "credential refresh failed");
+                tracing::warn!(model = self.model, error = %Visible::of(&refresh_error), "credential refresh failed");
                 false
             }
         }

@@ -28,6 +28,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::breaker::{Admission, Admit, BreakerState, BreakerStore, Change, MemoryStore, Scope};
+use crate::escapes::Visible;
 use cache::{Cached, View, ViewCache};
 use worker::Job;
 
@@ -403,7 +404,7 @@ impl Inner {
             self.local.adopt_open(&key, until, probing);
         }
         if self.up.swap(false, Ordering::AcqRel) {
-            tracing::warn!(event = "breaker_store_down", %error, "deciding locally until Redis answers");
+            tracing::warn!(event = "breaker_store_down", error = %Visible::of(error), "deciding locally until Redis answers");
             self.health.send_replace(StoreHealth::Local);
         }
     }

@@ -13,6 +13,7 @@ use crate::explain::Explanation;
 use crate::fix::FixerDef;
 use crate::observe::ToolMeters;
 use crate::policy::{Action, Layers, Policy, PolicyLayer, ResolvedPolicy};
+use crate::reconcile::ReconcilerDef;
 use crate::tool::ToolDef;
 
 mod problem;
@@ -43,6 +44,7 @@ pub use problem::{ConfigError, ConfigProblem};
 pub struct RegistryBuilder {
     tools: Vec<ToolDef>,
     fixers: Vec<FixerDef>,
+    reconcilers: Vec<ReconcilerDef>,
     agent_policies: Vec<(String, Policy)>,
     agent_defaults: Option<Policy>,
     classifier: Option<Arc<Classifier>>,
@@ -74,6 +76,14 @@ impl RegistryBuilder {
     #[must_use]
     pub fn fixers(mut self, fixers: impl IntoIterator<Item = FixerDef>) -> Self {
         self.fixers.extend(fixers);
+        self
+    }
+
+    /// Adds one reconciler, for the tools that name it (`reconcile = "name"`): see
+    /// [`ToolDef::with_reconcile`].
+    #[must_use]
+    pub fn reconciler(mut self, reconciler: ReconcilerDef) -> Self {
+        self.reconcilers.push(reconciler);
         self
     }
 
@@ -123,6 +133,7 @@ impl RegistryBuilder {
                 problems.push(ConfigProblem::DuplicateFixer(name));
             }
         }
+        let reconcilers = reconcilers_of(self.reconcilers, &self.tools, &mut problems);
         let mut agent_policies: HashMap<String, Policy> = HashMap::new();
         for (tool, policy) in self.agent_policies {
             if !index.contains_key(&tool) {
@@ -161,9 +172,38 @@ impl RegistryBuilder {
             resolved,
             index,
             fixers,
+            reconcilers,
             classifier: self.classifier,
         })
     }
+}
+
+/// The reconcilers by name, each name once, and every name a tool gives one of them.
+fn reconcilers_of(
+    given: Vec<ReconcilerDef>,
+    tools: &[ToolDef],
+    problems: &mut Vec<ConfigProblem>,
+) -> HashMap<String, ReconcilerDef> {
+    let mut reconcilers = HashMap::with_capacity(given.len());
+    for reconciler in given {
+        let name = reconciler.name().to_owned();
+        if reconcilers.insert(name.clone(), reconciler).is_some() {
+            problems.push(ConfigProblem::DuplicateReconciler(name));
+        }
+    }
+    for tool in tools {
+        let Some(name) = tool.reconciler() else {
+            continue;
+        };
+        if !reconcilers.contains_key(name) {
+            problems.push(ConfigProblem::UnknownReconciler {
+                tool: tool.name().to_owned(),
+                reconciler: name.to_owned(),
+                did_you_mean: closest(name, reconcilers.keys().map(String::as_str)),
+            });
+        }
+    }
+    reconcilers
 }
 
 type NameIndex = HashMap<String, usize, BuildHasherDefault<NameHasher>>;
@@ -280,6 +320,7 @@ pub struct Registry {
     specs: Arc<[ToolSpec]>,
     index: NameIndex,
     fixers: HashMap<String, FixerDef>,
+    reconcilers: HashMap<String, ReconcilerDef>,
     classifier: Option<Arc<Classifier>>,
     /// Whether any tool needs a context value: found once here, so a run of tools that need
     /// none skips checking the values it was given.
@@ -351,6 +392,16 @@ impl Registry {
     /// The fixer of that name.
     pub fn fixer(&self, name: &str) -> Option<&FixerDef> {
         self.fixers.get(name)
+    }
+
+    /// The reconciler of that name.
+    pub(crate) fn reconciler(&self, name: &str) -> Option<&ReconcilerDef> {
+        self.reconcilers.get(name)
+    }
+
+    /// The reconciler `tool` names, when it names one.
+    pub(crate) fn reconciler_of(&self, tool: &ToolDef) -> Option<&ReconcilerDef> {
+        tool.reconciler().and_then(|name| self.reconciler(name))
     }
 
     /// A tool's resolved policy with the layer each key came from.

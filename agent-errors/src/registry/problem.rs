@@ -49,6 +49,17 @@ pub enum ConfigProblem {
         /// A registered fixer whose name is close, when one is.
         did_you_mean: Option<String>,
     },
+    /// Two reconcilers share a name.
+    DuplicateReconciler(String),
+    /// A tool names a reconciler (`reconcile = "..."`) that is not registered.
+    UnknownReconciler {
+        /// The tool that names it.
+        tool: String,
+        /// The reconciler's name.
+        reconciler: String,
+        /// A registered reconciler whose name is close, when one is.
+        did_you_mean: Option<String>,
+    },
     /// A policy names a fallback tool that is not registered.
     UnknownFallback {
         /// The tool whose policy names it.
@@ -155,6 +166,8 @@ impl fmt::Display for ConfigProblem {
             ConfigProblem::DuplicateTool(_)
             | ConfigProblem::DuplicateFixer(_)
             | ConfigProblem::UnknownFixer { .. }
+            | ConfigProblem::DuplicateReconciler(_)
+            | ConfigProblem::UnknownReconciler { .. }
             | ConfigProblem::UnknownFallback { .. }
             | ConfigProblem::ShadowedAgentEntry { .. }
             | ConfigProblem::SelfFallback { .. }
@@ -192,6 +205,21 @@ impl ConfigProblem {
                 write!(
                     f,
                     "`{tool}`: `{key}` ({layer}) names fixer `{fixer}`, which is not registered"
+                )?;
+                suggest(f, did_you_mean.as_deref())
+            }
+            ConfigProblem::DuplicateReconciler(name) => {
+                write!(f, "two reconcilers are named `{name}`")
+            }
+            ConfigProblem::UnknownReconciler {
+                tool,
+                reconciler,
+                did_you_mean,
+            } => {
+                write!(
+                    f,
+                    "`{tool}` names reconciler `{reconciler}`, which is not registered: give it \
+                     to the agent with `.reconciler(..)`"
                 )?;
                 suggest(f, did_you_mean.as_deref())
             }

@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::agent::RunJournal;
 use crate::approval::PendingApproval;
 use crate::error::BoxFuture;
+use crate::escapes::Visible;
 use crate::executor::{CallProgress, Journal, Recorded, RecoveryState};
 use crate::retry::Sleep;
 
@@ -169,7 +170,7 @@ pub(super) fn serve<'a>(ctx: &'a Context<'_>, request: StepRequest) -> BoxFuture
             done,
         } => Box::pin(async move {
             let (id, answer) = ctx.awakeable::<Vec<u8>>();
-            tracing::info!(awakeable = %id, call = %pending, "waiting for a person");
+            tracing::info!(awakeable = %Visible::of(&id), call = %Visible::of(&pending), "waiting for a person");
             let announced = id.clone();
             let announce = move || async move {
                 notify(&announced, &pending);

@@ -66,6 +66,7 @@ pub struct ToolDef {
     timeout: Option<Duration>,
     breaker_key: Option<Cow<'static, str>>,
     output_check: Option<OutputCheck>,
+    reconcile: Option<Cow<'static, str>>,
     handler: Arc<dyn ToolHandler>,
     /// Whether the handler's argument type refuses a key given twice at every depth (a struct
     /// of plain fields, as `#[tool]` knows from its parameters' types), so that its own parse
@@ -117,6 +118,7 @@ impl ToolDef {
             timeout: None,
             breaker_key: None,
             output_check: None,
+            reconcile: None,
             handler: Arc::new(handler),
             refuses_duplicate_keys: false,
             requires: Vec::new(),
@@ -263,6 +265,34 @@ impl ToolDef {
         self.output_check.as_ref()
     }
 
+    /// Names the reconciler (`#[tool(reconcile = "name")]`) that finds out whether a call of
+    /// this tool took effect when its outcome is unknown: after a crash mid-call (a resumed
+    /// run finds the call running), or after a failure that may have reached the service (a
+    /// timeout, a connection dropped mid-answer). It is asked before anything else is done
+    /// about the call: [`Happened`](crate::call::Reconciled::Happened) is the call's result,
+    /// [`DidNotHappen`](crate::call::Reconciled::DidNotHappen) runs the call (with the same
+    /// idempotency key), [`StillUnknown`](crate::call::Reconciled::StillUnknown) leaves the call
+    /// to the tool's `outcome_unknown` policy. The reconciler is given to the agent or registry
+    /// like a fixer; a name none was given under is refused when it is built.
+    ///
+    /// ```
+    /// use agent_errors::ToolDef;
+    ///
+    /// async fn refund(_: serde_json::Value) -> Result<String, std::io::Error> { Ok("done".into()) }
+    /// let tool = ToolDef::new("refund", "Refunds an order.", refund).with_reconcile("check_refund");
+    /// assert_eq!(tool.reconciler(), Some("check_refund"));
+    /// ```
+    #[must_use]
+    pub fn with_reconcile(mut self, reconciler: impl Into<Cow<'static, str>>) -> Self {
+        self.reconcile = Some(reconciler.into());
+        self
+    }
+
+    /// The name of the reconciler the tool names, if any (see [`ToolDef::with_reconcile`]).
+    pub fn reconciler(&self) -> Option<&str> {
+        self.reconcile.as_deref()
+    }
+
     /// The bound on one call, if any.
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout
@@ -375,6 +405,7 @@ impl fmt::Debug for ToolDef {
             .field("timeout", &self.timeout)
             .field("breaker_key", &self.breaker_key)
             .field("output_check", &self.output_check.is_some())
+            .field("reconcile", &self.reconcile)
             .finish_non_exhaustive()
     }
 }

@@ -244,7 +244,7 @@ impl RunMeter {
     }
 
     /// After a response from `model` (the model asked, and the one the response says answered
-    /// it) that `reported` its usage (or did not: then it is counted
+    /// it) that `reported` its usage (or did not, or reported zero tokens: then it is counted
     /// as the run's limits say, from `estimate` by default): its tokens and cost counted, and
     /// refused when that took the run past a token or cost cap. `capped` is false for the
     /// final answer of a graceful stop, which is counted but not capped by this run's caps.
@@ -261,7 +261,9 @@ impl RunMeter {
                 first_missing: false,
             };
         };
-        let (used, first_missing) = match reported {
+        // A response reports at least the tokens of its request: a reported zero is a
+        // provider that counted nothing, and is taken as no report at all.
+        let (used, first_missing) = match reported.filter(|used| used.total() > 0) {
             Some(used) => (used, false),
             // Without a token or cost cap anywhere, nothing is estimated: what was reported is
             // what the run's usage says.

@@ -83,6 +83,12 @@ pub async fn ledger(account: String) -> String {
     account
 }
 
+/// Refunds an order; a call whose outcome is unknown is looked up by `check_refund` first.
+#[tool(reconcile = "check_refund", on_error(outcome_unknown = escalate))]
+pub async fn refund(order: String) -> String {
+    order
+}
+
 /// Repairs quotes.
 #[fixer]
 pub fn json_fixer(request: FixRequest) -> Result<Fix, FixerError> {

@@ -9,6 +9,11 @@
 //!   in `start` both hang once they began, and the process prints `IN_TOOL` when both have.
 //! - `backoff`: `flaky` fails once with a 503 under `retry(3)` from 2 s; in `start` the process
 //!   prints `IN_BACKOFF` once the checkpoint of the sleeping retry is saved.
+//! - `refund`: one turn calls `refund` (not idempotent); in `start` it hangs once begun
+//!   (`IN_TOOL`). Resumed, the model is told the outcome is unknown and asks for the same
+//!   refund again, its keys reordered: the repeat must not refund twice.
+//! - `refund_reconciled`: the same, the resumed agent giving `refund` a reconciler that looks
+//!   the call's key up in `<dir>/refund.log` (the payment service's own record).
 //!
 //! Each tool appends a line (its call's idempotency key) to `<dir>/<tool>.log` when it starts:
 //! the side effects the tests count. At the end the process prints `RESULT <text or error>`
@@ -19,6 +24,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use agent_errors::build::ReconcilerDef;
+use agent_errors::call::{ReconcileRequest, Reconciled};
 use agent_errors::checkpoint::{
     Checkpoint, CheckpointError, CheckpointStore, PostgresCheckpoints, SqliteCheckpoints,
 };
@@ -136,9 +143,44 @@ fn tool(dir: &str, name: &'static str, then: Then, started: &Arc<AtomicUsize>) -
         log: PathBuf::from(dir).join(format!("{name}.log")),
         then,
         started: Arc::clone(started),
-        announce_at: 2,
+        announce_at: if name == "refund" { 1 } else { 2 },
     };
     ToolDef::from_handler(name, format!("The {name} tool."), schema, handler)
+}
+
+/// The refund as the model first asks for it, and as it asks again after the resume.
+const REFUND: &str = r#"{"order": "A-7", "cents": 500}"#;
+const REFUND_AGAIN: &str = "{ \"cents\": 500, \"order\":\"A-7\" }";
+
+/// Looks the call's key up in the payment service's record (`<dir>/refund.log`): there, the
+/// refund happened; absent, it did not.
+fn check_refund(dir: &str) -> ReconcilerDef {
+    let log = PathBuf::from(dir).join("refund.log");
+    ReconcilerDef::from_fn("check_refund", move |request: ReconcileRequest| {
+        let record = std::fs::read_to_string(&log).unwrap_or_default();
+        let key = request.key.to_string();
+        Ok::<_, std::io::Error>(if record.lines().any(|line| line == key) {
+            Reconciled::happened(format!("refunded (found by its key {key})"))
+        } else {
+            Reconciled::DidNotHappen
+        })
+    })
+}
+
+fn model(starting: bool, scenario: &str) -> ScriptedModel {
+    match (starting, scenario) {
+        (true, "call") => ScriptedModel::new()
+            .tool_calls([("send_email", "{}"), ("lookup", "{}")])
+            .text("sent, maybe"),
+        (true, "refund" | "refund_reconciled") => ScriptedModel::new()
+            .tool_call("refund", REFUND)
+            .text("refunded"),
+        (true, _) => ScriptedModel::new().tool_call("flaky", "{}").text("flaked"),
+        (false, "refund") => ScriptedModel::new()
+            .tool_call("refund", REFUND_AGAIN)
+            .text("finished after the crash"),
+        (false, _) => ScriptedModel::new().text("finished after the crash"),
+    }
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -150,13 +192,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     };
     let starting = mode == "start";
-    let model = match (starting, scenario.as_str()) {
-        (true, "call") => ScriptedModel::new()
-            .tool_calls([("send_email", "{}"), ("lookup", "{}")])
-            .text("sent, maybe"),
-        (true, _) => ScriptedModel::new().tool_call("flaky", "{}").text("flaked"),
-        (false, _) => ScriptedModel::new().text("finished after the crash"),
-    };
+    let model = model(starting, scenario);
     // Every tool hangs in the first process; a resumed one answers.
     let (calls_then, flaky_then) = if starting {
         (Then::Hang, Then::Fail503)
@@ -170,6 +206,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     // `IN_TOOL` once the turn's two calls have both begun.
     let started = Arc::new(AtomicUsize::new(0));
+    let refund = tool(dir, "refund", calls_then, &started);
+    let (refund, reconciler) = match (starting, scenario.as_str()) {
+        (false, "refund_reconciled") => (
+            refund.with_reconcile("check_refund"),
+            Some(check_refund(dir)),
+        ),
+        _ => (refund, None),
+    };
     let agent = Agent::builder("durable-child")
         .model(model)
         .tool(tool(dir, "send_email", calls_then, &started))
@@ -178,8 +222,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tool(dir, "flaky", flaky_then, &Arc::new(AtomicUsize::new(0)))
                 .with_policy(Policy::new().on(PolicyKey::Execution, retry)),
         )
-        .shared_checkpoints(store(store_spec).await?)
-        .build()?;
+        .tool(refund)
+        .shared_checkpoints(store(store_spec).await?);
+    let agent = match reconciler {
+        Some(reconciler) => agent.reconciler(reconciler),
+        None => agent,
+    }
+    .build()?;
     let outcome = if starting {
         agent
             .run_with("go", RunOptions::new().run_id(run_id.clone()))

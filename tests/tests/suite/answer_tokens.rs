@@ -349,7 +349,7 @@ async fn a_relayed_answer_is_taken_once_and_a_copy_for_a_later_identical_call_is
         r#"{"amount": 1}"#,
         WaitReason::ApprovalRequired,
     )
-    .in_run("pay");
+    .in_run("pay-twice");
     let token = Answer::to(&pending, Decision::Approve)
         .signed(&key())
         .to_token();
@@ -365,7 +365,7 @@ async fn a_relayed_answer_is_taken_once_and_a_copy_for_a_later_identical_call_is
         .build()
         .unwrap();
     let outcome = agent
-        .run_with("pay twice", RunOptions::new().run_id("pay"))
+        .run_with("pay twice", RunOptions::new().run_id("pay-twice"))
         .await;
 
     assert_eq!(
@@ -378,4 +378,45 @@ async fn a_relayed_answer_is_taken_once_and_a_copy_for_a_later_identical_call_is
         ["approved", "refused", "later"]
     );
     assert_eq!(outcome.pending_approvals().len(), 1, "the second waits");
+}
+
+/// One person's answer is used once in the process, whichever run takes it: two runs without a
+/// store that reuse a caller's run id ask the same question under the same digest, and a
+/// relaying approver hands both the same signed answer; only the first runs the transfer.
+#[tokio::test]
+async fn one_answer_relayed_to_two_runs_that_reuse_a_run_id_runs_once() {
+    use agent_errors::Agent;
+
+    let pending = PendingApproval::new(
+        "call_1",
+        "transfer",
+        r#"{"amount": 5}"#,
+        WaitReason::ApprovalRequired,
+    )
+    .in_run("reused-run-id");
+    let token = Answer::to(&pending, Decision::Approve)
+        .signed(&key())
+        .to_token();
+    let sent = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let mut answered = Vec::new();
+    for _ in 0..2 {
+        let model = ScriptedModel::new()
+            .reply(Reply::response(ChatResponse::tool_calls(vec![
+                ToolCall::new("call_1", "transfer", r#"{"amount": 5}"#),
+            ])))
+            .text("done");
+        let agent = Agent::builder("clerk")
+            .model(model)
+            .tool(crate::support::tools::transfer(&sent).requires_approval(true))
+            .answer_key(key())
+            .approver(Relayed::new(vec![token.clone()]))
+            .build()
+            .unwrap();
+        let options = RunOptions::new().run_id("reused-run-id");
+        let outcome = agent.run_with("pay", options).await;
+        answered.push(answers(&outcome.report.events));
+    }
+    assert_eq!(*sent.lock().unwrap(), [5], "one answer, one transfer");
+    assert_eq!(answered[0], ["approved"]);
+    assert_eq!(answered[1], ["refused", "later"]);
 }

@@ -774,3 +774,148 @@ async fn approving_a_question_shown_in_part_does_not_run_the_arguments_past_the_
     assert_eq!(asked.lock().unwrap().len(), 1);
     assert!(shown_to_model(&model)[0].is_error);
 }
+
+/// A tool that records the user name it was given.
+fn greeting(ran: &Arc<Mutex<Vec<String>>>) -> ToolDef {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Greet {
+        user: String,
+    }
+    let ran = Arc::clone(ran);
+    ToolDef::new("greet", "Greets a user.", move |args: Greet| {
+        let ran = Arc::clone(&ran);
+        async move {
+            ran.lock().unwrap().push(args.user);
+            Ok::<_, std::io::Error>("greeted")
+        }
+    })
+    .requires_approval(true)
+}
+
+/// A person approves what they read: a character a screen does not show is written as its
+/// escape, the question says its text is altered, and a plain approval of it does not run the
+/// call; `ApproveUnseen`, the answer that says so, does.
+#[tokio::test]
+async fn a_hidden_character_is_shown_escaped_and_a_plain_approval_does_not_run_it() {
+    let arguments = "{\"user\": \"ali\u{200d}ce\"}";
+    for (decision, runs) in [(Decision::Approve, false), (Decision::ApproveUnseen, true)] {
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let model = ScriptedModel::new()
+            .tool_call("greet", arguments)
+            .text("done");
+        let agent = Agent::builder("clerk")
+            .model(model.clone())
+            .tool(greeting(&ran))
+            .approver(answering(decision.clone(), &asked))
+            .build()
+            .unwrap();
+        assert_eq!(agent.run("greet alice").await.unwrap(), "done");
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked[0].arguments, r#"{"user": "ali\u{200d}ce"}"#);
+        assert!(asked[0].arguments_altered && !asked[0].arguments_cut);
+        let ran = ran.lock().unwrap().clone();
+        match runs {
+            true => assert_eq!(ran, ["ali\u{200d}ce"], "{decision:?}"),
+            false => {
+                assert!(ran.is_empty(), "a plain approval ran {ran:?}");
+                assert!(shown_to_model(&model)[0].is_error);
+            }
+        }
+    }
+}
+
+/// A value shown redacted is a value the person did not judge: the question says so and a
+/// plain approval does not run it.
+#[tokio::test]
+async fn a_value_shown_redacted_is_said_and_a_plain_approval_does_not_run_it() {
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let arguments = r#"{"user": "Bearer sk9f8e7d6c5b4a3928172635445362718"}"#;
+    let model = ScriptedModel::new()
+        .tool_call("greet", arguments)
+        .text("done");
+    let agent = Agent::builder("clerk")
+        .model(model.clone())
+        .tool(greeting(&ran))
+        .approver(answering(Decision::Approve, &asked))
+        .build()
+        .unwrap();
+    assert_eq!(agent.run("greet").await.unwrap(), "done");
+    let asked = asked.lock().unwrap();
+    assert!(asked[0].arguments.contains("[REDACTED]"), "{asked:?}");
+    assert!(!asked[0].arguments.contains("sk9f8e7d6c5b4a"), "{asked:?}");
+    assert!(asked[0].arguments_altered);
+    assert!(
+        ran.lock().unwrap().is_empty(),
+        "the unseen value did not run"
+    );
+}
+
+/// Arguments shown exactly as the tool receives them (spacing and line breaks included) are
+/// not altered, and a plain approval runs them.
+#[tokio::test]
+async fn arguments_shown_as_they_are_run_on_a_plain_approval() {
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let arguments = "{\n  \"user\":   \"alice   smith\"\n}";
+    let model = ScriptedModel::new()
+        .tool_call("greet", arguments)
+        .text("done");
+    let agent = Agent::builder("clerk")
+        .model(model.clone())
+        .tool(greeting(&ran))
+        .approver(answering(Decision::Approve, &asked))
+        .build()
+        .unwrap();
+    assert_eq!(agent.run("greet").await.unwrap(), "done");
+    let asked = asked.lock().unwrap();
+    assert_eq!(asked[0].arguments, arguments);
+    assert!(!asked[0].arguments_altered);
+    assert_eq!(*ran.lock().unwrap(), ["alice   smith"]);
+}
+
+/// A failure handed to a person (`ask_person`) and answered with edited arguments: the edit is
+/// a new argument set, and the tool's own approval step asks about it before it runs.
+#[tokio::test]
+async fn an_edit_answering_a_failure_still_asks_the_tools_approval_for_the_new_arguments() {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let asked = Arc::new(Mutex::new(Vec::<PendingApproval>::new()));
+    let seen = Arc::clone(&asked);
+    let flaky = FaultyTool::new(transfer(&sent))
+        .fail_times(1, || HttpError::new(409, "the account is locked"));
+    let tool = flaky
+        .tool()
+        .requires_approval(true)
+        .with_policy(Policy::new().on(PolicyKey::Execution, Action::AskPerson));
+    let model = ScriptedModel::new()
+        .tool_call("transfer", r#"{"amount": 5}"#)
+        .text("done");
+    // The person approves a transfer of 5, and answers the failure with an edit to 5000; asked
+    // about 5000 as an approval, they deny it.
+    let agent = Agent::builder("clerk")
+        .model(model.clone())
+        .tool(tool)
+        .approver(move |pending: &PendingApproval| {
+            seen.lock().unwrap().push(pending.clone());
+            match (&pending.reason, pending.arguments.contains("5000")) {
+                (WaitReason::ApprovalRequired, false) => Decision::Approve,
+                (WaitReason::ApprovalRequired, true) => Decision::Deny("not 5000".into()),
+                _ => Decision::ApproveWith(r#"{"amount": 5000}"#.into()),
+            }
+        })
+        .build()
+        .unwrap();
+    assert_eq!(agent.run("pay").await.unwrap(), "done");
+    assert!(
+        sent.lock().unwrap().is_empty(),
+        "the edit ran without its approval"
+    );
+    let asked = asked.lock().unwrap();
+    let reasons: Vec<bool> = (asked.iter())
+        .map(|p| p.reason == WaitReason::ApprovalRequired)
+        .collect();
+    assert_eq!(reasons, [true, false, true], "{asked:?}");
+    assert_eq!(asked[2].arguments, r#"{"amount": 5000}"#);
+    assert!(shown_to_model(&model)[0].content.contains("not 5000"));
+}

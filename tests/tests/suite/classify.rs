@@ -578,3 +578,16 @@ fn an_http_errors_debug_hides_credentials() {
     assert!(!shown.contains("0123456789abcdefghijklmnop"), "{shown}");
     assert!(shown.contains("retry-after"), "{shown}");
 }
+
+#[test]
+fn a_rule_that_panics_calls_the_failure_a_bug_instead_of_unwinding() {
+    #[derive(Debug, thiserror::Error)]
+    #[error("ledger said no")]
+    struct LedgerRefusal;
+
+    let classifier =
+        Classifier::new().rule(|_: &LedgerRefusal| -> Option<ErrorKind> { panic!("rule bug") });
+    let c = classifier.classify(&LedgerRefusal);
+    assert_eq!(c.kind, ErrorKind::Bug);
+    assert_eq!(c.evidence, Evidence::Rule);
+}

@@ -86,6 +86,29 @@ fn a_service_breaker_takes_plain_numbers_and_refuses_those_that_cannot_work() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_failure_rate_breaker_judges_its_rate_when_a_call_fails_and_never_on_a_success() {
+    use agent_errors::breaker::{BreakerState, ServiceBreaker};
+    use std::time::Duration;
+
+    let breaker = ServiceBreaker::failure_rate(50, 10, 4, Duration::from_secs(30)).unwrap();
+    let store = breaker.store();
+    for ok in [false, false, true, true] {
+        store.record("search", ok);
+    }
+    assert_eq!(
+        breaker.state("search"),
+        BreakerState::Closed,
+        "2 of 4 failed, but the last call was a success, which opens nothing"
+    );
+    store.record("search", false);
+    assert_eq!(
+        breaker.state("search"),
+        BreakerState::Open,
+        "the next failure is judged: 3 of the last 5 failed"
+    );
+}
+
 /// Arguments of a hand-written tool, derived with the `schemars` agent-errors re-exports.
 #[derive(serde::Deserialize, agent_errors::schemars::JsonSchema)]
 #[schemars(crate = "agent_errors::schemars")]

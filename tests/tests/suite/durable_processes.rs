@@ -210,3 +210,56 @@ async fn postgres_a_run_killed_in_the_middle_of_a_backoff_resumes_in_a_new_proce
     let store = StoreUnderTest::Postgres(server.connection_string());
     killed_in_the_middle_of_a_backoff(store, &scratch.0).await;
 }
+
+/// The process is killed (SIGKILL) in the middle of a refund; resumed, the model is told the
+/// outcome is unknown and asks for the same refund again (its keys reordered).
+async fn killed_in_the_middle_of_a_refund(store: StoreUnderTest, dir: &Path) -> Vec<Message> {
+    run_until_killed(&store, "refund", dir, "IN_TOOL").await;
+    let (result, transcript) = resume(&store, "refund", dir).await;
+    assert_eq!(result, "ok finished after the crash");
+    transcript
+}
+
+fn refund_results(transcript: &[Message]) -> Vec<&ToolResult> {
+    transcript
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool(result) if &*result.name == "refund" => Some(result),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn sqlite_a_refund_killed_mid_call_and_asked_for_again_is_made_once() {
+    let scratch = Scratch::new("sqlite-refund");
+    let store = StoreUnderTest::Sqlite(scratch.0.join("runs.db"));
+    let transcript = killed_in_the_middle_of_a_refund(store, &scratch.0).await;
+
+    // One refund: the first call's, made before the kill; the repeat was answered, not run.
+    assert_eq!(log(&scratch.0, "refund"), ["run-crash:call_1"]);
+    let results = refund_results(&transcript);
+    assert_eq!(results.len(), 2, "{transcript:?}");
+    assert!(results[0].is_error && results[0].content.contains("outcome_unknown"));
+    assert!(
+        results[1].is_error && results[1].content.contains("not run"),
+        "{}",
+        results[1].content
+    );
+}
+
+#[tokio::test]
+async fn sqlite_a_refund_killed_mid_call_is_reconciled_by_its_key_on_resume() {
+    let scratch = Scratch::new("sqlite-refund-reconciled");
+    let store = StoreUnderTest::Sqlite(scratch.0.join("runs.db"));
+    run_until_killed(&store, "refund_reconciled", &scratch.0, "IN_TOOL").await;
+    let (result, transcript) = resume(&store, "refund_reconciled", &scratch.0).await;
+
+    assert_eq!(result, "ok finished after the crash");
+    assert_eq!(log(&scratch.0, "refund"), ["run-crash:call_1"]);
+    let refund = result_of(&transcript, "refund");
+    assert_eq!(
+        (refund.content.as_str(), refund.is_error),
+        ("refunded (found by its key run-crash:call_1)", false)
+    );
+}

@@ -655,3 +655,105 @@ async fn a_run_saved_before_the_journal_waiting_for_a_person_resumes_with_the_an
     );
     assert!(transcript_violations(&outcome.transcript).is_empty());
 }
+
+/// A store whose journal of a run hands back records naming another run (a store bug, or rows
+/// of two runs mixed up): every record of `run_id`'s journal is read back under `intruder`.
+#[derive(Debug)]
+struct MixedUp {
+    inner: MemoryCheckpoints,
+    snapshot_too: bool,
+}
+
+impl CheckpointStore for MixedUp {
+    fn save<'a>(&'a self, c: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        self.inner.save(c)
+    }
+
+    fn load<'a>(
+        &'a self,
+        run_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Checkpoint>, CheckpointError>> {
+        self.inner.load(run_id)
+    }
+
+    fn delete<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        self.inner.delete(run_id)
+    }
+
+    fn journals(&self) -> bool {
+        true
+    }
+
+    fn append<'a>(&'a self, c: &'a Checkpoint) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        self.inner.append(c)
+    }
+
+    fn load_journal<'a>(
+        &'a self,
+        run_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StoredRun>, CheckpointError>> {
+        Box::pin(async move {
+            let Some(mut stored) = self.inner.load_journal(run_id).await? else {
+                return Ok(None);
+            };
+            for record in &mut stored.records {
+                record.run_id = "intruder".into();
+            }
+            if self.snapshot_too {
+                stored.snapshot.run_id = "intruder".into();
+            }
+            Ok(Some(stored))
+        })
+    }
+}
+
+/// On resume, a snapshot or a record of the journal that names another run is refused as
+/// corrupt, as a gap or a repeat in its sequence is: nothing of it is applied or run.
+#[tokio::test]
+async fn a_journal_record_naming_another_run_is_refused_as_corrupt_on_resume() {
+    for snapshot_too in [false, true] {
+        let store = Arc::new(MixedUp {
+            inner: MemoryCheckpoints::new(),
+            snapshot_too,
+        });
+        let wiped = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&wiped);
+        let wipe = ToolDef::new("wipe", "Wipes.", move |_: serde_json::Value| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, std::io::Error>("wiped") }
+        })
+        .requires_approval(true);
+        let model = agent_errors::testing::ScriptedModel::new()
+            .tool_call("lookup", "{}")
+            .tool_call("wipe", "{}")
+            .text("done");
+        let agent = Agent::builder("mixed")
+            .model(model.clone())
+            .tool(agent_errors::testing::echo_tool("lookup"))
+            .tool(wipe)
+            .shared_checkpoints(Arc::clone(&store) as Arc<dyn CheckpointStore>)
+            .build()
+            .unwrap();
+        let first = agent
+            .run_with("go", RunOptions::new().run_id("victim"))
+            .await;
+        assert!(
+            matches!(first.result, Err(RunError::WaitingForPerson { .. })),
+            "{:?}",
+            first.result
+        );
+        let stored = store.inner.load_journal("victim").await.unwrap().unwrap();
+        assert!(!stored.records.is_empty(), "the run journaled its steps");
+
+        let answer = RunOptions::new().answer("call_2", Decision::Approve);
+        let resumed = agent.resume("victim", answer).await;
+        match resumed.result {
+            Err(RunError::Checkpoint(CheckpointError::Corrupt { run_id, reason })) => {
+                assert_eq!(run_id, "victim");
+                assert!(reason.contains("another run (intruder)"), "{reason}");
+            }
+            other => panic!("expected the mixed-up journal refused, got {other:?}"),
+        }
+        assert_eq!(wiped.load(Ordering::SeqCst), 0, "nothing of it ran");
+    }
+}

@@ -61,6 +61,7 @@ mod sanitize;
 mod streaming;
 mod structured_output;
 mod testing_kit;
+mod unknown_outcomes;
 mod unrecognised;
 mod usage_limits;
 mod usage_meter;

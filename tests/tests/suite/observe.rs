@@ -379,3 +379,52 @@ async fn a_run_s_span_carries_what_it_used_and_a_usage_limit_stop() {
     assert_eq!(field("agent_errors.usage.requests"), Some("1"));
     assert_eq!(field("agent_errors.usage.tool_calls"), Some("1"));
 }
+
+/// Model-written text reaches spans and log fields escaped: a call id or tool name holding a
+/// line break and an ESC cannot forge log lines or move a terminal's cursor.
+#[tokio::test]
+async fn a_model_written_call_id_and_tool_name_reach_spans_and_events_escaped() {
+    use agent_errors::testing::Reply;
+    use agent_errors::{ChatResponse, ToolCall};
+
+    let _serial = serial().await;
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+
+    let forged = "call_1\n2026-12-01T00:00:00Z ERROR forged\u{1b}[2K";
+    let calls = vec![
+        ToolCall::new(forged, "fetch", r#"{"text": "a"}"#),
+        ToolCall::new("call_2", "no\nsuch\u{1b}[31m", "{}"),
+    ];
+    let model = ScriptedModel::new()
+        .reply(Reply::response(ChatResponse::tool_calls(calls)))
+        .text("done");
+    let agent = Agent::builder("observed")
+        .model(model)
+        .tool(echo_tool("fetch"))
+        .build()
+        .unwrap();
+    let outcome = agent.run_with_report("go").await;
+    assert_eq!(outcome.result.unwrap(), "done");
+
+    let spans = capture.spans();
+    let tools: Vec<_> = spans.iter().filter(|s| s.name == "execute_tool").collect();
+    assert_eq!(
+        tools[0]
+            .fields
+            .get("gen_ai.tool.call.id")
+            .map(String::as_str),
+        Some(r"call_1\u{a}2026-12-01T00:00:00Z ERROR forged\u{1b}[2K")
+    );
+    let every_value = spans.iter().flat_map(|s| {
+        (s.fields.values()).chain(s.event_fields.iter().flat_map(|fields| fields.values()))
+    });
+    for value in every_value {
+        assert!(
+            !value.contains('\n') && !value.contains('\u{1b}'),
+            "a raw control character reached a field: {value:?}"
+        );
+    }
+}

@@ -109,3 +109,30 @@ async fn a_rejection_the_ladder_cannot_fix_is_shown_sanitized_and_redacted() {
         "a validation failure is not retried"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_check_that_panics_is_a_bug_of_the_call_and_the_run_goes_on() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let tool = answering(&[r#"{"price": 42}"#], calls.clone())
+        .with_policy(Policy::new().on(PolicyKey::Execution, Action::retry(3).unwrap()))
+        .with_output_check(OutputCheck::new(|_| panic!("check bug")));
+    let model = ScriptedModel::new()
+        .tool_call("quote", "{}")
+        .text("no price");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .tool(tool)
+        .build()
+        .unwrap();
+
+    let outcome = agent.run_with_report("price?").await;
+
+    assert_eq!(outcome.result.unwrap(), "no price");
+    let [result] = &shown(&model)[..] else {
+        panic!("one result")
+    };
+    let shown: serde_json::Value = serde_json::from_str(result).unwrap();
+    assert_eq!(shown["kind"], "bug", "{result}");
+    assert!(result.contains("check bug"), "{result}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "a bug is not retried");
+}

@@ -242,3 +242,60 @@ async fn a_fallback_model_on_bad_answers_checks_the_whole_schema() {
     assert_eq!(order.customer.address.zip, 150);
     assert_eq!((primary.calls(), backup.calls()), (1, 1));
 }
+
+/// A run's error logged with its causes says no secret: where serde cannot read the answer (a
+/// bearer token where a number goes), the source serde's message quoted is redacted, and it is
+/// still serde_json's error to downcast.
+#[tokio::test(start_paused = true)]
+async fn an_unreadable_answer_s_error_source_quotes_no_secret() {
+    let secret = "sk9f8e7d6c5b4a3928172635445362718";
+    let answer = format!(r#"{{"city": "Oslo", "zip": "Bearer {secret}"}}"#);
+    let model = ScriptedModel::new().text(answer);
+    let agent = AgentBuilder::<Json<Address>>::new("where")
+        .model(model)
+        .output_policy(OutputPolicy::retry(0))
+        .build()
+        .unwrap();
+
+    let result = agent.run("where?").await;
+
+    let Err(error @ RunError::InvalidOutput { .. }) = &result else {
+        panic!("expected InvalidOutput, got {result:?}")
+    };
+    let mut chain = Vec::new();
+    let mut level: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = level {
+        chain.push(e.to_string());
+        level = e.source();
+    }
+    assert!(chain.len() >= 2, "{chain:?}");
+    assert!(!chain.iter().any(|text| text.contains(secret)), "{chain:?}");
+    assert!(chain[1].contains("expected u32"), "{chain:?}");
+    let RunError::InvalidOutput { error, text } = error else {
+        unreachable!()
+    };
+    assert!(error.downcast_ref::<serde_json::Error>().is_some());
+    assert!(!text.contains(secret), "{text}");
+}
+
+/// A validator of yours that panics ends the run with an error naming it; it does not unwind
+/// out of the run.
+#[tokio::test(start_paused = true)]
+async fn a_validator_that_panics_ends_the_run_with_an_error_naming_it() {
+    let model = ScriptedModel::new().text("3");
+    let agent = AgentBuilder::<Json<u32>>::new("count")
+        .model(model)
+        .output_validator(|_: &Json<u32>| -> Result<(), String> { panic!("validator bug") })
+        .build()
+        .unwrap();
+
+    let outcome = agent.run_with_report("how many?").await;
+
+    match outcome.result {
+        Err(RunError::CallbackPanicked { callback, message }) => {
+            assert_eq!(callback, "OutputValidator::validate");
+            assert!(message.contains("validator bug"), "{message}");
+        }
+        other => panic!("expected the panic caught, got {other:?}"),
+    }
+}

@@ -321,3 +321,31 @@ async fn responses_without_usage_count_as_the_caps_say_and_are_told_once_a_run()
     assert_eq!(model.calls(), 2);
     assert_eq!(outcome.report.count("usage_missing"), 1);
 }
+
+/// A provider that reports zero tokens for an exchange that had some counted nothing: its
+/// responses are estimated like responses that report no usage, and it is told once.
+#[tokio::test(start_paused = true)]
+async fn a_response_reporting_zero_tokens_is_estimated_like_one_reporting_none() {
+    let zero = |response| Reply::response(with_usage(response, Some(Usage::new(0, 0))));
+    let model = ScriptedModel::new();
+    for _ in 0..20 {
+        let call = ToolCall::new(model.next_call_id(), "lookup", "{}");
+        model.push(zero(ChatResponse::tool_calls(vec![call])));
+    }
+    model.push(zero(ChatResponse::text("done")));
+    let (tool, _) = counted("lookup", 0);
+    let agent = Agent::builder("capped")
+        .model(model.clone())
+        .tool(tool)
+        .usage_limits(UsageLimits::new().max_total_tokens(2_000))
+        .build()
+        .unwrap();
+
+    // 4,000 characters: about 1,000 tokens a request by the estimate.
+    let outcome = agent.run_with_report("x".repeat(4_000)).await;
+
+    let exceeded = exceeded(outcome.result);
+    assert_eq!(exceeded.limit, UsageLimit::TotalTokens);
+    assert!(model.calls() <= 2, "{} requests ran", model.calls());
+    assert_eq!(outcome.report.count("usage_missing"), 1);
+}

@@ -159,6 +159,15 @@ impl<O: AgentOutput> AgentBuilder<O> {
         self
     }
 
+    /// Adds a reconciler, for the tools that name it (`#[tool(reconcile = "name")]`,
+    /// [`ToolDef::with_reconcile`](crate::ToolDef::with_reconcile)): asked whether a call took
+    /// effect when its outcome is unknown.
+    #[must_use]
+    pub fn reconciler(mut self, reconciler: crate::reconcile::ReconcilerDef) -> Self {
+        self.registry = self.registry.reconciler(reconciler);
+        self
+    }
+
     /// Overrides a tool's policy at agent level (below the tool's own attribute, above
     /// [`on_any_tool_error`](AgentBuilder::on_any_tool_error) and crate defaults). Set twice for
     /// one tool, the keys merge and the later entry wins. An entry the tool's own policy always

@@ -12,18 +12,29 @@ use crate::classify::ErrorKind;
 use crate::sanitize::SurfacedError;
 
 impl SavedRun {
-    /// Reads a run from its journal: the snapshot, then each step after it in order. Returns
-    /// the state and the sequence of the last save it holds.
+    /// Reads the run `run_id` from its journal: the snapshot, then each step after it in order.
+    /// Returns the state and the sequence of the last save it holds. A snapshot or record that
+    /// names another run is refused as corrupt, like a gap or a repeat in the sequence.
     pub(in crate::agent) fn from_journal(
+        run_id: &str,
         stored: &StoredRun,
     ) -> Result<(SavedRun, u64), CheckpointError> {
+        if stored.snapshot.run_id != run_id {
+            return Err(CheckpointError::Corrupt {
+                run_id: run_id.to_owned(),
+                reason: another_run("the snapshot", &stored.snapshot.run_id),
+            });
+        }
         let mut run = SavedRun::read(&stored.snapshot)?;
         let mut sequence = stored.snapshot.sequence;
         for record in &stored.records {
             let corrupt = |reason: String| CheckpointError::Corrupt {
-                run_id: record.run_id.clone(),
+                run_id: run_id.to_owned(),
                 reason: format!("record {}: {reason}", record.sequence),
             };
+            if record.run_id != run_id {
+                return Err(corrupt(another_run("it", &record.run_id)));
+            }
             if Some(record.sequence) != sequence.checked_add(1) {
                 return Err(corrupt(format!("does not follow {sequence}")));
             }
@@ -34,6 +45,12 @@ impl SavedRun {
         }
         Ok((run, sequence))
     }
+}
+
+/// Why a save naming `named` is not one of the run read: `what` names another run.
+fn another_run(what: &str, named: &str) -> String {
+    let named = crate::escapes::Visible(named, 128);
+    format!("{what} names another run ({named})")
 }
 
 /// A run that can be resumed, as its journal holds it, with the sequence its next save takes;
@@ -54,7 +71,7 @@ pub(in crate::agent) async fn resumable(
         Err(error) => return Err(refused(RunError::Checkpoint(error))),
     };
     let (saved, last) =
-        SavedRun::from_journal(&stored).map_err(|e| refused(RunError::Checkpoint(e)))?;
+        SavedRun::from_journal(run_id, &stored).map_err(|e| refused(RunError::Checkpoint(e)))?;
     if let Some((call_id, problem)) = violation(&saved) {
         let run_id = run_id.to_owned();
         let error = ResumeError::BrokenTranscript {

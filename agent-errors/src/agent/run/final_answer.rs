@@ -3,6 +3,7 @@
 //! problems and asked again under the agent's [`OutputPolicy`].
 
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use super::Run;
@@ -303,6 +304,8 @@ pub(in crate::agent) struct Refused<O> {
     error: BoxError,
     problems: Vec<AnswerProblem>,
     readable: Option<O>,
+    /// The output type or a validator panicked: the run ends with this, asking nothing again.
+    panicked: Option<RunError>,
 }
 
 /// What the loop does with a final answer.
@@ -340,23 +343,35 @@ impl<O: AgentOutput> AgentInner<O> {
             Some(schema) => schema.problems(text),
             None => Vec::new(),
         };
-        let output = match O::from_final_text(text.to_owned()) {
-            Ok(output) if problems.is_empty() => output,
-            Ok(readable) => return Err(Refused::of(problems, Some(readable))),
-            Err(error) => {
+        let read = catch_unwind(AssertUnwindSafe(|| O::from_final_text(text.to_owned())));
+        let output = match read {
+            Ok(Ok(output)) if problems.is_empty() => output,
+            Ok(Ok(readable)) => return Err(Refused::of(problems, Some(readable))),
+            Ok(Err(error)) => {
                 let problems = match problems.is_empty() {
                     true => vec![AnswerProblem::new("", error.to_string())],
                     false => problems,
                 };
                 return Err(Refused {
-                    error,
+                    error: redacted(error),
                     problems,
                     readable: None,
+                    panicked: None,
                 });
             }
+            Err(panic) => return Err(Refused::panicked("AgentOutput::from_final_text", panic)),
         };
-        let refusals = (rules.validators.iter()).filter_map(|v| v.validate(&output).err());
-        let problems: Vec<_> = refusals.map(|m| AnswerProblem::new("", m)).collect();
+        let validated = catch_unwind(AssertUnwindSafe(|| {
+            let refusals = (rules.validators.iter()).filter_map(|v| v.validate(&output).err());
+            refusals.collect::<Vec<_>>()
+        }));
+        let refusals = match validated {
+            Ok(refusals) => refusals,
+            Err(panic) => return Err(Refused::panicked("OutputValidator::validate", panic)),
+        };
+        let problems: Vec<_> = (refusals.into_iter())
+            .map(|m| AnswerProblem::new("", m))
+            .collect();
         match problems.is_empty() {
             true => Ok(output),
             false => Err(Refused::of(problems, Some(output))),
@@ -371,6 +386,9 @@ impl<O: AgentOutput> AgentInner<O> {
         refused: Refused<O>,
         text: &str,
     ) -> Result<O, RunError> {
+        if let Some(panicked) = refused.panicked {
+            return Err(panicked);
+        }
         if let AfterRetries::BestEffort = self.answers.policy.then {
             if let Some(best) = refused.readable.or(reasks.best.take()) {
                 tracing::info!("the output policy returned the best effort");
@@ -398,6 +416,9 @@ impl<O: AgentOutput> Run<'_, O> {
             }
             Err(refused) => refused,
         };
+        if let Some(panicked) = refused.panicked {
+            return Verdict::Done(Err(panicked));
+        }
         let answer = Message::assistant(Some(text.clone()), Vec::new());
         request.messages.push(answer);
         let policy = &agent.answers.policy;
@@ -446,8 +467,45 @@ impl<O> Refused<O> {
             error: Box::new(InvalidAnswer::new(problems.clone())),
             problems,
             readable,
+            panicked: None,
         }
     }
+
+    /// The output type or a validator of yours (`callback`) panicked on the answer.
+    fn panicked(callback: &'static str, payload: Box<dyn std::any::Any + Send>) -> Self {
+        Refused {
+            error: Box::new(InvalidAnswer::new(Vec::new())),
+            problems: Vec::new(),
+            readable: None,
+            panicked: Some(RunError::CallbackPanicked {
+                callback,
+                message: crate::sanitize::scrub(
+                    &crate::executor::ToolPanic::from_payload(payload).message,
+                    crate::sanitize::DEFAULT_MAX_CHARS,
+                ),
+            }),
+        }
+    }
+}
+
+/// The output type's error as the run's error holds it: where a level of it says a secret (a
+/// parser's message quotes the answer, a bearer token where a number goes), its words are
+/// redacted, and its type kept when it is serde_json's (the usual `Json<T>`), else named by a
+/// [`RedactedError`](crate::classify::RedactedError). An error with nothing to redact is kept
+/// as it is, to downcast.
+fn redacted(error: BoxError) -> BoxError {
+    let says_secret = |level: &(dyn std::error::Error + 'static)| {
+        let text = level.to_string();
+        *crate::redact::redact(&text) != *text
+    };
+    if !crate::classify::chain(&*error).any(says_secret) {
+        return error;
+    }
+    if error.is::<serde_json::Error>() {
+        let text = crate::redact::redact(&error.to_string()).into_owned();
+        return Box::new(<serde_json::Error as serde::de::Error>::custom(text));
+    }
+    crate::classify::RedactedError::chain_of(&*error)
 }
 
 /// What the model is told about its answer: every problem (bounded, sanitized, with its path).

@@ -98,7 +98,7 @@ impl<O: AgentOutput> Run<'_, O> {
         ctx.events().close();
         if let Err(error) = &result {
             let error = crate::redact::redact(&error.to_string()).into_owned();
-            tracing::warn!(%error, "run ended without an output");
+            tracing::warn!(error = %crate::escapes::Visible::of(&error), "run ended without an output");
         }
         let counts = &self.counts;
         let report = RunReport {

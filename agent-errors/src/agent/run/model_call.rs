@@ -20,6 +20,7 @@ use crate::chat::{FinishReason, Truncated};
 use crate::chat::{Message, ToolCall};
 use crate::classify::{HttpError, server_delay};
 use crate::error::BoxError;
+use crate::escapes::Visible;
 use crate::events::{Event, ModelLayer, count_outcome};
 use crate::executor::{Cancellation, RunContext, ToolPanic, kept_step};
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER, cannot_succeed_on_retry};
@@ -29,6 +30,7 @@ use crate::usage::Answerer;
 use crate::usage::Usage;
 use futures_util::FutureExt;
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
 use std::future::poll_fn;
 use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
@@ -56,7 +58,7 @@ impl<O> Turn<O> {
 fn callback_panicked(callback: &'static str, payload: Box<dyn std::any::Any + Send>) -> RunError {
     let message = ToolPanic::from_payload(payload).message;
     let message = crate::sanitize::scrub(&message, crate::sanitize::DEFAULT_MAX_CHARS);
-    tracing::error!(callback, %message, "user code panicked; the run ends");
+    tracing::error!(callback, message = %Visible::of(&message), "user code panicked; the run ends");
     RunError::CallbackPanicked { callback, message }
 }
 
@@ -195,7 +197,11 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
         let judged = result.and_then(|response| judge(response, &mut self.counts.usage));
         match judged {
             Ok(mut response) => {
-                make_distinct(&request.messages, &mut response.tool_calls);
+                // A turn past the per-turn cap is refused whole when its calls arrive: no call
+                // of it is looked at before, its ids included.
+                if !self.counts.turn_too_long(response.tool_calls.len()) {
+                    make_distinct(&request.messages, &mut response.tool_calls);
+                }
                 Ok(Ok(Turn::Response(response)))
             }
             Err(error) => Err(error),
@@ -227,7 +233,7 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
             LlmErrorDecision::Rethrow => return Step::Stop(Stop::Never),
             LlmErrorDecision::RespondWith(output) => {
                 let error = crate::redact::redact(&error.to_string()).into_owned();
-                tracing::info!(attempt, %error, "on_llm_error responded in the model's place");
+                tracing::info!(attempt, error = %Visible::of(&error), "on_llm_error responded in the model's place");
                 self.ended = Some(Ok(Turn::RespondWith(output)));
                 return Step::Stop(Stop::Never);
             }
@@ -374,33 +380,43 @@ pub(super) fn refusal(response: &ChatResponse) -> Option<RunError> {
 /// Gives each of `calls` (a turn's, in order) an id no earlier call of `transcript` or of the
 /// turn has: a repeated id gets `_2`, `_3`, ... (the first free one), so it stays in the
 /// letters, digits and `_` every provider accepts. Ids that are already distinct are kept.
+///
+/// Linear in the calls of the turn and of the transcript, however the ids repeat: the ids
+/// taken and the ids still ahead in the turn are hashed, and each base id remembers the last
+/// suffix it tried (a suffix passed over is taken for good: by a call before, or by the call
+/// ahead that holds it, which keeps it or is renamed because it is taken).
 pub(super) fn make_distinct(transcript: &[Message], calls: &mut [ToolCall]) {
-    for i in 0..calls.len() {
-        let (before, rest) = calls.split_at(i);
-        if !taken(transcript, before, &rest[0].id) {
+    let earlier = transcript.iter().flat_map(|message| match message {
+        Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
+        _ => &[][..],
+    });
+    let mut taken: HashSet<Arc<str>> = earlier.map(|call| Arc::clone(&call.id)).collect();
+    let mut ahead: HashMap<Arc<str>, usize> = HashMap::new();
+    for call in calls.iter() {
+        *ahead.entry(Arc::clone(&call.id)).or_default() += 1;
+    }
+    let mut next_suffix: HashMap<Arc<str>, u64> = HashMap::new();
+    for call in calls.iter_mut() {
+        if let Some(left) = ahead.get_mut(&call.id) {
+            *left -= 1;
+            if *left == 0 {
+                ahead.remove(&call.id);
+            }
+        }
+        if taken.insert(Arc::clone(&call.id)) {
             continue;
         }
-        let base = &rest[0].id;
-        let free = (2u64..)
-            .map(|n| format!("{base}_{n}"))
-            .find(|id| !taken(transcript, before, id) && !calls_have(&rest[1..], id));
-        if let Some(id) = free {
-            calls[i].id = Arc::from(id);
-        }
+        let n = next_suffix.entry(Arc::clone(&call.id)).or_insert(2);
+        let free = loop {
+            let id = format!("{}_{n}", call.id);
+            *n += 1;
+            if !taken.contains(id.as_str()) && !ahead.contains_key(id.as_str()) {
+                break Arc::<str>::from(id);
+            }
+        };
+        taken.insert(Arc::clone(&free));
+        call.id = free;
     }
-}
-
-/// Whether a call of `transcript`, or one of `turn`, has the id `id`.
-fn taken(transcript: &[Message], turn: &[ToolCall], id: &str) -> bool {
-    calls_have(turn, id)
-        || transcript.iter().any(|message| match message {
-            Message::Assistant { tool_calls, .. } => calls_have(tool_calls, id),
-            _ => false,
-        })
-}
-
-fn calls_have(calls: &[ToolCall], id: &str) -> bool {
-    calls.iter().any(|call| &*call.id == id)
 }
 
 #[cfg(test)]
@@ -425,5 +441,18 @@ mod tests {
         ];
         make_distinct(&earlier, &mut turn);
         assert_eq!(ids(&turn), ["call_1_2", "call_1_4", "call_1_3", "call_9"]);
+    }
+
+    #[test]
+    fn one_id_repeated_a_hundred_thousand_times_gets_every_suffix_in_turn() {
+        let mut turn: Vec<ToolCall> = (0..100_000)
+            .map(|_| ToolCall::new("call_0", "t", "{}"))
+            .collect();
+        make_distinct(&[], &mut turn);
+        assert_eq!(&*turn[0].id, "call_0");
+        assert_eq!(&*turn[1].id, "call_0_2");
+        assert_eq!(&*turn[99_999].id, "call_0_100000");
+        let distinct: HashSet<&str> = turn.iter().map(|call| &*call.id).collect();
+        assert_eq!(distinct.len(), turn.len());
     }
 }

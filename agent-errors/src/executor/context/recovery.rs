@@ -34,6 +34,23 @@ struct Learnt {
     counted: HashMap<String, u64>,
     /// Permission denials per tool.
     denied: HashMap<String, u32>,
+    /// The calls whose outcome is unknown, so that a repeat of one is not run.
+    unknown: Vec<UnknownCall>,
+}
+
+/// A call of a tool that is not idempotent whose outcome is unknown (it may or may not have
+/// taken effect): a later call of the same tool with the same arguments is a repeat of it, and
+/// is not run. Saved with the run's recovery state, so the record outlives a crash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct UnknownCall {
+    pub(crate) tool: String,
+    /// The effect the call asked for: the hash of its tool and arguments as canonical JSON (the
+    /// same as its effect key's), in hex.
+    pub(crate) effect: String,
+    /// The call's id.
+    pub(crate) call_id: String,
+    /// What left its outcome unknown, scrubbed.
+    pub(crate) reason: String,
 }
 
 /// The per-run recovery state a durable run saves: the per-run breaker's counts and trip, the
@@ -50,6 +67,9 @@ pub(crate) struct RecoveryState {
     /// Retries the run had spent, at every layer.
     #[serde(default)]
     pub(super) retries_spent: u32,
+    /// The calls whose outcome is unknown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    unknown: Vec<UnknownCall>,
 }
 
 /// What the run has learnt, behind one lock that the happy path never takes: until something
@@ -61,6 +81,9 @@ pub(crate) struct Recovery {
     troubled: AtomicBool,
     /// Permission denials in this run; outside the lock so a hook that allows takes none.
     denials: AtomicU32,
+    /// Set once a call's outcome is unknown: until then no call is a repeat of one, and the
+    /// check takes no lock and hashes no arguments.
+    any_unknown: AtomicBool,
 }
 
 impl Recovery {
@@ -72,6 +95,7 @@ impl Recovery {
             }),
             troubled: AtomicBool::new(false),
             denials: AtomicU32::new(0),
+            any_unknown: AtomicBool::new(false),
         }
     }
 
@@ -170,6 +194,45 @@ impl Recovery {
         self.denials.fetch_add(1, Ordering::SeqCst) + 1
     }
 
+    /// Whether any call of this run has an unknown outcome.
+    pub(crate) fn any_unknown(&self) -> bool {
+        self.any_unknown.load(Ordering::SeqCst)
+    }
+
+    /// Records a call whose outcome is unknown (once per call and effect).
+    pub(crate) fn record_unknown(&self, call: UnknownCall) {
+        let mut state = self.lock();
+        let known = state
+            .unknown
+            .iter()
+            .any(|c| c.call_id == call.call_id && c.effect == call.effect);
+        if !known {
+            state.unknown.push(call);
+        }
+        drop(state);
+        self.any_unknown.store(true, Ordering::SeqCst);
+    }
+
+    /// The earlier call of `tool` asking for `effect` whose outcome is unknown, if any.
+    pub(crate) fn unknown_call(&self, tool: &str, effect: &str) -> Option<UnknownCall> {
+        if !self.any_unknown() {
+            return None;
+        }
+        let state = self.lock();
+        let found = state
+            .unknown
+            .iter()
+            .find(|c| c.tool == tool && c.effect == effect);
+        found.cloned()
+    }
+
+    /// Forgets the calls asking for `effect` of `tool`: their outcome is now known.
+    pub(crate) fn forget_unknown(&self, tool: &str, effect: &str) {
+        self.lock()
+            .unknown
+            .retain(|c| !(c.tool == tool && c.effect == effect));
+    }
+
     /// What the run has learnt so far, to be saved with its checkpoint (the retries it spent
     /// are the limits' to add).
     pub(super) fn snapshot(&self) -> RecoveryState {
@@ -183,6 +246,7 @@ impl Recovery {
             denied: state.denied.clone(),
             denials: self.denials.load(Ordering::SeqCst),
             retries_spent: 0,
+            unknown: state.unknown.clone(),
         }
     }
 
@@ -200,7 +264,10 @@ impl Recovery {
         state.turn = saved.turn;
         state.counted = saved.counted;
         state.denied = saved.denied;
+        let any_unknown = !saved.unknown.is_empty();
+        state.unknown = saved.unknown;
         drop(state);
+        self.any_unknown.store(any_unknown, Ordering::SeqCst);
         self.denials.store(saved.denials, Ordering::SeqCst);
         if troubled {
             self.troubled.store(true, Ordering::SeqCst);

@@ -13,6 +13,7 @@
 mod fallback;
 mod fix;
 mod person;
+mod reconcile;
 mod retry;
 
 use std::borrow::Cow;
@@ -90,6 +91,11 @@ pub(super) struct Walk<'a> {
     /// This walk is a fallback's own retries, inside the walk of the call that fell back: its
     /// place on a retry rung is not saved (a resumed call walks the called tool's ladder).
     nested: bool,
+    /// A failure of the call may have taken effect, and nothing since said whether it did: a
+    /// call answered in this state is recorded as one whose outcome is unknown.
+    uncertain: bool,
+    /// Times the tool's reconciler was asked about this call.
+    reconciles: u32,
 }
 
 impl<'a> Walk<'a> {
@@ -112,6 +118,7 @@ impl<'a> Walk<'a> {
         };
         let mut walked_keys = Vec::with_capacity(2);
         walked_keys.extend(walked);
+        let uncertain = super::unknown::may_have_taken_effect(tool, &failure);
         Walk {
             registry,
             ctx,
@@ -128,6 +135,8 @@ impl<'a> Walk<'a> {
             start: None,
             fixed_by: None,
             nested: false,
+            uncertain,
+            reconciles: 0,
         }
     }
 
@@ -143,6 +152,15 @@ impl<'a> Walk<'a> {
     /// Walks the ladders until the call succeeds, is shown to the model, or stops the run.
     pub(super) async fn run(mut self) -> Handled {
         'ladders: loop {
+            match self.reconciled().await {
+                None => {}
+                // Run again, the call failed another way: that failure is asked about first.
+                Some(Next::Switch) => continue 'ladders,
+                Some(Next::Done(handled)) => return self.answered(handled),
+                Some(Next::Stop(reason)) => return self.stopped(reason),
+                // Run again, the call failed with a key whose ladder it walked already.
+                Some(Next::Down) => return self.ran_out(),
+            }
             let (key, ladder) = self.entry();
             self.walked.push(key);
             let from = match self.start {
@@ -160,18 +178,36 @@ impl<'a> Walk<'a> {
             for (index, action) in ladder.actions().iter().enumerate().skip(from) {
                 self.rung = (key, index);
                 match self.rung(action).await {
-                    Next::Done(handled) => return self.announced(handled),
-                    Next::Stop(reason) => {
-                        self.count_outcome(false);
-                        return Handled::stop(reason, self.failure);
-                    }
+                    Next::Done(handled) => return self.answered(handled),
+                    Next::Stop(reason) => return self.stopped(reason),
                     Next::Down => {}
                     Next::Switch => continue 'ladders,
                 }
             }
-            self.count_outcome(false);
-            return Handled::default_fate(self.ctx, self.tool.name(), self.failure);
+            return self.ran_out();
         }
+    }
+
+    /// The call is answered: announced, and recorded when its outcome is unknown.
+    fn answered(mut self, handled: Handled) -> Handled {
+        if matches!(handled, Handled::Error(_)) {
+            self.record_unknown();
+        }
+        self.announced(handled)
+    }
+
+    /// The run ends for the failure in hand.
+    fn stopped(self, reason: TerminationReason) -> Handled {
+        self.count_outcome(false);
+        self.record_unknown();
+        Handled::stop(reason, self.failure)
+    }
+
+    /// The ladders ran out without a terminal rung: the failure's default fate.
+    fn ran_out(self) -> Handled {
+        self.count_outcome(false);
+        self.record_unknown();
+        Handled::default_fate(self.ctx, self.tool.name(), self.failure)
     }
 
     /// Counts how the call's recovery ended: it succeeded in the end, or its last failure is
@@ -213,6 +249,7 @@ impl<'a> Walk<'a> {
 
     /// Takes a new failure; true when its key has a ladder not walked yet.
     fn failed_again(&mut self, failure: Failure) -> bool {
+        self.uncertain |= super::unknown::may_have_taken_effect(self.tool, &failure);
         self.failure = failure;
         !self.walked.contains(&self.entry().0)
     }
