@@ -74,6 +74,11 @@ def closure(features):
 
 
 def main():
+    # `cargo metadata` resolves every package of every target platform, and offline it can only
+    # read what is already downloaded: the builds before this step fetch just what the host
+    # compiles, so fetch the rest of the lock file first (the lock file itself is not changed).
+    subprocess.run(["cargo", "fetch", "--locked"], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
     meta = json.loads(cargo("metadata", "--format-version", "1"))
     declared = {(p["name"], p["version"]): p.get("rust_version") for p in meta["packages"]}
     core_pkg = next(p for p in meta["packages"] if p["name"] == CORE)
