@@ -4,7 +4,7 @@
 # properties run on stable as proptests in the test suite.
 #
 #   fuzz/run.sh                  every target in fuzz/fuzz_targets/, 60 s each: sanitize,
-#                                redact, retry_after, sse, arguments
+#                                redact, retry_after, sse, arguments, repair
 #   fuzz/run.sh sanitize         one target
 #   FUZZ_SECONDS=600 fuzz/run.sh longer runs
 #   FUZZ_JOBS=2 fuzz/run.sh      parallel workers per target

@@ -26,6 +26,7 @@
 //! action   := "retry" "(" count ")"
 //!           | "retry" "(" retry_arg ("," retry_arg)* ")"
 //!           | "fix" "(" "agent" "=" STRING ("," "retries" "=" count)? ")"
+//!           | "fix" "(" "builtin" ("," "retries" "=" count)? ")"
 //!           | "fallback" "(" "tool" "=" STRING ")"
 //!           | "escalate" | "throw" | "degrade" | "ask_person"
 //! on_trip  := ("stop_run" | "remove_tool") ("(" "per_kind" ")")?
@@ -64,6 +65,12 @@
 //!   `initial` is the first delay, `max` caps each computed delay (before the 0-25% jitter).
 //! * `fix(agent = "name", retries = n)`: ask the `#[fixer]` called `name` to repair the call,
 //!   at most `n` times.
+//! * `fix(builtin)`: repair the arguments with the built-in repair
+//!   (`agent_errors::repair::repair_arguments`), no model and no registration needed: the
+//!   object inside a Markdown fence or prose, trailing commas, single quotes, unquoted keys,
+//!   Python's `True`/`False`/`None`, an object sent as a JSON string, a key that matches a
+//!   parameter but for case, `_` or `-`. The repaired arguments must fit the tool's schema and
+//!   pass the gate; arguments it cannot repair go on down the ladder.
 //! * `fallback(tool = "name")`: call another tool with the same arguments, under its own
 //!   policy's `retry` rungs but not its `fallback` rungs (one level deep).
 //! * `escalate`: show the error to the model as an error tool result. Ends the ladder.

@@ -60,8 +60,8 @@ fn action(key: Key, action: &ActionNode, tool: Option<ToolContext<'_>>, cx: &Ctx
         ActionKind::Retry { .. } if !key.can_retry() => {
             let why = match key {
                 Key::InvalidArgs => {
-                    "the same arguments fail the same way; use `fix(agent = \"...\")` or \
-                     `escalate`"
+                    "the same arguments fail the same way; use `fix(builtin)`, \
+                     `fix(agent = \"...\")` or `escalate`"
                 }
                 _ => {
                     "failures of that kind are never retried (only `transient`, `timeout`, \

@@ -839,6 +839,27 @@ prefix = "web"
     }
 
     #[test]
+    fn the_builtin_repair_is_a_rung_the_file_may_name() {
+        let config = parse(
+            "[servers.a]\ncommand = \"x\"\non_error = { invalid_args = [\"fix(builtin, retries = 2)\", \"escalate\"] }\n",
+        )
+        .unwrap();
+        let policy = config.servers[0].settings.on_error.as_ref().unwrap();
+        assert_eq!(
+            policy.get(PolicyKey::InvalidArgs).unwrap().to_string(),
+            "[fix(builtin, retries = 2), escalate]"
+        );
+        let found = problems(
+            "[servers.a]\ncommand = \"x\"\non_error = { invalid_args = \"fix(builtin, retries = 0)\" }\n",
+        );
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(
+            found[0].starts_with("proxy.toml:3:43: `retries` must be at least 1"),
+            "{found:#?}"
+        );
+    }
+
+    #[test]
     fn a_server_needs_one_way_in_and_the_file_a_server() {
         assert!(problems("[servers.a]\nprefix = \"x\"\n")[0].contains("needs a `command`"));
         assert!(problems("[servers.a]\ncommand = \"x\"\nurl = \"y\"\n")[0].contains("give one"));

@@ -5,6 +5,7 @@
 //! A rung is a short string: it is read in one pass over its characters, and it is refused
 //! past [`MAX_RUNG_CHARS`] before anything else is done with it.
 
+use std::num::NonZeroU32;
 use std::ops::Range;
 use std::time::Duration;
 
@@ -267,8 +268,18 @@ fn fallback(args: &[Arg<'_>], at: Range<usize>) -> Result<Action, RungProblem> {
     }
 }
 
+/// `fix(builtin)` or `fix(builtin, retries = n)`: the built-in argument repair. A proxy has no
+/// fixer agents, so `fix(agent = ..)` is refused with the rung it can run instead.
 fn fix(args: &[Arg<'_>], at: Range<usize>) -> Result<Action, RungProblem> {
     match args {
+        [
+            Arg {
+                name: None,
+                value: "builtin",
+                ..
+            },
+            rest @ ..,
+        ] => builtin_retries(rest),
         [
             Arg {
                 name: Some(("agent", name_at)),
@@ -279,8 +290,40 @@ fn fix(args: &[Arg<'_>], at: Range<usize>) -> Result<Action, RungProblem> {
             name_at.clone(),
             "a proxy has no fixer agents of its own: use `fix(builtin)`, the repair that needs no model",
         )),
-        _ => Err(problem(at, "`fix` takes `builtin`: `fix(builtin)`")),
+        _ => Err(problem(
+            at,
+            "`fix` takes `builtin`: `fix(builtin)` or `fix(builtin, retries = 2)`",
+        )),
     }
+}
+
+/// What may follow `builtin` in `fix(..)`: nothing, or `retries = n` with `n` at least 1.
+fn builtin_retries(rest: &[Arg<'_>]) -> Result<Action, RungProblem> {
+    let arg = match rest {
+        [] => {
+            return Ok(Action::FixBuiltin {
+                retries: NonZeroU32::MIN,
+            });
+        }
+        [
+            arg @ Arg {
+                name: Some(("retries", _)),
+                ..
+            },
+        ] => arg,
+        [arg, ..] => {
+            return Err(problem(
+                arg.at.clone(),
+                "after `builtin`, `fix` takes only `retries = n`: `fix(builtin, retries = 2)`",
+            ));
+        }
+    };
+    Action::fix_builtin(count(arg)?).map_err(|_| {
+        problem(
+            arg.at.clone(),
+            "`retries` must be at least 1: it is how many times the repair is tried",
+        )
+    })
 }
 
 fn count(arg: &Arg<'_>) -> Result<u32, RungProblem> {
@@ -339,6 +382,26 @@ mod tests {
         for bare in ["escalate", "throw", "degrade", "ask_person"] {
             assert_eq!(read(bare).as_deref(), Ok(bare));
         }
+        assert_eq!(read("fix(builtin)").as_deref(), Ok("fix(builtin)"));
+        assert_eq!(
+            read("fix( builtin , retries = 3 )").as_deref(),
+            Ok("fix(builtin, retries = 3)")
+        );
+    }
+
+    #[test]
+    fn fix_takes_builtin_and_a_count_of_at_least_one() {
+        let message = |text| parse_rung(text).unwrap_err().message;
+        assert!(message("fix(builtin, retries = 0)").contains("at least 1"));
+        assert_eq!(
+            parse_rung("fix(builtin, retries = 0)").unwrap_err().at,
+            13..24
+        );
+        assert!(message("fix(builtin, tries = 2)").contains("only `retries = n`"));
+        assert!(message("fix(builtin, retries = 2, retries = 3)").contains("only `retries = n`"));
+        assert!(message("fix(retries = 2)").contains("`fix(builtin)`"));
+        assert!(message("fix").contains("`fix(builtin)`"));
+        assert!(message("fix(builtin, retries = two)").contains("whole number"));
     }
 
     #[test]

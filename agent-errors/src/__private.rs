@@ -71,6 +71,11 @@ pub enum Rung {
         /// How many times it may be asked.
         retries: u32,
     },
+    /// `fix(builtin, retries = n)`; `retries` is never zero.
+    FixBuiltin {
+        /// How many times it may be tried.
+        retries: u32,
+    },
     /// `fallback(tool = "...")`.
     Fallback(&'static str),
     /// `escalate`.
@@ -106,6 +111,9 @@ impl Rung {
                 agent: Cow::Borrowed(agent),
                 retries: non_zero(retries),
             }),
+            Rung::FixBuiltin { retries } => Action::FixBuiltin {
+                retries: non_zero(retries),
+            },
             Rung::Fallback(tool) => Action::Fallback {
                 tool: Cow::Borrowed(tool),
             },

@@ -94,6 +94,7 @@ pub mod redact;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 mod registry;
+pub mod repair;
 #[cfg(feature = "restate")]
 #[cfg_attr(docsrs, doc(cfg(feature = "restate")))]
 pub mod restate;

@@ -20,6 +20,10 @@ pub(crate) enum ActionKind {
         agent: LitStr,
         retries: Option<Count>,
     },
+    /// `fix(builtin)`: the built-in argument repair.
+    FixBuiltin {
+        retries: Option<Count>,
+    },
     Escalate,
     Throw,
     Fallback {
@@ -81,7 +85,11 @@ impl Parse for ActionNode {
             },
             "fix" => match parens {
                 Some((_, content)) => parse_fix(&name, &content)?,
-                None => return Err(needs_arguments("a fixer: `fix(agent = \"name\")`")),
+                None => {
+                    return Err(needs_arguments(
+                        "a fixer: `fix(agent = \"name\")`, or `fix(builtin)` for the built-in repair",
+                    ));
+                }
             },
             "fallback" => match parens {
                 Some((_, content)) => parse_fallback(&name, &content)?,
@@ -178,14 +186,22 @@ pub(super) fn parse_retry(name: &Ident, content: ParseStream<'_>) -> syn::Result
 /// One argument inside `fix(...)`.
 pub(super) enum FixArg {
     Agent(Named<NameStr>),
+    Builtin(Ident),
     Retries(Named<Count>),
 }
 
 impl Parse for FixArg {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let (ident, name) = arg_name(input, &["agent", "retries"], "`fix`")?;
+        let (ident, name) = arg_name(input, &["agent", "builtin", "retries"], "`fix`")?;
         Ok(match name {
             "agent" => FixArg::Agent(Named::parse_after(ident, input)?),
+            "builtin" if input.peek(Token![=]) => {
+                return Err(syn::Error::new(
+                    ident.span(),
+                    "`builtin` takes no value: write `fix(builtin)` for the built-in repair",
+                ));
+            }
+            "builtin" => FixArg::Builtin(ident),
             _ => FixArg::Retries(Named::parse_after(ident, input)?),
         })
     }
@@ -194,33 +210,44 @@ impl Parse for FixArg {
 pub(super) fn parse_fix(name: &Ident, content: ParseStream<'_>) -> syn::Result<ActionKind> {
     let cx = Ctxt::new();
     let mut agent = SetOnce::new("argument");
+    let mut builtin = SetOnce::new("argument");
     let mut retries = SetOnce::new("argument");
     for arg in parse_list(content, &cx, FixArg::parse) {
         match arg {
             FixArg::Agent(arg) => arg.set_in(&mut agent, &cx),
+            FixArg::Builtin(ident) => builtin.set(&cx, &ident, "builtin", ident.clone()),
             FixArg::Retries(arg) => {
                 if arg.value.value == 0 {
                     cx.error_spanned_by(
                         &arg.value.lit,
-                        "`retries` must be at least 1: it is how many times the fixer is asked",
+                        "`retries` must be at least 1: it is how many times the fix is tried",
                     );
                 }
                 arg.set_in(&mut retries, &cx);
             }
         }
     }
-    let agent = agent.get();
-    if agent.is_none() && !cx.has_errors() {
-        cx.error_spanned_by(
+    let (agent, builtin, retries) = (agent.get(), builtin.get(), retries.get());
+    match (&agent, &builtin) {
+        (Some(_), Some(builtin)) => cx.error_spanned_by(
+            builtin,
+            "`fix` takes `builtin` or `agent = \"name\"`, not both: the built-in repair asks \
+             no fixer",
+        ),
+        (None, None) if !cx.has_errors() => cx.error_spanned_by(
             name,
-            "`fix` needs `agent = \"name\"`: the name of a `#[fixer]`",
-        );
+            "`fix` needs `agent = \"name\"` (the name of a `#[fixer]`) or `builtin` (the \
+             built-in repair)",
+        ),
+        _ => {}
     }
-    let retries = retries.get();
     cx.check()?;
-    Ok(ActionKind::Fix {
-        agent: agent.expect("a missing agent was reported above").0,
-        retries,
+    Ok(match agent {
+        Some(agent) => ActionKind::Fix {
+            agent: agent.0,
+            retries,
+        },
+        None => ActionKind::FixBuiltin { retries },
     })
 }
 

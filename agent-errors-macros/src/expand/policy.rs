@@ -87,6 +87,10 @@ fn rung(p: &TokenStream, action: &ActionNode) -> TokenStream {
             let retries = Literal::u32_unsuffixed(retries.as_ref().map_or(1, |count| count.value));
             quote!(#p::Rung::Fix { agent: #agent, retries: #retries })
         }
+        ActionKind::FixBuiltin { retries } => {
+            let retries = Literal::u32_unsuffixed(retries.as_ref().map_or(1, |count| count.value));
+            quote!(#p::Rung::FixBuiltin { retries: #retries })
+        }
         ActionKind::Escalate => quote!(#p::Rung::Escalate),
         ActionKind::Throw => quote!(#p::Rung::Throw),
         ActionKind::Degrade => quote!(#p::Rung::Degrade),

@@ -106,7 +106,12 @@ fn start(
         tool.handler().call_with(raw, extensions)
     })) {
         Ok(Ok(future)) => Ok(future),
-        Ok(Err(args_error)) => Err(Missed::Failed(args_error.into())),
+        Ok(Err(args_error)) => {
+            // The count is made before the handler, so that no body can start past a cap; a
+            // handler that refused the arguments started none, and its count is taken back.
+            ctx.meter().not_started(tool.name());
+            Err(Missed::Failed(args_error.into()))
+        }
         Err(payload) => Err(Missed::Failed(panicked(raw, payload).into())),
     }
 }

@@ -167,6 +167,15 @@ pub enum Action {
     Retry(RetryAction),
     /// Repair the arguments (or produce a result) through a fixer.
     Fix(FixAction),
+    /// `fix(builtin)`: repair the arguments with the built-in repair
+    /// ([`repair_arguments`](crate::repair::repair_arguments)), which needs no model and no
+    /// registration. Its arguments pass the gate before the tool runs with them; arguments it
+    /// cannot repair, or that fit the tool's schema already, go on down the ladder.
+    FixBuiltin {
+        /// How many times the repair may be tried for this failure (at least 1): a repaired
+        /// call that fails its arguments again is repaired again.
+        retries: NonZeroU32,
+    },
     /// Show the error to the model as an error tool result. Ends the ladder.
     Escalate,
     /// End the run: a hard failure. Ends the ladder.
@@ -208,6 +217,23 @@ impl Action {
         }))
     }
 
+    /// `fix(builtin, retries = n)`: the built-in repair, tried at most `n` times; see
+    /// [`Action::FixBuiltin`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agent_errors::policy::{Action, Ladder};
+    ///
+    /// let ladder = Ladder::new([Action::fix_builtin(1)?, Action::Escalate]);
+    /// assert_eq!(ladder.to_string(), "[fix(builtin), escalate]");
+    /// # Ok::<(), agent_errors::retry::ZeroAttempts>(())
+    /// ```
+    pub fn fix_builtin(retries: u32) -> Result<Action, ZeroAttempts> {
+        let retries = NonZeroU32::new(retries).ok_or(ZeroAttempts)?;
+        Ok(Action::FixBuiltin { retries })
+    }
+
     /// `fallback(tool = name)`: see [`Action::Fallback`]. The fallback retries under its own
     /// policy's `retry` rungs; its own `fallback` rungs are not followed (depth one).
     pub fn fallback(tool: impl Into<Cow<'static, str>>) -> Action {
@@ -247,6 +273,8 @@ impl fmt::Display for Action {
                 f.write_str(")")
             }
             Action::Fix(x) => write!(f, "fix(agent = {:?}, retries = {})", x.agent, x.retries),
+            Action::FixBuiltin { retries } if retries.get() == 1 => f.write_str("fix(builtin)"),
+            Action::FixBuiltin { retries } => write!(f, "fix(builtin, retries = {retries})"),
             Action::Escalate => f.write_str("escalate"),
             Action::Throw => f.write_str("throw"),
             Action::Fallback { tool } => write!(f, "fallback(tool = {tool:?})"),

@@ -321,6 +321,22 @@ impl RunMeter {
         }
     }
 
+    /// Takes back the count [`tool_body`](RunMeter::tool_body) made for a body that never
+    /// started, its arguments refused by the tool's parser: a call the ladder then repairs
+    /// counts once, when its repaired arguments run.
+    pub(crate) fn not_started(&self, tool: &str) {
+        let mut meter = self.0.as_deref();
+        while let Some(level) = meter {
+            let mut state = level.state();
+            state.used.tool_calls = state.used.tool_calls.saturating_sub(1);
+            if let Some(of) = state.used.calls_of.get_mut(tool) {
+                *of = of.saturating_sub(1);
+            }
+            drop(state);
+            meter = level.caller.as_deref();
+        }
+    }
+
     /// The cap the run went past, when a path of it was refused.
     #[inline]
     pub(crate) fn exceeded(&self) -> Option<Refused> {

@@ -3,7 +3,7 @@
 
 use agent_errors::prelude::*;
 
-agent_errors::defaults!(on_error(execution = [retry(3), escalate]));
+agent_errors::defaults!(on_error(execution = [retry(3), escalate], invalid_args = [fix(builtin), escalate]));
 
 /// Errors of the catalogue.
 #[derive(Debug, thiserror::Error)]
@@ -31,7 +31,7 @@ pub async fn search(query: String, limit: Option<u32>) -> Result<Vec<String>, Ca
 }
 
 /// Returns cached results.
-#[tool(idempotent, on_error(outcome_unknown = [fix(agent = "json_fixer"), escalate]))]
+#[tool(idempotent, on_error(outcome_unknown = [fix(agent = "json_fixer"), escalate], invalid_args = fix(builtin, retries = 2)))]
 fn cached(query: String, limit: Option<u32>) -> Vec<String> {
     let _ = limit;
     vec![query]

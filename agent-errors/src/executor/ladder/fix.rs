@@ -1,6 +1,8 @@
 //! The `fix(agent = ..)` rung: a fixer asked for new arguments (which pass the gate and are
-//! tried) or for a result in the tool's place, a bounded number of times.
+//! tried) or for a result in the tool's place, a bounded number of times; and `fix(builtin)`,
+//! the built-in repair, whose arguments take the same way.
 
+use std::num::NonZeroU32;
 use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
@@ -12,8 +14,12 @@ use crate::executor::gate::Refused;
 use crate::executor::outcome::{Handled, TerminationReason};
 use crate::fix::{Fix, FixRequest, FixerDef, FixerError};
 use crate::policy::{FixAction, PolicyKey};
+use crate::repair::repair_arguments;
 use crate::sanitize::scrub;
 use crate::tool::to_output;
+
+/// The name events give the built-in repair, as they give a fixer's.
+const BUILTIN: &str = "builtin";
 
 impl Walk<'_> {
     /// `fix(agent = ..)`: ask the fixer for new arguments (and call again) or for a result.
@@ -30,11 +36,13 @@ impl Walk<'_> {
             let request = self.fix_request(key, attempt_no);
             let next = match ask(fixer, request).await {
                 Ok(Ok(Fix::Result(value))) => {
-                    self.fixed_by(fixer, attempt_no);
+                    self.fixed_by(fixer.name(), attempt_no);
                     let output = to_output(&value).unwrap_or_else(|_| value.to_string());
                     Next::Done(Handled::Ok(output))
                 }
-                Ok(Ok(Fix::Args(new_raw))) => self.rerun_fixed(fixer, attempt_no, new_raw).await,
+                Ok(Ok(Fix::Args(new_raw))) => {
+                    self.rerun_fixed(fixer.name(), attempt_no, new_raw).await
+                }
                 Ok(Err(FixerError::Escalate { reason, severity })) => {
                     let kind = self.failure.class.kind;
                     let tool = self.tool.name();
@@ -85,7 +93,7 @@ impl Walk<'_> {
     /// Calls the tool again with the arguments a fixer wrote, once they pass the gate (a
     /// person asked again when one must approve): a fixer chooses what the tool receives no
     /// more than the model does.
-    async fn rerun_fixed(&mut self, fixer: &FixerDef, attempt_no: u32, new_raw: String) -> Next {
+    async fn rerun_fixed(&mut self, fixer: &str, attempt_no: u32, new_raw: String) -> Next {
         self.send(new_raw);
         match self.clear_for(self.tool, None).await {
             Ok(cleared) => self.sending = Sending::Cleared(cleared),
@@ -102,7 +110,7 @@ impl Walk<'_> {
         self.fixed_by(fixer, attempt_no);
         self.ctx.events().emit(Event::ToolRerun {
             tool: self.tool.name().to_owned(),
-            fixer: fixer.name().to_owned(),
+            fixer: fixer.to_owned(),
             attempt: self.failure.attempts,
             kind: self.failure.class.kind,
         });
@@ -113,8 +121,36 @@ impl Walk<'_> {
         self.attempt_cleared().await
     }
 
-    fn fixed_by(&mut self, fixer: &FixerDef, attempt: u32) {
-        self.fixed_by = Some((fixer.name().to_owned(), attempt));
+    fn fixed_by(&mut self, fixer: &str, attempt: u32) {
+        self.fixed_by = Some((fixer.to_owned(), attempt));
+    }
+
+    /// `fix(builtin)`: the built-in repair of the arguments against the tool's schema, at most
+    /// `retries` times. Arguments it cannot repair (or that fit already) go down the ladder.
+    pub(super) async fn fix_builtin(&mut self, retries: NonZeroU32) -> Next {
+        for attempt_no in 1..=retries.get() {
+            if self.repair_steps >= self.ctx.limits().max_repair_steps {
+                break;
+            }
+            let repaired = match repair_arguments(self.raw(), self.tool.parameters()) {
+                Ok(repaired) => repaired,
+                Err(refused) => {
+                    tracing::debug!(tool = self.tool.name(), %refused, "no built-in repair");
+                    break;
+                }
+            };
+            self.repair_steps += 1;
+            let changes: Vec<String> = repaired.changes().iter().map(|c| c.to_string()).collect();
+            let changes = changes.join("; ");
+            tracing::debug!(tool = self.tool.name(), %changes, "arguments repaired");
+            let next = self
+                .rerun_fixed(BUILTIN, attempt_no, repaired.into_arguments())
+                .await;
+            if !matches!(next, Next::Down) {
+                return next;
+            }
+        }
+        Next::Down
     }
 }
 

@@ -258,6 +258,7 @@ impl<'a> Walk<'a> {
         match action {
             Action::Retry(retry) => self.retry(retry).await,
             Action::Fix(fix) => self.fix(fix).await,
+            Action::FixBuiltin { retries } => self.fix_builtin(*retries).await,
             Action::Fallback { tool } => self.fallback(tool).await,
             Action::Escalate => self.escalate(),
             Action::Throw => self.throw(),
