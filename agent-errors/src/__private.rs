@@ -138,7 +138,8 @@ pub fn every_action() -> Vec<Action> {
                 retries: 1,
             }
             .action(),
-            Action::Fix(_) => Action::Escalate,
+            Action::Fix(_) => Rung::FixBuiltin { retries: 1 }.action(),
+            Action::FixBuiltin { .. } => Action::Escalate,
             Action::Escalate => Action::Throw,
             Action::Throw => Action::fallback("other"),
             Action::Fallback { .. } => Action::Degrade,

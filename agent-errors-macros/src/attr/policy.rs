@@ -53,14 +53,15 @@ pub(crate) const ACTIONS: [&str; 7] = [
     "ask_person",
 ];
 
-/// `name`, one of [`ACTIONS`], written with the least it needs: what the hidden list of every
+/// `name`, one of [`ACTIONS`], written with the least it needs, once per kind of action it
+/// names (`fix` names two: a fixer's and the built-in repair): what the hidden list of every
 /// action (`__policy_actions!`) parses, so each entry is read by the parser a policy's is.
-pub(crate) fn written_action(name: &'static str) -> &'static str {
+pub(crate) fn written_actions(name: &'static str) -> Vec<&'static str> {
     match name {
-        "retry" => "retry(2)",
-        "fix" => "fix(agent = \"fixer\")",
-        "fallback" => "fallback(tool = \"other\")",
-        bare => bare,
+        "retry" => vec!["retry(2)"],
+        "fix" => vec!["fix(agent = \"fixer\")", "fix(builtin)"],
+        "fallback" => vec!["fallback(tool = \"other\")"],
+        bare => vec![bare],
     }
 }
 

@@ -7,7 +7,7 @@ use syn::{Ident, Path};
 
 use crate::attr::{
     ACTIONS, ActionKind, ActionNode, DurationLit, Key, OnTripKind, PolicyNode, RunBreakerNode,
-    written_action,
+    written_actions,
 };
 
 use super::private;
@@ -155,9 +155,11 @@ pub(crate) fn policy_keys(krate: &Path) -> TokenStream {
 /// the runtime's.
 pub(crate) fn policy_actions(krate: &Path) -> TokenStream {
     let p = &private(krate);
-    let actions = ACTIONS.iter().map(|&name| {
-        let written = written_action(name);
-        match syn::parse_str::<ActionNode>(written) {
+    let written = ACTIONS
+        .iter()
+        .flat_map(|&name| written_actions(name).into_iter().map(move |w| (name, w)));
+    let actions = written.map(
+        |(name, written)| match syn::parse_str::<ActionNode>(written) {
             Ok(action) => {
                 let rung = rung(p, &action);
                 let terminal = action.kind.is_terminal();
@@ -167,7 +169,7 @@ pub(crate) fn policy_actions(krate: &Path) -> TokenStream {
                 let message = format!("the macros cannot read their own `{written}`: {error}");
                 quote!(::core::compile_error!(#message))
             }
-        }
-    });
+        },
+    );
     quote!([#(#actions),*])
 }
