@@ -24,6 +24,7 @@ mod conversation;
 mod counts;
 mod durable;
 mod fixer;
+mod http_status;
 mod model_failure;
 mod options;
 mod outcome;

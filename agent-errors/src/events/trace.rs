@@ -158,6 +158,18 @@ impl Event {
                 earlier_call = %earlier_call,
                 "a call whose outcome is unknown was asked for again: not run"
             ),
+            Event::InterruptedRerun {
+                tool,
+                call_id,
+                attempt,
+            } => tracing::warn!(
+                event = "interrupted_rerun",
+                gen_ai.tool.name = %tool,
+                gen_ai.tool.call.id = %call_id,
+                agent_errors.attempt = attempt,
+                "`{tool}` was running when its run was interrupted, with no result recorded: \
+                 it is idempotent, so the resumed run calls it again"
+            ),
         }
     }
 
@@ -375,6 +387,7 @@ fn tool_counter(event: &Event) -> Option<ToolCounter<'_>> {
             Some(("answer", "expired")),
         ),
         Event::UnknownNotRetried { .. } => ("agent_errors.tool.unknown_not_retried", None),
+        Event::InterruptedRerun { .. } => ("agent_errors.tool.interrupted_reruns", None),
         Event::Reconciled { answer, .. } => {
             ("agent_errors.tool.reconciled", Some(("answer", *answer)))
         }

@@ -51,6 +51,7 @@ mod output_checks;
 mod permissions;
 mod policy_keys;
 mod redis_store;
+mod refund_service;
 mod restate;
 mod retry;
 mod rig;
