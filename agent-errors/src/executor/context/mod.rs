@@ -62,6 +62,7 @@ pub struct RunContext {
     recovery: Recovery,
     /// What the guards of another agent loop (rig's) keep for this run, shared by every guard
     /// made over it: set by the first.
+    #[cfg(feature = "rig")]
     guarded: OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
@@ -151,6 +152,7 @@ impl RunContext {
                 approvals,
             },
             recovery: Recovery::new(breaker),
+            #[cfg(feature = "rig")]
             guarded: OnceLock::new(),
         }
     }
@@ -158,6 +160,7 @@ impl RunContext {
     /// What the guards of another agent loop keep for this run: made by the first guard over
     /// it (`make`), shared with every later one. True with it when it was made before, by
     /// another guard.
+    #[cfg(feature = "rig")]
     pub(crate) fn guarded<T: Send + Sync + 'static>(
         &self,
         make: impl FnOnce() -> T,
