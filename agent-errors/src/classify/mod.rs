@@ -490,11 +490,7 @@ fn kind_of_messages(error: &(dyn Error + 'static)) -> Option<ErrorKind> {
     let mut found = None;
     let mut levels = chain(error).peekable();
     while let Some(level) = levels.next() {
-        // An `io::Error` wrapping a rig failure says that failure's words as its own.
-        #[cfg(feature = "rig")]
-        if is_rig(level)
-            || (level.is::<std::io::Error>() && levels.peek().is_some_and(|l| is_rig(*l)))
-        {
+        if never_read(level, levels.peek().copied()) {
             break;
         }
         message.clear();
@@ -505,6 +501,19 @@ fn kind_of_messages(error: &(dyn Error + 'static)) -> Option<ErrorKind> {
         }
     }
     found
+}
+
+/// Whether `level` (wrapping `next`) is not read by its words: a rig failure, or an `io::Error`
+/// wrapping one, which says that failure's words as its own.
+#[cfg(feature = "rig")]
+fn never_read(level: &(dyn Error + 'static), next: Option<&(dyn Error + 'static)>) -> bool {
+    is_rig(level) || (level.is::<std::io::Error>() && next.is_some_and(is_rig))
+}
+
+/// Without rig every level is read.
+#[cfg(not(feature = "rig"))]
+fn never_read(_: &(dyn Error + 'static), _: Option<&(dyn Error + 'static)>) -> bool {
+    false
 }
 
 /// Whether `level` is one of rig's failures, which are read by what they are, never by their

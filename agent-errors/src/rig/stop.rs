@@ -38,6 +38,16 @@ use crate::usage::UsageLimitExceeded;
 /// let agent = guard.agent(model).default_max_turns(3).build();
 /// assert!(agent.prompt("refund order 7").await.is_err());
 /// let stop: RigStop = guard.stopped().expect("the guard ended the run");
+/// let said = match &stop {
+///     RigStop::Tool { tool, .. } if stop.pending_approval().is_some() => {
+///         format!("`{tool}` waits for a manager")
+///     }
+///     RigStop::Tool { tool, kind, .. } => format!("`{tool}` failed ({kind})"),
+///     RigStop::UsageLimit(exceeded) => format!("capped on {}", exceeded.limit),
+///     RigStop::NoTimer => "misconfigured runtime".to_owned(),
+///     _ => "stopped".to_owned(),
+/// };
+/// assert_eq!(said, "`refund` waits for a manager");
 /// assert_eq!(stop.pending_approval().map(|p| p.tool.as_str()), Some("refund"));
 /// assert!(matches!(stop.into_run_error(), RunError::WaitingForPerson { .. }));
 /// # Ok(())

@@ -438,7 +438,10 @@ async fn a_run_id_already_in_the_store_is_refused_as_an_existing_run() {
     // The first run is untouched: it still holds its answer.
     let again = first.resume("same", RunOptions::new()).await;
     assert!(
-        matches!(again.result, Err(RunError::Resume(ResumeError::Finished { .. }))),
+        matches!(
+            again.result,
+            Err(RunError::Resume(ResumeError::Finished { .. }))
+        ),
         "{:?}",
         again.result
     );

@@ -456,7 +456,9 @@ fn a_guard_refuses_usage_limits_that_could_never_apply_as_the_agent_builder_does
 fn flaky_search() -> (FaultyTool, ToolDef) {
     let flaky =
         FaultyTool::new(echo_tool("search")).fail_times(1, || HttpError::new(503, "overloaded"));
-    let tool = flaky.tool().with_policy(agent_errors::policy!(execution = retry(3)));
+    let tool = flaky
+        .tool()
+        .with_policy(agent_errors::policy!(execution = retry(3)));
     (flaky, tool)
 }
 

@@ -55,8 +55,8 @@ impl<O: AgentOutput> Agent<O> {
             Ok(None) => return Err(RunError::Resume(ResumeError::NotFound { run_id }).redacted()),
             Err(error) => return Err(RunError::Checkpoint(error).redacted()),
         };
-        let (saved, _) =
-            SavedRun::from_journal(&run_id, &stored).map_err(|e| RunError::Checkpoint(e).redacted())?;
+        let (saved, _) = SavedRun::from_journal(&run_id, &stored)
+            .map_err(|e| RunError::Checkpoint(e).redacted())?;
         if let Some(outcome) = saved.finished {
             return Err(RunError::Resume(ResumeError::Finished { run_id, outcome }).redacted());
         }
