@@ -130,9 +130,9 @@ pub(crate) use kind::ErrorKind;
 pub use redacted::RedactedError;
 
 pub(crate) use body::server_delay;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "_provider")]
 pub(crate) use body::status_of_error_type;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "_provider")]
 pub(crate) use body::{is_overloaded, is_quota_exhausted, server_refuses};
 
 use rules::Rule;
