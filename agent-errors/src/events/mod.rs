@@ -163,7 +163,7 @@ pub enum Event {
     /// event per retry at every layer of the model-call stack.
     LlmRetry {
         /// Which layer retries: the provider's transport, `on_llm_error`, `FallbackModel` (its
-        /// primary called again), `PersistentRetry`, or `rig::recovering` in rig's loop.
+        /// primary called again), `PersistentRetry`, or a `rig::RecoveringModel` in rig's loop.
         layer: ModelLayer,
         /// The attempt that failed (1-based, counted by that layer: within the turn for
         /// `on_llm_error`, within one request for the others).
@@ -270,7 +270,7 @@ pub enum Event {
 ///         if let Event::LlmRetry { layer, .. } = event {
 ///             let name = match layer {
 ///                 ModelLayer::Transport => "the provider's transport",
-///                 ModelLayer::Rig => "rig::recovering",
+///                 ModelLayer::Rig => "rig::RecoveringModel",
 ///                 ModelLayer::PersistentRetry => "PersistentRetry",
 ///                 ModelLayer::FallbackModel => "FallbackModel's primary",
 ///                 ModelLayer::OnLlmError => "on_llm_error",
@@ -288,7 +288,7 @@ pub enum Event {
 pub enum ModelLayer {
     /// A built-in provider's own transport retries (OpenAI, Anthropic).
     Transport,
-    /// `rig::recovering`, below rig's own agent loop.
+    /// A `rig::RecoveringModel`, below rig's own agent loop.
     Rig,
     /// [`PersistentRetry`](crate::llm::PersistentRetry).
     PersistentRetry,
