@@ -51,6 +51,7 @@ mod openai;
 mod output_checks;
 mod permissions;
 mod redis_store;
+mod refund_service;
 mod repair;
 mod restate;
 mod retry;
