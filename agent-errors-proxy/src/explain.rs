@@ -44,7 +44,9 @@ pub(crate) fn explain(config: &Config, upstreams: &Upstreams, tool: &str) -> Opt
             PolicyLayer::Tool => format!("{table} on_error"),
             PolicyLayer::Agent | PolicyLayer::AgentDefaults => format!("{server} on_error"),
             PolicyLayer::CrateDefaults if defaults_say(key) => "[defaults] on_error".to_owned(),
-            PolicyLayer::CrateDefaults => "preset = \"recommended\"".to_owned(),
+            PolicyLayer::CrateDefaults | PolicyLayer::Recommended => {
+                "preset = \"recommended\"".to_owned()
+            }
             PolicyLayer::BuiltIn => "the built-in default (fail-closed)".to_owned(),
         };
         let _ = writeln!(out, "  {:<13} = {ladder:<40} from {from}", key.as_str());

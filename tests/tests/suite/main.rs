@@ -50,6 +50,7 @@ mod openai;
 mod output_checks;
 mod permissions;
 mod policy_keys;
+mod preset;
 mod redis_store;
 mod restate;
 mod retry;
