@@ -15,16 +15,16 @@ pub fn parse_args<A: serde::de::DeserializeOwned>(raw: &str) -> Result<A, ToolEr
 }
 
 /// The longest SSE line the reader accepts.
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "_provider")]
 pub const MAX_SSE_LINE_BYTES: usize = crate::stream::guard::MAX_LINE_BYTES;
 
 /// The largest SSE event (its `data`) the reader accepts.
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "_provider")]
 pub const MAX_SSE_EVENT_BYTES: usize = crate::stream::guard::MAX_EVENT_BYTES;
 
 /// Feeds `chunks`, in order, to one SSE reader: each event's `event:` name and `data`, or the
 /// text of the error that ended the stream.
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "_provider")]
 pub fn read_sse<'a>(
     chunks: impl IntoIterator<Item = &'a [u8]>,
 ) -> Result<Vec<(Option<String>, String)>, String> {

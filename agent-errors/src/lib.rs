@@ -85,7 +85,7 @@ pub mod observe;
 pub mod openai;
 mod output_check;
 pub mod policy;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "_provider")]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "openai", feature = "anthropic"))))]
 pub mod provider;
 mod reconcile;

@@ -67,12 +67,12 @@ pub const DEFAULT_MAX_CHARS: usize = 300;
 
 /// The bound on a message a provider's server wrote, as an error shows it: enough to act on,
 /// too little to flood a log.
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "_provider")]
 const MAX_SERVER_MESSAGE_CHARS: usize = 1000;
 
 /// A server's message as an error may show it: scrubbed (escape sequences and control
 /// characters removed, secrets redacted) and cut to 1000 characters.
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "_provider")]
 pub(crate) fn server_message(text: &str) -> String {
     scrub(text, MAX_SERVER_MESSAGE_CHARS)
 }

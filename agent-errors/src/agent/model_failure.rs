@@ -94,7 +94,7 @@ fn typed_copy(level: &(dyn Error + 'static), below: &mut Option<BoxError>) -> Op
     if let Some(stream) = level.downcast_ref::<crate::stream::StreamError>() {
         return Some(Box::new(stream.redacted_copy(below.take())));
     }
-    #[cfg(any(feature = "openai", feature = "anthropic"))]
+    #[cfg(feature = "_provider")]
     if let Some(status) = level.downcast_ref::<crate::provider::StatusError>() {
         // Its source is its own `HttpError`, redacted with it.
         return Some(Box::new(status.redacted()));

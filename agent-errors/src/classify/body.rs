@@ -155,7 +155,7 @@ pub(crate) fn is_quota_exhausted(body: &str) -> bool {
 /// The status a provider's error type stands for, when an error arrives without one (an error
 /// event inside a stream that began with 200): Anthropic's `overloaded_error` is a 529,
 /// `rate_limit_error` a 429, and so on. Unknown types are a 500, a server error.
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "_provider")]
 pub(crate) fn status_of_error_type(error_type: &str) -> u16 {
     match error_type {
         "invalid_request_error" => 400,
@@ -225,7 +225,7 @@ pub(crate) fn server_delay(error: &(dyn Error + 'static), cap: Duration) -> Opti
 
 /// Whether the server (`x-should-retry: false`) or the status table (402, 501) rules out calling
 /// again unchanged.
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "_provider")]
 pub(crate) fn server_refuses(http: &HttpError) -> bool {
     http.classification(Duration::ZERO).should_retry == Some(false)
 }

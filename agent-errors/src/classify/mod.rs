@@ -138,9 +138,9 @@ pub(crate) use reach::never_reached;
 pub(crate) fn kind_of_text(text: &str) -> Option<ErrorKind> {
     patterns::kind_of_message(text)
 }
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "_provider")]
 pub(crate) use body::status_of_error_type;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "_provider")]
 pub(crate) use body::{is_overloaded, is_quota_exhausted, server_refuses};
 
 use rules::Rule;

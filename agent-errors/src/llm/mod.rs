@@ -16,7 +16,7 @@ pub use crate::usage::Usage;
 pub(crate) mod decision;
 mod fallback;
 mod persistent;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "_provider")]
 pub(crate) mod retryability;
 pub(crate) mod trigger;
 

@@ -126,7 +126,7 @@ pub(crate) struct Sleep(Option<Arc<SleepFn>>);
 impl Sleep {
     /// Waits with `sleep` instead of tokio's clock: an engine's durable sleep, or a provider's
     /// replacement.
-    #[cfg(any(feature = "restate", feature = "openai", feature = "anthropic"))]
+    #[cfg(any(feature = "restate", feature = "_provider"))]
     pub(crate) fn with<F, Fut>(sleep: F) -> Self
     where
         F: Fn(Duration) -> Fut + Send + Sync + 'static,

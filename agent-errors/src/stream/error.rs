@@ -177,11 +177,11 @@ impl StreamError {
 }
 
 /// The longest reason a [`StreamError::Malformed`] keeps.
-#[cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
+#[cfg_attr(not(feature = "_provider"), allow(dead_code))]
 const MAX_REASON_CHARS: usize = 300;
 
 // The providers build these; without one, only the types are used.
-#[cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
+#[cfg_attr(not(feature = "_provider"), allow(dead_code))]
 impl StreamError {
     pub(crate) fn first_event_timeout(limit: Duration) -> Self {
         StreamError::FirstEventTimeout {

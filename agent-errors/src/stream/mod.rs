@@ -9,7 +9,7 @@
 
 mod accumulate;
 mod error;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "_provider")]
 pub(crate) mod guard;
 
 use std::pin::Pin;
