@@ -270,24 +270,36 @@ impl Macro for CrateDefaults {
     }
 }
 
-/// The hidden list of policy keys, for the test that holds it against the runtime's.
-pub(crate) struct PolicyKeys {
+/// A hidden list the macros keep (the policy keys, the actions), for the test that holds it
+/// against the runtime's.
+pub(crate) struct KnownList {
     input: TokenStream,
+    expand: fn(&syn::Path) -> TokenStream,
 }
 
-impl PolicyKeys {
-    pub(crate) fn new(input: TokenStream) -> Self {
-        PolicyKeys { input }
+impl KnownList {
+    pub(crate) fn keys(input: TokenStream) -> Self {
+        KnownList {
+            input,
+            expand: expand::policy_keys,
+        }
+    }
+
+    pub(crate) fn actions(input: TokenStream) -> Self {
+        KnownList {
+            input,
+            expand: expand::policy_actions,
+        }
     }
 }
 
-impl Macro for PolicyKeys {
+impl Macro for KnownList {
     fn try_expand(&mut self, cx: &Ctxt) -> Option<TokenStream> {
         let args = parse_all(cx, self.input.clone(), ListArgs::parse);
         if let Some(path) = args.paths.first() {
             cx.error_spanned_by(path, "expected nothing, or `crate = \"...\"`");
         }
-        Some(expand::policy_keys(&args.krate))
+        Some((self.expand)(&args.krate))
     }
 
     fn fallback(self, errors: TokenStream) -> TokenStream {
@@ -342,7 +354,8 @@ mod tests {
             expand(Defaults::new(quote!(#krate, on_error(auth = throw)))),
             expand(List::new(quote!(#krate, double), "tool", "ToolDef")),
             expand(List::new(quote!(#krate, a b), "fixer", "FixerDef")),
-            expand(PolicyKeys::new(krate.clone())),
+            expand(KnownList::keys(krate.clone())),
+            expand(KnownList::actions(krate.clone())),
         ];
         for expansion in expansions {
             let mut found = Vec::new();

@@ -460,5 +460,13 @@ pub fn fixers(input: TokenStream) -> TokenStream {
 #[doc(hidden)]
 #[proc_macro]
 pub fn __policy_keys(input: TokenStream) -> TokenStream {
-    driver::expand(driver::PolicyKeys::new(input.into())).into()
+    driver::expand(driver::KnownList::keys(input.into())).into()
+}
+
+/// Every action the macros know, as `[(name, Rung, is_terminal), ...]`, for the test that fails
+/// when this crate's list and the runtime's drift apart. Not public API.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __policy_actions(input: TokenStream) -> TokenStream {
+    driver::expand(driver::KnownList::actions(input.into())).into()
 }

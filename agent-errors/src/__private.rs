@@ -27,7 +27,7 @@ pub use crate::policy::{
     Action, FixAction, Ladder, OnTrip, Policy, PolicyKey, RetryAction, RunBreakerRule,
 };
 pub use crate::tool::ToolDef;
-pub use agent_errors_macros::__policy_keys as policy_keys;
+pub use agent_errors_macros::{__policy_actions as policy_actions, __policy_keys as policy_keys};
 pub use schemars;
 pub use serde;
 pub use serde_json;
@@ -93,7 +93,8 @@ fn non_zero(count: u32) -> NonZeroU32 {
 }
 
 impl Rung {
-    fn action(&self) -> Action {
+    /// The ladder's action this rung writes.
+    pub fn action(&self) -> Action {
         match *self {
             Rung::Retry {
                 max_attempts,
@@ -119,6 +120,35 @@ impl Rung {
             Rung::AskPerson => Action::AskPerson,
         }
     }
+}
+
+/// One action of every kind the runtime has, in the order the DSL lists them, for the test
+/// that holds the macros' actions against the runtime's.
+pub fn every_action() -> Vec<Action> {
+    // Each action names the next one. The match has no `_` arm, so a new kind of `Action`
+    // stops this compiling until it has a place in the list.
+    fn after(action: &Action) -> Option<Action> {
+        Some(match action {
+            Action::Retry(_) => Rung::Fix {
+                agent: "fixer",
+                retries: 1,
+            }
+            .action(),
+            Action::Fix(_) => Action::Escalate,
+            Action::Escalate => Action::Throw,
+            Action::Throw => Action::fallback("other"),
+            Action::Fallback { .. } => Action::Degrade,
+            Action::Degrade => Action::AskPerson,
+            Action::AskPerson => return None,
+        })
+    }
+    let first = Rung::Retry {
+        max_attempts: 2,
+        initial: None,
+        max: None,
+    }
+    .action();
+    std::iter::successors(Some(first), after).collect()
 }
 
 /// The `Policy` of a table, entries in the order written.

@@ -41,7 +41,7 @@ impl ActionKind {
     }
 }
 
-pub(super) const ACTIONS: [&str; 7] = [
+pub(crate) const ACTIONS: [&str; 7] = [
     "retry",
     "fix",
     "escalate",
@@ -50,6 +50,17 @@ pub(super) const ACTIONS: [&str; 7] = [
     "degrade",
     "ask_person",
 ];
+
+/// `name`, one of [`ACTIONS`], written with the least it needs: what the hidden list of every
+/// action (`__policy_actions!`) parses, so each entry is read by the parser a policy's is.
+pub(crate) fn written_action(name: &'static str) -> &'static str {
+    match name {
+        "retry" => "retry(2)",
+        "fix" => "fix(agent = \"fixer\")",
+        "fallback" => "fallback(tool = \"other\")",
+        bare => bare,
+    }
+}
 
 impl Parse for ActionNode {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {

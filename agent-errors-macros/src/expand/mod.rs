@@ -16,7 +16,7 @@ use syn::{Ident, LitStr, Path};
 
 use crate::ast::{Description, FixerFn, FnHead};
 
-pub(crate) use policy::{defaults, policy, policy_keys};
+pub(crate) use policy::{defaults, policy, policy_actions, policy_keys};
 pub(crate) use tool::{method_tool, tool};
 
 /// `<crate>::__private`, the runtime's module for generated code.

@@ -1,12 +1,13 @@
 //! Policies as code: the `PolicyTable` constant of a tool, a `Policy` expression, the
-//! crate's `defaults!`, and the list of keys a test holds against the runtime's.
+//! crate's `defaults!`, and the lists of keys and actions a test holds against the runtime's.
 
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::quote;
 use syn::{Ident, Path};
 
 use crate::attr::{
-    ActionKind, ActionNode, DurationLit, Key, OnTripKind, PolicyNode, RunBreakerNode,
+    ACTIONS, ActionKind, ActionNode, DurationLit, Key, OnTripKind, PolicyNode, RunBreakerNode,
+    written_action,
 };
 
 use super::private;
@@ -146,4 +147,27 @@ pub(crate) fn policy_keys(krate: &Path) -> TokenStream {
         quote!((#name, #key, #can_retry))
     });
     quote!([#(#keys),*])
+}
+
+/// `[(name, Rung, is_terminal), ...]` for every action the macros know, in the order their
+/// messages list them: each read from its written form by the parser a policy's actions go
+/// through and expanded as a policy's rung is, so a test can hold the macros' actions against
+/// the runtime's.
+pub(crate) fn policy_actions(krate: &Path) -> TokenStream {
+    let p = &private(krate);
+    let actions = ACTIONS.iter().map(|&name| {
+        let written = written_action(name);
+        match syn::parse_str::<ActionNode>(written) {
+            Ok(action) => {
+                let rung = rung(p, &action);
+                let terminal = action.kind.is_terminal();
+                quote!((#name, #rung, #terminal))
+            }
+            Err(error) => {
+                let message = format!("the macros cannot read their own `{written}`: {error}");
+                quote!(::core::compile_error!(#message))
+            }
+        }
+    });
+    quote!([#(#actions),*])
 }

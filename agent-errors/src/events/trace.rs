@@ -14,8 +14,35 @@ use crate::classify::ErrorKind;
 use crate::escapes::Visible;
 
 impl Event {
-    /// The `tracing` event, at the level the event deserves.
+    /// The `tracing` event, at the level the event deserves, named by [`Event::name`].
     pub(crate) fn trace(&self) {
+        let event = self.name();
+        match self {
+            Event::ToolRetry { .. }
+            | Event::ToolRerun { .. }
+            | Event::ToolFailed { .. }
+            | Event::ToolFixed { .. }
+            | Event::Escalated { .. }
+            | Event::FellBack { .. }
+            | Event::Degraded { .. }
+            | Event::BreakerTripped { .. }
+            | Event::RetryBudgetExhausted { .. }
+            | Event::Terminated { .. } => self.trace_tool(event),
+            Event::PersonAsked { .. }
+            | Event::AnswerExpired { .. }
+            | Event::LlmRetry { .. }
+            | Event::LlmFallback { .. }
+            | Event::OutputReask { .. }
+            | Event::UsageLimitReached { .. }
+            | Event::UsageMissing { .. }
+            | Event::UnknownNotRetried { .. }
+            | Event::Reconciled { .. }
+            | Event::RepeatNotRun { .. } => self.trace_run(event),
+        }
+    }
+
+    /// [`Event::trace`] of an event of a tool's ladder.
+    fn trace_tool(&self, event: &'static str) {
         match self {
             Event::ToolRetry {
                 tool,
@@ -23,7 +50,7 @@ impl Event {
                 kind,
                 delay,
             } => tracing::warn!(
-                event = "tool_retry",
+                event,
                 gen_ai.tool.name = %Visible::of(tool),
                 agent_errors.attempt = attempt,
                 "error.type" = %kind,
@@ -35,7 +62,7 @@ impl Event {
                 attempt,
                 kind,
             } => tracing::info!(
-                event = "tool_rerun",
+                event,
                 gen_ai.tool.name = %Visible::of(tool),
                 agent_errors.fixer = %Visible::of(fixer),
                 agent_errors.attempt = attempt,
@@ -46,14 +73,14 @@ impl Event {
                 kind,
                 message,
             } => tracing::warn!(
-                event = "tool_failed", gen_ai.tool.name = %Visible::of(tool), "error.type" = %kind, message = %Visible::of(message)
+                event, gen_ai.tool.name = %Visible::of(tool), "error.type" = %kind, message = %Visible::of(message)
             ),
             Event::ToolFixed {
                 tool,
                 fixer,
                 attempt,
             } => tracing::info!(
-                event = "tool_fixed", gen_ai.tool.name = %Visible::of(tool), agent_errors.fixer = %Visible::of(fixer),
+                event, gen_ai.tool.name = %Visible::of(tool), agent_errors.fixer = %Visible::of(fixer),
                 agent_errors.attempt = attempt
             ),
             Event::Escalated {
@@ -61,7 +88,7 @@ impl Event {
                 reason,
                 severity,
             } => tracing::warn!(
-                event = "escalated", gen_ai.tool.name = %Visible::of(tool), reason = %Visible::of(reason), severity = %severity
+                event, gen_ai.tool.name = %Visible::of(tool), reason = %Visible::of(reason), severity = %severity
             ),
             Event::FellBack {
                 tool,
@@ -69,29 +96,38 @@ impl Event {
                 attempt,
                 kind,
             } => tracing::warn!(
-                event = "fell_back",
+                event,
                 gen_ai.tool.name = %Visible::of(tool),
                 agent_errors.fallback.to = %Visible::of(to),
                 agent_errors.attempt = attempt,
                 "error.type" = %kind,
             ),
             Event::Degraded { tool } => {
-                tracing::warn!(event = "degraded", gen_ai.tool.name = %Visible::of(tool))
+                tracing::warn!(event, gen_ai.tool.name = %Visible::of(tool))
             }
             Event::BreakerTripped { tool, failures } => {
-                tracing::error!(event = "breaker_tripped", gen_ai.tool.name = %Visible::of(tool), failures)
+                tracing::error!(event, gen_ai.tool.name = %Visible::of(tool), failures)
             }
             Event::RetryBudgetExhausted { tool } => {
-                tracing::warn!(event = "retry_budget_exhausted", gen_ai.tool.name = %Visible::of(tool))
+                tracing::warn!(event, gen_ai.tool.name = %Visible::of(tool))
             }
             Event::Terminated { tool, kind } => tracing::error!(
-                event = "terminated", gen_ai.tool.name = %Visible::of(tool), "error.type" = %kind
+                event, gen_ai.tool.name = %Visible::of(tool), "error.type" = %kind
             ),
+            // The other events: traced by `trace_run`.
+            _ => {}
+        }
+    }
+
+    /// [`Event::trace`] of the other events: a person's answers, the model's turns, the output,
+    /// the run's usage, a policy's warning and the calls whose outcome was unknown.
+    fn trace_run(&self, event: &'static str) {
+        match self {
             Event::PersonAsked { tool, answer } => {
-                tracing::info!(event = "person_asked", gen_ai.tool.name = %Visible::of(tool), answer)
+                tracing::info!(event, gen_ai.tool.name = %Visible::of(tool), answer)
             }
             Event::AnswerExpired { tool, call_id, .. } => tracing::warn!(
-                event = "answer_expired", gen_ai.tool.name = %Visible::of(tool), gen_ai.tool.call.id = %Visible::of(call_id)
+                event, gen_ai.tool.name = %Visible::of(tool), gen_ai.tool.call.id = %Visible::of(call_id)
             ),
             Event::LlmRetry {
                 layer,
@@ -99,7 +135,7 @@ impl Event {
                 delay,
                 kind,
             } => tracing::warn!(
-                event = "llm_retry",
+                event,
                 agent_errors.layer = %layer,
                 agent_errors.attempt = attempt,
                 "error.type" = %kind,
@@ -112,7 +148,7 @@ impl Event {
                 attempts,
                 kind,
             } => tracing::warn!(
-                event = "llm_fallback",
+                event,
                 gen_ai.request.model = %Visible::of(from),
                 agent_errors.fallback.to = %Visible::of(to),
                 agent_errors.fallback.trigger = trigger,
@@ -120,21 +156,21 @@ impl Event {
                 "error.type" = %kind,
             ),
             Event::OutputReask { attempt, reason } => tracing::warn!(
-                event = "output_reask",
+                event,
                 agent_errors.attempt = attempt,
                 "error.type" = ErrorKind::Validation.as_str(),
                 reason = %Visible::of(reason),
             ),
             Event::UsageLimitReached { limit } => {
-                tracing::warn!(event = "usage_limit_reached", limit = %limit)
+                tracing::warn!(event, limit = %limit)
             }
             Event::UsageMissing { model } => tracing::warn!(
-                event = "usage_missing",
+                event,
                 gen_ai.response.model = %Visible::of(model),
                 "the response reported no usage: counted as the usage limits say"
             ),
             Event::UnknownNotRetried { tool } => tracing::warn!(
-                event = "unknown_not_retried",
+                event,
                 gen_ai.tool.name = %Visible::of(tool),
                 "`{}` failed with an error of kind `unknown`, which its `retry` never retries: \
                  return an error that says what it is (an `HttpError` with its status, an \
@@ -147,17 +183,19 @@ impl Event {
                 reconciler,
                 answer,
             } => tracing::info!(
-                event = "reconciled",
+                event,
                 gen_ai.tool.name = %tool,
                 reconciler = %reconciler,
                 answer = answer,
             ),
             Event::RepeatNotRun { tool, earlier_call } => tracing::warn!(
-                event = "repeat_not_run",
+                event,
                 gen_ai.tool.name = %tool,
                 earlier_call = %earlier_call,
                 "a call whose outcome is unknown was asked for again: not run"
             ),
+            // A tool's ladder's events: traced by `trace_tool`.
+            _ => {}
         }
     }
 

@@ -163,6 +163,33 @@ pub enum ConfigProblem {
 impl fmt::Display for ConfigProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            ConfigProblem::DuplicateTool(_)
+            | ConfigProblem::DuplicateFixer(_)
+            | ConfigProblem::UnknownFixer { .. }
+            | ConfigProblem::DuplicateReconciler(_)
+            | ConfigProblem::UnknownReconciler { .. }
+            | ConfigProblem::UnknownFallback { .. }
+            | ConfigProblem::ShadowedAgentEntry { .. }
+            | ConfigProblem::SelfFallback { .. }
+            | ConfigProblem::DegradeNotOptional { .. }
+            | ConfigProblem::RetryNeverRuns { .. } => self.fmt_registry(f),
+            ConfigProblem::UnknownToolPolicy(_)
+            | ConfigProblem::MissingModel
+            | ConfigProblem::ReservedToolName(_)
+            | ConfigProblem::ZeroLimit { .. }
+            | ConfigProblem::UnknownCappedTool { .. }
+            | ConfigProblem::FinalAnswerForUnsetCap { .. }
+            | ConfigProblem::UnpricedModel { .. }
+            | ConfigProblem::NotAnAmount { .. }
+            | ConfigProblem::NobodyToApprove { .. } => self.fmt_agent(f),
+        }
+    }
+}
+
+impl ConfigProblem {
+    /// The problems of the registry's tools, fixers and policies.
+    fn fmt_registry(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             ConfigProblem::DuplicateTool(name) => write!(
                 f,
                 "two tools are named `{name}`: rename one, or give the tools of one MCP server a prefix"
@@ -229,6 +256,14 @@ impl fmt::Display for ConfigProblem {
                  (the same call would fail the same way), so the rung would never run: use \
                  `escalate`, `fix(..)` or `fallback(..)`"
             ),
+            // An agent's problems: written by `fmt_agent`.
+            _ => Ok(()),
+        }
+    }
+
+    /// The problems of an agent's own settings: its model, limits and approvals.
+    fn fmt_agent(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             ConfigProblem::UnknownToolPolicy(name) => {
                 write!(
                     f,
@@ -270,6 +305,8 @@ impl fmt::Display for ConfigProblem {
                  `approver`) nor wait for one (no `checkpoints` store to resume the run from): \
                  add `.approver(...)` or `.checkpoints(...)` to the agent"
             ),
+            // The registry's problems: written by `fmt_registry`.
+            _ => Ok(()),
         }
     }
 }
