@@ -146,6 +146,7 @@ pub fn every_action() -> Vec<Action> {
         max_attempts: 2,
         initial: None,
         max: None,
+        when_safe: false,
     }
     .action();
     std::iter::successors(Some(first), after).collect()
