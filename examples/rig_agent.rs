@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use agent_errors::policy::{Action, Policy, PolicyKey};
 use agent_errors::prelude::*;
 use agent_errors::retry::RetrySchedule;
-use agent_errors::rig::{GuardedTool, RigModel, recovering};
+use agent_errors::rig::{GuardedTool, RecoveringModel, RigModel};
 use agent_errors::{Registry, RunContext};
 use rig_core::test_utils::{MockCompletionModel, MockTurn};
 use rig_core::tool::{Tool, ToolContext, ToolExecutionError};
@@ -94,7 +94,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let registry = Arc::new(Registry::builder().tool(weather()).build()?);
     let run = Arc::new(RunContext::new());
     let guarded = GuardedTool::<Weather>::new(registry, Arc::clone(&run))?;
-    let model = recovering(provider(), RetrySchedule::attempts(3)?);
+    let model = RecoveringModel::new(provider(), RetrySchedule::attempts(3)?, Arc::clone(&run));
     let agent = rig_agent::AgentBuilder::new(model)
         .default_max_turns(3)
         .tool(guarded.clone())

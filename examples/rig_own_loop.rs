@@ -85,7 +85,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let limits = UsageLimits::new()
         .max_tool_calls(2)
         .on_exceed(UsageLimit::ToolCalls, OnExceed::FinalAnswer);
-    let guard = RigGuard::new(registry, Arc::clone(&run)).with_usage_limits(limits);
+    let guard = RigGuard::new(registry, Arc::clone(&run)).with_usage_limits(limits)?;
     let model = guard
         .recovering(primary(), RetrySchedule::attempts(2)?)
         .fallback(backup());

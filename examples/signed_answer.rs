@@ -80,7 +80,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("   token: {genuine}");
 
     println!("3. The browser sends back an altered token: refused, and the call waits again.");
-    let altered = genuine.replace(
+    let altered = serde_json::to_string(&Answer::from_token(&genuine)?)?.replace(
         r#""Approve""#,
         r#"{"ApproveWith":"{\"to\": \"Mallory\", \"amount\": 90000}"}"#,
     );

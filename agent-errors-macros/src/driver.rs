@@ -201,6 +201,28 @@ impl Macro for Defaults {
     }
 }
 
+/// Whether `path` names a type (its last segment is capitalised, as types are and functions are
+/// not): a rig tool, or any other tool value, rather than a `#[tool]` function.
+fn names_a_type(path: &Path) -> bool {
+    let last = path
+        .segments
+        .last()
+        .map(|segment| segment.ident.to_string());
+    last.is_some_and(|name| name.starts_with(|c: char| c.is_ascii_uppercase()))
+}
+
+/// What `tools![..]` says of a type in its list: the way in for a tool that is a value.
+fn not_a_tool_fn(path: &Path) -> String {
+    let name = quote::ToTokens::to_token_stream(path)
+        .to_string()
+        .replace(' ', "");
+    format!(
+        "`{name}` is a type, and `tools![..]` lists `#[tool]` functions: a rig tool goes in as \
+         `.tool(ToolDef::from_rig({name}))` (feature `rig`), any other tool value as \
+         `.tool(ToolDef::from_handler(..))`"
+    )
+}
+
 /// `tools![...]` and `fixers![...]`.
 pub(crate) struct List {
     input: TokenStream,
@@ -226,6 +248,11 @@ impl Macro for List {
     fn try_expand(&mut self, cx: &Ctxt) -> Option<TokenStream> {
         let args = parse_all(cx, self.input.clone(), ListArgs::parse);
         self.krate = args.krate.clone();
+        if self.kind == "tool" {
+            for path in args.paths.iter().filter(|path| names_a_type(path)) {
+                cx.error_spanned_by(path, not_a_tool_fn(path));
+            }
+        }
         Some(expand::list(
             &args.krate,
             &args.paths,

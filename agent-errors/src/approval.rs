@@ -46,6 +46,7 @@ mod answer;
 mod digest;
 mod ledger;
 mod shown;
+mod token;
 
 pub use answer::{Answer, AnswerError, AnswerKey, MAX_ANSWER_BYTES};
 pub(crate) use answer::{AnswerClock, OTHER_QUESTION, Taken, Verdict, judge};

@@ -49,6 +49,12 @@ use crate::stream::{ChatStream, response_events, stream_of};
 ///
 /// Errors are returned as they are, boxed: the agent hands the very same error to
 /// `on_llm_error` and, on `Rethrow`, back to the caller, so it can be downcast.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `ChatModel`",
+    note = "a rig model (any of rig's providers) goes in as `agent_errors::rig::RigModel::new(model)` \
+            (feature `rig`); an OpenAI or Anthropic model is `agent_errors::openai::OpenAiModel` / \
+            `agent_errors::anthropic::AnthropicModel`; a model of your own implements `ChatModel`"
+)]
 pub trait ChatModel: Send + Sync + 'static {
     /// Answers one request.
     fn chat<'a>(

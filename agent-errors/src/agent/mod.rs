@@ -24,6 +24,7 @@ mod conversation;
 mod counts;
 mod durable;
 mod fixer;
+mod http_status;
 mod model_failure;
 mod options;
 mod outcome;
@@ -38,8 +39,8 @@ use std::sync::Arc;
 pub use builder::AgentBuilder;
 pub use builtins::{ESCALATE, THROW_EXCEPTION};
 pub use conversation::{Conversation, HistoryError};
-/// A rig agent's guarded tools mint their run's id as the agent loop does.
-#[cfg(feature = "rig")]
+/// A run's id, minted by the loop (a run's spans name it before it starts) and by a rig agent's
+/// guarded tools alike.
 pub(crate) use durable::new_run_id;
 pub use durable::{BrokenTranscript, FinishedRun, ResumeError};
 /// How an engine that replays runs (Restate) gives a run its journal.

@@ -295,6 +295,24 @@ pub enum RunError {
          tokio's `time` feature for `#[tokio::main]`"
     )]
     NoTimer,
+    /// [`Agent::run_with`](crate::Agent::run_with) was given the id of a run the agent's
+    /// checkpoint store already holds: a run id names one run. Nothing ran and the saved run is
+    /// untouched: resume it with [`Agent::resume`](crate::Agent::resume) (with the answers it
+    /// waits for, if it waits), or start the new task under an id of its own.
+    #[error(
+        "run {run_id} already exists: resume it with `Agent::resume`, or start a new run under \
+         another id"
+    )]
+    RunExists {
+        /// The run.
+        run_id: String,
+    },
+    /// The usage limits given to this run ([`RunOptions::usage_limits`](crate::RunOptions::usage_limits))
+    /// could never apply (a cap on a tool the agent lacks, a graceful stop for a cap they do
+    /// not set, a cost cap without a price for the agent's model, a figure that is not an
+    /// amount), so the run did not start: the problems, as the agent builder lists them.
+    #[error("the run's usage limits were refused: {0}")]
+    InvalidUsageLimits(crate::registry::ConfigError),
 }
 
 impl RunError {

@@ -13,8 +13,9 @@ use sha2::Sha256;
 use super::{Decision, PendingApproval};
 
 /// The most bytes an answer's text ([`Answer::from_token`]) may have: longer text is refused
-/// before it is read. Room for a person's edit of the longest arguments a question shows
-/// whole ([`MAX_SHOWN_CHARS`](super::MAX_SHOWN_CHARS) characters of up to four bytes each).
+/// before it is read. Room for the token of a person's edit of the longest arguments a question
+/// shows whole ([`MAX_SHOWN_CHARS`](super::MAX_SHOWN_CHARS) characters of up to four bytes
+/// each, as JSON, in base64url).
 ///
 /// # Examples
 ///
@@ -24,7 +25,7 @@ use super::{Decision, PendingApproval};
 /// let long = "x".repeat(MAX_ANSWER_BYTES + 1);
 /// assert!(matches!(Answer::from_token(&long), Err(AnswerError::TooLong { .. })));
 /// ```
-pub const MAX_ANSWER_BYTES: usize = 4 * super::MAX_SHOWN_CHARS + 4 * 1024;
+pub const MAX_ANSWER_BYTES: usize = (4 * super::MAX_SHOWN_CHARS + 4 * 1024) / 3 * 4 + 4;
 
 /// The fewest bytes an [`AnswerKey`] takes: HMAC-SHA256's own output size.
 const MIN_KEY_BYTES: usize = 32;
@@ -34,7 +35,7 @@ const SIGNING_CONTEXT: &[u8] = b"agent-errors answer v1";
 
 /// A person's answer to one [`PendingApproval`], as a value to hand a run
 /// ([`RunOptions::answered`](crate::RunOptions::answered)) or to send through a client
-/// (its JSON is [`to_token`](Self::to_token)).
+/// (as the opaque, URL-safe text of [`to_token`](Self::to_token)).
 ///
 /// It names its question by the question's [`digest`](PendingApproval::digest), so it answers
 /// only that question, once. It may [expire](Self::expires_at): a call reached after its
@@ -157,8 +158,9 @@ impl Answer {
         self
     }
 
-    /// The answer as text to send through a client: its JSON, which
-    /// [`from_token`](Self::from_token) reads back.
+    /// The answer as an opaque token to send through a client: URL-safe text (base64url of
+    /// its JSON, `A-Z a-z 0-9 - _` only) that goes in a link, a query string, a form field or
+    /// a header as it is; [`from_token`](Self::from_token) reads it back.
     ///
     /// # Examples
     ///
@@ -167,23 +169,28 @@ impl Answer {
     ///
     /// let pending = PendingApproval::new("call-1", "wipe", "{}", WaitReason::ApprovalRequired);
     /// let answer = Answer::to(&pending, Decision::Approve);
-    /// assert_eq!(Answer::from_token(&answer.to_token())?, answer);
+    /// let token = answer.to_token();
+    /// assert!(token.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
+    /// let link = format!("https://approvals.example/answer/{token}");
+    /// assert_eq!(Answer::from_token(link.rsplit('/').next().unwrap())?, answer);
     /// # Ok::<(), agent_errors::approval::AnswerError>(())
     /// ```
     pub fn to_token(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+        super::token::encode(serde_json::to_string(self).unwrap_or_default().as_bytes())
     }
 
     /// Reads an answer from text a client sent: at most [`MAX_ANSWER_BYTES`], refused before
-    /// it is parsed when longer, and then the JSON of an answer and nothing else. Reading does
-    /// not check it: a run checks the digest, the expiry and (when it has a key) the signature
-    /// when it uses the answer.
+    /// it is decoded when longer, and then a token of [`to_token`](Self::to_token) (or, as
+    /// earlier versions wrote it, an answer's JSON) and nothing else; surrounding whitespace
+    /// is ignored. Reading does not check it: a run checks the digest, the expiry and (when it
+    /// has a key) the signature when it uses the answer.
     ///
     /// # Examples
     ///
     /// ```
     /// use agent_errors::approval::{Answer, AnswerError};
     ///
+    /// assert!(matches!(Answer::from_token("not a token!"), Err(AnswerError::NotAToken { at: 3 })));
     /// assert!(matches!(Answer::from_token(r#"{"decision": "Approve"}"#), Err(AnswerError::Malformed(_))));
     /// ```
     pub fn from_token(text: &str) -> Result<Answer, AnswerError> {
@@ -193,7 +200,13 @@ impl Answer {
                 max: MAX_ANSWER_BYTES,
             });
         }
-        serde_json::from_str(text).map_err(|e| AnswerError::Malformed(Box::new(e)))
+        let text = text.trim();
+        let malformed = |e| AnswerError::Malformed(Box::new(e));
+        if text.starts_with('{') {
+            return serde_json::from_str(text).map_err(malformed);
+        }
+        let json = super::token::decode(text).map_err(|at| AnswerError::NotAToken { at })?;
+        serde_json::from_slice(&json).map_err(malformed)
     }
 
     /// The person's decision.
@@ -369,7 +382,7 @@ fn from_hex(text: &str) -> Option<Vec<u8>> {
 /// ```
 /// use agent_errors::approval::{Answer, AnswerError};
 ///
-/// match Answer::from_token("not json") {
+/// match Answer::from_token("{not json") {
 ///     Err(AnswerError::Malformed(_)) => {}
 ///     other => panic!("{other:?}"),
 /// }
@@ -385,9 +398,16 @@ pub enum AnswerError {
         /// The most an answer may have.
         max: usize,
     },
-    /// The text is not an answer's JSON.
-    #[error("the text is not an answer (the JSON of `Answer::to_token`)")]
+    /// The token (or the JSON it holds) is not an answer's.
+    #[error("the text is not an answer (a token of `Answer::to_token`)")]
     Malformed(#[source] Box<serde_json::Error>),
+    /// The text is not a token of [`Answer::to_token`]: it holds a character that is not
+    /// base64url at byte `at` (or cannot end where it does, `at` its length).
+    #[error("the text is not an answer token (`Answer::to_token`): not base64url at byte {at}")]
+    NotAToken {
+        /// Where the text stops being a token.
+        at: usize,
+    },
     /// The key is shorter than 32 bytes.
     #[error("an answer key needs at least 32 bytes; this one has {bytes}")]
     ShortKey {

@@ -491,10 +491,16 @@ fn classify_chain(
 }
 
 /// The kind the wording points at, from the deepest level whose message matches a pattern.
+/// rig's failures and what they wrap are never read by their words (a provider's body is the
+/// server's, a tool's message its author's): the reading stops at the first of them.
 fn kind_of_messages(error: &(dyn Error + 'static)) -> Option<ErrorKind> {
     let mut message = String::new();
     let mut found = None;
-    for level in chain(error) {
+    let mut levels = chain(error).peekable();
+    while let Some(level) = levels.next() {
+        if never_read(level, levels.peek().copied()) {
+            break;
+        }
         message.clear();
         // A Display impl that fails leaves a partial message, which is still worth reading.
         let _ = write!(message, "{level}");
@@ -503,4 +509,24 @@ fn kind_of_messages(error: &(dyn Error + 'static)) -> Option<ErrorKind> {
         }
     }
     found
+}
+
+/// Whether `level` (wrapping `next`) is not read by its words: a rig failure, or an `io::Error`
+/// wrapping one, which says that failure's words as its own.
+#[cfg(feature = "rig")]
+fn never_read(level: &(dyn Error + 'static), next: Option<&(dyn Error + 'static)>) -> bool {
+    is_rig(level) || (level.is::<std::io::Error>() && next.is_some_and(is_rig))
+}
+
+/// Without rig every level is read.
+#[cfg(not(feature = "rig"))]
+fn never_read(_: &(dyn Error + 'static), _: Option<&(dyn Error + 'static)>) -> bool {
+    false
+}
+
+/// Whether `level` is one of rig's failures, which are read by what they are, never by their
+/// words.
+#[cfg(feature = "rig")]
+fn is_rig(level: &(dyn Error + 'static)) -> bool {
+    level.is::<rig_core::tool::ToolExecutionError>() || level.is::<rig_core::error::ProviderError>()
 }

@@ -163,7 +163,7 @@ pub enum Event {
     /// event per retry at every layer of the model-call stack.
     LlmRetry {
         /// Which layer retries: the provider's transport, `on_llm_error`, `FallbackModel` (its
-        /// primary called again), `PersistentRetry`, or `rig::recovering` in rig's loop.
+        /// primary called again), `PersistentRetry`, or a `rig::RecoveringModel` in rig's loop.
         layer: ModelLayer,
         /// The attempt that failed (1-based, counted by that layer: within the turn for
         /// `on_llm_error`, within one request for the others).
@@ -217,6 +217,19 @@ pub enum Event {
         /// The tool.
         tool: String,
     },
+    /// A resumed durable run found a call of an idempotent tool interrupted (its process
+    /// stopped while the tool ran, with no result recorded) and runs it again, as the tool's
+    /// `idempotent` marking allows: the tool may see the call a second time. A call of a tool
+    /// that is not idempotent is never run again this way (it is an `outcome_unknown` failure
+    /// for its policy).
+    InterruptedRerun {
+        /// The tool.
+        tool: String,
+        /// The call's id.
+        call_id: String,
+        /// The attempt made again (1-based, counting every attempt of the call).
+        attempt: u32,
+    },
     /// A call's outcome was unknown and the tool's reconciler was asked whether it took
     /// effect: `answer` is `happened`, `did_not_happen` or `still_unknown` (a reconciler that
     /// failed or panicked could not tell).
@@ -257,7 +270,7 @@ pub enum Event {
 ///         if let Event::LlmRetry { layer, .. } = event {
 ///             let name = match layer {
 ///                 ModelLayer::Transport => "the provider's transport",
-///                 ModelLayer::Rig => "rig::recovering",
+///                 ModelLayer::Rig => "rig::RecoveringModel",
 ///                 ModelLayer::PersistentRetry => "PersistentRetry",
 ///                 ModelLayer::FallbackModel => "FallbackModel's primary",
 ///                 ModelLayer::OnLlmError => "on_llm_error",
@@ -275,7 +288,7 @@ pub enum Event {
 pub enum ModelLayer {
     /// A built-in provider's own transport retries (OpenAI, Anthropic).
     Transport,
-    /// `rig::recovering`, below rig's own agent loop.
+    /// A `rig::RecoveringModel`, below rig's own agent loop.
     Rig,
     /// [`PersistentRetry`](crate::llm::PersistentRetry).
     PersistentRetry,
@@ -328,6 +341,7 @@ impl Event {
             Event::UsageLimitReached { .. } => "usage_limit_reached",
             Event::UsageMissing { .. } => "usage_missing",
             Event::UnknownNotRetried { .. } => "unknown_not_retried",
+            Event::InterruptedRerun { .. } => "interrupted_rerun",
             Event::Reconciled { .. } => "reconciled",
             Event::RepeatNotRun { .. } => "repeat_not_run",
         }
@@ -349,6 +363,7 @@ impl Event {
             | Event::PersonAsked { tool, .. }
             | Event::AnswerExpired { tool, .. }
             | Event::UnknownNotRetried { tool }
+            | Event::InterruptedRerun { tool, .. }
             | Event::Reconciled { tool, .. }
             | Event::RepeatNotRun { tool, .. } => Some(tool),
             Event::LlmRetry { .. }

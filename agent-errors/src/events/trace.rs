@@ -37,7 +37,8 @@ impl Event {
             | Event::UsageMissing { .. }
             | Event::UnknownNotRetried { .. }
             | Event::Reconciled { .. }
-            | Event::RepeatNotRun { .. } => self.trace_run(event),
+            | Event::RepeatNotRun { .. }
+            | Event::InterruptedRerun { .. } => self.trace_run(event),
         }
     }
 
@@ -193,6 +194,19 @@ impl Event {
                 gen_ai.tool.name = %tool,
                 earlier_call = %earlier_call,
                 "a call whose outcome is unknown was asked for again: not run"
+            ),
+            Event::InterruptedRerun {
+                tool,
+                call_id,
+                attempt,
+            } => tracing::warn!(
+                event,
+                gen_ai.tool.name = %Visible::of(tool),
+                gen_ai.tool.call.id = %Visible::of(call_id),
+                agent_errors.attempt = attempt,
+                "`{}` was running when its run was interrupted, with no result recorded: it is \
+                 idempotent, so the resumed run calls it again",
+                Visible::of(tool),
             ),
             // A tool's ladder's events: traced by `trace_tool`.
             _ => {}
@@ -413,6 +427,7 @@ fn tool_counter(event: &Event) -> Option<ToolCounter<'_>> {
             Some(("answer", "expired")),
         ),
         Event::UnknownNotRetried { .. } => ("agent_errors.tool.unknown_not_retried", None),
+        Event::InterruptedRerun { .. } => ("agent_errors.tool.interrupted_reruns", None),
         Event::Reconciled { answer, .. } => {
             ("agent_errors.tool.reconciled", Some(("answer", *answer)))
         }

@@ -17,6 +17,7 @@ use super::resume::{
 };
 use crate::chat::ToolCall;
 use crate::error::ToolError;
+use crate::events::Event;
 use crate::extensions::Extensions;
 use crate::policy::{PolicyKey, ResolvedPolicy};
 use crate::reconcile::Reconciled;
@@ -214,8 +215,9 @@ impl<'a> Course<'a> {
                 .run()
                 .await;
         }
-        // Idempotent or keyed: a reconciler that knows the call took effect answers it; otherwise the
-        // attempt that was running is made again, in the place it was made.
+        // Idempotent or keyed: a reconciler that knows the call took effect answers it;
+        // otherwise the attempt that was running is made again, in the place it was made, and
+        // said so (the tool may see the call twice; a keyed one with the same key).
         if let Some(reconciler) = self.registry.reconciler_of(self.entry.0) {
             let (tool, id) = (self.entry.0.name(), &*self.call.id);
             let reason = CallInterrupted.to_string();
@@ -224,6 +226,11 @@ impl<'a> Course<'a> {
                 return Handled::Ok(output);
             }
         }
+        self.ctx.events().emit(Event::InterruptedRerun {
+            tool: cleared.tool().name().to_owned(),
+            call_id: self.call.id.to_string(),
+            attempt: progress.attempts,
+        });
         if let Some(place) = &progress.retry {
             let failure = saved_failure(self.ctx, &raw, place, progress.attempts);
             let sending = self.sending(cleared);

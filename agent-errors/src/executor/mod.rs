@@ -37,6 +37,7 @@ mod limits;
 mod outcome;
 mod permission;
 mod resume;
+mod timer;
 mod unknown;
 
 use std::future::poll_fn;
@@ -59,6 +60,7 @@ pub(crate) use journal::{Journal, NoJournal, Recorded, kept_step};
 pub(crate) use outcome::CANCELLED;
 pub use resume::CallInterrupted;
 pub(crate) use resume::{CallProgress, CallStart};
+pub(crate) use timer::runtime_has_timer;
 
 use crate::chat::{ToolCall, ToolResult};
 use crate::classify::ErrorKind;
@@ -77,7 +79,7 @@ pub(crate) fn execute<'a>(
     start: CallStart<'a>,
 ) -> impl Future<Output = CallOutcome> + 'a {
     execute_spanned(registry, ctx, call, start, || {
-        crate::observe::spans::execute_tool(call)
+        crate::observe::spans::execute_tool(call, ctx.run_id())
     })
 }
 

@@ -85,13 +85,13 @@ pub(crate) async fn tool_call<T: ToolCallEnd, F: Future<Output = T>>(
 /// The turn is made here by `turn`, not handed over made: a turn's future is large, and every
 /// move of it is a copy of the whole.
 pub(crate) async fn model_turn<T, E: TurnFailure, F: Future<Output = Result<T, E>>>(
-    model: &dyn ChatModel,
+    (model, run_id): (&dyn ChatModel, &str),
     meters: &AgentMeters,
     started: Option<Instant>,
     turn: impl FnOnce() -> F,
     response: impl Fn(&T) -> Option<&ChatResponse>,
 ) -> (Result<T, E>, Instant) {
-    let span = spans::chat(model);
+    let span = spans::chat(model, run_id);
     let started = started.unwrap_or_else(Instant::now);
     // No subscriber: skip the instrumentation wrapper, and the move of the turn into it.
     let result = if span.is_disabled() {
@@ -118,28 +118,32 @@ pub(crate) async fn model_turn<T, E: TurnFailure, F: Future<Output = Result<T, E
 
 /// Runs one agent run inside its `invoke_agent` span, times it and counts why it stopped. The
 /// run's duration is from `started`, a reading of the clock taken as the run was made (its
-/// first model turn may share it), to [`RunEnd::ended_at`] when the outcome has one.
-pub(crate) async fn run<R: RunEnd>(
-    agent: &str,
-    model: &dyn ChatModel,
-    meters: &AgentMeters,
+/// first model turn may share it), to [`RunEnd::ended_at`] when the outcome has one. `id` is
+/// the run's id and whether it is a resumption. The span is made now, so `id` and the model
+/// are not held by the run.
+pub(crate) fn run<'a, R: RunEnd, F: Future<Output = R> + 'a>(
+    (agent, model): (&'a str, &dyn ChatModel),
+    id: (&str, bool),
+    meters: &'a AgentMeters,
     started: Instant,
-    run: impl Future<Output = R>,
-) -> R {
-    let span = spans::invoke_agent(agent, model);
-    let outcome = if span.is_disabled() {
-        run.await
-    } else {
-        run.instrument(span.clone()).await
-    };
-    let stop = outcome.stop_reason();
-    if let Some(reason) = stop {
-        spans::record_error(Some(&span), reason);
+    run: F,
+) -> impl Future<Output = R> + use<'a, R, F> {
+    let span = spans::invoke_agent(agent, model, id);
+    async move {
+        let outcome = if span.is_disabled() {
+            run.await
+        } else {
+            run.instrument(span.clone()).await
+        };
+        let stop = outcome.stop_reason();
+        if let Some(reason) = stop {
+            spans::record_error(Some(&span), reason);
+        }
+        if !span.is_disabled() {
+            spans::record_run_usage(&span, outcome.usage());
+        }
+        let ended = outcome.ended_at().unwrap_or_else(Instant::now);
+        metrics::run_ended(meters, agent, stop, ended - started);
+        outcome
     }
-    if !span.is_disabled() {
-        spans::record_run_usage(&span, outcome.usage());
-    }
-    let ended = outcome.ended_at().unwrap_or_else(Instant::now);
-    metrics::run_ended(meters, agent, stop, ended - started);
-    outcome
 }

@@ -35,8 +35,14 @@ impl fmt::Display for Bounded<'_> {
     }
 }
 
-/// The span of one run.
-pub(crate) fn invoke_agent(agent: &str, model: &dyn ChatModel) -> Span {
+/// The span of one run: `run_id` is its `gen_ai.conversation.id` (the one id that joins the
+/// request that started it, the run waiting, and the run resumed, in any process), and
+/// `agent_errors.run.resumed` says whether this is a resumption of a saved run.
+pub(crate) fn invoke_agent(
+    agent: &str,
+    model: &dyn ChatModel,
+    (run_id, resumed): (&str, bool),
+) -> Span {
     let span = tracing::info_span!(
         "invoke_agent",
         otel.name = %Named("invoke_agent", agent),
@@ -44,6 +50,8 @@ pub(crate) fn invoke_agent(agent: &str, model: &dyn ChatModel) -> Span {
         otel.status_code = Empty,
         gen_ai.operation.name = "invoke_agent",
         gen_ai.agent.name = %agent,
+        gen_ai.conversation.id = %Bounded(run_id),
+        agent_errors.run.resumed = resumed,
         gen_ai.provider.name = Empty,
         gen_ai.request.model = %Bounded(model.name()),
         gen_ai.usage.input_tokens = Empty,
@@ -65,14 +73,16 @@ pub(crate) fn record_run_usage(span: &Span, (requests, tokens, tool_calls): (u32
 }
 
 /// The span of one model turn, `on_llm_error`'s retries included (the conventions' "logical
-/// operation"); a wrapper's own retries and fallbacks happen inside it too.
-pub(crate) fn chat(model: &dyn ChatModel) -> Span {
+/// operation"); a wrapper's own retries and fallbacks happen inside it too. It carries its
+/// run's id, as every span of a run does.
+pub(crate) fn chat(model: &dyn ChatModel, run_id: &str) -> Span {
     let span = tracing::info_span!(
         "chat",
         otel.name = %Named("chat", model.name()),
         otel.kind = "client",
         otel.status_code = Empty,
         gen_ai.operation.name = "chat",
+        gen_ai.conversation.id = %Bounded(run_id),
         gen_ai.provider.name = Empty,
         gen_ai.request.model = %Bounded(model.name()),
         gen_ai.usage.input_tokens = Empty,
@@ -85,14 +95,16 @@ pub(crate) fn chat(model: &dyn ChatModel) -> Span {
     span
 }
 
-/// The span of one tool call: the first attempt, retries, fixes and fallbacks.
-pub(crate) fn execute_tool(call: &ToolCall) -> Span {
+/// The span of one tool call: the first attempt, retries, fixes and fallbacks, under its run's
+/// id when the run has one.
+pub(crate) fn execute_tool(call: &ToolCall, run_id: Option<&str>) -> Span {
     tracing::info_span!(
         "execute_tool",
         otel.name = %Named("execute_tool", &call.name),
         otel.kind = "internal",
         otel.status_code = Empty,
         gen_ai.operation.name = "execute_tool",
+        gen_ai.conversation.id = run_id.map(Bounded).map(tracing::field::display),
         gen_ai.tool.name = %Bounded(&call.name),
         gen_ai.tool.call.id = %Bounded(&call.id),
         gen_ai.tool.type = "function",

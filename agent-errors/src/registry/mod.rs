@@ -19,8 +19,8 @@ use crate::tool::ToolDef;
 mod preset;
 mod problem;
 
-pub(crate) use problem::closest;
 pub use problem::{ConfigError, ConfigProblem};
+pub(crate) use problem::{caps_that_never_apply, closest};
 
 /// Collects tools, fixers and agent-level policies; `build` validates them.
 ///

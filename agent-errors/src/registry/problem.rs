@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::policy::{PolicyKey, PolicyLayer};
-use crate::usage::UsageLimit;
+use crate::usage::{UsageLimit, UsageLimits};
 
 /// One thing wrong with a configuration.
 ///
@@ -343,6 +343,42 @@ fn shadowed(
              or drop the agent's entry"
         )
     }
+}
+
+/// The caps of `limits` that could never apply to runs whose tools are those `called` says
+/// (a registry's, and any built-in tools a loop offers) on the models named `models`: a money
+/// figure that is not a finite, non-negative amount, a per-tool cap on a tool that is never
+/// called (a typo caps nothing; the closest of `registry`'s tools is suggested), a final answer chosen
+/// past a cap the limits do not set, and a cost cap with no price for one of the models (whose
+/// tokens would then cost nothing). Both loops refuse these: ours when an agent is built or a
+/// run is given its own limits, rig's when a guard is given them.
+pub(crate) fn caps_that_never_apply<'a>(
+    limits: &UsageLimits,
+    registry: &super::Registry,
+    called: impl Fn(&str) -> bool,
+    models: impl IntoIterator<Item = &'a str>,
+) -> Vec<ConfigProblem> {
+    let mut problems: Vec<ConfigProblem> = limits
+        .capped_tools()
+        .filter(|tool| !called(tool))
+        .map(|tool| ConfigProblem::UnknownCappedTool {
+            tool: tool.to_owned(),
+            did_you_mean: closest(tool, registry.tool_names()),
+        })
+        .collect();
+    let unset = limits.final_answers_for_unset_caps();
+    problems.extend(unset.map(|limit| ConfigProblem::FinalAnswerForUnsetCap {
+        limit: limit.clone(),
+    }));
+    let unpriced = models
+        .into_iter()
+        .filter(|model| limits.leaves_unpriced(model));
+    problems.extend(unpriced.map(|model| ConfigProblem::UnpricedModel {
+        model: model.to_owned(),
+    }));
+    let money = limits.bad_money();
+    problems.extend(money.map(|figure| ConfigProblem::NotAnAmount { figure }));
+    problems
 }
 
 /// The closest of `names` to `wrong`, when it is close enough to be a typo.

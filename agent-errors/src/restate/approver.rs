@@ -13,7 +13,8 @@ use crate::error::BoxFuture;
 /// An [`Approver`] for runs on Restate: each call that needs a person waits on a Restate
 /// awakeable, announced once (a journaled step) through the `notify` callback with the
 /// awakeable's id and the question. A person answers through Restate's API with an
-/// [`Answer`] to that question, as JSON ([`Answer::to_token`]):
+/// [`Answer`] to that question, as its JSON (`serde_json::to_string(&answer)`, which
+/// [`Answer::from_token`] reads as it reads a token):
 ///
 /// ```text
 /// curl -X POST http://localhost:8080/restate/awakeables/<id>/resolve \

@@ -249,9 +249,10 @@ impl<T: Tool> GuardedTool<T> {
         self.core.hook()
     }
 
-    /// Why a guarded call of this tool or its siblings last ended its run, if one did. A stop
-    /// belongs to its run: the agent's next prompt starts clean.
-    pub fn stopped(&self) -> Option<String> {
+    /// Why a guarded call of this tool or its siblings (or their hook) last ended its run, if
+    /// one did, typed ([`RigStop`](super::RigStop)); its `Display` is the reason rig's error
+    /// gives. A stop belongs to its run: the agent's next prompt starts clean.
+    pub fn stopped(&self) -> Option<super::RigStop> {
         self.core.last_stop()
     }
 }

@@ -20,8 +20,9 @@ use rig_agent::agent::hook::{
 use rig_core::tool::{ContextValue, ToolContext, ToolExecutionError, ToolOutput};
 
 use super::key::{GuardedCall, guarding, rig_effect};
+use super::stop::RigStop;
 use crate::chat::ToolCall;
-use crate::executor::{CallOutcome, RunContext, Terminated, TerminationReason};
+use crate::executor::{CallOutcome, RunContext};
 use crate::idempotency::IdempotencyKey;
 use crate::registry::Registry;
 use crate::usage::UsageLimits;
@@ -50,7 +51,7 @@ impl ContextValue for RunEnded {
 struct Wiring {
     hooked: AtomicBool,
     undelivered: Mutex<Option<String>>,
-    last_stop: Mutex<Option<String>>,
+    last_stop: Mutex<Option<RigStop>>,
 }
 
 impl Wiring {
@@ -58,9 +59,16 @@ impl Wiring {
         slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// A guarded call of `tool` ended its run for `reason`.
-    fn stopped(&self, tool: &str, reason: &str) {
-        *Wiring::lock(&self.last_stop) = Some(reason.to_owned());
+    /// The guard ended a run for `stop`.
+    fn record(&self, stop: RigStop) {
+        *Wiring::lock(&self.last_stop) = Some(stop);
+    }
+
+    /// A guarded call of `tool` ended its run for `stop`.
+    fn stopped(&self, tool: &str, stop: RigStop) {
+        let reason = stop.to_string();
+        self.record(stop);
+        let reason = reason.as_str();
         if !self.hooked.load(Ordering::Acquire) {
             tracing::error!(
                 tool,
@@ -73,18 +81,51 @@ impl Wiring {
     }
 }
 
-/// What the guarded tools of one guard share: the registry, the run, the keys' run id and count,
-/// and the wiring of the guard's hook.
+/// How the calls of one run are keyed, shared by every guard made over its [`RunContext`]: two
+/// guards of one run never give two calls one key.
+struct Keys {
+    /// The run id of the guarded calls' keys: `ctx`'s, or one made for it.
+    run_id: Arc<str>,
+    next_call: AtomicU64,
+    /// The rig ids the run's calls were keyed by: rig's ids start from 1 in every agent
+    /// built, so one seen again is another agent's call.
+    keyed: Mutex<HashSet<u64>>,
+}
+
+impl Keys {
+    fn of(ctx: &RunContext) -> Arc<Keys> {
+        let make = || Keys {
+            run_id: ctx
+                .run_id()
+                .map_or_else(|| crate::agent::new_run_id().into(), Arc::from),
+            next_call: AtomicU64::new(1),
+            keyed: Mutex::default(),
+        };
+        let Some((keys, shared)) = ctx.guarded(make) else {
+            return Arc::new(make());
+        };
+        if shared {
+            let run_id = &*keys.run_id;
+            tracing::warn!(
+                run_id,
+                "a second rig guard over one RunContext: the two share its breakers, budget and \
+                 keys, and the calls of their agents are keyed by a count a replay in another \
+                 process does not find again; make one guard per run (its `tool::<T>()`, \
+                 `sibling` and `agent` share it), or give each guard a RunContext of its own \
+                 run id"
+            );
+        }
+        keys
+    }
+}
+
+/// What the guarded tools of one guard share: the registry, the run, the keys of its calls, and
+/// the wiring of the guard's hook.
 #[derive(Clone)]
 pub(super) struct Core {
     pub(super) registry: Arc<Registry>,
     pub(super) ctx: Arc<RunContext>,
-    /// The run id of the guarded calls' keys: `ctx`'s, or one made for it.
-    run_id: Arc<str>,
-    next_call: Arc<AtomicU64>,
-    /// The rig ids the guard's calls were keyed by: rig's ids start from 1 in every agent
-    /// built, so one seen again is another agent's call.
-    keyed: Arc<Mutex<HashSet<u64>>>,
+    keys: Arc<Keys>,
     wiring: Arc<Wiring>,
     /// The caps of each rig run, counted by the hook.
     pub(super) limits: Option<Arc<UsageLimits>>,
@@ -92,15 +133,10 @@ pub(super) struct Core {
 
 impl Core {
     pub(super) fn new(registry: Arc<Registry>, ctx: Arc<RunContext>) -> Self {
-        let run_id = ctx
-            .run_id()
-            .map_or_else(|| crate::agent::new_run_id().into(), Arc::from);
         Core {
             registry,
+            keys: Keys::of(&ctx),
             ctx,
-            run_id,
-            next_call: Arc::new(AtomicU64::new(1)),
-            keyed: Arc::default(),
             wiring: Arc::default(),
             limits: None,
         }
@@ -116,7 +152,7 @@ impl Core {
     }
 
     /// Why a guarded call of this guard last ended its run, if one did.
-    pub(super) fn last_stop(&self) -> Option<String> {
+    pub(super) fn last_stop(&self) -> Option<RigStop> {
         Wiring::lock(&self.wiring.last_stop).clone()
     }
 
@@ -130,6 +166,11 @@ impl Core {
         if let Some(reason) = Wiring::lock(&self.wiring.undelivered).clone() {
             return Err(missing_hook(tool, &reason));
         }
+        // Tokio would panic at the first backoff or timeout: the call does not run, and the
+        // run ends on a typed stop.
+        if !crate::executor::runtime_has_timer() {
+            return Err(self.ended(tool, context, RigStop::NoTimer, NO_TIMER_USER));
+        }
         // The caps are counted by the hook alone: without it, a capped guard would cap nothing.
         if self.limits.is_some() && !self.wiring.hooked.load(Ordering::Acquire) {
             return Err(uncounted(tool));
@@ -137,7 +178,7 @@ impl Core {
         let call = ToolCall::new(self.call_id(context), tool, arguments.to_string());
         let guarded = GuardedCall {
             context: context.for_dispatch(),
-            key: IdempotencyKey::new(Arc::clone(&self.run_id), &*call.id),
+            key: IdempotencyKey::new(Arc::clone(&self.keys.run_id), &*call.id),
         };
         let outcome = match rig_tool_span() {
             Some(span) => {
@@ -152,15 +193,26 @@ impl Core {
             }
             CallOutcome::Result(result) => Ok(ToolOutput::text(result.content)),
             CallOutcome::Stop(terminated) => {
-                let reason = stop_reason(&terminated);
-                // An encoding failure is impossible for a string; the stop is logged either way.
-                let _ = context.insert_result(RunEnded {
-                    reason: reason.clone(),
-                });
-                self.wiring.stopped(tool, &reason);
-                Err(ToolExecutionError::cancelled(terminated.user_message).with_retryable(false))
+                let stop = RigStop::of(&terminated);
+                Err(self.ended(tool, context, stop, terminated.user_message))
             }
         }
+    }
+
+    /// A guarded call of `tool` ends its run for `stop`: its result is marked for the hook, and
+    /// the model (were rig to go on) is told `user_message`.
+    fn ended(
+        &self,
+        tool: &str,
+        context: &mut ToolContext,
+        stop: RigStop,
+        user_message: &'static str,
+    ) -> ToolExecutionError {
+        let reason = stop.to_string();
+        // An encoding failure is impossible for a string; the stop is logged either way.
+        let _ = context.insert_result(RunEnded { reason });
+        self.wiring.stopped(tool, stop);
+        ToolExecutionError::cancelled(user_message).with_retryable(false)
     }
 
     /// The call's id in its key. rig numbers a call by its agent's bus, from 1 again in every
@@ -171,10 +223,10 @@ impl Core {
     fn call_id(&self, context: &ToolContext) -> String {
         let effect = self.ctx.run_id().and_then(|_| rig_effect(context));
         if let Some(effect) = effect {
-            if Wiring::lock(&self.keyed).insert(effect) {
+            if Wiring::lock(&self.keys.keyed).insert(effect) {
                 return format!("rig-effect-{effect}");
             }
-            let run_id = &*self.run_id;
+            let run_id = &*self.keys.run_id;
             tracing::warn!(
                 run_id,
                 "a second rig agent calls through a guard of one run id: its calls are keyed \
@@ -182,10 +234,13 @@ impl Core {
                  a RunContext of its own run id"
             );
         }
-        let count = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let count = self.keys.next_call.fetch_add(1, Ordering::Relaxed);
         format!("rig-call-{count}")
     }
 }
+
+/// What the model is told of a guarded call refused on a runtime without its timer.
+const NO_TIMER_USER: &str = "I couldn't finish that: the service is misconfigured.";
 
 /// The error of a guarded call made after its run was told to end, with no hook to end it.
 fn missing_hook(tool: &str, reason: &str) -> ToolExecutionError {
@@ -199,8 +254,7 @@ fn missing_hook(tool: &str, reason: &str) -> ToolExecutionError {
     ToolExecutionError::cancelled(message).with_retryable(false)
 }
 
-/// Why `terminated` ended the run, in words an operator reads in rig's error: the tool, the
-/// reason by name, and the failure's kind when there was a failure.
+/// The error of a call of a capped guard whose hook never ran: nothing would count it.
 fn uncounted(tool: &str) -> ToolExecutionError {
     let message = format!(
         "`{tool}` refused: its guard caps usage (`RigGuard::with_usage_limits`), but no hook of \
@@ -209,33 +263,6 @@ fn uncounted(tool: &str) -> ToolExecutionError {
     );
     tracing::error!(tool, "{message}");
     ToolExecutionError::cancelled(message).with_retryable(false)
-}
-
-pub(super) fn stop_reason(terminated: &Terminated) -> String {
-    let tool = &terminated.tool;
-    let name = reason_name(&terminated.reason);
-    match &terminated.reason {
-        TerminationReason::WaitingForPerson(_) => {
-            format!("`{tool}` ended the run: {name}: the call needs a person's answer")
-        }
-        _ => format!(
-            "`{tool}` ended the run: {name}, a failure of kind {}",
-            terminated.kind
-        ),
-    }
-}
-
-/// The name of a termination reason's variant, as the docs name it.
-fn reason_name(reason: &TerminationReason) -> &'static str {
-    match reason {
-        TerminationReason::Auth => "Auth",
-        TerminationReason::RetriesExhausted { .. } => "RetriesExhausted",
-        TerminationReason::CircuitOpen => "CircuitOpen",
-        TerminationReason::BreakerTripped { .. } => "BreakerTripped",
-        TerminationReason::Thrown(_) => "Thrown",
-        TerminationReason::PermissionDenials { .. } => "PermissionDenials",
-        TerminationReason::WaitingForPerson(_) => "WaitingForPerson",
-    }
 }
 
 /// A rig `AgentHook` that ends rig's run on the result of a guarded call that must end it (rig's
@@ -304,6 +331,16 @@ impl std::fmt::Debug for StopHook {
     }
 }
 
+impl StopHook {
+    /// `action`, after keeping the cap it ended the run on, when it did, as the guard's stop.
+    fn noted<A>(&self, ctx: &HookContext, action: A) -> A {
+        if let Some(ended) = super::usage::ended(ctx.scratchpad()) {
+            self.wiring.record(RigStop::UsageLimit(ended));
+        }
+        action
+    }
+}
+
 impl AgentHook for StopHook {
     fn name(&self) -> Option<String> {
         Some("agent_errors::StopHook".to_owned())
@@ -311,6 +348,13 @@ impl AgentHook for StopHook {
 
     async fn on_run_start(&self, ctx: &HookContext, _event: RunStart<'_>) -> RunStartAction {
         self.wiring.hooked.store(true, Ordering::Release);
+        // As our loop refuses it: Tokio would panic at the run's first backoff or timeout.
+        if !crate::executor::runtime_has_timer() {
+            let stop = RigStop::NoTimer;
+            let reason = stop.to_string();
+            self.wiring.record(stop);
+            return RunStartAction::stop(reason);
+        }
         if let Some(limits) = &self.limits {
             super::usage::RigRunUsage::start(ctx.scratchpad(), limits);
         }
@@ -322,10 +366,11 @@ impl AgentHook for StopHook {
         ctx: &HookContext,
         _event: CompletionCallEvent<'_>,
     ) -> CompletionCallAction {
-        match &self.limits {
-            Some(limits) => super::usage::before_request(ctx.scratchpad(), limits, &self.run),
-            None => CompletionCallAction::Continue,
-        }
+        let Some(limits) = &self.limits else {
+            return CompletionCallAction::Continue;
+        };
+        let action = super::usage::before_request(ctx.scratchpad(), limits, &self.run);
+        self.noted(ctx, action)
     }
 
     async fn on_model_turn_finished(
@@ -333,16 +378,18 @@ impl AgentHook for StopHook {
         ctx: &HookContext,
         turn: ModelTurnFinished<'_>,
     ) -> ModelTurnAction {
-        match &self.limits {
-            Some(limits) => super::usage::after_turn(ctx.scratchpad(), limits, &self.run, &turn),
-            None => ModelTurnAction::Continue,
-        }
+        let Some(limits) = &self.limits else {
+            return ModelTurnAction::Continue;
+        };
+        let action = super::usage::after_turn(ctx.scratchpad(), limits, &self.run, &turn);
+        self.noted(ctx, action)
     }
 
     async fn on_dispatch(&self, ctx: &HookContext, event: DispatchEvent<'_>) -> DispatchAction {
         match (&self.limits, event.tool_name()) {
             (Some(limits), Some(tool)) => {
-                super::usage::before_call(ctx.scratchpad(), limits, &self.run, tool)
+                let action = super::usage::before_call(ctx.scratchpad(), limits, &self.run, tool);
+                self.noted(ctx, action)
             }
             _ => DispatchAction::Proceed,
         }

@@ -11,8 +11,9 @@
 //! - [`RigGuard`]: for agents that stay on rig's own loop (`rig_agent`), every tool of a registry
 //!   as a rig tool that runs each call through our policies, and the hook that ends rig's run
 //!   when one must, added together ([`RigGuard::agent`]); [`GuardedTool`], one typed rig tool
-//!   guarded the same way; and [`recovering`], a rig model that retries what a transient
-//!   provider failure broke (rig's loop ends the run at the first failed call).
+//!   guarded the same way; and [`RecoveringModel`] ([`RigGuard::recovering`]), a rig model
+//!   that retries what a transient provider failure broke (rig's loop ends the run at the first
+//!   failed call), its retries on the run's events.
 //!
 //! rig 0.44 needs rustc 1.95; this crate pins it exactly (0.45 and later need rustc 1.97.1).
 
@@ -23,6 +24,7 @@ mod key;
 mod model;
 mod recover;
 mod run_guard;
+mod stop;
 mod stream;
 mod tool;
 mod usage;
@@ -31,5 +33,6 @@ pub use agent::{GuardError, GuardedTool};
 pub use convert::ConvertError;
 pub use guard::StopHook;
 pub use model::RigModel;
-pub use recover::{RecoveringModel, recovering};
+pub use recover::RecoveringModel;
 pub use run_guard::RigGuard;
+pub use stop::RigStop;

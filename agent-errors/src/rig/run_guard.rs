@@ -15,7 +15,7 @@ use super::agent::{GuardError, GuardedTool};
 use super::guard::{Core, StopHook};
 use super::recover::RecoveringModel;
 use crate::executor::RunContext;
-use crate::registry::Registry;
+use crate::registry::{ConfigError, Registry, caps_that_never_apply};
 use crate::retry::RetrySchedule;
 use crate::usage::UsageLimits;
 
@@ -110,10 +110,19 @@ impl RigGuard {
     /// the turn that went past are not run and the model is asked once more, without tools, for
     /// the best answer it has: rig's run ends with that answer.
     ///
-    /// Only the guard's hook counts: in an agent without it ([`agent`](Self::agent) adds it),
-    /// the guard's tools refuse every call, naming the missing hook, rather than run uncapped.
-    /// A [`RecoveringModel`](super::RecoveringModel)'s retries and fallback calls inside one of
-    /// rig's requests count as that one request: rig's hook sees one.
+    /// Only the guard's hook counts, and it counts what rig's loop shows it: a tool call is one
+    /// call the model asked for that rig dispatches (its retries, a run after a fixer's repair
+    /// and a fallback tool's run inside the guarded call are not counted, where our loop counts
+    /// each run of a tool body), and a [`RecoveringModel`](super::RecoveringModel)'s retries and
+    /// fallback calls inside one of rig's requests count as that one request. In an agent
+    /// without the hook ([`agent`](Self::agent) adds it), the guard's tools refuse every call,
+    /// naming the missing hook, rather than run uncapped.
+    ///
+    /// The limits are checked as the agent builder checks them, and refused with every
+    /// problem listed: a per-tool cap on a tool the registry does not have, a graceful stop
+    /// ([`OnExceed::FinalAnswer`](crate::run::OnExceed)) for a cap the limits do not set, and a
+    /// cost cap or price that is not a finite, non-negative amount. (rig's model is not known
+    /// here, so a cost cap's missing price is not: give every model you use a price.)
     ///
     /// # Examples
     ///
@@ -131,7 +140,7 @@ impl RigGuard {
     /// let limits = UsageLimits::new()
     ///     .max_tool_calls(1)
     ///     .on_exceed(UsageLimit::ToolCalls, OnExceed::FinalAnswer);
-    /// let guard = RigGuard::new(registry, Arc::new(RunContext::new())).with_usage_limits(limits);
+    /// let guard = RigGuard::new(registry, Arc::new(RunContext::new())).with_usage_limits(limits)?;
     /// let search = |id| MockTurn::tool_call(id, "search", serde_json::json!({"text": "rust"}));
     /// let model = MockCompletionModel::from_turns([
     ///     search("call-1"),
@@ -145,10 +154,15 @@ impl RigGuard {
     /// # Ok(())
     /// # }
     /// ```
-    #[must_use]
-    pub fn with_usage_limits(mut self, limits: UsageLimits) -> Self {
+    pub fn with_usage_limits(mut self, limits: UsageLimits) -> Result<Self, ConfigError> {
+        let registry = &self.core.registry;
+        let called = |tool: &str| registry.tool(tool).is_some();
+        let problems = caps_that_never_apply(&limits, registry, called, []);
+        if !problems.is_empty() {
+            return Err(ConfigError::new(problems));
+        }
         self.core.limits = Some(Arc::new(limits));
-        self
+        Ok(self)
     }
 
     /// A rig agent builder over `model` with every guarded tool and the guard's hook: go on
@@ -295,10 +309,14 @@ impl RigGuard {
         model: impl Into<DynModel<Completion>>,
         schedule: RetrySchedule,
     ) -> RecoveringModel {
-        RecoveringModel::new(model, schedule).in_run(Arc::clone(&self.core.ctx))
+        RecoveringModel::new(model, schedule, Arc::clone(&self.core.ctx))
     }
 
-    /// Why a guarded call last ended its run, if one did.
+    /// Why the guard last ended a run of rig's loop, if it did, typed: a guarded call that had
+    /// to end it (its question, when it waits for a person), a usage limit, or a runtime
+    /// without its timer. Its `Display` is the reason rig's error gives, and
+    /// [`RigStop::into_run_error`](super::RigStop::into_run_error) the [`RunError`](crate::RunError)
+    /// our loop would end with.
     ///
     /// # Examples
     ///
@@ -308,9 +326,9 @@ impl RigGuard {
     /// use agent_errors::rig::RigGuard;
     ///
     /// let guard = RigGuard::new(Arc::new(Registry::builder().build().unwrap()), Arc::new(RunContext::new()));
-    /// assert_eq!(guard.stopped(), None);
+    /// assert!(guard.stopped().is_none());
     /// ```
-    pub fn stopped(&self) -> Option<String> {
+    pub fn stopped(&self) -> Option<super::RigStop> {
         self.core.last_stop()
     }
 }

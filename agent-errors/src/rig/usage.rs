@@ -57,12 +57,30 @@ impl RigRunUsage {
         true
     }
 
-    fn stopped(&self) -> String {
-        self.over.as_ref().map_or_else(
-            || "the run went past its usage limit".to_owned(),
-            |over| over.to_string(),
-        )
+    /// Why the run ends now its last request was made: the cap it went past.
+    fn stopped(&self, pad: &Scratchpad) -> String {
+        match &self.over {
+            Some(over) => end(pad, over.clone()),
+            None => "the run went past its usage limit".to_owned(),
+        }
     }
+}
+
+/// The cap a rig run was ended on, kept in its scratchpad until the guard's hook takes it as
+/// the guard's stop.
+#[derive(Debug, Clone)]
+struct Ended(Box<UsageLimitExceeded>);
+
+/// The run ends on `cap`: kept for the hook, and rig's error says it.
+fn end(pad: &Scratchpad, cap: Box<UsageLimitExceeded>) -> String {
+    let reason = cap.to_string();
+    pad.insert(Ended(cap));
+    reason
+}
+
+/// The cap the run was just ended on, once.
+pub(super) fn ended(pad: &Scratchpad) -> Option<Box<UsageLimitExceeded>> {
+    pad.remove::<Ended>().map(|Ended(cap)| cap)
 }
 
 /// Before a model request: counted, the last one of a graceful stop (no tools, told to answer
@@ -74,19 +92,19 @@ pub(super) fn before_request(
 ) -> CompletionCallAction {
     pad.update(|used: &mut RigRunUsage| {
         if used.last_made {
-            return CompletionCallAction::stop(used.stopped());
+            return CompletionCallAction::stop(used.stopped(pad));
         }
         if used.over.is_none() {
             match used.meter.request() {
                 Ok(()) => return CompletionCallAction::Continue,
                 Err(refused) if !used.goes_past(limits, run, &refused) => {
-                    return CompletionCallAction::stop(refused.to_string());
+                    return CompletionCallAction::stop(end(pad, refused));
                 }
                 Err(_) => {}
             }
         }
         if let Err(refused) = used.meter.final_request() {
-            return CompletionCallAction::stop(refused.to_string());
+            return CompletionCallAction::stop(end(pad, refused));
         }
         used.last_made = true;
         let limit = used.over.as_ref().map(|over| over.limit.clone());
@@ -133,7 +151,7 @@ pub(super) fn after_turn(
         match refused {
             Ok(()) => ModelTurnAction::Continue,
             Err(refused) if used.goes_past(limits, run, &refused) => ModelTurnAction::Continue,
-            Err(refused) => ModelTurnAction::stop(refused.to_string()),
+            Err(refused) => ModelTurnAction::stop(end(pad, refused)),
         }
     })
 }
@@ -148,13 +166,13 @@ pub(super) fn before_call(
 ) -> DispatchAction {
     pad.update(|used: &mut RigRunUsage| {
         if used.last_made {
-            return DispatchAction::stop(used.stopped());
+            return DispatchAction::stop(used.stopped(pad));
         }
         if used.over.is_none() {
             match used.meter.tool_body(tool) {
                 Ok(()) => return DispatchAction::Proceed,
                 Err(refused) if !used.goes_past(limits, run, &refused) => {
-                    return DispatchAction::stop(refused.to_string());
+                    return DispatchAction::stop(end(pad, refused));
                 }
                 Err(_) => {}
             }

@@ -146,7 +146,10 @@ impl UsageLimits {
         self
     }
 
-    /// At most `calls` tool calls in a run, every tool together.
+    /// At most `calls` tool calls in a run, every tool together. In this library's loop a tool
+    /// call is one run of a tool body (a first try, each retry, a repaired run, a fallback
+    /// tool's run); in rig's loop under a `rig::RigGuard` (feature `rig`), whose hook sees only
+    /// what rig dispatches, it is one call the model asked for.
     #[must_use]
     pub fn max_tool_calls(mut self, calls: u32) -> Self {
         self.tool_calls = Some(calls);

@@ -72,7 +72,10 @@ pub async fn post(text: String) -> String {
 /// Says whether a ledger's answer reports a locked account.
 pub fn locked(output: &str) -> Result<(), agent_errors::call::OutputRejected> {
     match output.contains("LOCKED") {
-        true => Err(agent_errors::call::OutputRejected::new(agent_errors::ErrorKind::Auth, "locked")),
+        true => Err(agent_errors::call::OutputRejected::new(
+            agent_errors::ErrorKind::Auth,
+            "locked",
+        )),
         false => Ok(()),
     }
 }

@@ -169,6 +169,12 @@ async fn resumed_with_token(bank: &Bank, token: &str) -> (Vec<&'static str>, Vec
     (answers(&outcome.report.events), sent)
 }
 
+/// The JSON a token holds, as a client that decodes it reads it (and the form earlier versions
+/// sent, which `from_token` still reads).
+fn json_of(token: &str) -> String {
+    serde_json::to_string(&Answer::from_token(token).unwrap()).unwrap()
+}
+
 #[tokio::test]
 async fn a_signed_answer_runs_its_call_once() {
     let bank = Bank::new();
@@ -219,8 +225,8 @@ async fn an_answer_changed_after_it_was_signed_is_refused() {
         .expires_at(SystemTime::now() + Duration::from_secs(600))
         .signed(&key())
         .to_token();
-    // A client turns the denial into an edit to 90000.
-    let forged = signed.replace(
+    // A client turns the denial into an edit to 90000 (in the JSON the token holds).
+    let forged = json_of(&signed).replace(
         r#"{"Deny":"no"}"#,
         r#"{"ApproveWith":"{\"amount\": 90000}"}"#,
     );
@@ -234,7 +240,7 @@ async fn an_answer_changed_after_it_was_signed_is_refused() {
         .expires_at(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000))
         .signed(&key())
         .to_token();
-    let extended = stale.replace("1000000000000", "9000000000000");
+    let extended = json_of(&stale).replace("1000000000000", "9000000000000");
     assert_ne!(extended, stale);
     assert_eq!(
         resumed_with_token(&bank, &extended).await,
@@ -274,7 +280,7 @@ fn an_answer_s_text_is_read_within_bounds() {
         Answer::from_token(&long),
         Err(AnswerError::TooLong { .. })
     ));
-    let nested = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let nested = format!(r#"{{"a": {}{}}}"#, "[".repeat(100_000), "]".repeat(100_000));
     assert!(matches!(
         Answer::from_token(&nested),
         Err(AnswerError::Malformed(_))
@@ -419,4 +425,101 @@ async fn one_answer_relayed_to_two_runs_that_reuse_a_run_id_runs_once() {
     assert_eq!(*sent.lock().unwrap(), [5], "one answer, one transfer");
     assert_eq!(answered[0], ["approved"]);
     assert_eq!(answered[1], ["refused", "later"]);
+}
+
+#[test]
+fn a_token_is_opaque_url_safe_text_and_the_json_form_is_still_read() {
+    let pending = PendingApproval::new(
+        "call_1",
+        "transfer",
+        r#"{"to": "Acme & Sons", "amount": 9000}"#,
+        WaitReason::ApprovalRequired,
+    );
+    let answer = Answer::to(&pending, Decision::ApproveWith(r#"{"amount": 10}"#.into()))
+        .expires_at(SystemTime::now() + Duration::from_secs(60))
+        .signed(&key());
+    let token = answer.to_token();
+    let url_safe = |c: u8| c.is_ascii_alphanumeric() || c == b'-' || c == b'_';
+    assert!(token.bytes().all(url_safe), "{token}");
+    assert!(
+        !token.contains("Approve"),
+        "it says nothing to the eye: {token}"
+    );
+    assert_eq!(Answer::from_token(&token).unwrap(), answer);
+    assert_eq!(Answer::from_token(&format!(" {token}\n")).unwrap(), answer);
+    assert_eq!(Answer::from_token(&json_of(&token)).unwrap(), answer);
+    assert!(key().verifies(&Answer::from_token(&token).unwrap()));
+    // One character changed in the token: it reads as another answer, whose signature fails,
+    // or as no answer at all.
+    let mut flipped = token.clone().into_bytes();
+    flipped[10] = if flipped[10] == b'A' { b'B' } else { b'A' };
+    let flipped = String::from_utf8(flipped).unwrap();
+    match Answer::from_token(&flipped) {
+        Ok(changed) => assert!(!key().verifies(&changed)),
+        Err(error) => assert!(matches!(error, AnswerError::Malformed(_)), "{error}"),
+    }
+    assert!(matches!(
+        Answer::from_token(&format!("{token}%3D")),
+        Err(AnswerError::NotAToken { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_run_started_under_an_answer_key_is_not_resumed_by_an_agent_without_one() {
+    use agent_errors::RunError;
+    use agent_errors::run::ResumeError;
+    let bank = Bank::new();
+    let model = ScriptedModel::new().tool_call("transfer", r#"{"amount": 1}"#);
+    let keyed = bank.builder(&model).answer_key(key()).build().unwrap();
+    let outcome = keyed
+        .run_with("pay the rent", RunOptions::new().run_id("rent"))
+        .await;
+    let pending = waiting_on(outcome.result).remove(0);
+
+    // A second code path builds the agent without the key and hands it an unsigned answer.
+    let forgetful = bank.agent(&ScriptedModel::new().text("paid"));
+    let unsigned = Answer::to(&pending, Decision::Approve);
+    let outcome = forgetful
+        .resume("rent", RunOptions::new().answered(unsigned))
+        .await;
+    match outcome.result {
+        Err(RunError::Resume(ResumeError::AnswerKeyRequired { run_id })) => {
+            assert_eq!(run_id, "rent");
+        }
+        other => panic!("expected the resume to be refused: {other:?}"),
+    }
+    assert!(bank.sent.lock().unwrap().is_empty(), "nothing was sent");
+    // Still waiting, and the keyed agent goes on with a signed answer.
+    let signed = Answer::to(&pending, Decision::Approve).signed(&key());
+    let outcome = bank
+        .builder(&ScriptedModel::new().text("paid"))
+        .answer_key(key())
+        .build()
+        .unwrap()
+        .resume("rent", RunOptions::new().answered(signed))
+        .await;
+    assert_eq!(outcome.result.unwrap(), "paid");
+    assert_eq!(*bank.sent.lock().unwrap(), [1]);
+}
+
+#[tokio::test]
+async fn a_run_id_used_twice_is_refused_as_existing_not_as_a_sequence_conflict() {
+    use agent_errors::RunError;
+    let bank = Bank::new();
+    let pending = bank.waiting().await;
+    let model = ScriptedModel::new().tool_call("transfer", r#"{"amount": 1}"#);
+    let outcome = bank
+        .agent(&model)
+        .run_with("pay the rent", RunOptions::new().run_id("rent"))
+        .await;
+    let error = outcome.result.unwrap_err();
+    assert!(
+        matches!(&error, RunError::RunExists { run_id } if run_id == "rent"),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("resume it"), "{error}");
+    assert_eq!(error.http_status(), 409);
+    // The saved run is untouched: its question reads back as it was asked.
+    let agent = bank.agent(&ScriptedModel::new());
+    assert_eq!(agent.pending_approvals("rent").await.unwrap(), [pending]);
 }

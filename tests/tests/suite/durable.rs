@@ -224,6 +224,21 @@ async fn an_interrupted_idempotent_call_runs_again_with_the_same_key() {
         ("ok", false)
     );
     assert_each_call_answered_once(&outcome.transcript);
+    // The re-run is said: the tool may have seen the call twice.
+    let reruns: Vec<_> = outcome
+        .report
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            agent_errors::Event::InterruptedRerun {
+                tool,
+                call_id,
+                attempt,
+            } => Some((tool.as_str(), call_id.as_str(), *attempt)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reruns, [("lookup", "call_1", 1)]);
 }
 
 #[tokio::test]
@@ -402,7 +417,7 @@ async fn the_per_run_breaker_keeps_its_count_across_a_resume() {
 }
 
 #[tokio::test]
-async fn a_run_id_already_in_the_store_is_refused_as_a_conflict() {
+async fn a_run_id_already_in_the_store_is_refused_as_an_existing_run() {
     let store = Arc::new(MemoryCheckpoints::new());
     let first = agent(ScriptedModel::new().text("a"), &store, Vec::new());
     let done = first.run_with("go", RunOptions::new().run_id("same")).await;
@@ -413,7 +428,24 @@ async fn a_run_id_already_in_the_store_is_refused_as_a_conflict() {
         .run_with("go", RunOptions::new().run_id("same"))
         .await;
     let error = outcome.result.unwrap_err();
-    assert!(error.is_checkpoint_conflict(), "{error:?}");
+    // Not a sequence conflict between processes: the id was used before, and the error says
+    // to resume it.
+    assert!(
+        matches!(&error, RunError::RunExists { run_id } if run_id == "same"),
+        "{error:?}"
+    );
+    assert!(!error.is_checkpoint_conflict(), "{error:?}");
+    assert_eq!(error.http_status(), 409);
+    // The first run is untouched: it still holds its answer.
+    let again = first.resume("same", RunOptions::new()).await;
+    assert!(
+        matches!(
+            again.result,
+            Err(RunError::Resume(ResumeError::Finished { .. }))
+        ),
+        "{:?}",
+        again.result
+    );
 }
 
 #[tokio::test]

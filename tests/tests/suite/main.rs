@@ -52,6 +52,7 @@ mod output_checks;
 mod permissions;
 mod preset;
 mod redis_store;
+mod refund_service;
 mod restate;
 mod retry;
 mod rig;

@@ -428,3 +428,59 @@ async fn a_model_written_call_id_and_tool_name_reach_spans_and_events_escaped() 
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn every_span_of_a_run_carries_its_id_and_a_resumed_run_says_it_resumed() {
+    let _serial = serial().await;
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+
+    let store: std::sync::Arc<dyn agent_errors::checkpoint::CheckpointStore> =
+        std::sync::Arc::new(agent_errors::checkpoint::MemoryCheckpoints::new());
+    let agent = |model: ScriptedModel| {
+        Agent::builder("support")
+            .model(model)
+            .tool(echo_tool("refund").requires_approval(true))
+            .shared_checkpoints(std::sync::Arc::clone(&store))
+            .build()
+            .unwrap()
+    };
+    let model = ScriptedModel::new().tool_call("refund", r#"{"text": "order 7"}"#);
+    let options = RunOptions::new().run_id("refund-7");
+    let waiting = agent(model).run_with("refund order 7", options).await;
+    let pending = waiting.pending_approvals()[0].clone();
+    let answer =
+        agent_errors::approval::Answer::to(&pending, agent_errors::approval::Decision::Approve);
+    let resumed = agent(ScriptedModel::new().text("refunded"))
+        .resume("refund-7", RunOptions::new().answered(answer))
+        .await;
+    assert_eq!(resumed.result.unwrap(), "refunded");
+
+    let spans = capture.spans();
+    let ours = ["invoke_agent", "chat", "execute_tool"];
+    let ours: Vec<_> = spans
+        .iter()
+        .filter(|s| ours.contains(&s.name.as_str()))
+        .collect();
+    for name in ["invoke_agent", "chat", "execute_tool"] {
+        assert!(
+            ours.iter().any(|s| s.name == name),
+            "a `{name}` span: {ours:#?}"
+        );
+    }
+    for span in &ours {
+        let id = span
+            .fields
+            .get("gen_ai.conversation.id")
+            .map(String::as_str);
+        assert_eq!(id, Some("refund-7"), "{span:#?}");
+    }
+    let runs: Vec<_> = ours.iter().filter(|s| s.name == "invoke_agent").collect();
+    let resumed: Vec<_> = runs
+        .iter()
+        .map(|s| s.fields.get("agent_errors.run.resumed").map(String::as_str))
+        .collect();
+    assert_eq!(resumed, [Some("false"), Some("true")]);
+}

@@ -11,7 +11,7 @@ use agent_errors::llm::FallbackModel;
 use agent_errors::policy::{Action, Policy, PolicyKey};
 use agent_errors::prelude::*;
 use agent_errors::retry::RetrySchedule;
-use agent_errors::rig::{GuardedTool, RigModel, recovering};
+use agent_errors::rig::{GuardedTool, RecoveringModel, RigModel};
 use agent_errors::testing::ScriptedModel;
 use agent_errors::{ErrorKind, Registry, RunContext};
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -411,7 +411,7 @@ async fn inside_rigs_own_loop_an_auth_failure_ends_the_run_before_the_next_model
         1,
         "no model call after the run ended"
     );
-    assert!(guarded.stopped().unwrap().contains("flaky"));
+    assert!(guarded.stopped().unwrap().to_string().contains("flaky"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -447,7 +447,7 @@ async fn inside_rigs_own_loop_a_transient_model_failure_no_longer_ends_the_run()
     let (model, transport) = failing_as(script(), turns());
     let schedule = RetrySchedule::attempts(4).unwrap().with_jitter(0.0);
     let start = Instant::now();
-    let response = agent(recovering(model, schedule))
+    let response = agent(RecoveringModel::new(model, schedule, Arc::new(RunContext::new())).into())
         .prompt("double 21")
         .await
         .unwrap();
@@ -459,7 +459,7 @@ async fn inside_rigs_own_loop_a_transient_model_failure_no_longer_ends_the_run()
     // What cannot succeed is not called again: rig's run ends as before.
     let (model, transport) = failing_as([None, Some(status(400))], turns());
     let schedule = RetrySchedule::attempts(4).unwrap();
-    agent(recovering(model, schedule))
+    agent(RecoveringModel::new(model, schedule, Arc::new(RunContext::new())).into())
         .prompt("double 21")
         .await
         .unwrap_err();
@@ -1012,6 +1012,51 @@ async fn inside_rigs_own_loop_agents_built_around_one_guard_without_a_run_id_nev
 }
 
 #[tokio::test(start_paused = true)]
+async fn two_guards_over_one_run_context_never_give_two_calls_one_key_and_say_so() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let _serial = crate::capture::serial().await;
+    let capture = crate::capture::Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+    let tool = Keyed::default();
+    let registry = Registry::builder()
+        .tool(ToolDef::from_rig(tool.clone()).with_policy(retry(3)))
+        .build()
+        .unwrap();
+    let (registry, ctx) = (
+        Arc::new(registry),
+        Arc::new(RunContext::new().with_run_id("run-4")),
+    );
+    // Two code paths of one service each guard the run: rig numbers each agent's calls from 1.
+    let service = tracing::info_span!("service");
+    let (first, second) = service.in_scope(|| {
+        let first = GuardedTool::<Keyed>::new(Arc::clone(&registry), Arc::clone(&ctx));
+        let second = GuardedTool::<Keyed>::new(registry, Arc::clone(&ctx));
+        (first.unwrap(), second.unwrap())
+    });
+    one_call_through(&first).await;
+    one_call_through(&second).await;
+    let keys = tool.keys();
+    two_calls_retried_once(&keys);
+    assert!(keys[0].starts_with("run-4:"), "{keys:?}");
+    let spans = capture.spans();
+    let said = spans.iter().filter(|span| span.name == "service");
+    let said: Vec<String> = said
+        .flat_map(|span| {
+            span.event_fields
+                .iter()
+                .filter_map(|f| f.get("message").cloned())
+        })
+        .collect();
+    assert_eq!(said.len(), 1, "said once, for the second guard: {said:?}");
+    assert!(
+        said[0].contains("second rig guard over one RunContext"),
+        "{said:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn inside_rigs_own_loop_agents_built_around_one_guard_with_a_run_id_never_share_a_key() {
     // The same, with the run id given: rig's ids for the two agents' writes are equal, and a
     // key made of them would name two refunds as one.
@@ -1272,8 +1317,7 @@ mod attempts {
         let run = Arc::new(RunContext::new());
         let (model, transport) = failing_as([None, Some(status(503))], turns());
         let schedule = RetrySchedule::attempts(3).unwrap().with_jitter(0.0);
-        let model =
-            agent_errors::rig::RecoveringModel::new(model, schedule).in_run(Arc::clone(&run));
+        let model = agent_errors::rig::RecoveringModel::new(model, schedule, Arc::clone(&run));
         let recorder = metrics_util::debugging::DebuggingRecorder::new();
         let counted = metrics::set_default_local_recorder(&recorder);
 
@@ -1350,4 +1394,23 @@ mod attempts {
             .collect();
         assert_eq!(attempts, ["1", "2"]);
     }
+}
+
+#[test]
+fn a_rig_failure_is_never_read_by_its_words() {
+    use agent_errors::ToolError;
+    // A rig tool whose only signal is a status in its message: not a status, and not retried.
+    let worded = ToolExecutionError::other("upstream said HTTP 503 Service Unavailable");
+    let error = ToolError::execution(serde_json::json!({}), worded);
+    let class = classify(error.cause());
+    assert_eq!(class.kind, ErrorKind::Unknown, "{class:?}");
+    assert_eq!(class.status, None);
+    let wrapped = std::io::Error::other(ToolExecutionError::other("rate limit exceeded, 429"));
+    assert_eq!(classify(&wrapped).kind, ErrorKind::Unknown);
+    // What it says by type still counts.
+    let typed = ToolExecutionError::new(ToolErrorKind::Network, "HTTP 404 in the words");
+    assert_eq!(classify(&typed).kind, ErrorKind::Transient);
+    // And the same words in an error of the user's own are read as before.
+    let own = std::io::Error::other("upstream said HTTP 503 Service Unavailable");
+    assert_ne!(classify(&own).kind, ErrorKind::Unknown);
 }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use agent_errors::build::ConfigProblem;
 use agent_errors::retry::RetrySchedule;
 use agent_errors::rig::{GuardedTool, RecoveringModel, RigGuard};
 use agent_errors::run::{OnExceed, UsageLimit, UsageLimits};
@@ -282,9 +283,7 @@ async fn a_fallback_chain_over_rig_models_answers_from_the_next_once_one_failed_
     let (primary, primary_calls) = failing([status(503), status(503)], []);
     let (backup, _) = failing([status(529)], [MockTurn::text("hello from the backup")]);
     let schedule = RetrySchedule::attempts(2).unwrap();
-    let model = RecoveringModel::new(primary, schedule)
-        .fallback(backup)
-        .in_run(Arc::clone(&run));
+    let model = RecoveringModel::new(primary, schedule, Arc::clone(&run)).fallback(backup);
     let agent = rig_agent::AgentBuilder::new(model).build();
     let answer = agent.prompt("hi").await.unwrap();
     assert_eq!(answer.output(), "hello from the backup");
@@ -295,7 +294,8 @@ async fn a_fallback_chain_over_rig_models_answers_from_the_next_once_one_failed_
     // An invalid request is no other model's to serve.
     let (primary, _) = failing([status(400)], []);
     let (backup, backup_calls) = failing([], [MockTurn::text("never asked")]);
-    let model = RecoveringModel::new(primary, RetrySchedule::attempts(2).unwrap()).fallback(backup);
+    let schedule = RetrySchedule::attempts(2).unwrap();
+    let model = RecoveringModel::new(primary, schedule, Arc::clone(&run)).fallback(backup);
     let agent = rig_agent::AgentBuilder::new(model).build();
     agent.prompt("hi").await.unwrap_err();
     assert_eq!(backup_calls.calls.load(Ordering::SeqCst), 0);
@@ -314,7 +314,9 @@ fn capped(limits: UsageLimits) -> (RigGuard, Arc<RunContext>) {
             .unwrap(),
     );
     let run = Arc::new(RunContext::new());
-    let guard = RigGuard::new(registry, Arc::clone(&run)).with_usage_limits(limits);
+    let guard = RigGuard::new(registry, Arc::clone(&run))
+        .with_usage_limits(limits)
+        .unwrap();
     (guard, run)
 }
 
@@ -393,7 +395,9 @@ async fn a_capped_guard_whose_hook_never_runs_refuses_its_tools_instead_of_cappi
     });
     let registry = Arc::new(Registry::builder().tool(counted).build().unwrap());
     let limits = UsageLimits::new().max_tool_calls(1);
-    let guard = RigGuard::new(registry, Arc::new(RunContext::new())).with_usage_limits(limits);
+    let guard = RigGuard::new(registry, Arc::new(RunContext::new()))
+        .with_usage_limits(limits)
+        .unwrap();
     let model = MockCompletionModel::from_turns([
         search("call-1"),
         search("call-2"),
@@ -408,4 +412,163 @@ async fn a_capped_guard_whose_hook_never_runs_refuses_its_tools_instead_of_cappi
     assert_eq!(ran.load(Ordering::SeqCst), 0, "no call runs uncapped");
     let seen = serde_json::to_string(&model.requests()[1].chat_history).unwrap();
     assert!(seen.contains("hook"), "the refusal names the hook: {seen}");
+}
+
+#[test]
+fn a_guard_refuses_usage_limits_that_could_never_apply_as_the_agent_builder_does() {
+    let registry = Arc::new(
+        Registry::builder()
+            .tool(echo_tool("search"))
+            .build()
+            .unwrap(),
+    );
+    let limits = UsageLimits::new()
+        .max_requests(5)
+        .on_exceed(UsageLimit::ToolCalls, OnExceed::FinalAnswer)
+        .max_calls_of("serach", 2);
+    let guard = RigGuard::new(Arc::clone(&registry), Arc::new(RunContext::new()));
+    let error = guard.with_usage_limits(limits).unwrap_err();
+    let problems = error.problems();
+    assert!(
+        problems.contains(&ConfigProblem::FinalAnswerForUnsetCap {
+            limit: UsageLimit::ToolCalls
+        }),
+        "{error}"
+    );
+    assert!(
+        problems.contains(&ConfigProblem::UnknownCappedTool {
+            tool: "serach".into(),
+            did_you_mean: Some("search".into()),
+        }),
+        "{error}"
+    );
+    assert_eq!(problems.len(), 2, "{error}");
+    // Set, the cap may stop gracefully.
+    let set = UsageLimits::new()
+        .max_tool_calls(3)
+        .on_exceed(UsageLimit::ToolCalls, OnExceed::FinalAnswer);
+    let guard = RigGuard::new(registry, Arc::new(RunContext::new()));
+    assert!(guard.with_usage_limits(set).is_ok());
+}
+
+/// A `search` that fails once with a 503 and is retried, so its first call runs its body
+/// twice; and the handle counting those runs.
+fn flaky_search() -> (FaultyTool, ToolDef) {
+    let flaky =
+        FaultyTool::new(echo_tool("search")).fail_times(1, || HttpError::new(503, "overloaded"));
+    let tool = flaky
+        .tool()
+        .with_policy(agent_errors::policy!(execution = retry(3)));
+    (flaky, tool)
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_tool_calls_counts_calls_asked_for_in_rigs_loop_and_tool_body_runs_in_ours() {
+    // Two calls asked for, the first retried once: three runs of the tool's body.
+    let limits = || UsageLimits::new().max_tool_calls(2);
+
+    // rig's loop: the guard's hook sees the two calls rig dispatches; the retry inside the
+    // first is not a call of rig's, and the run ends with its answer.
+    let (flaky, tool) = flaky_search();
+    let registry = Arc::new(Registry::builder().tool(tool).build().unwrap());
+    let guard = RigGuard::new(registry, Arc::new(RunContext::new()))
+        .with_usage_limits(limits())
+        .unwrap();
+    let model = MockCompletionModel::from_turns([
+        search("call-1"),
+        search("call-2"),
+        MockTurn::text("searched twice"),
+    ]);
+    let agent = guard.agent(model).default_max_turns(5).build();
+    let answer = agent.prompt("search twice").await.unwrap();
+    assert_eq!(answer.output(), "searched twice");
+    assert_eq!(flaky.calls(), 3, "the retry ran, uncounted");
+    assert!(guard.stopped().is_none());
+
+    // Our loop: every run of the body counts, the retry included, so the second call would be
+    // a third and is not run.
+    let (flaky, tool) = flaky_search();
+    let model = ScriptedModel::new()
+        .tool_call("search", r#"{"text": "a"}"#)
+        .tool_call("search", r#"{"text": "b"}"#)
+        .text("searched twice");
+    let agent = Agent::builder("capped")
+        .model(model)
+        .tool(tool)
+        .usage_limits(limits())
+        .build()
+        .unwrap();
+    match agent.run("search twice").await {
+        Err(agent_errors::RunError::UsageLimit(exceeded)) => {
+            assert_eq!(exceeded.limit, UsageLimit::ToolCalls);
+            assert_eq!(exceeded.usage.tool_calls, 2);
+        }
+        other => panic!("expected the tool-call cap, got {other:?}"),
+    }
+    assert_eq!(flaky.calls(), 2, "the second call's body never ran");
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_rigs_loop_a_stop_is_typed_a_waiting_call_keeps_its_question_and_a_cap_its_limit() {
+    use agent_errors::RunError;
+    use agent_errors::approval::WaitReason;
+    use agent_errors::rig::RigStop;
+    let refund = echo_tool("refund").requires_approval(true);
+    let registry = Arc::new(Registry::builder().tool(refund).build().unwrap());
+    let guard = RigGuard::new(registry, Arc::new(RunContext::new().with_run_id("run-5")));
+    let model = MockCompletionModel::from_turns([
+        MockTurn::tool_call("call-1", "refund", serde_json::json!({"text": "order 7"})),
+        MockTurn::text("never asked"),
+    ]);
+    let agent = guard.agent(model).default_max_turns(3).build();
+    let error = agent.prompt("refund order 7").await.unwrap_err();
+    let stop = guard.stopped().expect("the guard ended the run");
+    assert!(error.to_string().contains(&stop.to_string()), "{error}");
+    let pending = stop.pending_approval().expect("the question");
+    assert_eq!(pending.tool, "refund");
+    assert_eq!(pending.reason, WaitReason::ApprovalRequired);
+    assert!(pending.arguments.contains("order 7"), "{pending:?}");
+    match stop.clone().into_run_error() {
+        RunError::WaitingForPerson { pending: asked } => assert_eq!(&asked[0], pending),
+        other => panic!("{other:?}"),
+    }
+
+    let (capped, _) = capped(UsageLimits::new().max_requests(1));
+    let model = MockCompletionModel::from_turns([search("call-1"), MockTurn::text("late")]);
+    let agent = capped.agent(model).default_max_turns(5).build();
+    agent.prompt("search").await.unwrap_err();
+    match capped.stopped() {
+        Some(RigStop::UsageLimit(exceeded)) => assert_eq!(exceeded.limit, UsageLimit::Requests),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn in_rigs_loop_a_runtime_without_its_timer_is_a_typed_stop_not_a_panic() {
+    use agent_errors::rig::RigStop;
+    let untimed = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let policy = agent_errors::policy!(execution = retry(3));
+    let registry = Registry::builder().tool(echo_tool("search").with_policy(policy));
+    let registry = Arc::new(registry.build().unwrap());
+    let guard = RigGuard::new(Arc::clone(&registry), Arc::new(RunContext::new()));
+    let model = MockCompletionModel::from_turns([search("call-1"), MockTurn::text("found")]);
+    let agent = guard.agent(model.clone()).default_max_turns(3).build();
+    let error = untimed
+        .block_on(async { agent.prompt("search").await })
+        .unwrap_err();
+    assert!(error.to_string().contains("enable_time()"), "{error}");
+    assert!(matches!(guard.stopped(), Some(RigStop::NoTimer)));
+    assert_eq!(model.request_count(), 0, "the run did not start");
+
+    // The guard's tools without its hook: the call does not run, and the stop is typed.
+    let guard = RigGuard::new(registry, Arc::new(RunContext::new()));
+    let model = MockCompletionModel::from_turns([search("call-1"), MockTurn::text("found")]);
+    let agent = rig_agent::AgentBuilder::new(model)
+        .default_max_turns(3)
+        .dynamic_tools(guard.tools())
+        .build();
+    let _ = untimed.block_on(async { agent.prompt("search").await });
+    assert!(matches!(guard.stopped(), Some(RigStop::NoTimer)));
 }

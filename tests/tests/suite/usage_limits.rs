@@ -519,3 +519,35 @@ fn a_final_answer_chosen_for_a_cap_the_limits_do_not_set_is_refused_at_build() {
         .on_exceed(UsageLimit::ToolCallsPerTurn, OnExceed::FinalAnswer);
     agent(&ScriptedModel::new(), set);
 }
+
+#[tokio::test]
+async fn a_runs_own_usage_limits_are_refused_as_the_builder_refuses_the_agents() {
+    use agent_errors::build::ConfigProblem;
+    use agent_errors::run::{OnExceed, UsageLimit, UsageLimits};
+    let model = agent_errors::testing::ScriptedModel::new().text("never asked");
+    let agent = agent_errors::Agent::builder("a")
+        .model(model.clone())
+        .tool(agent_errors::testing::echo_tool("search"))
+        .build()
+        .unwrap();
+    let limits = UsageLimits::new()
+        .max_requests(3)
+        .on_exceed(UsageLimit::ToolCalls, OnExceed::FinalAnswer)
+        .max_calls_of("serach", 1);
+    let options = agent_errors::RunOptions::new().usage_limits(limits);
+    let outcome = agent.run_with("hi", options).await;
+    match outcome.result {
+        Err(agent_errors::RunError::InvalidUsageLimits(error)) => {
+            let problems = error.problems();
+            assert!(problems.contains(&ConfigProblem::FinalAnswerForUnsetCap {
+                limit: UsageLimit::ToolCalls
+            }));
+            assert!(problems.contains(&ConfigProblem::UnknownCappedTool {
+                tool: "serach".into(),
+                did_you_mean: Some("search".into()),
+            }));
+        }
+        other => panic!("expected the limits to be refused: {other:?}"),
+    }
+    assert_eq!(model.calls(), 0, "the run did not start");
+}

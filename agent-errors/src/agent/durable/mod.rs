@@ -7,6 +7,7 @@
 mod checkpoint_journal;
 mod journal;
 mod one_result;
+mod pending;
 mod resume;
 mod saved_run;
 mod saved_step;

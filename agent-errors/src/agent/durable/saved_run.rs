@@ -164,6 +164,18 @@ pub enum ResumeError {
         /// What is wrong.
         problem: BrokenTranscript,
     },
+    /// The run was started by an agent with an [answer key](crate::AgentBuilder::answer_key),
+    /// and its checkpoint says so: its answers must be signed, and this agent (built without
+    /// the key, by a code path that forgot it) could not check a signature, so it does not
+    /// resume the run. Resume it with an agent given the same key.
+    #[error(
+        "run {run_id} takes only signed answers (it was started with an answer key), and this \
+         agent has none: build the agent that resumes it with `AgentBuilder::answer_key`"
+    )]
+    AnswerKeyRequired {
+        /// The run.
+        run_id: String,
+    },
 }
 
 impl ResumeError {
@@ -192,6 +204,9 @@ impl ResumeError {
                 run_id: text(run_id),
                 call_id: text(call_id),
                 problem,
+            },
+            ResumeError::AnswerKeyRequired { run_id } => ResumeError::AnswerKeyRequired {
+                run_id: text(run_id),
             },
         }
     }
@@ -292,6 +307,11 @@ pub(in crate::agent) struct SavedRun {
     /// (a checkpoint without them is resumed under the agent's).
     #[serde(default)]
     pub(in crate::agent) usage_limits: Option<UsageLimits>,
+    /// Whether the run was started with an answer key: its answers must then be signed, by
+    /// whichever agent resumes it. Added within version 4 (a checkpoint without it was saved
+    /// by a build that did not record it, and is resumed as before).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(in crate::agent) signed_answers: bool,
     pub(in crate::agent) finished: Option<FinishedRun>,
 }
 
@@ -306,6 +326,7 @@ impl SavedRun {
             recovery: RecoveryState::default(),
             deadline_left_ms: None,
             usage_limits: None,
+            signed_answers: false,
             finished: None,
         }
     }

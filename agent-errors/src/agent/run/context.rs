@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use crate::agent::{AgentInner, AgentOutput, RunError, RunOptions};
 use crate::breaker::RunBreaker;
+use crate::checkpoint::CheckpointError;
 use crate::events::EventLog;
 use crate::executor::{Journal, RunContext, RunSetup};
+use crate::registry::{ConfigError, caps_that_never_apply};
 use crate::usage::RunMeter;
 
 impl<O: AgentOutput> AgentInner<O> {
@@ -59,38 +61,45 @@ impl<O: AgentOutput> AgentInner<O> {
         }
         Ok(())
     }
+
+    /// Refuses usage limits given to one run ([`RunOptions::usage_limits`]) that could never
+    /// apply, as the builder refuses the agent's.
+    pub(in crate::agent) fn check_run_limits(&self, options: &RunOptions) -> Result<(), RunError> {
+        let Some(limits) = &options.usage_limits else {
+            return Ok(());
+        };
+        let models = std::iter::once(self.model.name());
+        let called = |tool: &str| self.knows(tool);
+        let problems = caps_that_never_apply(limits, &self.registry, called, models);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(RunError::InvalidUsageLimits(ConfigError::new(problems)))
+    }
 }
 
 /// Refuses a run on a Tokio runtime built without its timer (`enable_time`): every backoff and
 /// every timeout of the run sleeps on it, and Tokio would panic at the first, in the middle of
 /// the run. A run whose journal replays it waits on the engine's clock instead, and a run outside
-/// any Tokio runtime is left to the executor it runs on.
-///
-/// A runtime's timer is found once per thread: a thread remembers the last runtime it found
-/// one on, so the runs after the first on that runtime compare an id instead of probing.
+/// any Tokio runtime is left to the executor it runs on. The probe's panic is kept quiet: the
+/// run ends with [`RunError::NoTimer`], and nothing is printed.
 pub(in crate::agent) fn check_timer(journal: &dyn Journal) -> Result<(), RunError> {
-    if journal.replays() {
+    if journal.replays() || crate::executor::runtime_has_timer() {
         return Ok(());
     }
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return Ok(());
-    };
-    let id = runtime.id();
-    if TIMED_RUNTIME.get() == Some(id) {
-        return Ok(());
-    }
-    // Tokio offers no question for it: making a sleep (never polled, so never registered) is
-    // what panics without a timer.
-    let probe = std::panic::catch_unwind(|| drop(tokio::time::sleep(std::time::Duration::ZERO)));
-    probe.map_err(|_| RunError::NoTimer)?;
-    TIMED_RUNTIME.set(Some(id));
-    Ok(())
+    Err(RunError::NoTimer)
 }
 
-thread_local! {
-    /// The last runtime this thread found a timer on. Tokio gives each runtime a fresh id from
-    /// a process-wide counter, so another runtime (one built without a timer among them) never
-    /// matches it.
-    static TIMED_RUNTIME: std::cell::Cell<Option<tokio::runtime::Id>> =
-        const { std::cell::Cell::new(None) };
+/// A new run whose first save found a run under its id: the id was used before, and the run
+/// says so (resume it) instead of naming the store's sequences.
+pub(in crate::agent) fn name_a_taken_id<O>(result: &mut Result<O, RunError>) {
+    if let Err(RunError::Checkpoint(CheckpointError::Conflict {
+        expected: None,
+        found: Some(_),
+        run_id,
+    })) = result
+    {
+        let run_id = crate::redact::redact(run_id).into_owned();
+        *result = Err(RunError::RunExists { run_id });
+    }
 }

@@ -60,7 +60,7 @@ impl<O: AgentOutput> AgentInner<O> {
         request.options.parallel_tool_calls = None;
         let started = counts.clock.take();
         let turn = observe::model_turn(
-            &*self.model,
+            (&*self.model, ctx.run_id().unwrap_or_default()),
             &self.meters,
             started,
             || self.call_model(ctx, request, counts),

@@ -108,9 +108,11 @@ impl<O: AgentOutput> Agent<O> {
     /// handed back then answers it (and every other call of its turn) with an error result.
     pub async fn resume(&self, run_id: impl Into<String>, options: RunOptions) -> RunOutcome<O> {
         let inner = &self.inner;
-        let run = Box::pin(inner.resume(run_id.into(), options));
+        let run_id: String = run_id.into();
+        let run = Box::pin(inner.resume(run_id.clone(), options));
         let started = Instant::now();
-        let ended = observe::run(&inner.name, &*inner.model, &inner.meters, started, run).await;
+        let agent = (&*inner.name, &*inner.model);
+        let ended = observe::run(agent, (&run_id, true), &inner.meters, started, run).await;
         ended.outcome
     }
 }
@@ -207,6 +209,14 @@ impl<O: AgentOutput> AgentInner<O> {
         }
         let transcript =
             super::conversation::with_system_prompt(self.system_prompt.as_deref(), history);
+        if let Err(error) = self.check_run_limits(&options) {
+            return Ended::from(RunOutcome {
+                result: Err(error),
+                report: RunReport::default(),
+                transcript,
+                run_id,
+            });
+        }
         let usage_limits =
             (options.usage_limits.take()).unwrap_or_else(|| self.usage_limits.clone());
         // An engine that replays the run keeps it in its own journal: a store beside it would
@@ -216,6 +226,7 @@ impl<O: AgentOutput> AgentInner<O> {
             (None, Some(store)) => {
                 let mut saved = SavedRun::new(transcript.clone());
                 saved.usage_limits = Some(UsageLimits::clone(&usage_limits));
+                saved.signed_answers = self.approvals.key.is_some();
                 let store = Arc::clone(store);
                 let every = self.snapshot_every;
                 let journal = CheckpointJournal::new(store, run_id.clone(), saved, 0, every);
@@ -233,7 +244,9 @@ impl<O: AgentOutput> AgentInner<O> {
             // A run whose journal saves records its start before its first turn.
             clock: (!seam.calls.records()).then_some(started),
         };
-        self.go(run_id, seam, start, options).await
+        let mut ended = self.go(run_id, seam, start, options).await;
+        context::name_a_taken_id(&mut ended.outcome.result);
+        ended
     }
 
     async fn resume(&self, run_id: String, mut options: RunOptions) -> Ended<O> {
@@ -254,6 +267,16 @@ impl<O: AgentOutput> AgentInner<O> {
             Ok(resumable) => resumable,
             Err((error, transcript)) => return refused(error, transcript),
         };
+        // Its answers must be signed: an agent without the key could not check one.
+        if saved.signed_answers && self.approvals.key.is_none() {
+            let error = ResumeError::AnswerKeyRequired {
+                run_id: run_id.clone(),
+            };
+            return refused(RunError::Resume(error), Vec::new());
+        }
+        if let Err(error) = self.check_run_limits(&options) {
+            return refused(error, Vec::new());
+        }
         let usage_limits = match options.usage_limits.take() {
             Some(limits) => limits,
             None => saved
@@ -443,7 +466,7 @@ impl<O: AgentOutput> AgentInner<O> {
                 None
             };
             let turn = observe::model_turn(
-                &*self.model,
+                (&*self.model, ctx.run_id().unwrap_or_default()),
                 &self.meters,
                 started,
                 || self.call_model(ctx, request, counts),

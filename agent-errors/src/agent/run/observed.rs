@@ -31,6 +31,8 @@ impl RunError {
             RunError::MissingContext { .. } => "missing_context",
             RunError::InvalidLlmDecision(_) => "invalid_llm_decision",
             RunError::NoTimer => "no_timer",
+            RunError::RunExists { .. } => "run_exists",
+            RunError::InvalidUsageLimits(_) => "invalid_usage_limits",
         }
     }
 }
@@ -83,13 +85,19 @@ impl<O: AgentOutput> Agent<O> {
     pub(in crate::agent) fn observed(
         &self,
         history: Vec<Message>,
-        options: RunOptions,
+        mut options: RunOptions,
     ) -> impl Future<Output = Ended<O>> + '_ {
         let inner = &self.inner;
+        // The run's id is its span's: made here when none was given.
+        let run_id = options
+            .run_id
+            .get_or_insert_with(crate::agent::new_run_id)
+            .clone();
         // Boxed: the loop's future holds a whole turn (its calls, their ladders, the journal) and
         // is several kilobytes; the caller's future then stays small wherever it is moved.
         let started = Instant::now();
         let run = Box::pin(inner.run(history, options, started));
-        observe::run(&inner.name, &*inner.model, &inner.meters, started, run)
+        let agent = (&*inner.name, &*inner.model);
+        observe::run(agent, (&run_id, false), &inner.meters, started, run)
     }
 }

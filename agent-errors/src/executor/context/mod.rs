@@ -60,6 +60,10 @@ pub struct RunContext {
     halt: Halt,
     hooks: Hooks,
     recovery: Recovery,
+    /// What the guards of another agent loop (rig's) keep for this run, shared by every guard
+    /// made over it: set by the first.
+    #[cfg(feature = "rig")]
+    guarded: OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// Every part of a [`RunContext`], for [`RunContext::for_run`].
@@ -148,7 +152,25 @@ impl RunContext {
                 approvals,
             },
             recovery: Recovery::new(breaker),
+            #[cfg(feature = "rig")]
+            guarded: OnceLock::new(),
         }
+    }
+
+    /// What the guards of another agent loop keep for this run: made by the first guard over
+    /// it (`make`), shared with every later one. True with it when it was made before, by
+    /// another guard.
+    #[cfg(feature = "rig")]
+    pub(crate) fn guarded<T: Send + Sync + 'static>(
+        &self,
+        make: impl FnOnce() -> T,
+    ) -> Option<(Arc<T>, bool)> {
+        let mut made = false;
+        let state = self.guarded.get_or_init(|| {
+            made = true;
+            Arc::new(make())
+        });
+        Some((Arc::clone(state).downcast::<T>().ok()?, !made))
     }
 
     /// Sets the number of consecutive failures of one tool that stops the run.

@@ -11,7 +11,7 @@ use rig_core::operation::Completion;
 
 use super::wire::{Answer, RecoveringWire};
 use crate::classify::{ErrorKind, classify};
-use crate::events::{Event, ModelLayer, count_outcome, emit_to};
+use crate::events::{Event, ModelLayer, count_outcome};
 use crate::executor::RunContext;
 use crate::llm::trigger::Triggers;
 use crate::retry::{RetrySchedule, retry_after_failure};
@@ -31,7 +31,7 @@ const ANY_FAILURE: Triggers = Triggers {
 pub(super) struct RecoveringTransport {
     pub(super) models: Arc<[DynModel<Completion>]>,
     pub(super) schedule: RetrySchedule,
-    pub(super) run: Option<Arc<RunContext>>,
+    pub(super) run: Arc<RunContext>,
 }
 
 impl RecoveringTransport {
@@ -77,11 +77,9 @@ impl RecoveringTransport {
             Err(first) => first,
         };
         let mut last = None;
-        let allowance = self.run.as_ref().map(|run| Arc::clone(run.retries()));
-        let delays = self.schedule.delays().map_while(move |delay| {
-            let allowed = allowance.as_ref().is_none_or(|left| left.try_spend());
-            allowed.then_some(delay)
-        });
+        let allowance = Arc::clone(self.run.retries());
+        let delays =
+            (self.schedule.delays()).map_while(move |delay| allowance.try_spend().then_some(delay));
         let retried = retry_after_failure(
             delays,
             first,
@@ -112,12 +110,9 @@ impl RecoveringTransport {
         }
     }
 
-    /// Records `event` on the run's report, or, outside a run, traces and counts it.
+    /// Records `event` on the run's report.
     fn emit(&self, event: Event) {
-        match &self.run {
-            Some(run) => run.events().emit(event),
-            None => emit_to(event, [None, None]),
-        }
+        self.run.events().emit(event);
     }
 }
 

@@ -166,7 +166,7 @@ impl<'id> Decoder<'id, Completion, Answer> for AnswerDecoder<'id> {
 }
 
 /// Writes one block of the answer as a whole item. Text and tool calls are the answer; reasoning,
-/// images and provider-only items are not carried over (see [`recovering`]).
+/// images and provider-only items are not carried over (see [`RecoveringModel`](super::RecoveringModel)).
 // The error type is rig's, as every decoder's is.
 #[allow(clippy::result_large_err)]
 fn write_block(

@@ -5,7 +5,7 @@
 //! ([`transport`]); the tools are the benchmark's fault-injecting tools written as rig `Tool`s
 //! ([`tools`]). rig's run is awaited, so rig asks for whole answers: a stream the model cuts
 //! reaches rig as a reply cut short. Neither agent has a checkpoint store (a crash starts the
-//! task again from the user's request) nor a backup model (`recovering` wraps one model).
+//! task again from the user's request) nor a backup model (`RecoveringModel` here wraps one model).
 
 mod tools;
 mod transport;
@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use agent_errors::breaker::ServiceBreaker;
 use agent_errors::retry::RetrySchedule;
-use agent_errors::rig::{GuardedTool, recovering};
+use agent_errors::rig::{GuardedTool, RecoveringModel};
 use agent_errors::{Registry, RunContext, ToolDef};
 use futures_util::future::BoxFuture;
 use rig_agent::AgentBuilder;
@@ -114,11 +114,12 @@ async fn run_guarded(env: &TaskEnv) -> RunEnd {
     let ctx = RunContext::new()
         .with_service_breaker(Arc::new(ServiceBreaker::default()))
         .with_run_id(env.run_id.as_str());
-    let run = GuardedTool::<BenchTool<FetchPage>>::new(Arc::new(registry), Arc::new(ctx))
+    let ctx = Arc::new(ctx);
+    let run = GuardedTool::<BenchTool<FetchPage>>::new(Arc::new(registry), Arc::clone(&ctx))
         .map_err(not_built)?;
     macro_rules! agent {
         ($($name:ident),+) => {
-            AgentBuilder::new(recovering(rig_model(env.primary.clone()), schedule))
+            AgentBuilder::new(RecoveringModel::new(rig_model(env.primary.clone()), schedule, Arc::clone(&ctx)))
                 .default_max_turns(MAX_TURNS)
                 .add_hook(run.stop_hook())
                 $(.tool(run.sibling::<BenchTool<$name>>().map_err(not_built)?))+
