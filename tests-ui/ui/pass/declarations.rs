@@ -3,7 +3,10 @@
 
 use agent_errors::prelude::*;
 
-agent_errors::defaults!(on_error(execution = [retry(3), escalate], invalid_args = [fix(builtin), escalate]));
+agent_errors::defaults!(on_error(
+    execution = [retry(3), escalate],
+    invalid_args = [fix(builtin), escalate]
+));
 
 /// Errors of the catalogue.
 #[derive(Debug, thiserror::Error)]

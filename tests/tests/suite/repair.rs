@@ -237,3 +237,41 @@ async fn a_repaired_call_counts_once_against_the_tools_cap() {
     let shown = results(&model);
     assert_eq!(shown[0].content, "1 results for a (exact: true)");
 }
+
+/// Looks a city up; no policy of its own.
+#[tool]
+fn weather(city: String, days: u32) -> String {
+    format!("{days} days of sun in {city}")
+}
+
+#[tokio::test]
+async fn the_recommended_preset_repairs_first_then_shows_the_model_what_is_wrong() {
+    let model = ScriptedModel::new()
+        .tool_call("weather", "```json\n{'city': 'Oslo', 'Days': 2,}\n```")
+        .tool_call("weather", "{city: 'Oslo'}")
+        .text("done");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .tools(tools![weather])
+        .recommended()
+        .build()
+        .unwrap();
+    let explained = agent.explain("weather").unwrap().to_string();
+    assert!(
+        explained.contains("invalid_args  = [fix(builtin), escalate]  <- recommended preset"),
+        "{explained}"
+    );
+
+    assert_eq!(agent.run("weather").await.unwrap(), "done");
+
+    let shown = results(&model);
+    assert_eq!(shown[0].content, "2 days of sun in Oslo");
+    // `days` is missing: nothing to repair without guessing, so the model is told what is
+    // wrong with what it sent.
+    assert!(shown[1].is_error);
+    assert!(
+        shown[1].content.contains(r#""kind":"validation""#),
+        "{}",
+        shown[1].content
+    );
+}
