@@ -123,6 +123,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .system_prompt("Use count_keys. If it returns an error with corrected JSON, call it again with that JSON. Reply with only the number.")
         .tools(tools![count_keys])
         .fixers(fixers![json_fixer])
+        .recommended()
         .build()?;
 
     println!("user   How many keys? {{name: world, age: 30, active: true}}");

@@ -68,6 +68,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .tools(tools![count_keys])
         .max_turns(6)
+        // Retries only where a retry cannot repeat an effect; shows the model what it can fix.
+        .recommended()
         .on_llm_error(|error, _attempt| {
             // Transport faults were already retried inside the provider; a timeout was not,
             // since it is the whole budget of one call. Allow one more call for it here.

@@ -110,7 +110,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let agent = Agent::builder("weather")
         .model(RigModel::new(provider()).with_model_id("mock-model"))
         .tool(weather())
-        .on_llm_error(|_, _| LlmErrorDecision::retry(3, std::time::Duration::from_millis(500)))
+        // The recommended preset: a failed model call that may pass is retried (three calls,
+        // backoff from 500 ms), the tool's failures retried only where that cannot repeat an
+        // effect.
+        .recommended()
         .build()?;
     let outcome = agent.run_with_report("What's the weather in Lyon?").await;
     println!("  answer {}", outcome.result?);

@@ -17,7 +17,7 @@
 //!
 //! ```text
 //! policy   := entry ("," entry)* ","?
-//! entry    := key "=" ladder | "run_breaker" "=" on_trip
+//! entry    := key "=" ladder | "run_breaker" "=" on_trip | "recommended"
 //! key      := "invalid_args" | "execution"
 //!           | "transient" | "timeout" | "quota" | "server_error"
 //!           | "auth" | "not_found" | "validation" | "bug" | "unknown"
@@ -30,7 +30,7 @@
 //!           | "escalate" | "throw" | "degrade" | "ask_person"
 //! on_trip  := ("stop_run" | "remove_tool") ("(" "per_kind" ")")?
 //! retry_arg:= count | "max_attempts" "=" count
-//!           | "initial" "=" duration | "max" "=" duration
+//!           | "initial" "=" duration | "max" "=" duration | "when_safe"
 //! count    := a positive integer literal (u32)
 //! duration := a string: a number, optionally with a fraction, then `ms`, `s`, `m` or `h`
 //!             ("250ms", "1.5s", "10s", "2m"); never zero
@@ -38,6 +38,11 @@
 //!
 //! Named arguments may come in any order; `retry(3)` is short for `retry(max_attempts = 3)`.
 //! `fix` retries default to 1.
+//!
+//! `recommended` puts the recommended preset just below the entries written beside it (in
+//! `policy!`, a tool's `on_error`, or `defaults!(recommended)`): they win key by key, and
+//! `explain` shows the preset's entries as the layer "recommended preset". What it does, rule
+//! by rule, is said on `Policy::recommended` in agent-errors.
 //!
 //! What the keys mean:
 //!
@@ -62,6 +67,10 @@
 //!
 //! * `retry(n)`: call again with backoff, at most `n` calls in all (the first counts).
 //!   `initial` is the first delay, `max` caps each computed delay (before the 0-25% jitter).
+//!   `when_safe` retries only where a second call cannot apply the effect twice (the tool is
+//!   `idempotent` or keyed, or the failure shows the request was not carried out: connection
+//!   refused, a name that did not resolve, a rate limit); another timeout, dropped connection
+//!   or 5xx of the tool is answered by its `outcome_unknown` entry instead.
 //! * `fix(agent = "name", retries = n)`: ask the `#[fixer]` called `name` to repair the call,
 //!   at most `n` times.
 //! * `fallback(tool = "name")`: call another tool with the same arguments, under its own
@@ -352,6 +361,14 @@ pub fn policy(input: TokenStream) -> TokenStream {
 ///     invalid_args = fix(agent = "json_fixer"),
 ///     execution = [retry(3), escalate],
 /// ));
+/// # fn main() {}
+/// ```
+///
+/// `defaults!(recommended)` gives every tool of the crate the recommended preset (see
+/// `Policy::recommended` in agent-errors); `on_error(...)` beside it sets keys over it:
+///
+/// ```
+/// agent_errors::defaults!(recommended, on_error(not_found = throw));
 /// # fn main() {}
 /// ```
 ///

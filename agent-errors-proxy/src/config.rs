@@ -5,7 +5,7 @@
 //! mistakes is refused with three messages, each at its line and column.
 //!
 //! ```toml
-//! preset = "recommended"             # optional: the crate-wide layer every tool falls back on
+//! preset = "recommended"             # optional: the library's recommended preset under every tool
 //!
 //! [session]                          # one MCP client session is one run
 //! max_tool_calls = 200
@@ -17,6 +17,11 @@
 //!
 //! [servers.files.tools.write_file]
 //! approval = true
+//!
+//! [servers.payments]                 # applies a call once per idempotency key in `_meta`
+//! url = "http://127.0.0.1:8080/mcp"
+//! keyed = true
+//! on_error = { timeout = ["retry(3, when_safe)", "escalate"] }
 //! ```
 
 use std::ops::Range;
@@ -37,7 +42,8 @@ pub(crate) const MAX_FILE_BYTES: usize = 1 << 20;
 /// What the whole file says.
 #[derive(Debug, Default)]
 pub(crate) struct Config {
-    /// The recommended preset as the crate-wide layer.
+    /// `preset = "recommended"`: the library's recommended preset just below `[defaults]`'s
+    /// `on_error`, for every tool.
     pub(crate) preset: bool,
     /// `[defaults]`: settings and the crate-wide `on_error` layer of every tool.
     pub(crate) defaults: ToolSettings,
@@ -105,6 +111,9 @@ pub(crate) struct ServerConfig {
     pub(crate) allow: Option<Vec<String>>,
     pub(crate) deny: Vec<String>,
     pub(crate) request_timeout: Option<Duration>,
+    /// `keyed = true`: the server applies a call once per idempotency key in `_meta`, so a
+    /// retry of its tools cannot apply an effect twice.
+    pub(crate) keyed: bool,
     /// Settings, and the `on_error` layer, of every tool of this server.
     pub(crate) settings: ToolSettings,
     /// `[servers.NAME.tools.TOOL]`, by the tool's upstream name.
@@ -172,7 +181,7 @@ const SETTING_KEYS: [&str; 8] = [
     "on_error",
     "run_breaker",
 ];
-const SERVER_KEYS: [&str; 10] = [
+const SERVER_KEYS: [&str; 11] = [
     "command",
     "args",
     "env",
@@ -182,6 +191,7 @@ const SERVER_KEYS: [&str; 10] = [
     "allow",
     "deny",
     "request_timeout",
+    "keyed",
     "tools",
 ];
 
@@ -373,6 +383,7 @@ impl Reader<'_> {
             allow: self.strings(table, "allow"),
             deny: self.strings(table, "deny").unwrap_or_default(),
             request_timeout: self.duration(table, "request_timeout"),
+            keyed: self.boolean(table, "keyed").unwrap_or(false),
             settings,
             tools,
         })
@@ -780,6 +791,8 @@ idempotent = false
 [servers.search]
 url = "http://127.0.0.1:9/mcp"
 prefix = "web"
+keyed = true
+on_error = { timeout = ["retry(3, when_safe)", "escalate"] }
 "#,
         )
         .unwrap();
@@ -798,6 +811,29 @@ prefix = "web"
             Transport::Http {
                 url: "http://127.0.0.1:9/mcp".into()
             }
+        );
+        assert!(!files.keyed && config.servers[1].keyed);
+        let search = config.servers[1].settings.on_error.as_ref().unwrap();
+        assert_eq!(
+            search
+                .get(PolicyKey::Kind(ErrorKind::Timeout))
+                .unwrap()
+                .to_string(),
+            "[retry(3, when_safe), escalate]"
+        );
+    }
+
+    #[test]
+    fn keyed_is_a_servers_and_says_true_or_false() {
+        let found = problems("[servers.a]\ncommand = \"x\"\nkeyed = \"yes\"\n");
+        assert_eq!(
+            found[0],
+            "proxy.toml:3:9: `keyed` must be `true` or `false`"
+        );
+        let found = problems("[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\nkeyed = true\n");
+        assert!(
+            found[0].contains("unknown key `keyed` in [servers.a.tools.t]"),
+            "{found:?}"
         );
     }
 

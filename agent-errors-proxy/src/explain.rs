@@ -3,24 +3,16 @@
 
 use std::fmt::Write as _;
 
-use agent_errors::policy::{PolicyKey, PolicyLayer};
+use agent_errors::policy::PolicyLayer;
 
-use crate::config::Config;
 use crate::upstream::Upstreams;
 
 /// The explanation, or `None` when no server offers `tool`.
-pub(crate) fn explain(config: &Config, upstreams: &Upstreams, tool: &str) -> Option<String> {
+pub(crate) fn explain(upstreams: &Upstreams, tool: &str) -> Option<String> {
     let explained = upstreams.registry.explain(tool)?;
     let origin = upstreams.origins.get(tool)?;
     let server = format!("[servers.{}]", origin.server);
     let table = format!("[servers.{}.tools.{}]", origin.server, origin.upstream_name);
-    let defaults_say = |key: PolicyKey| {
-        config
-            .defaults
-            .on_error
-            .as_ref()
-            .is_some_and(|p| p.get(key).is_some())
-    };
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -29,8 +21,9 @@ pub(crate) fn explain(config: &Config, upstreams: &Upstreams, tool: &str) -> Opt
     );
     let facts = upstreams.registry.tool(tool).map(|t| {
         format!(
-            "idempotent: {}, needs approval: {}, timeout: {}",
+            "idempotent: {}, keyed: {}, needs approval: {}, timeout: {}",
             t.is_idempotent(),
+            t.is_keyed(),
             t.is_approval_required(),
             t.timeout()
                 .map_or_else(|| "none".to_owned(), |d| format!("{d:?}")),
@@ -43,8 +36,8 @@ pub(crate) fn explain(config: &Config, upstreams: &Upstreams, tool: &str) -> Opt
         let from = match layer {
             PolicyLayer::Tool => format!("{table} on_error"),
             PolicyLayer::Agent | PolicyLayer::AgentDefaults => format!("{server} on_error"),
-            PolicyLayer::CrateDefaults if defaults_say(key) => "[defaults] on_error".to_owned(),
-            PolicyLayer::CrateDefaults => "preset = \"recommended\"".to_owned(),
+            PolicyLayer::CrateDefaults => "[defaults] on_error".to_owned(),
+            PolicyLayer::Recommended => "preset = \"recommended\"".to_owned(),
             PolicyLayer::BuiltIn => "the built-in default (fail-closed)".to_owned(),
         };
         let _ = writeln!(out, "  {:<13} = {ladder:<40} from {from}", key.as_str());
@@ -55,6 +48,9 @@ pub(crate) fn explain(config: &Config, upstreams: &Upstreams, tool: &str) -> Opt
             "  note: `{} = {}` ({} layer) never decides: `{}` of the {} layer answers those failures first",
             shadowed.key, shadowed.ladder, shadowed.layer, shadowed.by_key, shadowed.by_layer
         );
+    }
+    for warning in explained.warnings() {
+        let _ = writeln!(out, "  warning: {warning}");
     }
     Some(out)
 }

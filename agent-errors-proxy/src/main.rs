@@ -149,7 +149,7 @@ async fn run(args: Args, config: Config, text: String) -> ExitCode {
         }
     };
     if let Some(tool) = &args.explain {
-        let explained = explain::explain(&config, &upstreams, tool);
+        let explained = explain::explain(&upstreams, tool);
         upstreams.shutdown().await;
         return match explained {
             Some(text) => {

@@ -1,5 +1,6 @@
 //! One rung of a ladder as the configuration file writes it, in the DSL's own words:
-//! `retry(3)`, `retry(max_attempts = 3, initial = "250ms", max = "10s")`, `fix(builtin)`,
+//! `retry(3)`, `retry(3, when_safe)`, `retry(max_attempts = 3, initial = "250ms", max = "10s")`,
+//! `fix(builtin)`,
 //! `fallback(tool = "cached_search")`, `escalate`, `throw`, `degrade`, `ask_person`.
 //!
 //! A rung is a short string: it is read in one pass over its characters, and it is refused
@@ -211,16 +212,29 @@ fn action(name: &str, at: Range<usize>, args: Option<&[Arg<'_>]>) -> Result<Acti
     }
 }
 
+/// The flag of `retry(3, when_safe)`: retried only where a second call cannot apply the
+/// call's effect twice (the tool is idempotent, its server `keyed`, or the request never
+/// reached the server); another timeout or 5xx is answered as an unknown outcome.
+const WHEN_SAFE: &str = "when_safe";
+
 fn retry(args: &[Arg<'_>], at: Range<usize>) -> Result<Action, RungProblem> {
     let mut attempts = None;
     let (mut initial, mut max) = (None, None);
+    let mut when_safe = false;
     for arg in args {
         match arg.name.as_ref().map(|(n, at)| (*n, at.clone())) {
+            None if arg.value == WHEN_SAFE => when_safe = true,
+            Some((WHEN_SAFE, name_at)) => {
+                return Err(problem(
+                    name_at,
+                    "`when_safe` takes no value: write `retry(3, when_safe)`",
+                ));
+            }
             None | Some(("max_attempts", _)) => attempts = Some(count(arg)?),
             Some(("initial", _)) => initial = duration(arg)?,
             Some(("max", _)) => max = duration(arg)?,
             Some((other, name_at)) => {
-                let hint = did_you_mean(other, ["max_attempts", "initial", "max"])
+                let hint = did_you_mean(other, ["max_attempts", "initial", "max", WHEN_SAFE])
                     .map_or_else(String::new, |s| format!("; did you mean `{s}`?"));
                 return Err(problem(
                     name_at,
@@ -247,6 +261,7 @@ fn retry(args: &[Arg<'_>], at: Range<usize>) -> Result<Action, RungProblem> {
     Ok(Action::Retry(RetryAction {
         initial,
         max,
+        when_safe,
         ..retry
     }))
 }
@@ -329,6 +344,14 @@ mod tests {
         let read = |text| parse_rung(text).map(|a| a.to_string());
         assert_eq!(read("retry(3)").as_deref(), Ok("retry(3)"));
         assert_eq!(
+            read("retry(3, when_safe)").as_deref(),
+            Ok("retry(3, when_safe)")
+        );
+        assert_eq!(
+            read("retry(when_safe, max_attempts = 2, initial = '1s')").as_deref(),
+            Ok("retry(max_attempts = 2, initial = \"1s\", when_safe)")
+        );
+        assert_eq!(
             read("retry(max_attempts = 4, initial = \"250ms\", max = '10s')").as_deref(),
             Ok("retry(max_attempts = 4, initial = \"250ms\", max = \"10s\")")
         );
@@ -371,6 +394,18 @@ mod tests {
                 .contains("fix(builtin)")
         );
         assert!(parse_rung(&"x".repeat(MAX_RUNG_CHARS + 1)).is_err());
+        let valued = parse_rung("retry(3, when_safe = true)").unwrap_err();
+        assert_eq!(
+            (valued.at, valued.message.as_str()),
+            (
+                9..18,
+                "`when_safe` takes no value: write `retry(3, when_safe)`"
+            )
+        );
+        assert_eq!(
+            parse_rung("retry(when_safe)").unwrap_err().message,
+            "`retry` needs a number of attempts: `retry(3)`"
+        );
         assert_eq!(
             parse_rung("retry(3) ; drop").unwrap_err().message,
             "unexpected `;`"

@@ -2,8 +2,8 @@
 //! that holds them all.
 //!
 //! Layers, per key, as in the library: a `[servers.S.tools.T]` table is the tool's own layer,
-//! its `[servers.S]` table the agent layer, `preset` and `[defaults]` the crate layer, then the
-//! fail-closed built-in.
+//! its `[servers.S]` table the agent layer, `[defaults]` the crate layer, then the library's
+//! recommended preset when `preset = "recommended"` asks for it, then the fail-closed built-in.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -174,6 +174,9 @@ async fn start(server: &ServerConfig, prefix: Option<String>) -> Result<McpClien
     if let Some(timeout) = server.request_timeout {
         mcp = mcp.with_request_timeout(timeout);
     }
+    // The server applies a call once per key in `_meta`: a retry of a call, which carries the
+    // same key, cannot apply its effect twice.
+    mcp = mcp.with_keyed(server.keyed);
     mcp.connect().await.map_err(|error| StartError::Connect {
         server: server.name.clone(),
         error,
@@ -207,25 +210,15 @@ fn prefix_of(server: &ServerConfig, clashing: &BTreeSet<String>) -> String {
     }
 }
 
-/// The crate-wide layer: the recommended preset when the file asks for it, `[defaults]`'s
-/// `on_error` over it.
+/// The crate-wide layer: `[defaults]`'s `on_error`, asking for the library's recommended preset
+/// just below it when the file says `preset = "recommended"` (the registry then checks every
+/// tool's output for error envelopes, and `--explain` names the preset's entries as its own).
 fn crate_layer(config: &Config) -> Option<Policy> {
-    let preset = config.preset.then(recommended);
-    match (preset, &config.defaults.on_error) {
-        (None, None) => None,
-        (Some(preset), None) => Some(preset),
-        (None, Some(defaults)) => Some(defaults.clone()),
-        (Some(preset), Some(defaults)) => {
-            Some(defaults.entries().fold(preset, |policy, (key, ladder)| {
-                policy.on(key, ladder.clone())
-            }))
-        }
+    let defaults = config.defaults.on_error.clone();
+    if config.preset {
+        return Some(defaults.unwrap_or_default().with_recommended());
     }
-}
-
-/// The recommended preset.
-fn recommended() -> Policy {
-    Policy::new()
+    defaults
 }
 
 fn configure(tool: ToolDef, settings: &ToolSettings, crate_layer: Option<Policy>) -> ToolDef {

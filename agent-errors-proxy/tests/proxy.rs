@@ -222,6 +222,88 @@ fn retries_are_absorbed_with_one_key_and_a_broken_tool_leaves_the_list() {
     }
 }
 
+/// The fault server under the library's recommended preset and nothing else; `keyed` says
+/// whether the file declares that it applies a call once per key in `_meta`.
+fn preset_config(keyed: bool) -> String {
+    format!(
+        "preset = \"recommended\"\n\n[servers.faults]\ncommand = \"{server}\"\nkeyed = {keyed}\n",
+        server = fault_server().display()
+    )
+}
+
+/// The idempotency keys the fault server's `flaky` tool was sent, one per attempt.
+fn flaky_keys(dir: &Path) -> Vec<String> {
+    let keys = std::fs::read_to_string(dir.join("flaky.keys")).expect("the server's key log");
+    keys.lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn under_the_preset_a_keyed_servers_503s_are_retried_with_one_key() {
+    let dir = scratch("preset-keyed");
+    let config = write_config(&dir, &preset_config(true));
+    let (seen, _) = drive("flaky", &config, &dir);
+
+    assert_eq!(seen["flaky"]["error"], false, "{seen}");
+    assert_eq!(seen["flaky"]["text"], "ok after 2 failures");
+    let keys = flaky_keys(&dir);
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    assert!(keys.iter().all(|k| *k == keys[0]), "{keys:?}");
+}
+
+#[test]
+fn under_the_preset_an_unkeyed_tools_503_is_not_called_again() {
+    let dir = scratch("preset-unkeyed");
+    let config = write_config(&dir, &preset_config(false));
+    let (seen, _) = drive("flaky", &config, &dir);
+
+    // `flaky` may have acted before it answered 503: one call, and the client is told so.
+    assert_eq!(flaky_keys(&dir).len(), 1);
+    assert_eq!(seen["flaky"]["error"], true, "{seen}");
+    let text = seen["flaky"]["text"].as_str().unwrap();
+    assert!(text.contains("may have taken effect"), "{text}");
+}
+
+#[test]
+fn explain_names_the_preset_as_the_layer_under_the_files_own_entries() {
+    let dir = scratch("preset-explain");
+    let config = format!(
+        "{}on_error = {{ timeout = [\"retry(2, when_safe)\", \"escalate\"] }}\n",
+        preset_config(true)
+    );
+    let config = write_config(&dir, &config);
+    let out = proxy(&["--config", config.to_str().unwrap(), "--explain", "flaky"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("keyed: true"), "{stdout}");
+    let line = |key: &str| {
+        stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{key} ")))
+            .unwrap_or("")
+            .to_owned()
+    };
+    let timeout = line("timeout");
+    assert!(
+        timeout.contains("[retry(2, when_safe), escalate]")
+            && timeout.ends_with("from [servers.faults] on_error"),
+        "{stdout}"
+    );
+    let transient = line("transient");
+    assert!(
+        transient.contains("[retry(3, when_safe), escalate]")
+            && transient.ends_with("from preset = \"recommended\""),
+        "{stdout}"
+    );
+    assert!(
+        line("auth").ends_with("from preset = \"recommended\""),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn a_call_that_needs_approval_asks_the_hosts_user_with_the_exact_arguments() {
     let dir = scratch("approval");

@@ -63,6 +63,8 @@ pub enum Rung {
         initial: Option<Duration>,
         /// `max = "..."`.
         max: Option<Duration>,
+        /// `when_safe`.
+        when_safe: bool,
     },
     /// `fix(agent = "...", retries = n)`; `retries` is never zero.
     Fix {
@@ -98,10 +100,12 @@ impl Rung {
                 max_attempts,
                 initial,
                 max,
+                when_safe,
             } => Action::Retry(RetryAction {
                 max_attempts: non_zero(max_attempts),
                 initial,
                 max,
+                when_safe,
             }),
             Rung::Fix { agent, retries } => Action::Fix(FixAction {
                 agent: Cow::Borrowed(agent),
@@ -142,6 +146,7 @@ pub fn every_action() -> Vec<Action> {
         max_attempts: 2,
         initial: None,
         max: None,
+        when_safe: false,
     }
     .action();
     std::iter::successors(Some(first), after).collect()
@@ -165,6 +170,8 @@ pub struct ToolSpec {
     pub policy: &'static PolicyTable,
     /// Its own policy's `run_breaker = ...`.
     pub run_breaker: Option<RunBreakerRule>,
+    /// Whether its own policy asks for the recommended preset below its entries.
+    pub recommended: bool,
     /// Whether `degrade` may drop it.
     pub optional: bool,
     /// Whether running it twice with the same arguments does no more than once.
@@ -223,6 +230,11 @@ fn with_spec(def: ToolDef, spec: &'static ToolSpec, crate_defaults: Option<Polic
     let own = match spec.run_breaker {
         Some(rule) => policy(spec.policy).run_breaker(rule),
         None => policy(spec.policy),
+    };
+    let own = if spec.recommended {
+        own.with_recommended()
+    } else {
+        own
     };
     let def = def
         .with_policy(own)
@@ -497,6 +509,7 @@ mod tests {
                         max_attempts: 4,
                         initial: Some(Duration::from_millis(250)),
                         max: None,
+                        when_safe: false,
                     },
                     Rung::Fallback("cached"),
                     Rung::Degrade,
@@ -520,6 +533,7 @@ mod tests {
                         max_attempts: NonZeroU32::new(4).unwrap(),
                         initial: Some(Duration::from_millis(250)),
                         max: None,
+                        when_safe: false,
                     }),
                     Action::fallback("cached"),
                     Action::Degrade,

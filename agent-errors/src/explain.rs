@@ -6,6 +6,64 @@ use std::fmt;
 use crate::classify::ErrorKind;
 use crate::policy::{Ladder, PolicyKey, PolicyLayer, ResolvedPolicy, Shadowed};
 
+/// Something a registry or agent builds with but that may not do what was meant: logged as a
+/// `tracing` warning when it is built, listed by
+/// [`Registry::warnings`](crate::Registry::warnings) and in the tool's
+/// [`Explanation`].
+///
+/// # Examples
+///
+/// A `retry` written for a tool that sends an email can send it twice:
+///
+/// ```
+/// use agent_errors::{Registry, policy};
+/// use agent_errors::build::ConfigWarning;
+/// use agent_errors::testing::echo_tool;
+///
+/// let send = echo_tool("send_email").with_policy(policy!(timeout = [retry(3), escalate]));
+/// let registry = Registry::builder().tool(send).build()?;
+/// for warning in registry.warnings() {
+///     match warning {
+///         ConfigWarning::RetryMayRepeatEffect { tool, key, .. } => {
+///             assert_eq!((tool.as_str(), key.as_str()), ("send_email", "timeout"));
+///         }
+///         other => panic!("unexpected: {other}"),
+///     }
+/// }
+/// assert_eq!(registry.warnings().len(), 1);
+/// # Ok::<(), agent_errors::build::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigWarning {
+    /// A `retry` (not `when_safe`) answers failures that may come after the service acted (a
+    /// timeout, a dropped connection, a 5xx) for a tool that is neither idempotent nor keyed: a
+    /// second call can apply the effect twice.
+    RetryMayRepeatEffect {
+        /// The tool.
+        tool: String,
+        /// The key whose ladder retries.
+        key: PolicyKey,
+        /// The layer the entry came from.
+        layer: PolicyLayer,
+    },
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigWarning::RetryMayRepeatEffect { tool, key, layer } => write!(
+                f,
+                "`{tool}`: `{key} = retry(..)` ({layer}) can apply the call's effect twice: a \
+                 `{key}` failure may come after the service acted, and `{tool}` is neither \
+                 idempotent nor keyed. Mark it `idempotent` if a second call does no more than \
+                 the first, hand it the call's idempotency key and mark it `keyed`, or write \
+                 `retry(n, when_safe)`, which answers such a failure as an unknown outcome"
+            ),
+        }
+    }
+}
+
 /// A tool's resolved policy with the source of each key, for people: `agent.explain("tool")`.
 ///
 /// For a failure of kind K, the highest layer that mentions K or `execution` decides, and K
@@ -34,6 +92,9 @@ pub struct Explanation {
     pub(crate) tool: String,
     pub(crate) optional: bool,
     pub(crate) policy: ResolvedPolicy,
+    pub(crate) warnings: Vec<ConfigWarning>,
+    /// Whether the preset checks the tool's outputs (it had no check of its own).
+    pub(crate) preset_output_check: bool,
 }
 
 impl Explanation {
@@ -78,6 +139,16 @@ impl Explanation {
     pub fn shadowed(&self) -> Vec<Shadowed> {
         self.policy.shadowed()
     }
+
+    /// What the build warned about this tool.
+    pub fn warnings(&self) -> &[ConfigWarning] {
+        &self.warnings
+    }
+
+    /// Whether a layer of this tool asked for the recommended preset.
+    pub fn uses_recommended(&self) -> bool {
+        self.policy.is_recommended()
+    }
 }
 
 impl fmt::Display for Explanation {
@@ -102,6 +173,22 @@ impl fmt::Display for Explanation {
                 "  {:<13} = {}  <- {}  (shadowed by `{}` <- {})",
                 s.key, s.ladder, s.layer, s.by_key, s.by_layer
             )?;
+        }
+        let layer = self.policy.run_breaker_layer();
+        if layer != PolicyLayer::BuiltIn {
+            let rule = self.policy.run_breaker();
+            writeln!(f, "  {:<13} = {rule}  <- {layer}", "run_breaker")?;
+        }
+        if self.preset_output_check {
+            writeln!(
+                f,
+                "  {:<13} = error envelopes, classified by their text  <- {}",
+                "output_check",
+                PolicyLayer::Recommended
+            )?;
+        }
+        for warning in &self.warnings {
+            writeln!(f, "  warning: {warning}")?;
         }
         Ok(())
     }

@@ -175,7 +175,9 @@ pub mod run {
 /// One tool call: how a tool is called, what it can reach, and how the call ends.
 pub mod call {
     pub use crate::error::{BoxFuture, InvalidArguments, ToolArgs, UnknownSeverity};
-    pub use crate::executor::{CallInterrupted, CallOutcome, CircuitOpen, Cleared, ToolPanic};
+    pub use crate::executor::{
+        CallInterrupted, CallOutcome, CircuitOpen, Cleared, MayHaveTakenEffect, ToolPanic,
+    };
     pub use crate::extensions::{Extensions, MissingContext};
     pub use crate::idempotency::{EffectKeyError, IdempotencyKey};
     pub use crate::output_check::{OutputCheck, OutputRejected};
@@ -186,7 +188,7 @@ pub mod call {
 /// Building a registry or an agent: the registry's builder, the fixers it holds, what a build
 /// refuses, and which policy layer decides each key.
 pub mod build {
-    pub use crate::explain::Explanation;
+    pub use crate::explain::{ConfigWarning, Explanation};
     pub use crate::fix::{Fixer, FixerDef};
     pub use crate::reconcile::{Reconciler, ReconcilerDef};
     pub use crate::registry::{ConfigError, ConfigProblem, RegistryBuilder};

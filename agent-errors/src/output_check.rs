@@ -142,9 +142,12 @@ impl OutputCheck {
         OutputCheck(Arc::new(check))
     }
 
-    /// Rejects, as a failure of `kind`, a JSON object whose `error` member is set (not `null`,
-    /// `false` or empty) or whose `errors` member is a non-empty array (GraphQL's errors). The
-    /// failure's message is the error's text: a string member as it is, an object's `message`.
+    /// Rejects a JSON object whose `error` member is set (not `null`, `false` or empty) or
+    /// whose `errors` member is a non-empty array (GraphQL's errors). The failure's message is
+    /// the error's text: a string member as it is, an object's `message`. Its kind is what the
+    /// text says, read by the same rules as any failure's text (a status written in it, then
+    /// phrases: "rate limited" is `quota`, "temporarily unavailable" `transient`, "not found"
+    /// `not_found`), and `kind` when the text says nothing those rules know.
     ///
     /// # Examples
     ///
@@ -154,7 +157,11 @@ impl OutputCheck {
     ///
     /// let check = OutputCheck::error_member(ErrorKind::Transient);
     /// let rejected = check.check(r#"{"error": "rate limited, retry later"}"#).unwrap_err();
-    /// assert_eq!((rejected.kind(), rejected.message()), (ErrorKind::Transient, "rate limited, retry later"));
+    /// assert_eq!((rejected.kind(), rejected.message()), (ErrorKind::Quota, "rate limited, retry later"));
+    /// let busy = check.check(r#"{"error": "busy"}"#).unwrap_err();
+    /// assert_eq!(busy.kind(), ErrorKind::Transient); // nothing known said: the kind given
+    /// let gone = check.check(r#"{"error": "Ticket 7 not found"}"#).unwrap_err();
+    /// assert_eq!(gone.kind(), ErrorKind::NotFound);
     /// let graphql = check.check(r#"{"data": null, "errors": [{"message": "timeout"}]}"#);
     /// assert_eq!(graphql.unwrap_err().message(), "timeout");
     /// assert!(check.check(r#"{"data": {"n": 1}, "errors": []}"#).is_ok());
@@ -163,16 +170,55 @@ impl OutputCheck {
     pub fn error_member(kind: ErrorKind) -> Self {
         OutputCheck::new(move |output| match json_object(output) {
             Some(object) => match reported_error(&object) {
-                Some(message) => Err(OutputRejected::new(kind, message)),
+                Some(message) => Err(rejected_by_text(kind, message)),
                 None => Ok(()),
             },
             None => Ok(()),
         })
     }
 
-    /// Rejects, as a failure of `kind`, a JSON object whose `ok` member is `false` (Slack's and
-    /// many other APIs' way of saying a call failed). The failure's message is the object's
-    /// `error` or `message` member, when it has one.
+    /// Rejects the common error envelopes a service answers with in place of a result, and
+    /// nothing else: an object whose only members are an `error` that is set and the members
+    /// an error envelope carries beside it (`code`, `message`, `status`, `details`, ...);
+    /// `"ok": false`; GraphQL's `data: null` (or no `data`) with a non-empty `errors`. An
+    /// output that holds a result and merely mentions an error (`{"id": 7, "error": "..."}`,
+    /// `{"data": {...}, "errors": [...]}`, `{"last_error": "..."}`, text that says "error")
+    /// passes. What the envelope says is classified as any failure's text is
+    /// ([`OutputCheck::error_member`]); a refusal the rules do not know ("Ticket 1 is already
+    /// resolved") is `validation`, for the model to read. The recommended preset checks every
+    /// tool's output with it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agent_errors::ErrorKind;
+    /// use agent_errors::call::OutputCheck;
+    ///
+    /// let check = OutputCheck::envelopes();
+    /// let kind = |output: &str| check.check(output).err().map(|rejected| rejected.kind());
+    /// assert_eq!(kind(r#"{"error": "Rate limit exceeded"}"#), Some(ErrorKind::Quota));
+    /// assert_eq!(kind(r#"{"error": "Service temporarily unavailable", "code": 503}"#), Some(ErrorKind::Transient));
+    /// assert_eq!(kind(r#"{"error": "Ticket with ID 1 is already resolved."}"#), Some(ErrorKind::Validation));
+    /// assert_eq!(kind(r#"{"ok": false, "error": "channel_not_found"}"#), Some(ErrorKind::NotFound));
+    /// assert_eq!(kind(r#"{"ok": false, "error": "invalid_auth"}"#), Some(ErrorKind::Validation));
+    /// assert_eq!(kind(r#"{"data": null, "errors": [{"message": "User not found"}]}"#), Some(ErrorKind::NotFound));
+    /// assert_eq!(kind(r#"{"id": 7, "status": "sent", "error": "none so far"}"#), None);
+    /// assert_eq!(kind(r#"{"result": "the error rate fell"}"#), None);
+    /// ```
+    pub fn envelopes() -> Self {
+        OutputCheck::new(|output| match json_object(output) {
+            Some(object) => match envelope_error(&object) {
+                Some(message) => Err(rejected_by_text(ErrorKind::Validation, message)),
+                None => Ok(()),
+            },
+            None => Ok(()),
+        })
+    }
+
+    /// Rejects a JSON object whose `ok` member is `false` (Slack's and many other APIs' way of
+    /// saying a call failed). The failure's message is the object's `error` or `message`
+    /// member, when it has one; its kind is what that text says, as for
+    /// [`OutputCheck::error_member`], and `kind` when it says nothing known.
     ///
     /// # Examples
     ///
@@ -197,7 +243,7 @@ impl OutputCheck {
                 .iter()
                 .find_map(|key| object.get(*key).and_then(error_text));
             let message = said.unwrap_or_else(|| "the output says `ok: false`".to_owned());
-            Err(OutputRejected::new(kind, message))
+            Err(rejected_by_text(kind, message))
         })
     }
 
@@ -230,6 +276,95 @@ fn json_object(output: &str) -> Option<serde_json::Map<String, Value>> {
     match serde_json::from_str(output) {
         Ok(Value::Object(object)) => Some(object),
         _ => None,
+    }
+}
+
+/// The members an error envelope carries beside its `error`: an object with any other member
+/// holds a result, and its `error` member is part of it.
+const ENVELOPE_MEMBERS: &[&str] = &[
+    "error",
+    "code",
+    "status",
+    "status_code",
+    "statusCode",
+    "message",
+    "detail",
+    "details",
+    "type",
+    "title",
+    "error_code",
+    "errorCode",
+    "error_description",
+    "description",
+    "reason",
+    "hint",
+    "request_id",
+    "requestId",
+    "trace_id",
+    "retry_after",
+    "retryAfter",
+    "success",
+    "ok",
+    "documentation_url",
+];
+
+/// A failure of the kind the text says, else of `otherwise`. A status the envelope gives as a
+/// number (`"code": 429`) is read as a status written in the text.
+fn rejected_by_text(otherwise: ErrorKind, message: String) -> OutputRejected {
+    let kind = kind_said(&message).unwrap_or(otherwise);
+    OutputRejected::new(kind, message)
+}
+
+/// The kind `text` names: a machine code (`rate_limited`, `channel_not_found`) read as the
+/// words it is made of.
+fn kind_said(text: &str) -> Option<ErrorKind> {
+    if text.contains(char::is_whitespace) {
+        return crate::classify::kind_of_text(text);
+    }
+    crate::classify::kind_of_text(&text.replace(['_', '-', '.'], " "))
+}
+
+/// The error an envelope reports: a lone `error`, `ok: false`, or GraphQL's `errors` with no
+/// `data`.
+fn envelope_error(object: &serde_json::Map<String, Value>) -> Option<String> {
+    if object.get("ok") == Some(&Value::Bool(false)) {
+        let said = ["error", "message"]
+            .iter()
+            .find_map(|key| object.get(*key).and_then(error_text));
+        return Some(said.unwrap_or_else(|| "the output says `ok: false`".to_owned()));
+    }
+    let lone = object
+        .keys()
+        .all(|key| ENVELOPE_MEMBERS.contains(&key.as_str()));
+    if lone {
+        if let Some(text) = object.get("error").and_then(error_text) {
+            return Some(with_status(object, text));
+        }
+    }
+    let no_data = object.get("data").is_none_or(Value::is_null);
+    match object.get("errors") {
+        Some(Value::Array(errors)) if no_data && !errors.is_empty() => Some(
+            errors
+                .first()
+                .and_then(error_text)
+                .unwrap_or_else(|| "the output reports errors".to_owned()),
+        ),
+        _ => None,
+    }
+}
+
+/// The error's text, with the envelope's numeric status written after it when it gives one, so
+/// the status is read like one written in the text.
+fn with_status(object: &serde_json::Map<String, Value>, text: String) -> String {
+    let status = ["status", "code", "status_code", "statusCode"]
+        .iter()
+        .find_map(|key| object.get(*key).and_then(Value::as_u64))
+        .filter(|status| (400..600).contains(status));
+    match status {
+        Some(status) if kind_said(&text).is_none() => {
+            format!("{text} (HTTP {status})")
+        }
+        _ => text,
     }
 }
 

@@ -34,7 +34,7 @@ use crate::bench::{BenchConfig, run_all};
 use crate::faults::{Mix, RATES};
 use crate::plots::Measure;
 use crate::report::Columns;
-use crate::strategies::{LibraryTuned, Strategy, compaction_pairs, every_strategy};
+use crate::strategies::{LibraryTuned, Strategy, compaction_pairs, every_strategy, preset_trio};
 
 /// The command line did not make sense.
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +45,7 @@ enum ArgsError {
     NotANumber { flag: String, value: String },
     #[error(
         "unknown option `{0}` (expected --seed, --runs-per-task, --out, --no-plots, --no-cpu, \
-         --structured-only, --compact-failures)"
+         --structured-only, --compact-failures, --preset)"
     )]
     Unknown(String),
 }
@@ -57,6 +57,7 @@ struct Args {
     plots: bool,
     columns: Columns,
     compaction: bool,
+    preset: bool,
     structured_only: bool,
 }
 
@@ -68,6 +69,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
         plots: true,
         columns: Columns::All,
         compaction: false,
+        preset: false,
         structured_only: false,
     };
     while let Some(flag) = args.next() {
@@ -89,6 +91,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
             "--no-plots" => parsed.plots = false,
             "--no-cpu" => parsed.columns = Columns::Deterministic,
             "--compact-failures" => parsed.compaction = true,
+            "--preset" => parsed.preset = true,
             "--structured-only" => parsed.structured_only = true,
             _ => return Err(ArgsError::Unknown(flag)),
         }
@@ -123,6 +126,8 @@ fn main() -> ExitCode {
     let started = std::time::Instant::now();
     let strategies = if args.compaction {
         compaction_pairs()
+    } else if args.preset {
+        preset_trio()
     } else {
         every_strategy()
     };

@@ -265,6 +265,7 @@ async fn on_error_builds_the_policy_it_describes() {
             max_attempts: NonZeroU32::new(n).unwrap(),
             initial,
             max,
+            when_safe: false,
         })
     };
     let expected = Policy::new()

@@ -412,34 +412,58 @@ pub(crate) struct DefaultsArgs {
     pub(crate) krate: Path,
 }
 
+/// One argument of `defaults!(...)`.
+enum DefaultsArg {
+    OnError(Ident, PolicyNode),
+    /// `recommended`: the recommended preset below the crate's own entries.
+    Recommended(Ident),
+    Crate(Named<CratePath>),
+}
+
 impl DefaultsArgs {
     /// What was read, even when some of it was wrong (reported to `cx`).
     pub(crate) fn parse(input: ParseStream<'_>, cx: &Ctxt) -> Self {
         if input.is_empty() {
             cx.push(input.error(
-                "`defaults!` needs `on_error(...)`, e.g. `defaults!(on_error(execution = retry(3)))`",
+                "`defaults!` needs `recommended` or `on_error(...)`, e.g. \
+                 `defaults!(recommended)` or `defaults!(on_error(execution = retry(3)))`",
             ));
         }
         let mut on_error = SetOnce::new("argument");
+        let mut recommended = SetOnce::new("argument");
         let mut krate = SetOnce::new("argument");
         let args = parse_list(input, cx, |input| {
-            let (ident, which) = arg_name(input, &["on_error", "crate"], "`defaults!`")?;
+            let allowed = &["recommended", "on_error", "crate"];
+            let (ident, which) = arg_name(input, allowed, "`defaults!`")?;
             Ok(match which {
                 "on_error" => {
                     let policy = parse_on_error(input, &ident)?;
-                    OrCrate::Item((ident, policy))
+                    DefaultsArg::OnError(ident, policy)
                 }
-                _ => OrCrate::Crate(Named::parse_after(ident, input)?),
+                "recommended" if input.peek(Token![=]) || input.peek(token::Paren) => {
+                    return Err(syn::Error::new(
+                        ident.span(),
+                        "`recommended` takes nothing: write `defaults!(recommended)`, and \
+                         `on_error(...)` beside it to change its keys",
+                    ));
+                }
+                "recommended" => DefaultsArg::Recommended(ident),
+                _ => DefaultsArg::Crate(Named::parse_after(ident, input)?),
             })
         });
         for arg in args {
             match arg {
-                OrCrate::Item((ident, policy)) => on_error.set(cx, &ident, "on_error", policy),
-                OrCrate::Crate(arg) => arg.set_in(&mut krate, cx),
+                DefaultsArg::OnError(ident, policy) => {
+                    on_error.set(cx, &ident, "on_error", policy);
+                }
+                DefaultsArg::Recommended(ident) => recommended.set(cx, &ident, "recommended", ()),
+                DefaultsArg::Crate(arg) => arg.set_in(&mut krate, cx),
             }
         }
+        let mut on_error: PolicyNode = on_error.get().unwrap_or_default();
+        on_error.recommended |= recommended.get().is_some();
         DefaultsArgs {
-            on_error: on_error.get().unwrap_or_default(),
+            on_error,
             krate: crate_path(krate),
         }
     }

@@ -15,6 +15,8 @@ pub(crate) enum ActionKind {
         max_attempts: Count,
         initial: Option<DurationLit>,
         max: Option<DurationLit>,
+        /// `when_safe`: retried only where a second call cannot apply the effect twice.
+        when_safe: bool,
     },
     Fix {
         agent: LitStr,
@@ -132,10 +134,27 @@ pub(super) enum RetryArg {
     MaxAttempts(Named<Count>),
     Initial(Named<DurationLit>),
     Max(Named<DurationLit>),
+    WhenSafe(Ident),
 }
+
+/// The flag of `retry(3, when_safe)`.
+const WHEN_SAFE: &str = "when_safe";
 
 impl Parse for RetryArg {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let fork = input.fork();
+        if let Ok(ident) = fork.call(Ident::parse_any) {
+            if ident == WHEN_SAFE {
+                input.parse::<Ident>()?;
+                if input.peek(Token![=]) {
+                    return Err(syn::Error::new(
+                        ident.span(),
+                        "`when_safe` takes no value: write `retry(3, when_safe)`",
+                    ));
+                }
+                return Ok(RetryArg::WhenSafe(ident));
+            }
+        }
         if !(input.peek(Ident::peek_any) && input.peek2(Token![=])) {
             return input.parse().map(RetryArg::Count);
         }
@@ -153,6 +172,7 @@ pub(super) fn parse_retry(name: &Ident, content: ParseStream<'_>) -> syn::Result
     let mut max_attempts = SetOnce::new("argument");
     let mut initial = SetOnce::new("argument");
     let mut max = SetOnce::new("argument");
+    let mut when_safe = SetOnce::new("argument");
     for arg in parse_list(content, &cx, RetryArg::parse) {
         match arg {
             RetryArg::Count(count) => {
@@ -162,6 +182,7 @@ pub(super) fn parse_retry(name: &Ident, content: ParseStream<'_>) -> syn::Result
             RetryArg::MaxAttempts(arg) => arg.set_in(&mut max_attempts, &cx),
             RetryArg::Initial(arg) => arg.set_in(&mut initial, &cx),
             RetryArg::Max(arg) => arg.set_in(&mut max, &cx),
+            RetryArg::WhenSafe(ident) => when_safe.set(&cx, &ident, WHEN_SAFE, ()),
         }
     }
     let max_attempts = max_attempts.get();
@@ -178,11 +199,13 @@ pub(super) fn parse_retry(name: &Ident, content: ParseStream<'_>) -> syn::Result
         None => {}
     }
     let (initial, max) = (initial.get(), max.get());
+    let when_safe = when_safe.get().is_some();
     cx.check()?;
     Ok(ActionKind::Retry {
         max_attempts: max_attempts.expect("a missing count was reported above"),
         initial,
         max,
+        when_safe,
     })
 }
 
@@ -315,7 +338,12 @@ pub(super) enum RawEntry {
         ident: Ident,
         rule: syn::Result<RunBreakerNode>,
     },
+    /// `recommended`: the recommended preset below the entries written.
+    Recommended(Ident),
 }
+
+/// The entry that asks for the recommended preset.
+pub(super) const RECOMMENDED: &str = "recommended";
 
 impl Parse for RawEntry {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
@@ -325,6 +353,16 @@ impl Parse for RawEntry {
                 ident.span(),
                 "write the entries without `on_error(...)` here, e.g. `execution = retry(3)`",
             ));
+        }
+        if ident == RECOMMENDED {
+            if input.peek(Token![=]) {
+                return Err(syn::Error::new(
+                    ident.span(),
+                    "`recommended` takes no value: write `recommended` among the entries, and \
+                     entries of your own after it to change its keys",
+                ));
+            }
+            return Ok(RawEntry::Recommended(ident));
         }
         if ident == RUN_BREAKER {
             input.parse::<Token![=]>()?;
@@ -432,6 +470,8 @@ pub(crate) struct PolicyNode {
     pub(crate) entries: Vec<EntryNode>,
     /// `run_breaker = ...`, when written.
     pub(crate) run_breaker: Option<RunBreakerNode>,
+    /// `recommended`, when written.
+    pub(crate) recommended: bool,
 }
 
 /// Gathers a policy's entries, each key at most once.
@@ -439,6 +479,7 @@ pub(super) struct PolicyBuilder {
     seen: Vec<SetOnce<()>>,
     entries: Vec<EntryNode>,
     run_breaker: SetOnce<RunBreakerNode>,
+    recommended: SetOnce<()>,
 }
 
 impl PolicyBuilder {
@@ -447,6 +488,7 @@ impl PolicyBuilder {
             seen: Key::ALL.iter().map(|_| SetOnce::new("key")).collect(),
             entries: Vec::new(),
             run_breaker: SetOnce::new("key"),
+            recommended: SetOnce::new("entry"),
         }
     }
 
@@ -458,6 +500,10 @@ impl PolicyBuilder {
                     Ok(rule) => self.run_breaker.set(cx, &ident, RUN_BREAKER, rule),
                     Err(error) => cx.push(error),
                 }
+                return;
+            }
+            RawEntry::Recommended(ident) => {
+                self.recommended.set(cx, &ident, RECOMMENDED, ());
                 return;
             }
         };
@@ -482,6 +528,7 @@ impl PolicyBuilder {
         PolicyNode {
             entries: self.entries,
             run_breaker: self.run_breaker.get(),
+            recommended: self.recommended.get().is_some(),
         }
     }
 }

@@ -25,7 +25,10 @@ pub(super) fn policy_table(p: &TokenStream, node: &PolicyNode) -> TokenStream {
 /// A `Policy` expression, entries in the order written.
 pub(crate) fn policy(p: &TokenStream, node: &PolicyNode) -> TokenStream {
     let table = policy_table(p, node);
-    let policy = quote!(#p::policy(const { #table }));
+    let mut policy = quote!(#p::policy(const { #table }));
+    if node.recommended {
+        policy = quote!(#policy.with_recommended());
+    }
     match &node.run_breaker {
         Some(written) => {
             let rule = run_breaker(p, written);
@@ -78,11 +81,12 @@ fn rung(p: &TokenStream, action: &ActionNode) -> TokenStream {
             max_attempts,
             initial,
             max,
+            when_safe,
         } => {
             let max_attempts = Literal::u32_unsuffixed(max_attempts.value);
             let initial = optional_duration(initial.as_ref());
             let max = optional_duration(max.as_ref());
-            quote!(#p::Rung::Retry { max_attempts: #max_attempts, initial: #initial, max: #max })
+            quote!(#p::Rung::Retry { max_attempts: #max_attempts, initial: #initial, max: #max, when_safe: #when_safe })
         }
         ActionKind::Fix { agent, retries } => {
             let retries = Literal::u32_unsuffixed(retries.as_ref().map_or(1, |count| count.value));

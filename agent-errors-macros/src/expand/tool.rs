@@ -253,6 +253,7 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
         Some(node) => (policy_table(p, node), optional_run_breaker(p, node)),
         None => (quote!(&[]), quote!(::core::option::Option::None)),
     };
+    let recommended = args.on_error.as_ref().is_some_and(|node| node.recommended);
     let optional = args.optional;
     let idempotent = args.idempotent;
     let approval_required = args.approval.is_some();
@@ -296,6 +297,7 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
             description: #description,
             policy: #policy,
             run_breaker: #run_breaker,
+            recommended: #recommended,
             optional: #optional,
             idempotent: #idempotent,
             approval_required: #approval_required,

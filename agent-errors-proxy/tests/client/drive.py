@@ -70,6 +70,9 @@ async def main(scenario, target, config, work):
                         break
                     await asyncio.sleep(0.05)
                 seen["tools_after"] = sorted(tool.name for tool in (await session.list_tools()).tools)
+            elif scenario == "flaky":
+                flaky = await session.call_tool("flaky", {"marker": f"{work}/flaky", "failures": 2})
+                seen["flaky"] = {"error": flaky.is_error, "text": text_of(flaky)}
             elif scenario == "caps":
                 answers = []
                 for name, args in [("echo", {"text": "one"}), ("echo", {"text": "two"}), ("meta", {})]:

@@ -96,6 +96,14 @@ impl MemoryStore {
         self.circuits.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// How long until the open circuit of `key` lets a probe through; `None` when it is not
+    /// open.
+    pub(crate) fn probe_in(&self, key: &str) -> Option<Duration> {
+        let circuits = self.lock();
+        let at = circuits.get(key)?.opened_at?;
+        Some(self.cooldown.saturating_sub(at.elapsed()))
+    }
+
     /// Asks to call `key` now, answered at once.
     pub(crate) fn admit_now(&self, key: &str) -> Admission {
         let mut circuits = self.lock();

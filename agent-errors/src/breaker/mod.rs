@@ -5,7 +5,7 @@
 mod memory;
 mod store;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +34,9 @@ pub(crate) fn per_kind_key(tool: &str, kind: &str) -> String {
 pub(crate) struct RunBreaker {
     threshold: u32,
     failures: HashMap<String, u32>,
+    /// Under a failure-rate rule, each tool's last calls, oldest first: `None` a success, else
+    /// the key its failure was counted under.
+    windows: HashMap<String, VecDeque<Option<String>>>,
 }
 
 impl Default for RunBreaker {
@@ -48,7 +51,43 @@ impl RunBreaker {
         RunBreaker {
             threshold: threshold.get(),
             failures: HashMap::new(),
+            windows: HashMap::new(),
         }
+    }
+
+    /// Records a success of `tool` in its failure-rate window, kept `window` calls long.
+    pub(crate) fn succeeded_in_window(&mut self, tool: &str, window: u32) {
+        let calls = self.windows.entry(tool.to_owned()).or_default();
+        push_bounded(calls, None, window);
+    }
+
+    /// Records a failure of `tool` counted under `key` in its failure-rate window; returns the
+    /// window's failures under `key` when they trip `rate`.
+    pub(crate) fn failed_in_window(
+        &mut self,
+        tool: &str,
+        key: &str,
+        rate: crate::policy::RunFailureRate,
+    ) -> Option<u32> {
+        let calls = self.windows.entry(tool.to_owned()).or_default();
+        push_bounded(calls, Some(key.to_owned()), rate.window());
+        let failed = calls
+            .iter()
+            .filter(|call| call.as_deref() == Some(key))
+            .count();
+        let failed = u32::try_from(failed).unwrap_or(u32::MAX);
+        let len = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+        rate.trips(failed, len).then_some(failed)
+    }
+
+    /// The failure-rate windows, per tool.
+    pub(crate) fn windows(&self) -> &HashMap<String, VecDeque<Option<String>>> {
+        &self.windows
+    }
+
+    /// Takes up windows saved from another run of the same breaker.
+    pub(crate) fn restore_windows(&mut self, windows: HashMap<String, VecDeque<Option<String>>>) {
+        self.windows = windows;
     }
 
     /// Records a success of `tool`: every count of it starts again, whichever kind it was kept
@@ -81,6 +120,7 @@ impl RunBreaker {
     /// Forgets every count of `tool`: it was taken off the table, and its counts must not stop
     /// a call still in flight.
     pub(crate) fn forget(&mut self, tool: &str) {
+        self.windows.remove(tool);
         self.failures.retain(|key, _| {
             key != tool
                 && key
@@ -108,6 +148,24 @@ impl RunBreaker {
             .get(tool)
             .copied()
             .filter(|n| *n >= self.threshold)
+    }
+}
+
+/// Appends `call`, dropping the oldest calls past `window`.
+fn push_bounded(calls: &mut VecDeque<Option<String>>, call: Option<String>, window: u32) {
+    calls.push_back(call);
+    let window = usize::try_from(window).unwrap_or(usize::MAX);
+    while calls.len() > window {
+        calls.pop_front();
+    }
+}
+
+impl ServiceBreaker {
+    /// The recommended preset's service breaker: opens when half of the last 20 calls failed,
+    /// judged from the 10th, and lets a probe through after 30 s.
+    pub(crate) fn recommended() -> ServiceBreaker {
+        ServiceBreaker::failure_rate(50, 20, 10, Duration::from_secs(30))
+            .expect("the preset's settings are in range")
     }
 }
 
@@ -317,6 +375,15 @@ impl ServiceBreaker {
         match &self.store {
             Store::Memory(memory) => memory.record(key, ok),
             Store::Shared(shared) => shared.record(key, ok),
+        }
+    }
+
+    /// How long until the open circuit of `key` lets a probe through, when this process knows:
+    /// a circuit kept in this process's memory.
+    pub(crate) fn probe_in(&self, key: &str) -> Option<Duration> {
+        match &self.store {
+            Store::Memory(memory) => memory.probe_in(key),
+            Store::Shared(_) => None,
         }
     }
 

@@ -110,6 +110,7 @@ pub(crate) mod http;
 mod http_response;
 pub(crate) mod kind;
 mod patterns;
+mod reach;
 mod redacted;
 #[cfg(feature = "rig")]
 pub(crate) mod rig;
@@ -130,6 +131,13 @@ pub(crate) use kind::ErrorKind;
 pub use redacted::RedactedError;
 
 pub(crate) use body::server_delay;
+pub(crate) use reach::never_reached;
+
+/// The kind the wording of `text` points at (a status written in it, then the phrases of the
+/// last resort), if any: what a failure that is only text is classified by.
+pub(crate) fn kind_of_text(text: &str) -> Option<ErrorKind> {
+    patterns::kind_of_message(text)
+}
 #[cfg(feature = "_provider")]
 pub(crate) use body::status_of_error_type;
 #[cfg(feature = "_provider")]

@@ -21,7 +21,7 @@ const PATTERNS: [(ErrorKind, &str); 7] = [
     ),
     (
         ErrorKind::Transient,
-        r"\b(?:connection (?:reset|refused|aborted|closed)|broken pipe|temporar(?:ily|y) (?:unavailable|failure)|service unavailable|overloaded|econn(?:reset|refused|aborted)|(?:network|host) (?:is )?unreachable)\b",
+        r"\b(?:connection (?:reset|refused|aborted|closed)|broken pipe|temporar(?:ily|y) (?:unavailable|failure)|service unavailable|overloaded|econn(?:reset|refused|aborted)|(?:network|host) (?:is )?unreachable|dns error|failed to lookup address|name or service not known|could not resolve host|no such host|enotfound)\b",
     ),
     (
         ErrorKind::Auth,
@@ -176,6 +176,14 @@ mod tests {
             ("you are being rate-limited", ErrorKind::Quota),
             ("ECONNRESET", ErrorKind::Transient),
             ("upstream connection refused", ErrorKind::Transient),
+            (
+                "dns error: failed to lookup address information",
+                ErrorKind::Transient,
+            ),
+            (
+                "getaddrinfo ENOTFOUND api.example.com",
+                ErrorKind::Transient,
+            ),
             ("Access Denied", ErrorKind::Auth),
             ("the token has expired", ErrorKind::Auth),
             ("no such file or directory", ErrorKind::NotFound),

@@ -204,7 +204,9 @@ impl<'a> Course<'a> {
                 .run()
                 .await;
         }
-        if !self.entry.0.is_idempotent() {
+        // A keyed tool's attempt carries the same key when made again: the service applies it
+        // once.
+        if !self.entry.0.repeats_safely() {
             let error = ToolError::execution(raw.as_str(), CallInterrupted);
             let failure = Failure::new(error, progress.attempts, self.ctx.hooks().classifier());
             let sending = self.sending(cleared);
@@ -213,9 +215,9 @@ impl<'a> Course<'a> {
                 .run()
                 .await;
         }
-        // Idempotent: a reconciler that knows the call took effect answers it; otherwise the
-        // attempt that was running is made again, in the place it was made, and said so (the
-        // tool may see the call twice).
+        // Idempotent or keyed: a reconciler that knows the call took effect answers it;
+        // otherwise the attempt that was running is made again, in the place it was made, and
+        // said so (the tool may see the call twice; a keyed one with the same key).
         if let Some(reconciler) = self.registry.reconciler_of(self.entry.0) {
             let (tool, id) = (self.entry.0.name(), &*self.call.id);
             let reason = CallInterrupted.to_string();

@@ -7,7 +7,7 @@ use std::any::Any;
 use super::permission::PermissionDenied;
 use super::resume::{CallInterrupted, SavedFailure};
 use crate::classify::{Classification, Classifier, ErrorKind, Evidence, classify};
-use crate::error::{InvalidArguments, ToolError};
+use crate::error::{BoxError, InvalidArguments, ToolError};
 use crate::extensions::MissingContext;
 use crate::output_check::OutputRejected;
 
@@ -73,6 +73,39 @@ pub struct CircuitOpen {
     pub tool: String,
 }
 
+/// A call that failed once its request may have reached the service (a timeout, a dropped
+/// connection, a 5xx), of a tool whose second call could apply the effect twice (neither
+/// idempotent nor keyed): under `retry(n, when_safe)`, as in the recommended preset, it is not
+/// called again but answered as an [`OutcomeUnknown`](ErrorKind::OutcomeUnknown) failure. The
+/// failure it stands for is its source.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::ToolError;
+/// use agent_errors::call::MayHaveTakenEffect;
+///
+/// let error = ToolError::execution(serde_json::json!({}), MayHaveTakenEffect::new("timed out"));
+/// let may_have = error.cause().downcast_ref::<MayHaveTakenEffect>().is_some();
+/// assert!(may_have);
+/// assert!(error.cause().to_string().starts_with("the call may have taken effect"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("the call may have taken effect before it failed, so it was not made again")]
+pub struct MayHaveTakenEffect {
+    #[source]
+    source: BoxError,
+}
+
+impl MayHaveTakenEffect {
+    /// Stands for the failure `source`.
+    pub fn new(source: impl Into<BoxError>) -> Self {
+        MayHaveTakenEffect {
+            source: source.into(),
+        }
+    }
+}
+
 /// A failed attempt's error, with its classification when the attempt already made one (to
 /// tell the service breaker how the call went), so that a failure is classified once.
 #[derive(Debug)]
@@ -124,6 +157,12 @@ pub(crate) fn classify_tool_error(
     }
     if cause.downcast_ref::<MissingContext>().is_some() {
         return Classification::new(ErrorKind::Bug, Evidence::Type("MissingContext"));
+    }
+    if cause.downcast_ref::<MayHaveTakenEffect>().is_some() {
+        return Classification::new(
+            ErrorKind::OutcomeUnknown,
+            Evidence::Type("MayHaveTakenEffect"),
+        );
     }
     if cause.downcast_ref::<CallInterrupted>().is_some() {
         return Classification::new(ErrorKind::OutcomeUnknown, Evidence::Type("CallInterrupted"));

@@ -48,7 +48,7 @@ use futures_util::future::join_all;
 
 pub use cancel::Cancellation;
 pub use context::RunContext;
-pub use failure::{CircuitOpen, ToolPanic};
+pub use failure::{CircuitOpen, MayHaveTakenEffect, ToolPanic};
 pub use gate::Cleared;
 pub use limits::{DEFAULT_MAX_PERMISSION_DENIALS, Limits};
 pub use outcome::{CallOutcome, Terminated, TerminationReason};

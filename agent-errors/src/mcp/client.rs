@@ -60,6 +60,7 @@ pub struct McpServer {
     request_timeout: Duration,
     breaker: Option<String>,
     idempotent: Option<bool>,
+    keyed: bool,
     restarts: RetrySchedule,
     filter: ToolFilter,
 }
@@ -99,6 +100,7 @@ impl McpServer {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             breaker: None,
             idempotent: None,
+            keyed: false,
             restarts: default_restarts(),
             filter: ToolFilter::default(),
         }
@@ -224,6 +226,18 @@ impl McpServer {
         self
     }
 
+    /// Declares that the server applies each `tools/call` once per idempotency key, the key
+    /// every call carries in `_meta` under
+    /// [`IDEMPOTENCY_KEY_META`](super::IDEMPOTENCY_KEY_META) (as an [`McpService`](super::McpService)
+    /// of this crate can): every tool of the server is [keyed](ToolDef::keyed), so the
+    /// recommended preset retries its timeouts and dropped connections. Off by default: a
+    /// server that ignores the key would apply a retried call twice.
+    #[must_use]
+    pub fn with_keyed(mut self, keyed: bool) -> Self {
+        self.keyed = keyed;
+        self
+    }
+
     /// How a server that exited is restarted: at most `schedule.max_attempts()` restarts in a
     /// row without a call answered in between, the n-th after `schedule.delay(n)`. Past that,
     /// calls fail at once ([`McpError::GaveUp`], transient, so breakers count them). The default
@@ -322,7 +336,8 @@ impl McpServer {
         )
         .with_policy(self.policy.clone())
         .with_crate_defaults(self.crate_defaults.clone())
-        .idempotent(idempotent);
+        .idempotent(idempotent)
+        .keyed(self.keyed);
         let def = match &self.breaker {
             Some(key) => def.with_breaker_key(key.clone()),
             None => def,

@@ -9,12 +9,13 @@ use std::time::Duration;
 use crate::ErrorKind;
 use crate::retry::{RetrySchedule, ZeroAttempts};
 
+mod preset;
 mod resolve;
 mod run_breaker;
 
 pub(crate) use resolve::{Layers, ResolvedPolicy};
 pub use resolve::{PolicyLayer, Shadowed};
-pub use run_breaker::{OnTrip, RunBreakerRule};
+pub use run_breaker::{OnTrip, RunBreakerRule, RunFailureRate};
 
 /// What a policy entry answers: a failure class, or a refinement by error kind.
 ///
@@ -91,6 +92,7 @@ impl fmt::Display for PolicyKey {
 /// let slower = RetryAction { initial: Some(Duration::from_secs(2)), ..retry };
 /// assert_eq!(slower.max_attempts.get(), 3);
 /// assert_eq!(Action::Retry(slower).to_string(), r#"retry(max_attempts = 3, initial = "2s")"#);
+/// assert_eq!(Action::retry_when_safe(3)?.to_string(), "retry(3, when_safe)");
 /// # Ok::<(), agent_errors::retry::ZeroAttempts>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +103,17 @@ pub struct RetryAction {
     pub initial: Option<Duration>,
     /// The cap on one delay, when not the default 32 s.
     pub max: Option<Duration>,
+    /// Retries only where a second call cannot apply the call's effect twice
+    /// (`retry(3, when_safe)`): the tool is [idempotent](crate::ToolDef::idempotent), or hands
+    /// the call's idempotency key to its service ([keyed](crate::ToolDef::keyed)), or the
+    /// failure shows the request was not carried out: it never reached the service (connection
+    /// refused, a host name that did not resolve), or the service refused it for a rate limit
+    /// (`quota`: a 429, or a body that says so). Any other timeout, transient or server failure
+    /// of such a tool may have taken effect: it is not retried but answered as an
+    /// `outcome_unknown` failure, by that key's ladder. The failure is read as the tool's: a
+    /// tool that makes several requests, one of them with an effect, is safe to retry only if
+    /// it is idempotent or keyed. The recommended preset's retries are all of this kind.
+    pub when_safe: bool,
 }
 
 impl RetryAction {
@@ -196,6 +209,19 @@ impl Action {
             max_attempts,
             initial: None,
             max: None,
+            when_safe: false,
+        }))
+    }
+
+    /// `retry(n, when_safe)`: at most `n` calls, retried only where a second call cannot apply
+    /// the call's effect twice (see [`RetryAction::when_safe`]).
+    pub fn retry_when_safe(max_attempts: u32) -> Result<Action, ZeroAttempts> {
+        let max_attempts = NonZeroU32::new(max_attempts).ok_or(ZeroAttempts)?;
+        Ok(Action::Retry(RetryAction {
+            max_attempts,
+            initial: None,
+            max: None,
+            when_safe: true,
         }))
     }
 
@@ -232,7 +258,11 @@ impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Action::Retry(r) if r.initial.is_none() && r.max.is_none() => {
-                write!(f, "retry({})", r.max_attempts)
+                write!(f, "retry({}", r.max_attempts)?;
+                if r.when_safe {
+                    f.write_str(", when_safe")?;
+                }
+                f.write_str(")")
             }
             Action::Retry(r) => {
                 write!(f, "retry(max_attempts = {}", r.max_attempts)?;
@@ -243,6 +273,9 @@ impl fmt::Display for Action {
                 if let Some(max) = r.max {
                     f.write_str(", max = ")?;
                     fmt_duration(max, f)?;
+                }
+                if r.when_safe {
+                    f.write_str(", when_safe")?;
                 }
                 f.write_str(")")
             }
@@ -348,6 +381,9 @@ impl fmt::Display for Ladder {
 pub struct Policy {
     entries: Vec<(PolicyKey, Ladder)>,
     run_breaker: Option<RunBreakerRule>,
+    /// The recommended preset sits just below this policy's own entries
+    /// ([`Policy::recommended`]).
+    preset: bool,
 }
 
 impl Policy {
@@ -399,12 +435,28 @@ impl Policy {
             .entries()
             .fold(self, |merged, (key, ladder)| merged.on(key, ladder.clone()));
         merged.run_breaker = later.run_breaker.or(merged.run_breaker);
+        merged.preset |= later.preset;
         merged
     }
 
     /// Whether nothing is set.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty() && self.run_breaker.is_none()
+        self.entries.is_empty() && self.run_breaker.is_none() && !self.preset
+    }
+
+    /// This policy, asking for the recommended preset just below its own entries: what
+    /// `policy!(recommended, timeout = retry(5, when_safe))` builds. See
+    /// [`Policy::recommended`].
+    #[must_use]
+    pub fn with_recommended(mut self) -> Self {
+        self.preset = true;
+        self
+    }
+
+    /// Whether this policy asks for the recommended preset below its own entries (see
+    /// [`Policy::recommended`]).
+    pub fn uses_recommended(&self) -> bool {
+        self.preset
     }
 
     /// The built-in, fail-closed policy: no retries; bad arguments are shown to the model; auth

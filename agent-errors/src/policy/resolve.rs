@@ -28,6 +28,7 @@ use std::fmt;
 ///     Some(PolicyLayer::Tool) => "the tool's attribute",
 ///     Some(PolicyLayer::Agent | PolicyLayer::AgentDefaults) => "the agent",
 ///     Some(PolicyLayer::CrateDefaults) => "the crate's defaults",
+///     Some(PolicyLayer::Recommended) => "the recommended preset",
 ///     Some(PolicyLayer::BuiltIn) | None => "the library",
 /// };
 /// assert_eq!(origin, "the agent");
@@ -43,6 +44,9 @@ pub enum PolicyLayer {
     AgentDefaults,
     /// The crate's `defaults!(...)`.
     CrateDefaults,
+    /// The recommended preset ([`Policy::recommended`]), just below the layer that asked for
+    /// it: its entries decide the keys that layer and those above leave out.
+    Recommended,
     /// The library's fail-closed default.
     BuiltIn,
 }
@@ -54,6 +58,7 @@ impl fmt::Display for PolicyLayer {
             PolicyLayer::Agent => "agent",
             PolicyLayer::AgentDefaults => "agent, every tool",
             PolicyLayer::CrateDefaults => "crate defaults",
+            PolicyLayer::Recommended => "recommended preset",
             PolicyLayer::BuiltIn => "built-in",
         })
     }
@@ -63,11 +68,16 @@ impl fmt::Display for PolicyLayer {
 /// it came from; and, for `explain`, the entries of lower layers that never decide anything.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ResolvedPolicy {
-    entries: Vec<(PolicyKey, Ladder, PolicyLayer)>,
+    /// Each key's ladder, its layer, and that layer's rank (0 is the highest): the preset's
+    /// layer ranks just below the layer that asked for it, wherever that is.
+    entries: Vec<(PolicyKey, Ladder, PolicyLayer, u8)>,
     /// Entries a higher layer's entry for the same key replaces (built-in ones left out).
     overridden: Vec<Shadowed>,
-    /// The per-run breaker's rule: the highest layer's that sets one, else the default.
-    run_breaker: RunBreakerRule,
+    /// The per-run breaker's rule: the highest layer's that sets one, else the default; and
+    /// the layer it came from.
+    run_breaker: (RunBreakerRule, PolicyLayer),
+    /// Whether a layer asked for the recommended preset.
+    recommended: bool,
 }
 
 /// An entry that never decides anything for a tool, and what does instead.
@@ -123,29 +133,46 @@ impl ResolvedPolicy {
     /// built-in.
     pub(crate) fn resolve(given: Layers<'_>) -> Self {
         let built_in = Policy::built_in();
-        let layers = [
+        let preset = Policy::recommended_entries();
+        let given = [
             (given.tool, PolicyLayer::Tool),
             (given.agent, PolicyLayer::Agent),
             (given.agent_defaults, PolicyLayer::AgentDefaults),
             (given.crate_defaults, PolicyLayer::CrateDefaults),
-            (Some(&built_in), PolicyLayer::BuiltIn),
         ];
+        // The preset goes just below the highest layer that asks for it, once.
+        let mut layers: Vec<(&Policy, PolicyLayer)> = Vec::with_capacity(6);
+        let mut recommended = false;
+        for (policy, layer) in given {
+            let Some(policy) = policy else { continue };
+            layers.push((policy, layer));
+            if policy.uses_recommended() && !recommended {
+                recommended = true;
+                layers.push((&preset, PolicyLayer::Recommended));
+            }
+        }
+        layers.push((&built_in, PolicyLayer::BuiltIn));
         let mut entries = Vec::new();
         let mut overridden = Vec::new();
         for key in PolicyKey::all() {
-            let mut found = layers.iter().filter_map(|(policy, layer)| {
-                policy
-                    .and_then(|p| p.get(key))
-                    .map(|ladder| (ladder, *layer))
-            });
-            let Some((ladder, by_layer)) = found.next() else {
+            let mut found = layers
+                .iter()
+                .enumerate()
+                .filter_map(|(rank, (policy, layer))| {
+                    policy.get(key).map(|ladder| (ladder, *layer, rank))
+                });
+            let Some((ladder, by_layer, rank)) = found.next() else {
                 continue;
             };
-            entries.push((key, ladder.clone(), by_layer));
+            let rank = u8::try_from(rank).unwrap_or(u8::MAX);
+            entries.push((key, ladder.clone(), by_layer, rank));
             overridden.extend(
                 found
-                    .filter(|(_, layer)| *layer != PolicyLayer::BuiltIn)
-                    .map(|(ladder, layer)| Shadowed {
+                    // The floors are there to be built over: only written entries are listed.
+                    .filter(|(_, layer, _)| {
+                        !matches!(layer, PolicyLayer::BuiltIn | PolicyLayer::Recommended)
+                    })
+                    .map(|(ladder, layer, _)| Shadowed {
                         key,
                         ladder: ladder.clone(),
                         layer,
@@ -156,18 +183,29 @@ impl ResolvedPolicy {
         }
         let run_breaker = layers
             .iter()
-            .find_map(|(policy, _)| policy.and_then(Policy::run_breaker_rule))
-            .unwrap_or_default();
+            .find_map(|(policy, layer)| policy.run_breaker_rule().map(|rule| (rule, *layer)))
+            .unwrap_or((RunBreakerRule::default(), PolicyLayer::BuiltIn));
         ResolvedPolicy {
             entries,
             overridden,
             run_breaker,
+            recommended,
         }
     }
 
     /// What the per-run breaker does when this tool trips it, and what it counts.
     pub(crate) fn run_breaker(&self) -> RunBreakerRule {
-        self.run_breaker
+        self.run_breaker.0
+    }
+
+    /// The layer the per-run breaker's rule came from.
+    pub(crate) fn run_breaker_layer(&self) -> PolicyLayer {
+        self.run_breaker.1
+    }
+
+    /// Whether a layer of this tool asked for the recommended preset.
+    pub(crate) fn is_recommended(&self) -> bool {
+        self.recommended
     }
 
     /// For a resolved kind entry that an `execution` entry of a higher layer always answers
@@ -176,11 +214,9 @@ impl ResolvedPolicy {
         let PolicyKey::Kind(kind) = key else {
             return None;
         };
-        let (_, layer) = self.get(key)?;
+        self.get(key)?;
         match self.for_kind(kind) {
-            (PolicyKey::Execution, _, by_layer) if by_layer != layer => {
-                Some((PolicyKey::Execution, by_layer))
-            }
+            (PolicyKey::Execution, _, by_layer) => Some((PolicyKey::Execution, by_layer)),
             _ => None,
         }
     }
@@ -202,10 +238,15 @@ impl ResolvedPolicy {
 
     /// The resolved entry for exactly this key, if any layer sets it.
     pub(crate) fn get(&self, key: PolicyKey) -> Option<(&Ladder, PolicyLayer)> {
+        self.ranked(key).map(|(ladder, layer, _)| (ladder, layer))
+    }
+
+    /// The resolved entry for exactly this key, with its layer's rank.
+    fn ranked(&self, key: PolicyKey) -> Option<(&Ladder, PolicyLayer, u8)> {
         self.entries
             .iter()
-            .find(|(k, _, _)| *k == key)
-            .map(|(_, ladder, layer)| (ladder, *layer))
+            .find(|(k, _, _, _)| *k == key)
+            .map(|(_, ladder, layer, rank)| (ladder, *layer, *rank))
     }
 
     /// The entry that answers an execution failure of `kind`.
@@ -218,11 +259,11 @@ impl ResolvedPolicy {
     /// happened never re-sends a call that may already have taken effect.
     pub(crate) fn for_kind(&self, kind: ErrorKind) -> (PolicyKey, &Ladder, PolicyLayer) {
         let key = PolicyKey::Kind(kind);
-        let (execution, execution_layer) = self
-            .get(PolicyKey::Execution)
+        let (execution, execution_layer, execution_rank) = self
+            .ranked(PolicyKey::Execution)
             .expect("the built-in layer always sets `execution`");
-        match self.get(key) {
-            Some((ladder, layer)) if kind.follows_own_key() || layer <= execution_layer => {
+        match self.ranked(key) {
+            Some((ladder, layer, rank)) if kind.follows_own_key() || rank <= execution_rank => {
                 (key, ladder, layer)
             }
             _ => (PolicyKey::Execution, execution, execution_layer),
@@ -237,6 +278,6 @@ impl ResolvedPolicy {
 
     /// Every resolved entry.
     pub(crate) fn entries(&self) -> impl Iterator<Item = (PolicyKey, &Ladder, PolicyLayer)> {
-        self.entries.iter().map(|(k, l, s)| (*k, l, *s))
+        self.entries.iter().map(|(k, l, s, _)| (*k, l, *s))
     }
 }

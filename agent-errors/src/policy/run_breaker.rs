@@ -2,6 +2,7 @@
 //! entry of a policy.
 
 use std::fmt;
+use std::num::NonZeroU32;
 
 /// What the per-run breaker does once a tool has failed too many times in a row in one run.
 ///
@@ -60,6 +61,82 @@ pub struct RunBreakerRule {
     pub on_trip: OnTrip,
     /// Whether failures are counted per (tool, kind of failure) rather than per tool.
     pub per_kind: bool,
+    /// When set, the breaker trips on this share of the tool's recent calls in the run rather
+    /// than on consecutive failures: see [`RunFailureRate`].
+    pub rate: Option<RunFailureRate>,
+}
+
+/// A per-run breaker that trips on a failure rate: a tool (or a tool and kind, when counted
+/// per kind) whose failures are at least `min_failures` and at least `percent`% of the tool's
+/// last `window` calls in the run. A success does not wipe the count: a tool that fails two
+/// calls in three trips where the consecutive rule never would, and one that fails three
+/// times among many successes does not.
+///
+/// # Examples
+///
+/// ```
+/// use agent_errors::policy::{OnTrip, RunBreakerRule, RunFailureRate};
+///
+/// let rate = RunFailureRate::new(60, 10, 3);
+/// let rule = RunBreakerRule::new(OnTrip::RemoveTool).per_kind().failure_rate(rate);
+/// assert_eq!((rate.percent(), rate.window(), rate.min_failures()), (60, 10, 3));
+/// assert_eq!(rule.to_string(), "remove_tool(per_kind, 3 failures and 60% of the last 10 calls)");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RunFailureRate {
+    percent: u8,
+    window: NonZeroU32,
+    min_failures: NonZeroU32,
+}
+
+impl RunFailureRate {
+    /// Trips at `min_failures` failures that are `percent`% or more of the last `window`
+    /// calls. Out-of-range values are brought into range: `percent` to 1..=100, `window` and
+    /// `min_failures` to at least 1, `min_failures` to at most `window`.
+    pub const fn new(percent: u8, window: u32, min_failures: u32) -> Self {
+        let percent = if percent == 0 {
+            1
+        } else if percent > 100 {
+            100
+        } else {
+            percent
+        };
+        let window = match NonZeroU32::new(window) {
+            Some(window) => window,
+            None => NonZeroU32::MIN,
+        };
+        let min_failures = match NonZeroU32::new(min_failures) {
+            Some(min) if min.get() > window.get() => window,
+            Some(min) => min,
+            None => NonZeroU32::MIN,
+        };
+        RunFailureRate {
+            percent,
+            window,
+            min_failures,
+        }
+    }
+
+    /// The share of the window's calls, in percent, that trips.
+    pub const fn percent(self) -> u8 {
+        self.percent
+    }
+
+    /// The tool's last calls that are looked at.
+    pub const fn window(self) -> u32 {
+        self.window.get()
+    }
+
+    /// The failures needed before the rate counts.
+    pub const fn min_failures(self) -> u32 {
+        self.min_failures.get()
+    }
+
+    /// Whether `failed` failures among `calls` calls trip.
+    pub(crate) fn trips(self, failed: u32, calls: u32) -> bool {
+        failed >= self.min_failures.get()
+            && u64::from(failed) * 100 >= u64::from(self.percent) * u64::from(calls)
+    }
 }
 
 impl RunBreakerRule {
@@ -68,7 +145,15 @@ impl RunBreakerRule {
         RunBreakerRule {
             on_trip,
             per_kind: false,
+            rate: None,
         }
+    }
+
+    /// The same rule, tripping on a failure rate rather than on consecutive failures.
+    #[must_use]
+    pub const fn failure_rate(mut self, rate: RunFailureRate) -> Self {
+        self.rate = Some(rate);
+        self
     }
 
     /// The same rule, counting a tool's failures per kind: each kind has its own count, which
@@ -86,9 +171,17 @@ impl fmt::Display for RunBreakerRule {
             OnTrip::StopRun => "stop_run",
             OnTrip::RemoveTool => "remove_tool",
         })?;
-        if self.per_kind {
-            f.write_str("(per_kind)")?;
+        match (self.per_kind, self.rate) {
+            (false, None) => Ok(()),
+            (true, None) => f.write_str("(per_kind)"),
+            (per_kind, Some(rate)) => write!(
+                f,
+                "({}{} failures and {}% of the last {} calls)",
+                if per_kind { "per_kind, " } else { "" },
+                rate.min_failures,
+                rate.percent,
+                rate.window
+            ),
         }
-        Ok(())
     }
 }

@@ -9,13 +9,14 @@ use std::sync::Arc;
 
 use crate::chat::ToolSpec;
 use crate::classify::Classifier;
-use crate::explain::Explanation;
+use crate::explain::{ConfigWarning, Explanation};
 use crate::fix::FixerDef;
 use crate::observe::ToolMeters;
 use crate::policy::{Action, Layers, Policy, PolicyLayer, ResolvedPolicy};
 use crate::reconcile::ReconcilerDef;
 use crate::tool::ToolDef;
 
+mod preset;
 mod problem;
 
 pub use problem::{ConfigError, ConfigProblem};
@@ -108,6 +109,26 @@ impl RegistryBuilder {
         self
     }
 
+    /// Puts the recommended preset below the agent-level policy for every tool (the same as
+    /// `on_any_tool_error(Policy::recommended())`): see [`Policy::recommended`] for what it
+    /// does, rule by rule. Entries of `on_any_tool_error`, `on_tool_error` and the tools' own
+    /// win key by key.
+    ///
+    /// ```
+    /// use agent_errors::{ErrorKind, Registry};
+    /// use agent_errors::policy::PolicyLayer;
+    /// use agent_errors::testing::echo_tool;
+    ///
+    /// let registry = Registry::builder().tool(echo_tool("search")).recommended().build()?;
+    /// let explained = registry.explain("search").expect("registered");
+    /// assert_eq!(explained.for_kind(ErrorKind::Timeout).2, PolicyLayer::Recommended);
+    /// # Ok::<(), agent_errors::build::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn recommended(self) -> Self {
+        self.on_any_tool_error(Policy::recommended())
+    }
+
     /// Classifies tool failures with `classifier`'s rules, then the process-wide ones: two
     /// registries (or agents) in one process can tell their own error types apart differently.
     #[must_use]
@@ -160,15 +181,14 @@ impl RegistryBuilder {
         if !problems.is_empty() {
             return Err(ConfigError::new(problems));
         }
+        let warnings = preset::warnings(&self.tools, &resolved);
+        let tools = preset::check_outputs(self.tools, &resolved);
         Ok(Registry {
-            needs_context: self.tools.iter().any(|t| !t.required_context().is_empty()),
-            specs: self.tools.iter().map(ToolDef::spec).collect(),
-            meters: self
-                .tools
-                .iter()
-                .map(|t| ToolMeters::new(t.name()))
-                .collect(),
-            tools: self.tools,
+            needs_context: tools.iter().any(|t| !t.required_context().is_empty()),
+            specs: tools.iter().map(ToolDef::spec).collect(),
+            meters: tools.iter().map(|t| ToolMeters::new(t.name())).collect(),
+            tools,
+            warnings,
             resolved,
             index,
             fixers,
@@ -325,6 +345,8 @@ pub struct Registry {
     /// Whether any tool needs a context value: found once here, so a run of tools that need
     /// none skips checking the values it was given.
     needs_context: bool,
+    /// What the build warned about.
+    warnings: Vec<ConfigWarning>,
 }
 
 impl Registry {
@@ -410,7 +432,28 @@ impl Registry {
             tool: def.name().to_owned(),
             optional: def.is_optional(),
             policy: policy.clone(),
+            warnings: self
+                .warnings
+                .iter()
+                .filter(|warning| match warning {
+                    ConfigWarning::RetryMayRepeatEffect { tool, .. } => tool == def.name(),
+                })
+                .cloned()
+                .collect(),
+            preset_output_check: def.has_preset_output_check(),
         })
+    }
+
+    /// Whether any tool's policy asks for the recommended preset.
+    pub(crate) fn uses_recommended(&self) -> bool {
+        self.resolved.iter().any(ResolvedPolicy::is_recommended)
+    }
+
+    /// What the build warned about: configurations it accepts that may not do what was meant,
+    /// each also logged as a `tracing` warning when the registry was built (see
+    /// [`ConfigWarning`]).
+    pub fn warnings(&self) -> &[ConfigWarning] {
+        &self.warnings
     }
 }
 

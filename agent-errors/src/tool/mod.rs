@@ -62,10 +62,14 @@ pub struct ToolDef {
     crate_defaults: Option<Policy>,
     optional: bool,
     idempotent: bool,
+    keyed: bool,
     approval_required: bool,
     timeout: Option<Duration>,
     breaker_key: Option<Cow<'static, str>>,
     output_check: Option<OutputCheck>,
+    /// Whether `output_check` is the recommended preset's, put there when the registry was
+    /// built.
+    preset_output_check: bool,
     reconcile: Option<Cow<'static, str>>,
     handler: Arc<dyn ToolHandler>,
     /// Whether the handler's argument type refuses a key given twice at every depth (a struct
@@ -114,10 +118,12 @@ impl ToolDef {
             crate_defaults: None,
             optional: false,
             idempotent: false,
+            keyed: false,
             approval_required: false,
             timeout: None,
             breaker_key: None,
             output_check: None,
+            preset_output_check: false,
             reconcile: None,
             handler: Arc::new(handler),
             refuses_duplicate_keys: false,
@@ -178,6 +184,50 @@ impl ToolDef {
     /// Whether the tool may run twice for one call (see [`ToolDef::idempotent`]).
     pub fn is_idempotent(&self) -> bool {
         self.idempotent
+    }
+
+    /// Declares that the tool hands each call's
+    /// [`IdempotencyKey`](crate::call::IdempotencyKey) to the service it calls, and that the
+    /// service applies a request once per key (Stripe's `Idempotency-Key` header, a unique
+    /// column, an MCP server that deduplicates by the key in `_meta`): a second attempt of the
+    /// same call, which carries the same key, cannot apply the effect twice. The recommended
+    /// preset retries such a tool's timeouts and dropped connections, which it answers as
+    /// unknown outcomes for a tool that is neither keyed nor [idempotent](ToolDef::idempotent);
+    /// and a durable run that resumes after a crash makes the call that was running again,
+    /// with the same key, as it does for an idempotent tool.
+    ///
+    /// A `#[tool]` with a `Ctx<IdempotencyKey>` parameter is keyed by itself (so is a tool
+    /// built here that [requires](ToolDef::requires_context) the key): reading the key is
+    /// taken as handing it on. Say `keyed(false)` after it for a tool that reads the key for
+    /// something else.
+    ///
+    /// ```
+    /// use agent_errors::ToolDef;
+    /// use agent_errors::call::IdempotencyKey;
+    ///
+    /// async fn refund(_: serde_json::Value) -> Result<String, std::io::Error> { Ok("done".into()) }
+    /// let by_hand = ToolDef::new("refund", "Refunds an order.", refund).keyed(true);
+    /// assert!(by_hand.is_keyed() && !by_hand.is_idempotent());
+    /// let reads_the_key = ToolDef::new("refund", "Refunds an order.", refund)
+    ///     .requires_context::<IdempotencyKey>();
+    /// assert!(reads_the_key.is_keyed());
+    /// ```
+    #[must_use]
+    pub fn keyed(mut self, keyed: bool) -> Self {
+        self.keyed = keyed;
+        self
+    }
+
+    /// Whether the tool hands each call's idempotency key to its service (see
+    /// [`ToolDef::keyed`]).
+    pub fn is_keyed(&self) -> bool {
+        self.keyed
+    }
+
+    /// Whether a second attempt of one call cannot apply its effect twice: the tool is
+    /// idempotent or keyed.
+    pub(crate) fn repeats_safely(&self) -> bool {
+        self.idempotent || self.keyed
     }
 
     /// Requires a person's approval before each call of the tool runs (`#[tool(approval =
@@ -263,6 +313,21 @@ impl ToolDef {
     /// [`ToolDef::with_output_check`]).
     pub fn output_check(&self) -> Option<&OutputCheck> {
         self.output_check.as_ref()
+    }
+
+    /// Checks the tool's outputs for error envelopes, as the recommended preset does, unless
+    /// it has a check of its own.
+    pub(crate) fn with_preset_output_check(mut self) -> Self {
+        if self.output_check.is_none() {
+            self.output_check = Some(OutputCheck::envelopes());
+            self.preset_output_check = true;
+        }
+        self
+    }
+
+    /// Whether the tool's output check is the recommended preset's.
+    pub(crate) fn has_preset_output_check(&self) -> bool {
+        self.preset_output_check
     }
 
     /// Names the reconciler (`#[tool(reconcile = "name")]`) that finds out whether a call of
@@ -355,6 +420,9 @@ impl ToolDef {
     #[must_use]
     pub fn requires_context<T: 'static>(mut self) -> Self {
         let id = TypeId::of::<T>();
+        if id == TypeId::of::<crate::idempotency::IdempotencyKey>() {
+            self.keyed = true;
+        }
         if !self.requires.iter().any(|(known, _)| *known == id) {
             self.requires.push((id, std::any::type_name::<T>()));
         }
@@ -401,6 +469,7 @@ impl fmt::Debug for ToolDef {
             .field("policy", &self.policy)
             .field("optional", &self.optional)
             .field("idempotent", &self.idempotent)
+            .field("keyed", &self.keyed)
             .field("approval_required", &self.approval_required)
             .field("timeout", &self.timeout)
             .field("breaker_key", &self.breaker_key)

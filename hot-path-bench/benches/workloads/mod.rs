@@ -91,6 +91,7 @@ fn no_wait_retry() -> Policy {
         max_attempts: NonZeroU32::new(2).expect("2 is not zero"),
         initial: Some(Duration::ZERO),
         max: Some(Duration::ZERO),
+        when_safe: false,
     };
     Policy::new().on(
         PolicyKey::Kind(ErrorKind::Transient),

@@ -173,7 +173,7 @@ fn repair_arguments(request: FixRequest) -> Result<Fix, FixerError> {
 }
 
 /// Runs an agent on its streaming path, draining the deltas as a UI would.
-async fn streamed<F, Fut>(options: RunOptions, run: F) -> RunOutcome
+pub(super) async fn streamed<F, Fut>(options: RunOptions, run: F) -> RunOutcome
 where
     F: FnOnce(RunOptions) -> Fut,
     Fut: std::future::Future<Output = RunOutcome>,
@@ -184,6 +184,6 @@ where
     outcome
 }
 
-fn end_of(outcome: RunOutcome) -> RunEnd {
+pub(super) fn end_of(outcome: RunOutcome) -> RunEnd {
     outcome.result.map_err(|e| e.to_string())
 }

@@ -6,6 +6,7 @@
 
 mod baseline;
 mod library;
+mod preset;
 mod rig;
 
 use std::future::Future;
@@ -20,6 +21,7 @@ use crate::world::World;
 
 pub(crate) use baseline::{Baseline, BaselineKind};
 pub(crate) use library::{LibraryDefaults, LibraryTuned};
+pub(crate) use preset::LibraryPreset;
 pub(crate) use rig::{RigAgent, RigKind};
 
 /// Everything one task run is made of.
@@ -52,6 +54,7 @@ pub(crate) fn every_strategy() -> Vec<Box<dyn Strategy>> {
         Box::new(Baseline(BaselineKind::NaiveRetry)),
         Box::new(LibraryDefaults::default()),
         Box::new(LibraryTuned::default()),
+        Box::new(LibraryPreset),
         Box::new(RigAgent(RigKind::Defaults)),
         Box::new(RigAgent(RigKind::Guarded)),
     ]
@@ -65,6 +68,16 @@ pub(crate) async fn until_crash<T>(world: &World, run: impl Future<Output = T>) 
         out = run => Some(out),
         () = world.crash.fired() => None,
     }
+}
+
+/// Naive retry, this library's tuned strategy and its recommended preset, side by side.
+pub(crate) fn preset_trio() -> Vec<Box<dyn Strategy>> {
+    vec![
+        Box::new(Baseline(BaselineKind::NaiveRetry)),
+        Box::new(LibraryDefaults::default()),
+        Box::new(LibraryTuned::default()),
+        Box::new(LibraryPreset),
+    ]
 }
 
 /// This library's strategies with and without compacting old failures in what the model is

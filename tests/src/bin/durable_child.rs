@@ -203,6 +203,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         max_attempts: std::num::NonZeroU32::new(3).expect("3 is not zero"),
         initial: Some(std::time::Duration::from_secs(2)),
         max: None,
+        when_safe: false,
     });
     // `IN_TOOL` once the turn's two calls have both begun.
     let started = Arc::new(AtomicUsize::new(0));

@@ -100,6 +100,7 @@ fn registry(s: &Settings) -> Result<Registry, String> {
         max_attempts: NonZeroU32::new(s.attempts).ok_or("FLEET_ATTEMPTS must be at least 1")?,
         initial: Some(Duration::from_millis(2)),
         max: Some(Duration::from_millis(5)),
+        when_safe: false,
     };
     let tool = ToolDef::new(
         "fetch",

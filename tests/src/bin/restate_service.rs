@@ -171,6 +171,7 @@ fn tool(dir: &Path, name: &'static str, fails: bool) -> ToolDef {
         max_attempts: NonZeroU32::new(3).expect("3 is not zero"),
         initial: Some(Duration::from_millis(200)),
         max: None,
+        when_safe: false,
     });
     ToolDef::from_handler(name, format!("The {name} tool."), schema, handler)
         .with_policy(Policy::new().on(PolicyKey::Execution, retry))

@@ -56,6 +56,7 @@ fn with_three_recoveries(model: impl agent_errors::ChatModel + 'static) -> Agent
         max_attempts: 3.try_into().unwrap(),
         initial: Some(ms(100)),
         max: None,
+        when_safe: false,
     };
     Agent::builder("observed")
         .model(model)

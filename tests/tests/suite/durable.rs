@@ -328,6 +328,7 @@ async fn a_backoff_in_progress_resumes_from_its_next_delay_with_its_spent_retrie
         max_attempts: std::num::NonZeroU32::new(4).unwrap(),
         initial: Some(Duration::from_secs(10)),
         max: None,
+        when_safe: false,
     });
     let policy = || Policy::new().on(PolicyKey::Execution, retry.clone());
     let mut first = probe("flaky", Behaviour::Fail(503));

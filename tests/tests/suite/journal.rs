@@ -200,6 +200,7 @@ fn tools(world: &Arc<World>) -> Vec<ToolDef> {
         max_attempts: std::num::NonZeroU32::new(3).unwrap(),
         initial: Some(Duration::from_secs(1)),
         max: None,
+        when_safe: false,
     });
     let broken = Policy::new().on(PolicyKey::Execution, vec![retry, Action::Escalate]);
     let picky = Policy::new().on(PolicyKey::Execution, Action::fix("repair", 2).unwrap());
@@ -589,6 +590,7 @@ async fn a_run_saved_before_the_journal_asleep_before_a_retry_resumes() {
         max_attempts: std::num::NonZeroU32::new(4).unwrap(),
         initial: Some(Duration::from_secs(10)),
         max: None,
+        when_safe: false,
     });
     let agent = Agent::builder("durable")
         .model(agent_errors::testing::ScriptedModel::new().text("all done"))

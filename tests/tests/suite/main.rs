@@ -50,6 +50,7 @@ mod observe;
 mod openai;
 mod output_checks;
 mod permissions;
+mod preset;
 mod redis_store;
 mod refund_service;
 mod restate;

@@ -1467,6 +1467,7 @@ async fn every_layer_of_a_run_spends_one_retry_allowance() {
         max_attempts: 3.try_into().unwrap(),
         initial: Some(Duration::ZERO),
         max: None,
+        when_safe: false,
     };
     let agent = Agent::builder("a")
         .model(model)

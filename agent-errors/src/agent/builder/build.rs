@@ -88,9 +88,15 @@ impl<O: AgentOutput> AgentBuilder<O> {
         let answers = self.answers.compiled(options.response_format.as_ref());
         let feed = Feed::new(DEFAULT_EVENT_CAPACITY);
         let observer = Arc::new(Observer::new(Arc::clone(&model), &feed));
-        let service_breaker = self
-            .service_breaker
-            .unwrap_or_else(|| Arc::new(ServiceBreaker::default()));
+        // An agent with the recommended preset for any tool gets the preset's breaker.
+        let recommended = registry.uses_recommended();
+        let service_breaker = self.service_breaker.unwrap_or_else(|| {
+            Arc::new(if recommended {
+                ServiceBreaker::recommended()
+            } else {
+                ServiceBreaker::default()
+            })
+        });
         Agent {
             inner: Arc::new(AgentInner {
                 name: self.name,

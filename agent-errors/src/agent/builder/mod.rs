@@ -18,6 +18,7 @@ use crate::chat::{CallSource, RequestOptions, ToolCall};
 use crate::checkpoint::CheckpointStore;
 use crate::executor::{Approvals, Limits, PermissionHook};
 use crate::fix::FixerDef;
+use crate::llm::LlmErrorDecision;
 use crate::model::ChatModel;
 use crate::policy::Policy;
 use crate::registry::{Registry, RegistryBuilder};
@@ -184,6 +185,47 @@ impl<O: AgentOutput> AgentBuilder<O> {
     #[must_use]
     pub fn on_any_tool_error(mut self, policy: Policy) -> Self {
         self.registry = self.registry.on_any_tool_error(policy);
+        self
+    }
+
+    /// Puts the recommended preset below the agent's policy for every tool: retries only where
+    /// a retry cannot apply an effect twice, an unknown outcome otherwise, error envelopes in
+    /// successful outputs checked, broken tools taken off the table, auth failures ending the
+    /// run; and, unless [`service_breaker`](AgentBuilder::service_breaker) gives one, a
+    /// service breaker that opens on a failure rate; and, unless
+    /// [`on_llm_error`](AgentBuilder::on_llm_error) says otherwise, a failed model call that
+    /// may pass (overloaded, rate-limited, 5xx, timed out) is retried, three calls in all. See
+    /// [`Policy::recommended`](crate::policy::Policy::recommended) for each rule and why it is
+    /// safe. `explain` shows its entries as the layer "recommended preset"; entries of
+    /// [`on_any_tool_error`](AgentBuilder::on_any_tool_error), `on_tool_error` and the tools'
+    /// own win key by key. Without it (or `defaults!(recommended)`) the built-in default stays
+    /// fail-closed: nothing is retried.
+    ///
+    /// ```
+    /// use agent_errors::{Agent, ErrorKind};
+    /// use agent_errors::policy::PolicyLayer;
+    /// use agent_errors::testing::{ScriptedModel, echo_tool};
+    ///
+    /// let agent = Agent::builder("a")
+    ///     .model(ScriptedModel::new())
+    ///     .tool(echo_tool("search"))
+    ///     .recommended()
+    ///     .build()?;
+    /// let explained = agent.explain("search").expect("registered");
+    /// let (_, ladder, layer) = explained.for_kind(ErrorKind::Timeout);
+    /// assert_eq!((ladder.to_string().as_str(), layer), ("[retry(3, when_safe), escalate]", PolicyLayer::Recommended));
+    /// # Ok::<(), agent_errors::build::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn recommended(mut self) -> Self {
+        self.registry = self.registry.recommended();
+        if self.llm_error.is_none() {
+            // A model call applies no effect: a failure that may pass is retried, three calls
+            // in all, from 500 ms with jitter and the server's `Retry-After`.
+            self.llm_error = Some(erase_handler(|_: &ModelError, _| {
+                LlmErrorDecision::<O>::retry(3, std::time::Duration::from_millis(500))
+            }));
+        }
         self
     }
 

@@ -3,7 +3,7 @@
 //! checkpoint and restored when it resumes.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -64,6 +64,9 @@ pub(crate) struct RecoveryState {
     counted: HashMap<String, u64>,
     denied: HashMap<String, u32>,
     denials: u32,
+    /// The per-run breaker's failure-rate windows, per tool.
+    #[serde(default)]
+    windows: HashMap<String, VecDeque<Option<String>>>,
     /// Retries the run had spent, at every layer.
     #[serde(default)]
     pub(super) retries_spent: u32,
@@ -142,15 +145,19 @@ impl Recovery {
         ok: bool,
         rule: RunBreakerRule,
     ) -> Option<Trip> {
-        if ok && !self.troubled() {
+        if ok {
+            // A failure-rate rule counts the successes before the first failure too.
+            if self.troubled() || rule.rate.is_some() {
+                let mut state = self.lock();
+                state.breaker.succeeded(tool);
+                if let Some(rate) = rule.rate {
+                    state.breaker.succeeded_in_window(tool, rate.window());
+                }
+            }
             return None;
         }
         self.troubled.store(true, Ordering::SeqCst);
         let mut state = self.lock();
-        if ok {
-            state.breaker.succeeded(tool);
-            return None;
-        }
         let key = if rule.per_kind {
             Cow::Owned(per_kind_key(tool, kind.as_str()))
         } else {
@@ -163,7 +170,10 @@ impl Recovery {
             }
             state.counted.insert(key.clone().into_owned(), turn);
         }
-        let failures = state.breaker.failed(&key)?;
+        let failures = match rule.rate {
+            Some(rate) => state.breaker.failed_in_window(tool, &key, rate)?,
+            None => state.breaker.failed(&key)?,
+        };
         // A tool taken off the table that the model calls anyway, until it trips again, is a
         // model that cannot go on without it: that ends the run.
         if rule.on_trip == OnTrip::RemoveTool && !state.degraded.contains(tool) {
@@ -245,6 +255,7 @@ impl Recovery {
             counted: state.counted.clone(),
             denied: state.denied.clone(),
             denials: self.denials.load(Ordering::SeqCst),
+            windows: state.breaker.windows().clone(),
             retries_spent: 0,
             unknown: state.unknown.clone(),
         }
@@ -260,6 +271,7 @@ impl Recovery {
         let mut state = self.lock();
         state.degraded = saved.degraded.into_iter().collect();
         state.breaker.restore(saved.failures);
+        state.breaker.restore_windows(saved.windows);
         state.tripped = saved.tripped;
         state.turn = saved.turn;
         state.counted = saved.counted;

@@ -7,11 +7,15 @@ use std::time::Duration;
 
 use super::{Next, Sending, Walk};
 use crate::breaker::BreakerState;
-use crate::classify::ErrorKind;
+use crate::classify::{Classification, ErrorKind, Evidence, never_reached};
+use crate::error::ToolError;
 use crate::events::Event;
 use crate::executor::attempt::attempt;
 use crate::executor::context::RunContext;
+use crate::executor::failure::{Failed, MayHaveTakenEffect};
+use crate::executor::outcome::Failure;
 use crate::executor::outcome::Handled;
+use crate::executor::resume::CallInterrupted;
 use crate::executor::resume::RetryPlace;
 use crate::policy::RetryAction;
 use crate::retry::{Policy, Retrier, Step, Stop};
@@ -30,6 +34,8 @@ impl Walk<'_> {
             retrier: Retrier::new(retry.schedule().delays()),
             retries: 0,
             resumed_delay: None,
+            when_safe: retry.when_safe,
+            may_have_taken_effect: false,
             walk: self,
         };
         if let Some((_, _, drawn, delay)) = rung.walk.start.take() {
@@ -38,9 +44,38 @@ impl Walk<'_> {
             rung.resumed_delay = Some(delay);
         }
         // The call already failed: the loop starts by asking the rung whether to call again.
-        crate::retry::retry(&mut rung, ())
-            .await
-            .unwrap_or(Next::Down)
+        let next = crate::retry::retry(&mut rung, ()).await;
+        if rung.may_have_taken_effect {
+            return self.outcome_unknown();
+        }
+        next.unwrap_or(Next::Down)
+    }
+
+    /// The failure in hand may have taken effect and is not retried: it is answered as an
+    /// unknown outcome, by the `outcome_unknown` ladder.
+    fn outcome_unknown(&mut self) -> Next {
+        let failure = std::mem::replace(
+            &mut self.failure.error,
+            ToolError::execution(self.call.arguments.as_str(), CallInterrupted),
+        );
+        let error = match failure {
+            ToolError::Execution { args, source } => ToolError::Execution {
+                args,
+                source: Box::new(MayHaveTakenEffect::new(source)),
+            },
+            other => ToolError::execution(self.raw(), MayHaveTakenEffect::new(other)),
+        };
+        let mut class = Classification::new(
+            ErrorKind::OutcomeUnknown,
+            Evidence::Type("MayHaveTakenEffect"),
+        );
+        class.status = self.failure.class.status;
+        let failed = Failed {
+            error,
+            class: Some(class),
+        };
+        let attempts = self.failure.attempts;
+        self.after_failure(failed, attempts)
     }
 
     /// The retry rung being walked, having drawn `retries`.
@@ -78,6 +113,10 @@ struct RetryRung<'w, 'a, D> {
     retries: u32,
     /// The delay a resumed call was sleeping when its run stopped: slept before anything else.
     resumed_delay: Option<Duration>,
+    /// `retry(n, when_safe)`: retries only where a second call cannot apply the effect twice.
+    when_safe: bool,
+    /// Set when the rung stopped because the failure may have taken effect.
+    may_have_taken_effect: bool,
 }
 
 impl<D: Iterator<Item = Duration>> Policy for RetryRung<'_, '_, D> {
@@ -117,6 +156,10 @@ impl<D: Iterator<Item = Duration>> Policy for RetryRung<'_, '_, D> {
             }
             return step;
         };
+        if self.when_safe && !repeats_safely(walk.tool, &walk.failure) {
+            self.may_have_taken_effect = true;
+            return Step::Stop(Stop::Never);
+        }
         if circuit_open(walk.ctx, walk.tool) {
             // The failure in hand opened the circuit (or another call did): the retry would be
             // rejected after its sleep, so it is asked now, and the breaker's refusal (which
@@ -174,6 +217,15 @@ fn say_unknown_is_not_retried(ctx: &RunContext, tool: &ToolDef) {
             tool: tool.name().to_owned(),
         });
     }
+}
+
+/// Whether calling `tool` again after `failure` cannot apply the call's effect twice: the tool
+/// is idempotent or keyed, or the failure shows the request was not carried out: it never
+/// reached the service, or the service refused it for a rate limit.
+fn repeats_safely(tool: &ToolDef, failure: &Failure) -> bool {
+    tool.repeats_safely()
+        || failure.class.kind == ErrorKind::Quota
+        || never_reached(failure.error.cause())
 }
 
 /// Whether the service breaker has the circuit of `tool` open, as it knows without waiting.

@@ -141,7 +141,11 @@ impl Handled {
             tracing::warn!(event = "tool_failed", tool = %tool, %detail, "the model sees the tool's feedback only");
         }
         let handled = Handled::escalate(ctx, tool, failure.class.kind, &message, Severity::High);
-        match (handled, failure.suggestion()) {
+        let suggestion = failure
+            .suggestion()
+            .map(str::to_owned)
+            .or_else(|| circuit_suggestion(ctx, failure));
+        match (handled, suggestion) {
             (Handled::Error(surfaced), Some(suggestion)) => {
                 Handled::Error(surfaced.with_suggestion(suggestion))
             }
@@ -213,6 +217,23 @@ impl Handled {
             }
         }
     }
+}
+
+/// What the model is told when a call was refused by its open circuit: why, and when to try
+/// again.
+fn circuit_suggestion(ctx: &RunContext, failure: &Failure) -> Option<String> {
+    let open = failure.error.cause().downcast_ref::<super::CircuitOpen>()?;
+    let when = ctx
+        .hooks()
+        .service_breaker()
+        .and_then(|breaker| breaker.probe_in(&open.tool))
+        .map(|wait| format!("in about {} s", wait.as_secs().max(1)))
+        .unwrap_or_else(|| "later".to_owned());
+    Some(format!(
+        "The service behind `{}` has been failing, so its calls are paused and this one was not \
+         made. Call it again {when}; meanwhile use other tools or answer with what you have.",
+        open.tool
+    ))
 }
 
 /// The stop of a run whose per-run breaker tripped for `tool` after `failures` failures, the

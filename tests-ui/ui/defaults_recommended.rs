@@ -1,0 +1,3 @@
+agent_errors::defaults!(recommended(strict));
+
+fn main() {}
