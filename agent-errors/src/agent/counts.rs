@@ -10,14 +10,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use tokio::time::Instant;
 
 use super::RunError;
-use super::stream::DeltaSender;
 use crate::chat::ToolCall;
 use crate::events::Event;
 use crate::executor::RunContext;
-use crate::model::ChatModel;
 use crate::usage::{
     Answerer, OnExceed, RunMeter, RunUsage, Usage, UsageLimit, UsageLimitExceeded, UsageLimits,
 };
@@ -27,34 +24,19 @@ pub(crate) struct Counts {
     pub(super) model_calls: u32,
     pub(super) tool_calls: u32,
     pub(super) usage: Usage,
-    /// Where the run streams the model's answers, if anywhere.
-    pub(super) deltas: Option<DeltaSender>,
     /// What the run's usage caps count.
     pub(super) meter: UsageMeter,
-    /// A reading of the clock nothing timed has happened since (the run's start until its first
-    /// turn, a turn's end until the run does something else), for the next timing to start or
-    /// end at instead of reading the clock again.
-    pub(super) clock: Option<Instant>,
-    /// Whether the model is sent earlier failures of a tool as one-line summaries.
-    pub(super) compact_failures: bool,
-    /// The model answering the run's requests when it is not the agent's own: the output
-    /// policy's fallback, once it took over.
-    pub(super) model: Option<Arc<dyn ChatModel>>,
 }
 
 impl Counts {
     /// A run's counts from zero, its caps held by `meter`.
-    pub(super) fn new(deltas: Option<DeltaSender>, meter: UsageMeter) -> Counts {
+    pub(super) fn new(meter: UsageMeter) -> Counts {
         Counts {
             turns: 0,
             model_calls: 0,
             tool_calls: 0,
             usage: Usage::default(),
-            deltas,
             meter,
-            clock: None,
-            compact_failures: false,
-            model: None,
         }
     }
 

@@ -1,10 +1,11 @@
 //! Answering a turn's calls: each call gets exactly one answer (a saved one, a built-in's, or
 //! the executor's), recorded as it comes, and the turn's answers say whether the run goes on.
 
+use super::Run;
 use crate::agent::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
 use crate::agent::durable::{PendingCall, RunJournal};
 use crate::agent::{AgentInner, AgentOutput, RunError};
-use crate::chat::{ChatRequest, Message, ToolCall, ToolResult};
+use crate::chat::{Message, ToolCall, ToolResult};
 use crate::classify::ErrorKind;
 use crate::events::Event;
 use crate::executor::{
@@ -70,18 +71,17 @@ fn stopped(terminated: Box<Terminated>) -> RunError {
     }
 }
 
-impl<O: AgentOutput> AgentInner<O> {
+impl<O: AgentOutput> Run<'_, O> {
     /// Answers every call of a turn, in order, adds the turn (`asked`) and the answers to the
     /// transcript, and says whether the run goes on. The calls are those `asked` makes, or for
     /// a resumed turn those its checkpoint saved as pending, with what it saved about each.
-    pub(in crate::agent) async fn answer_turn(
-        &self,
-        ctx: &RunContext,
-        request: &mut ChatRequest,
-        journal: &dyn RunJournal,
+    pub(super) async fn answer_turn(
+        &mut self,
         asked: Message,
         resumed: Option<(&[ToolCall], &[PendingCall])>,
     ) -> Result<(), RunError> {
+        let (agent, ctx, journal) = (self.agent, &self.ctx, &*self.journal);
+        let request = &mut self.request;
         let (calls, saved) = match (resumed, &asked) {
             (Some((calls, saved)), _) => (calls, saved),
             (None, Message::Assistant { tool_calls, .. }) => (&tool_calls[..], &[][..]),
@@ -92,7 +92,9 @@ impl<O: AgentOutput> AgentInner<O> {
         if let [call] = calls {
             // One call, as most turns make: awaited as it is, with no join to build around it
             // and no box to keep the join from copying it.
-            let answered = self.answer(ctx, call, journal, saved_of(saved, call)).await;
+            let answered = agent
+                .answer(ctx, call, journal, saved_of(saved, call))
+                .await;
             if ends_run(&answered) {
                 ctx.halting().halt();
             }
@@ -102,7 +104,7 @@ impl<O: AgentOutput> AgentInner<O> {
         } else {
             // Boxed: a call's future is large (the whole recovery ladder), and the join would
             // otherwise copy it as it collects and polls the turn's calls.
-            let answer = |call| Box::pin(self.answer(ctx, call, journal, saved_of(saved, call)));
+            let answer = |call| Box::pin(agent.answer(ctx, call, journal, saved_of(saved, call)));
             let answers = executor::answer_all(ctx, calls, answer, ends_run).await;
             request.messages.push(asked);
             for answered in answers {
@@ -126,11 +128,13 @@ impl<O: AgentOutput> AgentInner<O> {
         }
         // A degraded tool is not offered again.
         if request.tools.iter().any(|spec| ctx.is_degraded(&spec.name)) {
-            request.tools = self.offered_tools(ctx);
+            request.tools = agent.offered_tools(ctx);
         }
         Ok(())
     }
+}
 
+impl<O: AgentOutput> AgentInner<O> {
     /// Exactly one answer for one call, recorded: a saved answer is given back as it was, a
     /// call a resumed run left unanswered goes on from how far it got, any other starts fresh.
     async fn answer(

@@ -6,12 +6,11 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use crate::agent::counts::Counts;
+use super::Run;
 use crate::agent::{AgentBuilder, AgentInner, AgentOutput, RunError};
-use crate::chat::{ChatRequest, Message, ResponseFormat};
+use crate::chat::{Message, ResponseFormat};
 use crate::error::BoxError;
 use crate::events::Event;
-use crate::executor::RunContext;
 use crate::model::ChatModel;
 use crate::structured::{AnswerProblem, AnswerSchema, InvalidAnswer};
 
@@ -379,72 +378,6 @@ impl<O: AgentOutput> AgentInner<O> {
         }
     }
 
-    /// The run's output from the model's final `text`, or, when it does not fit and the output
-    /// policy allows, the problems told to the model to ask it again.
-    pub(in crate::agent) fn final_answer(
-        &self,
-        ctx: &RunContext,
-        request: &mut ChatRequest,
-        counts: &mut Counts,
-        reasks: &mut Reasks<O>,
-        text: String,
-    ) -> Verdict<O> {
-        let refused = match self.read_answer(&text) {
-            Ok(output) => {
-                let answer = Message::assistant(Some(text), Vec::new());
-                request.messages.push(answer);
-                return Verdict::Done(Ok(output));
-            }
-            Err(refused) => refused,
-        };
-        if let Some(panicked) = refused.panicked {
-            return Verdict::Done(Err(panicked));
-        }
-        let answer = Message::assistant(Some(text.clone()), Vec::new());
-        request.messages.push(answer);
-        let policy = &self.answers.policy;
-        let attempt = reasks.asked + 1;
-        let fallback = match &policy.then {
-            AfterRetries::Fallback(model) if !reasks.fell_back => Some(model),
-            _ => None,
-        };
-        let again = reasks.asked < policy.retries || fallback.is_some();
-        if !again || !ctx.retries().try_spend() {
-            return Verdict::Done(self.give_up(reasks, refused, &text));
-        }
-        let problems: Vec<String> = refused.problems.iter().map(ToString::to_string).collect();
-        ctx.events().emit(Event::OutputReask {
-            attempt,
-            reason: problems.join("; "),
-        });
-        if reasks.asked >= policy.retries {
-            if let Some(model) = fallback {
-                let from = counts
-                    .model
-                    .as_ref()
-                    .unwrap_or(&self.model)
-                    .name()
-                    .to_owned();
-                let to = model.name().to_owned();
-                ctx.events().emit(Event::LlmFallback {
-                    from,
-                    to,
-                    trigger: "invalid_output",
-                    attempts: attempt,
-                    kind: crate::classify::ErrorKind::Validation,
-                });
-                counts.model = Some(Arc::clone(model));
-                reasks.fell_back = true;
-            }
-        }
-        reasks.asked += 1;
-        reasks.best = refused.readable.or(reasks.best.take());
-        request
-            .messages
-            .push(Message::user(correction(&refused.problems)));
-        Verdict::AskAgain
-    }
-
     /// How a run ends on an answer it asks no more about: the best effort when the policy
     /// takes one and there is one, else [`RunError::InvalidOutput`].
     pub(in crate::agent) fn give_up(
@@ -466,6 +399,65 @@ impl<O: AgentOutput> AgentInner<O> {
             text: crate::redact::redact(text).into_owned(),
             error: refused.error,
         })
+    }
+}
+
+impl<O: AgentOutput> Run<'_, O> {
+    /// The run's output from the model's final `text`, or, when it does not fit and the output
+    /// policy allows, the problems told to the model to ask it again.
+    pub(super) fn final_answer(&mut self, text: String) -> Verdict<O> {
+        let (agent, ctx, request, reasks) =
+            (self.agent, &self.ctx, &mut self.request, &mut self.reasks);
+        let refused = match agent.read_answer(&text) {
+            Ok(output) => {
+                let answer = Message::assistant(Some(text), Vec::new());
+                request.messages.push(answer);
+                return Verdict::Done(Ok(output));
+            }
+            Err(refused) => refused,
+        };
+        if let Some(panicked) = refused.panicked {
+            return Verdict::Done(Err(panicked));
+        }
+        let answer = Message::assistant(Some(text.clone()), Vec::new());
+        request.messages.push(answer);
+        let policy = &agent.answers.policy;
+        let attempt = reasks.asked + 1;
+        let fallback = match &policy.then {
+            AfterRetries::Fallback(model) if !reasks.fell_back => Some(model),
+            _ => None,
+        };
+        let again = reasks.asked < policy.retries || fallback.is_some();
+        if !again || !ctx.retries().try_spend() {
+            return Verdict::Done(agent.give_up(reasks, refused, &text));
+        }
+        let problems: Vec<String> = refused.problems.iter().map(ToString::to_string).collect();
+        ctx.events().emit(Event::OutputReask {
+            attempt,
+            reason: problems.join("; "),
+        });
+        if reasks.asked >= policy.retries {
+            if let Some(model) = fallback {
+                let from = self.fallback.as_ref().unwrap_or(&agent.model);
+                let from = from.name().to_owned();
+                let to = model.name().to_owned();
+                ctx.events().emit(Event::LlmFallback {
+                    from,
+                    to,
+                    trigger: "invalid_output",
+                    attempts: attempt,
+                    kind: crate::classify::ErrorKind::Validation,
+                });
+                self.fallback = Some(Arc::clone(model));
+                reasks.fell_back = true;
+            }
+        }
+        reasks.asked += 1;
+        reasks.best = refused.readable.or(reasks.best.take());
+        request
+            .messages
+            .push(Message::user(correction(&refused.problems)));
+        Verdict::AskAgain
     }
 }
 

@@ -11,7 +11,9 @@
 //! anything acts on it, or two payments would be sent under one idempotency key and the
 //! service would make only the first.
 
+use super::Run;
 use crate::agent::counts::Counts;
+use crate::agent::stream::DeltaSender;
 use crate::agent::{AgentInner, AgentOutput, RunError, stream};
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::chat::{FinishReason, Truncated};
@@ -22,6 +24,7 @@ use crate::escapes::Visible;
 use crate::events::{Event, ModelLayer, count_outcome};
 use crate::executor::{Cancellation, RunContext, ToolPanic, kept_step};
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER, cannot_succeed_on_retry};
+use crate::model::ChatModel;
 use crate::retry::{self, Policy, RetrySchedule, Step, Stop, decide};
 use crate::usage::Answerer;
 use crate::usage::Usage;
@@ -59,20 +62,17 @@ fn callback_panicked(callback: &'static str, payload: Box<dyn std::any::Any + Se
     RunError::CallbackPanicked { callback, message }
 }
 
-impl<O: AgentOutput> AgentInner<O> {
+impl<O: AgentOutput> Run<'_, O> {
     /// One model turn with `on_llm_error` applied: retries stay inside the turn.
-    pub(in crate::agent) async fn call_model(
-        &self,
-        ctx: &RunContext,
-        request: &ChatRequest,
-        counts: &mut Counts,
-    ) -> Result<Turn<O>, RunError> {
-        let cancellation = ctx.cancellation();
+    pub(in crate::agent) async fn call_model(&mut self) -> Result<Turn<O>, RunError> {
+        let cancellation = self.ctx.cancellation();
         let mut policy = OnLlmError {
-            agent: self,
-            ctx,
-            request,
-            counts,
+            agent: self.agent,
+            ctx: &self.ctx,
+            request: &self.request,
+            counts: &mut self.counts,
+            deltas: self.deltas.as_ref(),
+            fallback: self.fallback.as_deref(),
             attempt: 1,
             ended: None,
         };
@@ -122,6 +122,10 @@ struct OnLlmError<'a, O: AgentOutput> {
     ctx: &'a RunContext,
     request: &'a ChatRequest,
     counts: &'a mut Counts,
+    /// Where the run streams the model's answers, if anywhere.
+    deltas: Option<&'a DeltaSender>,
+    /// The output policy's fallback, once it took over: it answers in the agent model's place.
+    fallback: Option<&'a dyn ChatModel>,
     /// The call being made (1-based): what the handler is told failed.
     attempt: u32,
     /// How the turn ends when the handler ended it (an output in the model's place, or its
@@ -146,10 +150,8 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
         // The model is user code: a panic in `chat` (before or inside its future) ends the
         // run with an error that says so instead of unwinding through `run`.
         // The output policy's fallback, once it took over, answers in the agent model's place.
-        // (A clone of `None` for a run without one: no reference count is touched.)
-        let fallback = self.counts.model.clone();
-        let model = fallback.as_deref().unwrap_or(&*self.agent.model);
-        let (request, deltas) = (self.request, self.counts.deltas.as_ref());
+        let model = self.fallback.unwrap_or(&*self.agent.model);
+        let (request, deltas) = (self.request, self.deltas);
         // Made where each branch awaits it: made once before the branches, the ask's future
         // would be copied into the one that takes it.
         let ask = || AssertUnwindSafe(stream::ask(model, request, deltas)).catch_unwind();
@@ -275,7 +277,7 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
     }
 
     async fn before_sleep(&mut self, _delay: Duration) -> ControlFlow<Self::Output> {
-        if let Some(deltas) = &self.counts.deltas {
+        if let Some(deltas) = self.deltas {
             deltas.turn_restarted(self.counts.turns, self.attempt).await;
         }
         ControlFlow::Continue(())

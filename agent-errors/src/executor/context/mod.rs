@@ -289,6 +289,11 @@ impl RunContext {
         self.run_id.as_deref()
     }
 
+    /// The run's id, shared: for a caller that must hold it while it lends the run out.
+    pub(crate) fn shared_run_id(&self) -> Option<Arc<str>> {
+        self.run_id.clone()
+    }
+
     /// The values the run was given.
     pub fn extensions(&self) -> &Extensions {
         &self.extensions
