@@ -384,12 +384,14 @@ pub(super) fn refusal(response: &ChatResponse) -> Option<RunError> {
 /// Linear in the calls of the turn and of the transcript, however the ids repeat: the ids
 /// taken and the ids still ahead in the turn are hashed, and each base id remembers the last
 /// suffix it tried (a suffix passed over is taken for good: by a call before, or by the call
-/// ahead that holds it, which keeps it or is renamed because it is taken).
+/// ahead that holds it, which keeps it or is renamed because it is taken). A turn with no calls,
+/// or with few calls in a short transcript, is first compared pairwise (a bounded number of
+/// comparisons), and left as it is when no id repeats.
 pub(super) fn make_distinct(transcript: &[Message], calls: &mut [ToolCall]) {
-    let earlier = transcript.iter().flat_map(|message| match message {
-        Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
-        _ => &[][..],
-    });
+    if calls.is_empty() || few_and_distinct(transcript, calls) {
+        return;
+    }
+    let earlier = earlier_calls(transcript);
     let mut taken: HashSet<Arc<str>> = earlier.map(|call| Arc::clone(&call.id)).collect();
     let mut ahead: HashMap<Arc<str>, usize> = HashMap::new();
     for call in calls.iter() {
@@ -419,6 +421,37 @@ pub(super) fn make_distinct(transcript: &[Message], calls: &mut [ToolCall]) {
     }
 }
 
+/// The comparisons [`few_and_distinct`] makes at most before it leaves the ids to be hashed.
+const FEW_COMPARISONS: usize = 256;
+
+/// Whether `calls` and the `earlier` calls are few enough to compare pairwise and their ids are
+/// already distinct: the usual turn, whose ids need no change, then builds no hash set (three
+/// sets and their hashing cost a scripted run about 2,600 instructions, most of what it spends
+/// on ids). False when they are many, or when an id repeats.
+fn few_and_distinct(transcript: &[Message], calls: &[ToolCall]) -> bool {
+    let earlier: usize = (transcript.iter())
+        .map(|message| match message {
+            Message::Assistant { tool_calls, .. } => tool_calls.len(),
+            _ => 0,
+        })
+        .sum();
+    if calls.len().saturating_mul(earlier + calls.len()) > FEW_COMPARISONS {
+        return false;
+    }
+    calls.iter().enumerate().all(|(i, call)| {
+        let repeats = |other: &ToolCall| other.id == call.id;
+        !calls[..i].iter().any(repeats) && !earlier_calls(transcript).any(repeats)
+    })
+}
+
+/// The calls of `transcript`, in order.
+fn earlier_calls(transcript: &[Message]) -> impl Iterator<Item = &ToolCall> {
+    transcript.iter().flat_map(|message| match message {
+        Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
+        _ => &[][..],
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -441,6 +474,34 @@ mod tests {
         ];
         make_distinct(&earlier, &mut turn);
         assert_eq!(ids(&turn), ["call_1_2", "call_1_4", "call_1_3", "call_9"]);
+    }
+
+    #[test]
+    fn a_few_calls_are_compared_pairwise_and_renamed_only_when_an_id_repeats() {
+        let earlier = vec![Message::assistant(
+            None,
+            vec![ToolCall::new("call_1", "t", "{}")],
+        )];
+        let mut distinct = vec![ToolCall::new("call_2", "t", "{}")];
+        make_distinct(&earlier, &mut distinct);
+        assert_eq!(ids(&distinct), ["call_2"]);
+        let mut repeated = vec![ToolCall::new("call_1", "t", "{}")];
+        make_distinct(&earlier, &mut repeated);
+        assert_eq!(ids(&repeated), ["call_1_2"]);
+        let mut in_turn = vec![
+            ToolCall::new("call_3", "t", "{}"),
+            ToolCall::new("call_3", "t", "{}"),
+        ];
+        make_distinct(&earlier, &mut in_turn);
+        assert_eq!(ids(&in_turn), ["call_3", "call_3_2"]);
+        assert!(few_and_distinct(&earlier, &distinct));
+        let many: Vec<ToolCall> = (0..20)
+            .map(|n| ToolCall::new(format!("call_{n}_x"), "t", "{}"))
+            .collect();
+        assert!(
+            !few_and_distinct(&earlier, &many),
+            "20 calls are left to the hashed path"
+        );
     }
 
     #[test]
