@@ -116,19 +116,17 @@ pub(crate) async fn model_turn<T, E: TurnFailure, F: Future<Output = Result<T, E
     (result, ended)
 }
 
-/// Runs one agent run inside its `invoke_agent` span, times it and counts why it stopped. The
-/// run's duration is from `started`, a reading of the clock taken as the run was made (its
-/// first model turn may share it), to [`RunEnd::ended_at`] when the outcome has one. `id` is
-/// the run's id and whether it is a resumption. The span is made now, so `id` and the model
-/// are not held by the run.
+/// Runs one agent run inside its `invoke_agent` span (made by `spans::invoke_agent` before the
+/// run's future, so the run's id is lent to the span, not copied for it), times it and counts
+/// why it stopped. The run's duration is from `started`, a reading of the clock taken as the run
+/// was made (its first model turn may share it), to [`RunEnd::ended_at`] when the outcome has
+/// one.
 pub(crate) fn run<'a, R: RunEnd, F: Future<Output = R> + 'a>(
-    (agent, model): (&'a str, &dyn ChatModel),
-    id: (&str, bool),
+    (agent, span): (&'a str, tracing::Span),
     meters: &'a AgentMeters,
     started: Instant,
     run: F,
 ) -> impl Future<Output = R> + use<'a, R, F> {
-    let span = spans::invoke_agent(agent, model, id);
     async move {
         let outcome = if span.is_disabled() {
             run.await

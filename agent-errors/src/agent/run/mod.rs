@@ -163,10 +163,10 @@ impl<O: AgentOutput> Agent<O> {
     pub async fn resume(&self, run_id: impl Into<String>, options: RunOptions) -> RunOutcome<O> {
         let inner = &self.inner;
         let run_id: String = run_id.into();
-        let run = Box::pin(inner.resume(run_id.clone(), options));
+        let span = observe::spans::invoke_agent(&inner.name, &*inner.model, (&run_id, true));
+        let run = Box::pin(inner.resume(run_id, options));
         let started = Instant::now();
-        let agent = (&*inner.name, &*inner.model);
-        let ended = observe::run(agent, (&run_id, true), &inner.meters, started, run).await;
+        let ended = observe::run((&inner.name, span), &inner.meters, started, run).await;
         ended.outcome
     }
 }

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use crate::agent::{Agent, AgentOutput, RunError, RunOptions, RunOutcome};
 use crate::chat::Message;
 use crate::classify::classify;
-use crate::observe::{self, RunEnd, TurnFailure};
+use crate::observe::{self, RunEnd, TurnFailure, spans};
 
 impl RunError {
     /// Why a run ended without an output, as a label: `terminated`, `turn_cap`, ...
@@ -88,16 +88,17 @@ impl<O: AgentOutput> Agent<O> {
         mut options: RunOptions,
     ) -> impl Future<Output = Ended<O>> + '_ {
         let inner = &self.inner;
-        // The run's id is its span's: made here when none was given.
+        // The run's id is its span's: made here when none was given, and lent to the span.
         let run_id = options
             .run_id
-            .get_or_insert_with(crate::agent::new_run_id)
-            .clone();
+            .take()
+            .unwrap_or_else(crate::agent::new_run_id);
+        let span = spans::invoke_agent(&inner.name, &*inner.model, (&run_id, false));
+        options.run_id = Some(run_id);
         // Boxed: the loop's future holds a whole turn (its calls, their ladders, the journal) and
         // is several kilobytes; the caller's future then stays small wherever it is moved.
         let started = Instant::now();
         let run = Box::pin(inner.run(history, options, started));
-        let agent = (&*inner.name, &*inner.model);
-        observe::run(agent, (&run_id, false), &inner.meters, started, run)
+        observe::run((&inner.name, span), &inner.meters, started, run)
     }
 }

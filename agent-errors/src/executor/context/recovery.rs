@@ -92,9 +92,15 @@ pub(crate) struct Recovery {
 impl Recovery {
     pub(super) fn new(breaker: RunBreaker) -> Self {
         Recovery {
+            // Field by field: `..Learnt::default()` would make a default breaker to drop.
             state: Mutex::new(Learnt {
+                degraded: HashSet::new(),
                 breaker,
-                ..Learnt::default()
+                tripped: None,
+                turn: 0,
+                counted: HashMap::new(),
+                denied: HashMap::new(),
+                unknown: Vec::new(),
             }),
             troubled: AtomicBool::new(false),
             denials: AtomicU32::new(0),
