@@ -105,6 +105,20 @@ impl Extensions {
         self.values.as_ref()?.get(&id)
     }
 
+    /// A copy of these values (a clone), made without a call to `clone` when they belong to
+    /// no call: every executor call outside a run copies its context's values, and the clone
+    /// of the call's part, out of line, cost each about 25 instructions.
+    #[inline]
+    pub(crate) fn copied(&self) -> Extensions {
+        match &self.call {
+            None => Extensions {
+                values: self.values.clone(),
+                call: None,
+            },
+            Some(_) => self.clone(),
+        }
+    }
+
     /// These values, handed to the call `call_id` of the run `run_id`: its tools and fixers also
     /// find its [`IdempotencyKey`], built when one first asks.
     pub(crate) fn for_call(&self, run_id: &Arc<str>, call_id: &Arc<str>) -> Extensions {

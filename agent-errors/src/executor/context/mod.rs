@@ -304,7 +304,7 @@ impl RunContext {
     pub(crate) fn call_extensions(&self, call_id: &Arc<str>) -> Extensions {
         match &self.run_id {
             Some(run_id) => self.extensions.for_call(run_id, call_id),
-            None => self.extensions.clone(),
+            None => self.extensions.copied(),
         }
     }
 
