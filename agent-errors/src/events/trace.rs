@@ -10,6 +10,7 @@ use metrics::{Key, Label, Level, Metadata, counter, with_recorder};
 
 use super::label::{ACTION, ERROR_TYPE, LAYER, MODEL, OUTCOME};
 use super::{Event, ModelLayer, tool_keys};
+use crate::breaker::BreakerState;
 use crate::classify::ErrorKind;
 use crate::escapes::Visible;
 
@@ -39,6 +40,7 @@ impl Event {
             | Event::Reconciled { .. }
             | Event::RepeatNotRun { .. }
             | Event::InterruptedRerun { .. } => self.trace_run(event),
+            Event::LlmCircuit { model, state } => trace_circuit(event, model, *state),
         }
     }
 
@@ -229,6 +231,22 @@ impl Event {
             Event::OutputReask { .. } => (Layer::Output, Action::Reask, ErrorKind::Validation),
             _ => return None,
         })
+    }
+}
+
+/// A model's circuit changed: opening is a warning (requests skip the model), the rest news.
+fn trace_circuit(event: &'static str, model: &str, state: BreakerState) {
+    let model = Visible::of(model);
+    match state {
+        BreakerState::Open => {
+            tracing::warn!(event, gen_ai.request.model = %model, agent_errors.circuit = "open")
+        }
+        BreakerState::HalfOpen => {
+            tracing::info!(event, gen_ai.request.model = %model, agent_errors.circuit = "half_open")
+        }
+        BreakerState::Closed => {
+            tracing::info!(event, gen_ai.request.model = %model, agent_errors.circuit = "closed")
+        }
     }
 }
 
