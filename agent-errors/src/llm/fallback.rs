@@ -55,6 +55,15 @@ use crate::usage::Answerer;
 /// report (inside an agent run the request carries the run's log), and on an [`EventLog`]
 /// attached with [`FallbackModel::event_log`].
 ///
+/// The wrapper remembers a primary that failed over: a circuit on the primary opens when a
+/// request has fallen back after `after` failures in a row, and for the next 30 s every request
+/// (every turn of every run, every clone of the wrapper) goes straight to the fallback, with no
+/// call and no backoff spent on the primary. Then one request probes the primary with a single
+/// call: an answer closes the circuit, a failure keeps it open for another 30 s. The cooldown is
+/// chosen with [`remember`](FallbackModel::remember), remembering is turned off with
+/// [`forget`](FallbackModel::forget), and [`service_breaker`](FallbackModel::service_breaker)
+/// keeps the circuit in a [`ServiceBreaker`] that other wrappers or a fleet's processes share.
+///
 /// # Examples
 ///
 /// ```
@@ -64,6 +73,29 @@ use crate::usage::Answerer;
 /// #     small: impl agent_errors::ChatModel,
 /// # ) -> Result<(), agent_errors::retry::ZeroAttempts> {
 /// let model = FallbackModel::new(big, small).after(3)?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// An overloaded primary is asked once per cooldown, not once per request:
+///
+/// ```
+/// use agent_errors::breaker::BreakerState;
+/// use agent_errors::llm::FallbackModel;
+/// use agent_errors::testing::ScriptedModel;
+/// use agent_errors::{ChatModel, ChatRequest, HttpError, Message};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), agent_errors::BoxError> {
+/// let big = ScriptedModel::named("big").errors(3, || HttpError::new(529, "Overloaded"));
+/// let small = ScriptedModel::named("small").text("one").text("two");
+/// let model = FallbackModel::new(big.clone(), small);
+/// let request = ChatRequest::new(vec![Message::user("hi")], vec![]);
+///
+/// assert_eq!(model.chat(&request).await?.text.as_deref(), Some("one")); // after 3 overloads
+/// assert_eq!(model.circuit_state(), BreakerState::Open);
+/// assert_eq!(model.chat(&request).await?.text.as_deref(), Some("two")); // straight to `small`
+/// assert_eq!(big.calls(), 3);
 /// # Ok(())
 /// # }
 /// ```
