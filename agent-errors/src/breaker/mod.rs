@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use memory::FailureRate;
 pub use memory::MemoryStore;
-pub use store::{Admission, Admit, BreakerState, BreakerStore};
 pub(crate) use store::Change;
 #[cfg(feature = "redis")]
 pub(crate) use store::Scope;
+pub use store::{Admission, Admit, BreakerState, BreakerStore};
 
 /// The default number of consecutive failures that trips a run's breaker.
 pub(crate) const DEFAULT_THRESHOLD: u32 = 3;

@@ -47,7 +47,10 @@ fn models(then: &[&str]) -> (ScriptedModel, ScriptedModel) {
     (primary, fallback)
 }
 
-fn wrap(primary: &ScriptedModel, fallback: &ScriptedModel) -> FallbackModel<ScriptedModel, ScriptedModel> {
+fn wrap(
+    primary: &ScriptedModel,
+    fallback: &ScriptedModel,
+) -> FallbackModel<ScriptedModel, ScriptedModel> {
     FallbackModel::new(primary.clone(), fallback.clone()).backoff(no_jitter())
 }
 
@@ -108,15 +111,26 @@ async fn an_overloaded_primary_is_skipped_until_its_cooldown_then_a_probe_closes
     assert_eq!(model.circuit_state(), BreakerState::HalfOpen);
     let log = Arc::new(EventLog::new());
     let model = model.event_log(Arc::clone(&log));
-    assert_eq!(text_of(&model).await, "big again", "the probe reached the primary");
+    assert_eq!(
+        text_of(&model).await,
+        "big again",
+        "the probe reached the primary"
+    );
     assert_eq!((primary.calls(), fallback.calls()), (4, 2));
     assert_eq!(
         log.snapshot(),
-        [circuit(BreakerState::HalfOpen), circuit(BreakerState::Closed)]
+        [
+            circuit(BreakerState::HalfOpen),
+            circuit(BreakerState::Closed)
+        ]
     );
     assert_eq!(model.circuit_state(), BreakerState::Closed);
 
-    assert_eq!(text_of(&model).await, "big still", "closed: the primary answers");
+    assert_eq!(
+        text_of(&model).await,
+        "big still",
+        "closed: the primary answers"
+    );
     assert_eq!((primary.calls(), fallback.calls()), (5, 2));
 }
 
@@ -134,8 +148,16 @@ async fn a_failed_probe_reopens_the_circuit_for_another_cooldown() {
     let model = model.event_log(Arc::clone(&log));
     let start = Instant::now();
     assert_eq!(text_of(&model).await, "small");
-    assert_eq!(primary.calls(), 4, "one probe call, not another round of retries");
-    assert_eq!(start.elapsed(), Duration::ZERO, "no backoff after a failed probe");
+    assert_eq!(
+        primary.calls(),
+        4,
+        "one probe call, not another round of retries"
+    );
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "no backoff after a failed probe"
+    );
     assert_eq!(
         log.snapshot(),
         [
@@ -185,7 +207,11 @@ async fn the_runs_of_an_agent_share_the_circuit() {
     let start = Instant::now();
     let second = agent.run_with_report("two").await;
     assert_eq!(second.result.unwrap(), "small");
-    assert_eq!(primary.calls(), 3, "the second run went straight to the fallback");
+    assert_eq!(
+        primary.calls(),
+        3,
+        "the second run went straight to the fallback"
+    );
     assert_eq!(start.elapsed(), Duration::ZERO);
     let fallbacks: Vec<&Event> = (second.report.events.iter())
         .filter(|event| event.name() == "llm_fallback")
@@ -211,7 +237,11 @@ async fn fallback_models_over_one_shared_store_share_the_circuit() {
     assert_eq!(store.state("model:big"), BreakerState::Open);
     assert_eq!(b.circuit_state(), BreakerState::Open);
     assert_eq!(text_of(&b).await, "small");
-    assert_eq!(primary_b.calls(), 0, "b never called the primary a found overloaded");
+    assert_eq!(
+        primary_b.calls(),
+        0,
+        "b never called the primary a found overloaded"
+    );
     let Some(Event::LlmFallback {
         trigger, attempts, ..
     }) = log.snapshot().pop()
@@ -247,7 +277,11 @@ async fn the_circuit_opens_after_the_fallback_threshold() {
     let model = wrap(&primary, &fallback).after(2).unwrap();
     assert_eq!(text_of(&model).await, "small");
     assert_eq!(primary.calls(), 2);
-    assert_eq!(model.circuit_state(), BreakerState::Open, "opened with `after(2)`");
+    assert_eq!(
+        model.circuit_state(),
+        BreakerState::Open,
+        "opened with `after(2)`"
+    );
 
     // Failures that do not send a request to the fallback leave the circuit closed.
     let primary = ScriptedModel::named("big")
@@ -291,11 +325,18 @@ async fn while_the_probe_is_out_other_requests_fall_back_and_a_cancelled_probe_i
     };
     let (probe, other) = tokio::join!(probe, other);
     assert!(probe.is_err(), "the probe was cancelled by its timeout");
-    assert_eq!(other, "small", "the probe was out: the other request fell back");
+    assert_eq!(
+        other, "small",
+        "the probe was out: the other request fell back"
+    );
     assert_eq!(primary.calls(), 4);
 
     assert_eq!(model.circuit_state(), BreakerState::HalfOpen);
-    assert_eq!(text_of(&model).await, "probe again", "the probe was given back");
+    assert_eq!(
+        text_of(&model).await,
+        "probe again",
+        "the probe was given back"
+    );
     assert_eq!(model.circuit_state(), BreakerState::Closed);
 }
 
@@ -334,7 +375,8 @@ mod rig_chain {
     #[tokio::test(start_paused = true)]
     async fn a_model_that_failed_for_good_is_skipped_until_a_probe_finds_it_answering() {
         let run = Arc::new(RunContext::new());
-        let (primary, primary_calls) = failing([status(529), status(529)], [MockTurn::text("primary")]);
+        let (primary, primary_calls) =
+            failing([status(529), status(529)], [MockTurn::text("primary")]);
         let (backup, backup_calls) = failing([], turns(3));
         let schedule = RetrySchedule::attempts(2).unwrap().with_jitter(0.0);
         let model = RecoveringModel::new(primary, schedule, Arc::clone(&run)).fallback(backup);
@@ -344,7 +386,11 @@ mod rig_chain {
             let answer = agent.prompt("hi").await.unwrap();
             assert_eq!(answer.output(), "from the backup");
         }
-        assert_eq!(primary_calls.calls.load(Ordering::SeqCst), 2, "skipped the second time");
+        assert_eq!(
+            primary_calls.calls.load(Ordering::SeqCst),
+            2,
+            "skipped the second time"
+        );
         assert_eq!(fallbacks(&run), [("overload", 2), ("circuit_open", 0)]);
 
         advance(Duration::from_secs(30)).await;
@@ -370,11 +416,18 @@ mod rig_chain {
             let model = RecoveringModel::new(primary.clone(), schedule.clone(), Arc::clone(&run))
                 .fallback(backup.clone())
                 .service_breaker(Arc::clone(&breaker));
-            let answer = rig_agent::AgentBuilder::new(model).build().prompt("hi").await;
+            let answer = rig_agent::AgentBuilder::new(model)
+                .build()
+                .prompt("hi")
+                .await;
             assert_eq!(answer.unwrap().output(), "from the backup");
             runs.push(run);
         }
-        assert_eq!(primary_calls.calls.load(Ordering::SeqCst), 2, "the second run skipped it");
+        assert_eq!(
+            primary_calls.calls.load(Ordering::SeqCst),
+            2,
+            "the second run skipped it"
+        );
         assert_eq!(fallbacks(&runs[1]), [("circuit_open", 0)]);
 
         advance(Duration::from_secs(30)).await;
@@ -383,8 +436,15 @@ mod rig_chain {
             .fallback(backup.clone())
             .service_breaker(Arc::clone(&breaker));
         let agent = rig_agent::AgentBuilder::new(model).build();
-        assert_eq!(agent.prompt("hi").await.unwrap().output(), "from the backup");
-        assert_eq!(primary_calls.calls.load(Ordering::SeqCst), 3, "one probe, no retry");
+        assert_eq!(
+            agent.prompt("hi").await.unwrap().output(),
+            "from the backup"
+        );
+        assert_eq!(
+            primary_calls.calls.load(Ordering::SeqCst),
+            3,
+            "one probe, no retry"
+        );
         assert_eq!(fallbacks(&run), [("outage", 1)]);
         agent.prompt("hi").await.unwrap();
         assert_eq!(primary_calls.calls.load(Ordering::SeqCst), 3, "open again");

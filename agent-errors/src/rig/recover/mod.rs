@@ -293,7 +293,10 @@ impl From<RecoveringModel> for DynModel<Completion> {
         let circuits = (recovering.models.iter().enumerate())
             .map(|(n, model)| {
                 let breaker = recovering.memory.breaker().filter(|_| n < last)?;
-                Some(ModelCircuit::in_breaker(model_name(model), Arc::clone(breaker)))
+                Some(ModelCircuit::in_breaker(
+                    model_name(model),
+                    Arc::clone(breaker),
+                ))
             })
             .collect();
         let transport = RecoveringTransport {

@@ -56,19 +56,19 @@ impl RecoveringTransport {
         let mut models = self.models.iter().zip(self.circuits.iter()).peekable();
         loop {
             let (model, circuit) = models.next().ok_or_else(no_model)?;
-            let (trigger, attempts, kind) = match self.tried(model, circuit.as_ref(), &request).await
-            {
-                Tried::Answered(response) => return Ok(response),
-                Tried::Skipped(kind) => ("circuit_open", 0, kind),
-                Tried::Failed(error, _) if models.peek().is_none() => return Err(error),
-                Tried::Failed(error, attempts) => match classify(&error).kind {
-                    ErrorKind::Validation => return Err(error),
-                    kind => {
-                        let trigger = ANY_FAILURE.on_failure(&error).unwrap_or("failure");
-                        (trigger, attempts, kind)
-                    }
-                },
-            };
+            let (trigger, attempts, kind) =
+                match self.tried(model, circuit.as_ref(), &request).await {
+                    Tried::Answered(response) => return Ok(response),
+                    Tried::Skipped(kind) => ("circuit_open", 0, kind),
+                    Tried::Failed(error, _) if models.peek().is_none() => return Err(error),
+                    Tried::Failed(error, attempts) => match classify(&error).kind {
+                        ErrorKind::Validation => return Err(error),
+                        kind => {
+                            let trigger = ANY_FAILURE.on_failure(&error).unwrap_or("failure");
+                            (trigger, attempts, kind)
+                        }
+                    },
+                };
             // A skipped model always has a next: the last has no circuit.
             let (next, _) = models.peek().ok_or_else(no_model)?;
             let (from, to) = (model_name(model).to_owned(), model_name(next).to_owned());
