@@ -38,6 +38,10 @@ pub(super) struct RecoveringTransport {
 }
 
 /// How one model of the chain did.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made once per model tried and matched at once, as the `Result` it replaces"
+)]
 enum Tried {
     Answered(CompletionResponse),
     /// Its last failure and the calls it was given.
