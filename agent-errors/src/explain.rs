@@ -55,7 +55,7 @@ impl fmt::Display for ConfigWarning {
             ConfigWarning::RetryMayRepeatEffect { tool, key, layer } => write!(
                 f,
                 "`{tool}`: `{key} = retry(..)` ({layer}) can apply the call's effect twice: a \
-                 `{key}` failure may come after the service acted, and `{tool}` is neither \
+                 failure under `{key}` may come after the service acted, and `{tool}` is neither \
                  idempotent nor keyed. Mark it `idempotent` if a second call does no more than \
                  the first, hand it the call's idempotency key and mark it `keyed`, or write \
                  `retry(n, when_safe)`, which answers such a failure as an unknown outcome"

@@ -82,6 +82,44 @@ def json_schema(schema):
     return out
 
 
+# The functions this server declares read-only (MCP's `readOnlyHint`), as a careful author of
+# such a server would: those whose BFCL description says they read, compute or report and
+# change nothing. BFCL's data says nothing of it; the list is ours. Not listed although the
+# checked state does not show a change: `cd` and the logins (they change the session a later
+# call runs in), `contact_customer_support` and `notify_price_change` (they reach someone).
+# The bench's duplicate-effect count would show a listed function that changed the state.
+READ_ONLY = {
+    # GorillaFileSystem
+    "cat", "diff", "du", "find", "grep", "ls", "pwd", "sort", "tail", "wc",
+    # MathAPI: every function
+    "absolute_value", "add", "divide", "imperial_si_conversion", "logarithm", "max_value",
+    "mean", "min_value", "multiply", "percentage", "power", "round_number",
+    "si_unit_conversion", "square_root", "standard_deviation", "subtract", "sum_values",
+    # MessageAPI
+    "get_message_stats", "get_user_id", "list_users", "message_get_login_status",
+    "search_messages", "view_messages_sent",
+    # TicketAPI
+    "get_ticket", "get_user_tickets", "ticket_get_login_status",
+    # TradingBot
+    "filter_stocks_by_price", "get_account_info", "get_available_stocks", "get_current_time",
+    "get_order_details", "get_order_history", "get_stock_info", "get_symbol_by_name",
+    "get_transaction_history", "get_watchlist", "trading_get_login_status",
+    # TravelAPI
+    "compute_exchange_rate", "get_all_credit_cards", "get_booking_history",
+    "get_budget_fiscal_year", "get_credit_card_balance", "get_flight_cost",
+    "get_nearest_airport_by_city", "list_all_airports", "retrieve_invoice",
+    "travel_get_login_status", "verify_traveler_information",
+    # TwitterAPI
+    "get_tweet", "get_tweet_comments", "get_user_stats", "get_user_tweets",
+    "list_all_following", "posting_get_login_status", "search_tweets",
+    # VehicleControlAPI
+    "check_tire_pressure", "displayCarStatus", "display_log", "estimate_distance",
+    "estimate_drive_feasibility_by_mileage", "find_nearest_tire_shop", "gallon_to_liter",
+    "get_current_speed", "get_outside_temperature_from_google",
+    "get_outside_temperature_from_weather_com", "get_zipcode_based_on_city", "liter_to_gallon",
+}
+
+
 def load_tools():
     tools, owner = [], {}
     for class_name in CLASSES:
@@ -93,8 +131,11 @@ def load_tools():
                     "name": entry["name"],
                     "description": entry["description"][:1024],
                     "inputSchema": json_schema(entry["parameters"]),
+                    "annotations": {"readOnlyHint": entry["name"] in READ_ONLY},
                 }
             )
+    unknown = READ_ONLY - owner.keys()
+    assert not unknown, f"READ_ONLY names no BFCL function: {sorted(unknown)}"
     return tools, owner
 
 

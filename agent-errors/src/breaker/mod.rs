@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use memory::FailureRate;
 pub use memory::MemoryStore;
-pub use store::{Admission, Admit, BreakerState, BreakerStore};
+pub(crate) use store::Change;
 #[cfg(feature = "redis")]
-pub(crate) use store::{Change, Scope};
+pub(crate) use store::Scope;
+pub use store::{Admission, Admit, BreakerState, BreakerStore};
 
 /// The default number of consecutive failures that trips a run's breaker.
 pub(crate) const DEFAULT_THRESHOLD: u32 = 3;
@@ -375,6 +376,32 @@ impl ServiceBreaker {
         match &self.store {
             Store::Memory(memory) => memory.record(key, ok),
             Store::Shared(shared) => shared.record(key, ok),
+        }
+    }
+
+    /// Records the outcome of an admitted call, and says how it changed the circuit: exactly,
+    /// for a circuit kept in this process; for a shared store, as its state read before and
+    /// after says (a store that records in the background may show the change only later).
+    pub(crate) fn record_change(&self, key: &str, ok: bool) -> Option<Change> {
+        match &self.store {
+            Store::Memory(memory) => {
+                let change = memory.record_outcome(key, ok);
+                if let Some(change) = change {
+                    change.count(key, store::Scope::Local);
+                }
+                change
+            }
+            Store::Shared(shared) => {
+                let before = shared.state(key);
+                shared.record(key, ok);
+                match (before, shared.state(key)) {
+                    (BreakerState::Open, BreakerState::Open) => None,
+                    (_, BreakerState::Open) => Some(Change::Opened),
+                    (BreakerState::Closed, BreakerState::Closed) => None,
+                    (_, BreakerState::Closed) => Some(Change::Closed),
+                    (_, BreakerState::HalfOpen) => None,
+                }
+            }
         }
     }
 

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::breaker::BreakerState;
 use crate::classify::ErrorKind;
 use crate::error::Severity;
 
@@ -182,12 +183,26 @@ pub enum Event {
         /// Why: `overload`, `rate_limit`, `outage`, `auth_or_config` (a failure the fallback's
         /// triggers name), or `empty_answer`, `cut_off`, `refusal`, `invalid_output` (an answer
         /// [`FallbackOn::BadAnswer`](crate::llm::FallbackOn::BadAnswer) refuses); `failure` for
-        /// a failure of no such kind that moves a rig `RecoveringModel` chain on.
+        /// a failure of no such kind that moves a rig `RecoveringModel` chain on; `circuit_open`
+        /// when the model's circuit was open ([`Event::LlmCircuit`]) and it was not called.
         trigger: &'static str,
-        /// How many calls the primary was given for this request.
+        /// How many calls the primary was given for this request (0 when its circuit was open).
         attempts: u32,
-        /// The kind of the primary's last failure; `validation` for a refused answer.
+        /// The kind of the primary's last failure; `validation` for a refused answer; for an
+        /// open circuit, the failure that opened it as this process saw it (`unknown` when
+        /// another process of a fleet opened it).
         kind: ErrorKind,
+    },
+    /// The circuit a model wrapper keeps on a model it falls back from changed, as this process
+    /// saw it: `open` (the model failed as its fallback's triggers name, past the circuit's
+    /// threshold, or its probe failed: requests go straight to the fallback for the
+    /// cooldown), `half_open` (the cooldown ended and this request is the one probe) or
+    /// `closed` (the probe, or another call, succeeded: requests go to the model again).
+    LlmCircuit {
+        /// The model the circuit is kept on.
+        model: String,
+        /// Its state now.
+        state: BreakerState,
     },
     /// The model's final answer was refused (it does not fit the run's output type, or a
     /// validator refused it) and the model is asked again with the reason: one event per
@@ -337,6 +352,7 @@ impl Event {
             Event::AnswerExpired { .. } => "answer_expired",
             Event::LlmRetry { .. } => "llm_retry",
             Event::LlmFallback { .. } => "llm_fallback",
+            Event::LlmCircuit { .. } => "llm_circuit",
             Event::OutputReask { .. } => "output_reask",
             Event::UsageLimitReached { .. } => "usage_limit_reached",
             Event::UsageMissing { .. } => "usage_missing",
@@ -368,6 +384,7 @@ impl Event {
             | Event::RepeatNotRun { tool, .. } => Some(tool),
             Event::LlmRetry { .. }
             | Event::LlmFallback { .. }
+            | Event::LlmCircuit { .. }
             | Event::OutputReask { .. }
             | Event::UsageLimitReached { .. }
             | Event::UsageMissing { .. } => None,

@@ -10,6 +10,7 @@ use metrics::{Key, Label, Level, Metadata, counter, with_recorder};
 
 use super::label::{ACTION, ERROR_TYPE, LAYER, MODEL, OUTCOME};
 use super::{Event, ModelLayer, tool_keys};
+use crate::breaker::BreakerState;
 use crate::classify::ErrorKind;
 use crate::escapes::Visible;
 
@@ -34,11 +35,12 @@ impl Event {
             | Event::LlmFallback { .. }
             | Event::OutputReask { .. }
             | Event::UsageLimitReached { .. }
-            | Event::UsageMissing { .. }
-            | Event::UnknownNotRetried { .. }
+            | Event::UsageMissing { .. } => self.trace_run(event),
+            Event::UnknownNotRetried { .. }
             | Event::Reconciled { .. }
             | Event::RepeatNotRun { .. }
-            | Event::InterruptedRerun { .. } => self.trace_run(event),
+            | Event::InterruptedRerun { .. } => self.trace_outcome(event),
+            Event::LlmCircuit { model, state } => trace_circuit(event, model, *state),
         }
     }
 
@@ -120,8 +122,8 @@ impl Event {
         }
     }
 
-    /// [`Event::trace`] of the other events: a person's answers, the model's turns, the output,
-    /// the run's usage, a policy's warning and the calls whose outcome was unknown.
+    /// [`Event::trace`] of a run's events: a person's answers, the model's turns, the output
+    /// and the run's usage.
     fn trace_run(&self, event: &'static str) {
         match self {
             Event::PersonAsked { tool, answer } => {
@@ -170,6 +172,15 @@ impl Event {
                 gen_ai.response.model = %Visible::of(model),
                 "the response reported no usage: counted as the usage limits say"
             ),
+            // The calls' outcomes: traced by `trace_outcome`.
+            _ => {}
+        }
+    }
+
+    /// [`Event::trace`] of what became of a call whose outcome was uncertain, and a policy's
+    /// warning about a failure its retry never retries.
+    fn trace_outcome(&self, event: &'static str) {
+        match self {
             Event::UnknownNotRetried { tool } => tracing::warn!(
                 event,
                 gen_ai.tool.name = %Visible::of(tool),
@@ -208,7 +219,7 @@ impl Event {
                  idempotent, so the resumed run calls it again",
                 Visible::of(tool),
             ),
-            // A tool's ladder's events: traced by `trace_tool`.
+            // The other events: traced by `trace_tool` and `trace_run`.
             _ => {}
         }
     }
@@ -229,6 +240,22 @@ impl Event {
             Event::OutputReask { .. } => (Layer::Output, Action::Reask, ErrorKind::Validation),
             _ => return None,
         })
+    }
+}
+
+/// A model's circuit changed: opening is a warning (requests skip the model), the rest news.
+fn trace_circuit(event: &'static str, model: &str, state: BreakerState) {
+    let model = Visible::of(model);
+    match state {
+        BreakerState::Open => {
+            tracing::warn!(event, gen_ai.request.model = %model, agent_errors.circuit = "open")
+        }
+        BreakerState::HalfOpen => {
+            tracing::info!(event, gen_ai.request.model = %model, agent_errors.circuit = "half_open")
+        }
+        BreakerState::Closed => {
+            tracing::info!(event, gen_ai.request.model = %model, agent_errors.circuit = "closed")
+        }
     }
 }
 

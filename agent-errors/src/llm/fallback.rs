@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+use super::circuit::{DEFAULT_COOLDOWN, ModelCircuit, Pass, Probe};
 use super::trigger::{FallbackOn, Triggers};
 use super::{CallSource, ChatModel, ChatRequest, ChatResponse};
+use crate::breaker::{BreakerState, ServiceBreaker};
 use crate::classify::{ErrorKind, classify};
 use crate::error::BoxError;
 use crate::events::{Event, EventLog, ModelLayer, count_outcome, emit_to};
@@ -53,6 +55,15 @@ use crate::usage::Answerer;
 /// report (inside an agent run the request carries the run's log), and on an [`EventLog`]
 /// attached with [`FallbackModel::event_log`].
 ///
+/// The wrapper remembers a primary that failed over: a circuit on the primary opens when a
+/// request has fallen back after `after` failures in a row, and for the next 30 s every request
+/// (every turn of every run, every clone of the wrapper) goes straight to the fallback, with no
+/// call and no backoff spent on the primary. Then one request probes the primary with a single
+/// call: an answer closes the circuit, a failure keeps it open for another 30 s. The cooldown is
+/// chosen with [`remember`](FallbackModel::remember), remembering is turned off with
+/// [`forget`](FallbackModel::forget), and [`service_breaker`](FallbackModel::service_breaker)
+/// keeps the circuit in a [`ServiceBreaker`] that other wrappers or a fleet's processes share.
+///
 /// # Examples
 ///
 /// ```
@@ -65,6 +76,30 @@ use crate::usage::Answerer;
 /// # Ok(())
 /// # }
 /// ```
+///
+/// An overloaded primary is asked once per cooldown, not once per request:
+///
+/// ```
+/// use agent_errors::breaker::BreakerState;
+/// use agent_errors::llm::FallbackModel;
+/// use agent_errors::testing::ScriptedModel;
+/// use agent_errors::{ChatModel, ChatRequest, HttpError, Message};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), agent_errors::BoxError> {
+/// let big = ScriptedModel::named("big").errors(3, || HttpError::new(529, "Overloaded"));
+/// let small = ScriptedModel::named("small").text("one").text("two");
+/// let model = FallbackModel::new(big.clone(), small);
+/// let request = ChatRequest::new(vec![Message::user("hi")], vec![]);
+///
+/// assert_eq!(model.chat(&request).await?.text.as_deref(), Some("one")); // after 3 overloads
+/// assert_eq!(model.circuit_state(), BreakerState::Open);
+/// assert_eq!(model.chat(&request).await?.text.as_deref(), Some("two")); // straight to `small`
+/// assert_eq!(big.calls(), 3);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
 pub struct FallbackModel<P, F> {
     primary: P,
     fallback: F,
@@ -73,6 +108,30 @@ pub struct FallbackModel<P, F> {
     backoff: RetrySchedule,
     triggers: Triggers,
     events: Option<Arc<EventLog>>,
+    memory: Memory,
+}
+
+/// What the wrapper remembers of its primary between requests.
+#[derive(Debug, Clone)]
+enum Memory {
+    /// Nothing: every request asks the primary first.
+    Off,
+    /// A circuit in this process, opened by `after` failures in a row, for `cooldown`.
+    Local {
+        cooldown: Duration,
+        circuit: Arc<ModelCircuit>,
+    },
+    /// A circuit in a breaker the caller gave: its store's threshold and cooldown.
+    Shared(Arc<ModelCircuit>),
+}
+
+impl Memory {
+    fn circuit(&self) -> Option<&ModelCircuit> {
+        match self {
+            Memory::Off => None,
+            Memory::Local { circuit, .. } | Memory::Shared(circuit) => Some(circuit),
+        }
+    }
 }
 
 impl<P: ChatModel, F: ChatModel> fmt::Debug for FallbackModel<P, F> {
@@ -84,21 +143,29 @@ impl<P: ChatModel, F: ChatModel> fmt::Debug for FallbackModel<P, F> {
             .field("foreground", &self.foreground)
             .field("backoff", &self.backoff)
             .field("triggers", &self.triggers)
+            .field("memory", &self.memory)
             .finish_non_exhaustive()
     }
 }
 
 impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
-    /// Falls back after 3 consecutive overloads.
+    /// Falls back after 3 consecutive overloads, and remembers it for 30 s (see
+    /// [`remember`](FallbackModel::remember)).
     pub fn new(primary: P, fallback: F) -> Self {
+        let after = NonZeroU32::new(3).expect("3 is not zero");
+        let memory = Memory::Local {
+            cooldown: DEFAULT_COOLDOWN,
+            circuit: Arc::new(ModelCircuit::local(primary.name(), after, DEFAULT_COOLDOWN)),
+        };
         FallbackModel {
             primary,
             fallback,
-            after: NonZeroU32::new(3).expect("3 is not zero"),
+            after,
             foreground: HashSet::from([CallSource::MAIN_AGENT]),
             backoff: RetrySchedule::default(),
             triggers: Triggers::OVERLOAD,
             events: None,
+            memory,
         }
     }
 
@@ -124,9 +191,128 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
 
     /// Falls back after `n` consecutive overloads (or outages, or rate limits within the
     /// caller's patience); `n` counts the first call, so it is at least 1.
+    ///
+    /// A circuit kept in this process ([`remember`](FallbackModel::remember), the default) opens
+    /// after `n` such failures in a row as well.
     pub fn after(mut self, n: u32) -> Result<Self, ZeroAttempts> {
         self.after = NonZeroU32::new(n).ok_or(ZeroAttempts)?;
+        if let Memory::Local { cooldown, .. } = self.memory {
+            self = self.remember(cooldown);
+        }
         Ok(self)
+    }
+
+    /// Remembers a failing primary for `cooldown` (30 s by default): a circuit on the primary,
+    /// kept in this process and shared by every clone of this model, so by every run of an
+    /// agent that holds it.
+    ///
+    /// Each call to the primary counts on the circuit: a failure that sends requests to the
+    /// fallback (what the triggers name, such as an overload) as a failure, anything else
+    /// (an answer, even an unusable one, or an error of the request's own, such as a 400) as
+    /// the primary answering. After [`after`](FallbackModel::after) such failures in a row
+    /// (the request that saw them the last has just fallen back) the circuit opens: for
+    /// `cooldown`, each request goes straight to the fallback, with no call and no backoff
+    /// spent on the primary (an `llm_fallback` event with trigger `circuit_open` and 0
+    /// attempts). Then one request probes the primary with a single call: an answer closes the
+    /// circuit, a failure re-opens it for another `cooldown` and that request falls back at
+    /// once. Requests arriving while the probe is out go to the fallback. Each change is an
+    /// `llm_circuit` event ([`Event::LlmCircuit`]).
+    ///
+    /// Remembering is on by default: a model call changes nothing in the world, so skipping a
+    /// primary that just failed costs at most a request answered by the fallback while the
+    /// primary had recovered, while asking it again costs every turn of every run its retries
+    /// and backoff. A zero `cooldown` remembers nothing, as [`forget`](FallbackModel::forget).
+    /// Replaces a breaker given with [`service_breaker`](FallbackModel::service_breaker).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use agent_errors::llm::FallbackModel;
+    /// # fn wrap(primary: impl agent_errors::ChatModel, fallback: impl agent_errors::ChatModel) {
+    /// // Skip an overloaded primary for two minutes before probing it again.
+    /// let model = FallbackModel::new(primary, fallback).remember(Duration::from_secs(120));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn remember(mut self, cooldown: Duration) -> Self {
+        self.memory = if cooldown.is_zero() {
+            Memory::Off
+        } else {
+            let circuit = ModelCircuit::local(self.primary.name(), self.after, cooldown);
+            Memory::Local {
+                cooldown,
+                circuit: Arc::new(circuit),
+            }
+        };
+        self
+    }
+
+    /// Remembers nothing between requests: each asks the primary first, with its retries and
+    /// backoff, however the last one went (how the wrapper behaved before it remembered).
+    ///
+    /// ```
+    /// use agent_errors::breaker::BreakerState;
+    /// use agent_errors::llm::FallbackModel;
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// let model = FallbackModel::new(ScriptedModel::new(), ScriptedModel::new()).forget();
+    /// assert_eq!(model.circuit_state(), BreakerState::Closed);
+    /// ```
+    #[must_use]
+    pub fn forget(mut self) -> Self {
+        self.memory = Memory::Off;
+        self
+    }
+
+    /// Keeps the primary's circuit in `breaker`, under the key `model:<primary's name>`, instead
+    /// of this process's memory: wrappers given the same breaker share it, and a breaker whose
+    /// store a fleet shares (`RedisStore`, feature `redis`) shares
+    /// it between processes, so one process finding the primary overloaded spares the others
+    /// their retries. The circuit opens and probes as the breaker's store says (its threshold
+    /// of failures in a row, or its failure rate, and its cooldown), counting calls as
+    /// [`remember`](FallbackModel::remember) says. Replaces [`remember`](FallbackModel::remember).
+    ///
+    /// The agent's own [`service_breaker`](crate::AgentBuilder::service_breaker) may be given:
+    /// the `model:` key keeps the model's circuit apart from its tools'.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use agent_errors::breaker::ServiceBreaker;
+    /// use agent_errors::llm::FallbackModel;
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// // Two wrappers of the same primary, sharing what they learn of it.
+    /// let breaker = Arc::new(ServiceBreaker::new(3, Duration::from_secs(30))?);
+    /// let support = FallbackModel::new(ScriptedModel::new(), ScriptedModel::new())
+    ///     .service_breaker(Arc::clone(&breaker));
+    /// let billing = FallbackModel::new(ScriptedModel::new(), ScriptedModel::new())
+    ///     .service_breaker(breaker);
+    /// # let _ = (support, billing);
+    /// # Ok::<(), agent_errors::breaker::BreakerSettingsError>(())
+    /// ```
+    #[must_use]
+    pub fn service_breaker(mut self, breaker: Arc<ServiceBreaker>) -> Self {
+        let circuit = ModelCircuit::in_breaker(self.primary.name(), breaker);
+        self.memory = Memory::Shared(Arc::new(circuit));
+        self
+    }
+
+    /// The state of the primary's circuit now, as this process knows it without waiting:
+    /// `Open` while requests skip the primary, `HalfOpen` once a probe may go (or is out),
+    /// `Closed` when requests ask the primary (always, after [`forget`](FallbackModel::forget)).
+    ///
+    /// ```
+    /// use agent_errors::breaker::BreakerState;
+    /// use agent_errors::llm::FallbackModel;
+    /// use agent_errors::testing::ScriptedModel;
+    ///
+    /// let model = FallbackModel::new(ScriptedModel::new(), ScriptedModel::new());
+    /// assert_eq!(model.circuit_state(), BreakerState::Closed);
+    /// ```
+    pub fn circuit_state(&self) -> BreakerState {
+        self.memory
+            .circuit()
+            .map_or(BreakerState::Closed, ModelCircuit::state)
     }
 
     /// The call sources that call an overloaded primary again; replaces `{main_agent}`.
@@ -155,6 +341,7 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
     fn primary_retry<'a, T>(
         &'a self,
         request: &'a ChatRequest,
+        probe: Option<Probe<'a>>,
         ask: Ask<'a, P, T>,
     ) -> PrimaryRetry<'a, P, impl Iterator<Item = Duration> + use<'a, P, F, T>, T> {
         PrimaryRetry {
@@ -166,11 +353,35 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
             ask,
             calls: 0,
             events: self.events.as_ref(),
+            circuit: self.memory.circuit(),
+            probe,
+        }
+    }
+
+    /// Whether the primary may be called for `request`, as its circuit says: the probe this
+    /// request holds, if it is the one; else the kind of failure that opened the circuit.
+    async fn admit(&self, request: &ChatRequest) -> Result<Option<Probe<'_>>, ErrorKind> {
+        let Some(circuit) = self.memory.circuit() else {
+            return Ok(None);
+        };
+        match circuit.admit(|event| self.emit(request, event)).await {
+            Pass::Closed => Ok(None),
+            Pass::Probe(probe) => Ok(Some(probe)),
+            Pass::Open(kind) => Err(kind),
         }
     }
 
     async fn answer(&self, request: &ChatRequest) -> Result<ChatResponse, BoxError> {
-        let mut policy = self.primary_retry(request, |model, request| model.chat(request));
+        let probe = match self.admit(request).await {
+            Ok(probe) => probe,
+            Err(kind) => {
+                // The request the primary would have had is the fallback's: no more is counted.
+                self.record_switch(request, ("circuit_open", kind), 0);
+                let answer = self.fallback.chat(request).await?;
+                return Ok(answered_by(answer, &self.fallback));
+            }
+        };
+        let mut policy = self.primary_retry(request, probe, |model, request| model.chat(request));
         let (reason, kind) = match retry::call(&mut policy).await {
             Ok(answer) => match self.triggers.on_answer(request, &answer) {
                 Some(reason) if request.meter.request().is_ok() => {
@@ -196,7 +407,15 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
     /// answer) can't be judged before it has streamed, and a stream that breaks after output began
     /// is the run's to recover (`on_llm_error`), like any broken stream.
     async fn open<'a>(&'a self, request: &'a ChatRequest) -> Result<ChatStream<'a>, BoxError> {
-        let mut policy = self.primary_retry(request, |model, request| model.chat_stream(request));
+        let probe = match self.admit(request).await {
+            Ok(probe) => probe,
+            Err(kind) => {
+                self.record_switch(request, ("circuit_open", kind), 0);
+                return self.fallback.chat_stream(request).await;
+            }
+        };
+        let mut policy =
+            self.primary_retry(request, probe, |model, request| model.chat_stream(request));
         match retry::call(&mut policy).await {
             Ok(stream) => Ok(stream),
             Err(error) => match self.triggers.on_failure(&*error) {
@@ -225,6 +444,11 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
             attempts,
             kind,
         };
+        self.emit(request, event);
+    }
+
+    /// Records `event` on the request's log and this wrapper's.
+    fn emit(&self, request: &ChatRequest, event: Event) {
         emit_to(event, [request.events.log(), self.events.as_ref()]);
     }
 }
@@ -266,6 +490,10 @@ struct PrimaryRetry<'a, P, D, T> {
     calls: u32,
     /// The wrapper's own log, besides the request's.
     events: Option<&'a Arc<EventLog>>,
+    /// The primary's circuit, told how each call went.
+    circuit: Option<&'a ModelCircuit>,
+    /// The half-open probe this request holds, spent by its first call.
+    probe: Option<Probe<'a>>,
 }
 
 /// How a request is put to a model: answered whole ([`ChatModel::chat`]) or opened as a stream
@@ -284,13 +512,27 @@ impl<'a, P: ChatModel, D: Iterator<Item = Duration>, T> Policy for PrimaryRetry<
 
     async fn call(&mut self) -> Result<T, BoxError> {
         self.calls += 1;
-        (self.ask)(self.primary, self.request).await
+        let result = (self.ask)(self.primary, self.request).await;
+        if let Some(circuit) = self.circuit {
+            let failed = result.as_ref().err().map(|error| &**error);
+            let failed = failed
+                .filter(|error| self.triggers.on_failure(*error).is_some())
+                .map(|error| classify(error).kind);
+            let logs = [self.request.events.log(), self.events];
+            circuit.record(failed, self.probe.take(), |event| emit_to(event, logs));
+        }
+        result
     }
 
     async fn retry(&mut self, error: &BoxError) -> Step {
         let Some(server) = self.triggers.retry_primary(&**error) else {
             return Step::Stop(Stop::Never);
         };
+        if self.circuit.is_some_and(|circuit| !circuit.is_closed()) {
+            // This failure (or another request's) opened the circuit: no more calls or waits.
+            tracing::debug!("the primary's circuit is open: falling back");
+            return Step::Stop(Stop::Exhausted);
+        }
         match self.retrier.after_failure(self.foreground, server) {
             Step::Wait(delay) if !self.request.may_ask_again() => {
                 tracing::debug!(

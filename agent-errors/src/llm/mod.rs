@@ -13,6 +13,7 @@ pub use crate::chat::{
 pub(crate) use crate::model::ChatModel;
 pub use crate::usage::Usage;
 
+pub(crate) mod circuit;
 pub(crate) mod decision;
 mod fallback;
 mod persistent;

@@ -68,7 +68,7 @@ impl Policy {
     ///   open a circuit for everyone; a call its open circuit refuses is shown to the model
     ///   with when to try again, not the end of the run.
     /// - **On an agent, a model call that fails with a failure that may pass** (overloaded,
-    ///   rate-limited, a 5xx, timed out) is retried, three calls in all, with backoff from
+    ///   rate-limited, a 5xx, timed out) is retried, four calls in all, with backoff from
     ///   500 ms, jitter and the server's `Retry-After`, unless `on_llm_error` is given: a model
     ///   call applies no effect, so a second one cannot repeat anything.
     ///

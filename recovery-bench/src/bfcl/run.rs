@@ -59,7 +59,7 @@ pub(crate) async fn run_task(
     let model = ReplayModel::new(turns);
     let agent = cell
         .strategy
-        .agent(worker.tools(&info.tools), model.clone())
+        .agent(worker.tools(&info.tools), model.clone(), cell.dedup)
         .map_err(|e| RunError::Agent(e.to_string()))?;
     let mut history = Vec::new();
     let mut run_errors = Vec::new();

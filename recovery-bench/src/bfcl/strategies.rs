@@ -20,19 +20,23 @@ pub(crate) enum BfclStrategy {
     Defaults,
     /// A short policy written from the docs.
     Tuned,
+    /// The recommended preset, one line: the tools declared keyed only when the server
+    /// deduplicates by key, as a user would declare it of their server.
+    Preset,
 }
 
 impl BfclStrategy {
-    pub(crate) const EVERY: [BfclStrategy; 4] = [
+    pub(crate) const EVERY: [BfclStrategy; 5] = [
         BfclStrategy::NoRecovery,
         BfclStrategy::NaiveRetry,
         BfclStrategy::Defaults,
         BfclStrategy::Tuned,
+        BfclStrategy::Preset,
     ];
 
     /// The strategy the goal is about.
     pub(crate) fn judged() -> BfclStrategy {
-        BfclStrategy::Tuned
+        BfclStrategy::Preset
     }
 
     pub(crate) fn name(self) -> &'static str {
@@ -41,14 +45,16 @@ impl BfclStrategy {
             BfclStrategy::NaiveRetry => "naive retry",
             BfclStrategy::Defaults => "defaults",
             BfclStrategy::Tuned => "tuned",
+            BfclStrategy::Preset => "preset",
         }
     }
 
-    /// The agent for one task run.
+    /// The agent for one task run; `dedup` is whether the server applies a key once.
     pub(crate) fn agent(
         self,
         tools: Vec<ToolDef>,
         model: ReplayModel,
+        dedup: bool,
     ) -> Result<Agent, Box<dyn std::error::Error>> {
         let builder = Agent::builder("bfcl").model(model);
         let agent =
@@ -81,6 +87,10 @@ impl BfclStrategy {
                         20,
                         Duration::from_secs(30),
                     )?))
+                    .build()?,
+                BfclStrategy::Preset => builder
+                    .tools(tools.into_iter().map(|t| t.keyed(dedup)))
+                    .recommended()
                     .build()?,
             };
         Ok(agent)

@@ -107,7 +107,12 @@ fn agent_wide_defaults_may_be_shadowed_and_explain_says_by_what() {
          \x20 timeout       = retry(5)  <- agent, every tool  (shadowed by `execution` <- tool)\n\
          \x20 auth          = throw  <- built-in\n\
          \x20 outcome_unknown = escalate  <- built-in\n\
-         \x20 execution     = retry(3)  <- crate defaults  (shadowed by `execution` <- tool)\n"
+         \x20 execution     = retry(3)  <- crate defaults  (shadowed by `execution` <- tool)\n\
+         \x20 warning: `count_keys`: `execution = retry(..)` (tool) can apply the call's effect \
+         twice: a failure under `execution` may come after the service acted, and `count_keys` is \
+         neither idempotent nor keyed. Mark it `idempotent` if a second call does no more than \
+         the first, hand it the call's idempotency key and mark it `keyed`, or write \
+         `retry(n, when_safe)`, which answers such a failure as an unknown outcome\n"
     );
     let shadowed = explained.shadowed();
     assert_eq!(shadowed.len(), 2);

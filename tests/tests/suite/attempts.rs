@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use agent_errors::breaker::BreakerState;
 use agent_errors::classify::classify;
 use agent_errors::llm::{FallbackModel, FallbackOn, PersistentRetry};
 use agent_errors::observe::ModelLayer;
@@ -236,6 +237,11 @@ async fn a_fallback_model_reports_each_retry_of_its_primary_and_why_it_switched(
         [
             retry(1, ms(500)),
             retry(2, ms(1000)),
+            // The third overload opened the primary's circuit: the next run would skip it.
+            Event::LlmCircuit {
+                model: "big".into(),
+                state: BreakerState::Open,
+            },
             Event::LlmFallback {
                 from: "big".into(),
                 to: "small".into(),
@@ -309,7 +315,9 @@ async fn attempts_are_counted_by_layer_action_and_kind() {
             .text("done"),
     )
     .after(2)
-    .unwrap();
+    .unwrap()
+    // Each request asks the primary again: its retries are what is counted.
+    .forget();
     let agent = with_three_recoveries(fallback)
         .on_llm_error(|_, _| LlmErrorDecision::retry(2, Duration::ZERO))
         .build()

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_errors::Event;
+use agent_errors::breaker::BreakerState;
 use agent_errors::classify::classify;
 use agent_errors::llm::{FallbackModel, Heartbeat, PersistentRetry};
 use agent_errors::observe::{EventLog, ModelLayer};
@@ -124,6 +125,10 @@ async fn falls_back_after_n_consecutive_overloads() {
         [
             retry(1, Duration::from_millis(500)),
             retry(2, Duration::from_millis(1000)),
+            Event::LlmCircuit {
+                model: "big".into(),
+                state: BreakerState::Open,
+            },
             Event::LlmFallback {
                 from: "big".into(),
                 to: "small".into(),

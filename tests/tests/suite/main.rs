@@ -37,6 +37,7 @@ mod dsl_no_defaults;
 mod durable;
 mod durable_processes;
 mod executor;
+mod fallback_memory;
 mod fleet;
 mod fleet_processes;
 mod http_response;

@@ -183,6 +183,21 @@ async fn not_found_validation_and_bug_failures_are_shown_short_and_sanitized() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_overloaded_model_is_called_four_times_a_turn() {
+    let overloaded = || HttpError::new(529, "overloaded");
+    let model = ScriptedModel::new().errors(3, overloaded).text("answered");
+    let agent = one_call(echo_tool("lookup").idempotent(true), &model);
+
+    assert_eq!(agent.run("hello").await.unwrap(), "answered");
+    assert_eq!(model.calls(), 4);
+
+    let model = ScriptedModel::new().errors(4, overloaded).text("never");
+    let agent = one_call(echo_tool("lookup").idempotent(true), &model);
+    assert!(agent.run("hello").await.is_err());
+    assert_eq!(model.calls(), 4, "the fourth failure ends the turn");
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_auth_failure_ends_the_run() {
     let crm = FaultyTool::new(echo_tool("crm").idempotent(true))
         .then_always(Fault::error(|| HttpError::new(401, "bad token")));

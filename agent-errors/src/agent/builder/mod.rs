@@ -194,7 +194,7 @@ impl<O: AgentOutput> AgentBuilder<O> {
     /// run; and, unless [`service_breaker`](AgentBuilder::service_breaker) gives one, a
     /// service breaker that opens on a failure rate; and, unless
     /// [`on_llm_error`](AgentBuilder::on_llm_error) says otherwise, a failed model call that
-    /// may pass (overloaded, rate-limited, 5xx, timed out) is retried, three calls in all. See
+    /// may pass (overloaded, rate-limited, 5xx, timed out) is retried, four calls in all. See
     /// [`Policy::recommended`](crate::policy::Policy::recommended) for each rule and why it is
     /// safe. `explain` shows its entries as the layer "recommended preset"; entries of
     /// [`on_any_tool_error`](AgentBuilder::on_any_tool_error), `on_tool_error` and the tools'
@@ -220,10 +220,12 @@ impl<O: AgentOutput> AgentBuilder<O> {
     pub fn recommended(mut self) -> Self {
         self.registry = self.registry.recommended();
         if self.llm_error.is_none() {
-            // A model call applies no effect: a failure that may pass is retried, three calls
-            // in all, from 500 ms with jitter and the server's `Retry-After`.
+            // A model call applies no effect: a failure that may pass is retried, four calls
+            // in all (one more than a tool's), from 500 ms with jitter and the server's
+            // `Retry-After`. Providers' overloads come in bursts; the run's retry allowance
+            // still bounds the total.
             self.llm_error = Some(erase_handler(|_: &ModelError, _| {
-                LlmErrorDecision::<O>::retry(3, std::time::Duration::from_millis(500))
+                LlmErrorDecision::<O>::retry(4, std::time::Duration::from_millis(500))
             }));
         }
         self

@@ -13,12 +13,15 @@ mod wire;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rig_core::DynModel;
 use rig_core::driver::Model;
 use rig_core::operation::Completion;
 
+use crate::breaker::{MemoryStore, ServiceBreaker};
 use crate::executor::RunContext;
+use crate::llm::circuit::{DEFAULT_COOLDOWN, ModelCircuit};
 use crate::retry::RetrySchedule;
 use transport::{RecoveringTransport, model_name};
 use wire::RecoveringWire;
@@ -47,6 +50,12 @@ use wire::RecoveringWire;
 /// model's last failure is anything but an invalid request (a 400, which no other model could
 /// serve either): an outage that outlasted the retries, a used-up quota, refused credentials,
 /// an unknown model. Which model answered is on rig's response.
+///
+/// The chain remembers a model that failed for good: its circuit opens, and for 30 s each
+/// request (each turn of rig's loop) skips it for the next model without a call or a backoff
+/// spent on it, until one probe call finds it answering again (see
+/// [`remember`](RecoveringModel::remember), [`forget`](RecoveringModel::forget) and, to share
+/// it across runs or processes, [`service_breaker`](RecoveringModel::service_breaker)).
 ///
 /// What is not kept: provider items that only the wrapped provider understands (reasoning
 /// signatures, server-side item ids) are dropped from the history rig sends, since the history
@@ -80,6 +89,39 @@ pub struct RecoveringModel {
     models: Vec<DynModel<Completion>>,
     schedule: RetrySchedule,
     run: Arc<RunContext>,
+    memory: Memory,
+}
+
+/// What the chain remembers of its models between requests.
+#[derive(Debug, Clone)]
+enum Memory {
+    /// Nothing: every request starts at the first model.
+    Off,
+    /// Circuits in this model (and its clones).
+    Local(Arc<ServiceBreaker>),
+    /// Circuits in a breaker the caller gave.
+    Shared(Arc<ServiceBreaker>),
+}
+
+impl Memory {
+    /// Circuits in this process: each opens after as many failures in a row as `schedule`
+    /// makes calls.
+    fn local(schedule: &RetrySchedule, cooldown: Duration) -> Memory {
+        if cooldown.is_zero() {
+            return Memory::Off;
+        }
+        let threshold = std::num::NonZeroU32::new(schedule.max_attempts())
+            .expect("a schedule makes at least one call");
+        let store = MemoryStore::new(threshold, cooldown);
+        Memory::Local(Arc::new(ServiceBreaker::with_store(store)))
+    }
+
+    fn breaker(&self) -> Option<&Arc<ServiceBreaker>> {
+        match self {
+            Memory::Off => None,
+            Memory::Local(breaker) | Memory::Shared(breaker) => Some(breaker),
+        }
+    }
 }
 
 impl fmt::Debug for RecoveringModel {
@@ -88,6 +130,7 @@ impl fmt::Debug for RecoveringModel {
         f.debug_struct("RecoveringModel")
             .field("models", &models)
             .field("schedule", &self.schedule)
+            .field("memory", &self.memory)
             .finish()
     }
 }
@@ -118,9 +161,104 @@ impl RecoveringModel {
     ) -> Self {
         RecoveringModel {
             models: vec![model.into()],
+            memory: Memory::local(&schedule, DEFAULT_COOLDOWN),
             schedule,
             run,
         }
+    }
+
+    /// Remembers a model of the chain that failed for good for `cooldown` (30 s by default),
+    /// in this model and its clones: its circuit opens after as many failures in a row as the
+    /// schedule makes calls (any failure but an invalid request counts), and while it is open
+    /// each request skips it for the next model, with no call and no backoff spent on it (an
+    /// `llm_fallback` event with trigger `circuit_open`). After `cooldown` one request probes
+    /// it with a single call: an answer closes the circuit, a failure re-opens it. Each change
+    /// is an `llm_circuit` event. The last model of the chain, which nothing falls back from,
+    /// is always called. A zero `cooldown` remembers nothing, as
+    /// [`forget`](RecoveringModel::forget).
+    ///
+    /// Remembering is on by default, as for [`FallbackModel`](crate::llm::FallbackModel): a
+    /// model call changes nothing in the world, and every turn of rig's loop is a request,
+    /// which would otherwise spend its retries and backoff on a model that just failed. A
+    /// model made for one run remembers for that run; give the runs one
+    /// [`service_breaker`](RecoveringModel::service_breaker) to remember across them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use agent_errors::RunContext;
+    /// use agent_errors::retry::RetrySchedule;
+    /// use agent_errors::rig::RecoveringModel;
+    /// use rig_core::test_utils::MockCompletionModel;
+    ///
+    /// let schedule = RetrySchedule::attempts(3).unwrap();
+    /// let run = Arc::new(RunContext::new());
+    /// let chain = RecoveringModel::new(MockCompletionModel::from_turns([]), schedule, run)
+    ///     .fallback(MockCompletionModel::from_turns([]))
+    ///     .remember(Duration::from_secs(120));
+    /// # let _ = chain;
+    /// ```
+    #[must_use]
+    pub fn remember(mut self, cooldown: Duration) -> Self {
+        self.memory = Memory::local(&self.schedule, cooldown);
+        self
+    }
+
+    /// Remembers nothing between requests: each starts at the first model, with its retries.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_errors::RunContext;
+    /// use agent_errors::retry::RetrySchedule;
+    /// use agent_errors::rig::RecoveringModel;
+    /// use rig_core::test_utils::MockCompletionModel;
+    ///
+    /// let schedule = RetrySchedule::attempts(3).unwrap();
+    /// let chain = RecoveringModel::new(MockCompletionModel::from_turns([]), schedule, Arc::new(RunContext::new()))
+    ///     .fallback(MockCompletionModel::from_turns([]))
+    ///     .forget();
+    /// # let _ = chain;
+    /// ```
+    #[must_use]
+    pub fn forget(mut self) -> Self {
+        self.memory = Memory::Off;
+        self
+    }
+
+    /// Keeps each model's circuit in `breaker` (under the key `model:<its name>`), instead of
+    /// this model's own: the runs given the same breaker share what they learn of a model, and a
+    /// breaker over a store a fleet shares (`RedisStore`, feature `redis`) shares it between
+    /// processes. The circuits open and probe as the breaker's store says. Replaces
+    /// [`remember`](RecoveringModel::remember).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use agent_errors::RunContext;
+    /// use agent_errors::breaker::ServiceBreaker;
+    /// use agent_errors::retry::RetrySchedule;
+    /// use agent_errors::rig::RecoveringModel;
+    /// use rig_core::test_utils::MockCompletionModel;
+    ///
+    /// // One breaker for every run of the process: a model found failing is skipped by all.
+    /// let breaker = Arc::new(ServiceBreaker::new(3, Duration::from_secs(30))?);
+    /// let schedule = RetrySchedule::attempts(3).unwrap();
+    /// let chain = RecoveringModel::new(MockCompletionModel::from_turns([]), schedule, Arc::new(RunContext::new()))
+    ///     .fallback(MockCompletionModel::from_turns([]))
+    ///     .service_breaker(Arc::clone(&breaker));
+    /// # let _ = chain;
+    /// # Ok::<(), agent_errors::breaker::BreakerSettingsError>(())
+    /// ```
+    #[must_use]
+    pub fn service_breaker(mut self, breaker: Arc<ServiceBreaker>) -> Self {
+        self.memory = Memory::Shared(breaker);
+        self
     }
 
     /// Asks `model` (with the same retries) once the models before it failed for good.
@@ -151,8 +289,19 @@ impl RecoveringModel {
 impl From<RecoveringModel> for DynModel<Completion> {
     fn from(recovering: RecoveringModel) -> Self {
         let wire = RecoveringWire::like(&recovering.models[0]);
+        let last = recovering.models.len() - 1;
+        let circuits = (recovering.models.iter().enumerate())
+            .map(|(n, model)| {
+                let breaker = recovering.memory.breaker().filter(|_| n < last)?;
+                Some(ModelCircuit::in_breaker(
+                    model_name(model),
+                    Arc::clone(breaker),
+                ))
+            })
+            .collect();
         let transport = RecoveringTransport {
             models: recovering.models.into(),
+            circuits,
             schedule: recovering.schedule,
             run: recovering.run,
         };

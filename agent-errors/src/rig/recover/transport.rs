@@ -13,6 +13,7 @@ use super::wire::{Answer, RecoveringWire};
 use crate::classify::{ErrorKind, classify};
 use crate::events::{Event, ModelLayer, count_outcome};
 use crate::executor::RunContext;
+use crate::llm::circuit::{ModelCircuit, Pass, Probe};
 use crate::llm::trigger::Triggers;
 use crate::retry::{RetrySchedule, retry_after_failure};
 
@@ -30,8 +31,23 @@ const ANY_FAILURE: Triggers = Triggers {
 #[derive(Clone)]
 pub(super) struct RecoveringTransport {
     pub(super) models: Arc<[DynModel<Completion>]>,
+    /// The circuit on each model, beside it; none on the last, which nothing falls back from.
+    pub(super) circuits: Arc<[Option<ModelCircuit>]>,
     pub(super) schedule: RetrySchedule,
     pub(super) run: Arc<RunContext>,
+}
+
+/// How one model of the chain did.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made once per model tried and matched at once, as the `Result` it replaces"
+)]
+enum Tried {
+    Answered(CompletionResponse),
+    /// Its last failure and the calls it was given.
+    Failed(ProviderError, u32),
+    /// Its circuit was open: not called. The kind of failure that opened it.
+    Skipped(ErrorKind),
 }
 
 impl RecoveringTransport {
@@ -41,49 +57,99 @@ impl RecoveringTransport {
         &self,
         request: CompletionRequest,
     ) -> Result<CompletionResponse, ProviderError> {
-        let mut models = self.models.iter().peekable();
+        let mut models = self.models.iter().zip(self.circuits.iter()).peekable();
         loop {
-            let model = models.next().ok_or_else(no_model)?;
-            let (error, attempts) = match self.retried(model, &request).await {
-                Ok(response) => return Ok(response),
-                Err(failed) => failed,
-            };
-            let next = models
-                .peek()
-                .filter(|_| classify(&error).kind != ErrorKind::Validation);
-            let Some(next) = next else {
-                return Err(error);
-            };
+            let (model, circuit) = models.next().ok_or_else(no_model)?;
+            let (trigger, attempts, kind) =
+                match self.tried(model, circuit.as_ref(), &request).await {
+                    Tried::Answered(response) => return Ok(response),
+                    Tried::Skipped(kind) => ("circuit_open", 0, kind),
+                    Tried::Failed(error, _) if models.peek().is_none() => return Err(error),
+                    Tried::Failed(error, attempts) => match classify(&error).kind {
+                        ErrorKind::Validation => return Err(error),
+                        kind => {
+                            let trigger = ANY_FAILURE.on_failure(&error).unwrap_or("failure");
+                            (trigger, attempts, kind)
+                        }
+                    },
+                };
+            // A skipped model always has a next: the last has no circuit.
+            let (next, _) = models.peek().ok_or_else(no_model)?;
             let (from, to) = (model_name(model).to_owned(), model_name(next).to_owned());
             self.emit(Event::LlmFallback {
                 from,
                 to,
-                trigger: ANY_FAILURE.on_failure(&error).unwrap_or("failure"),
+                trigger,
                 attempts,
-                kind: classify(&error).kind,
+                kind,
             });
         }
     }
 
+    /// One model's turn: skipped while its circuit is open, else [`retried`](Self::retried)
+    /// (a single probe call when the circuit is half-open).
+    async fn tried(
+        &self,
+        model: &DynModel<Completion>,
+        circuit: Option<&ModelCircuit>,
+        request: &CompletionRequest,
+    ) -> Tried {
+        let probe = match circuit {
+            None => None,
+            Some(circuit) => match circuit.admit(|event| self.emit(event)).await {
+                Pass::Closed => None,
+                Pass::Probe(probe) => Some(probe),
+                Pass::Open(kind) => return Tried::Skipped(kind),
+            },
+        };
+        match self.retried(model, circuit, probe, request).await {
+            Ok(response) => Tried::Answered(response),
+            Err((error, attempts)) => Tried::Failed(error, attempts),
+        }
+    }
+
+    /// One call of `model`, told to its circuit: any failure but an invalid request counts.
+    async fn call(
+        &self,
+        model: &DynModel<Completion>,
+        circuit: Option<&ModelCircuit>,
+        probe: Option<Probe<'_>>,
+        request: &CompletionRequest,
+    ) -> Result<CompletionResponse, ProviderError> {
+        let result = model.call(request.clone()).await;
+        if let Some(circuit) = circuit {
+            let failed = (result.as_ref().err().map(|error| classify(error).kind))
+                .filter(|kind| *kind != ErrorKind::Validation);
+            circuit.record(failed, probe, |event| self.emit(event));
+        }
+        result
+    }
+
     /// One model's answer, its retryable failures called again while the schedule (and the
-    /// run's allowance, in a run) has a retry left; else its last failure and the calls made.
+    /// run's allowance, in a run) has a retry left and its circuit stays closed; else its last
+    /// failure and the calls made.
     async fn retried(
         &self,
         model: &DynModel<Completion>,
+        circuit: Option<&ModelCircuit>,
+        probe: Option<Probe<'_>>,
         request: &CompletionRequest,
     ) -> Result<CompletionResponse, (ProviderError, u32)> {
-        let first = match model.call(request.clone()).await {
+        let first = match self.call(model, circuit, probe, request).await {
             Ok(response) => return Ok(response),
             Err(first) => first,
         };
         let mut last = None;
         let allowance = Arc::clone(self.run.retries());
-        let delays =
-            (self.schedule.delays()).map_while(move |delay| allowance.try_spend().then_some(delay));
+        // An open circuit (this model's failures, or another request's) ends the retries first,
+        // so the run's allowance is not spent on a call that is not made.
+        let closed = move || circuit.is_none_or(ModelCircuit::is_closed);
+        let delays = (self.schedule.delays())
+            .map_while(move |delay| (closed() && allowance.try_spend()).then_some(delay));
         let retried = retry_after_failure(
             delays,
             first,
-            || model.call(request.clone()),
+            || self.call(model, circuit, None, request),
             |error| classify(error),
             |_, notice| {
                 last = Some(notice.classification.kind);
