@@ -121,27 +121,25 @@ pub(crate) async fn model_turn<T, E: TurnFailure, F: Future<Output = Result<T, E
 /// why it stopped. The run's duration is from `started`, a reading of the clock taken as the run
 /// was made (its first model turn may share it), to [`RunEnd::ended_at`] when the outcome has
 /// one.
-pub(crate) fn run<'a, R: RunEnd, F: Future<Output = R> + 'a>(
-    (agent, span): (&'a str, tracing::Span),
-    meters: &'a AgentMeters,
+pub(crate) async fn run<R: RunEnd>(
+    (agent, span): (&str, tracing::Span),
+    meters: &AgentMeters,
     started: Instant,
-    run: F,
-) -> impl Future<Output = R> + use<'a, R, F> {
-    async move {
-        let outcome = if span.is_disabled() {
-            run.await
-        } else {
-            run.instrument(span.clone()).await
-        };
-        let stop = outcome.stop_reason();
-        if let Some(reason) = stop {
-            spans::record_error(Some(&span), reason);
-        }
-        if !span.is_disabled() {
-            spans::record_run_usage(&span, outcome.usage());
-        }
-        let ended = outcome.ended_at().unwrap_or_else(Instant::now);
-        metrics::run_ended(meters, agent, stop, ended - started);
-        outcome
+    run: impl Future<Output = R>,
+) -> R {
+    let outcome = if span.is_disabled() {
+        run.await
+    } else {
+        run.instrument(span.clone()).await
+    };
+    let stop = outcome.stop_reason();
+    if let Some(reason) = stop {
+        spans::record_error(Some(&span), reason);
     }
+    if !span.is_disabled() {
+        spans::record_run_usage(&span, outcome.usage());
+    }
+    let ended = outcome.ended_at().unwrap_or_else(Instant::now);
+    metrics::run_ended(meters, agent, stop, ended - started);
+    outcome
 }
