@@ -221,7 +221,12 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
     /// Remembering is on by default: a model call changes nothing in the world, so skipping a
     /// primary that just failed costs at most a request answered by the fallback while the
     /// primary had recovered, while asking it again costs every turn of every run its retries
-    /// and backoff. A zero `cooldown` remembers nothing, as [`forget`](FallbackModel::forget).
+    /// and backoff. The circuit pays where failures last (an overloaded or down provider);
+    /// where they are independent blips at a high rate, a short run of them opens it and the
+    /// primary's retries, which would have got through, are not made: there,
+    /// [`forget`](FallbackModel::forget), or a [`service_breaker`](FallbackModel::service_breaker)
+    /// that opens on a failure rate ([`ServiceBreaker::failure_rate`]), keeps them. A zero
+    /// `cooldown` remembers nothing, as [`forget`](FallbackModel::forget).
     /// Replaces a breaker given with [`service_breaker`](FallbackModel::service_breaker).
     ///
     /// ```
