@@ -216,7 +216,10 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
     /// attempts). Then one request probes the primary with a single call: an answer closes the
     /// circuit, a failure re-opens it for another `cooldown` and that request falls back at
     /// once. Requests arriving while the probe is out go to the fallback. Each change is an
-    /// `llm_circuit` event ([`Event::LlmCircuit`]).
+    /// `llm_circuit` event ([`Event::LlmCircuit`]). An open circuit says where a request goes
+    /// first, not that the primary is never asked: when the fallback fails too (as the
+    /// triggers name), the primary gets one call, no retry, before the request fails, and an
+    /// answer from it closes the circuit.
     ///
     /// Remembering is on by default: a model call changes nothing in the world, so skipping a
     /// primary that just failed costs at most a request answered by the fallback while the
@@ -382,8 +385,12 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
             Err(kind) => {
                 // The request the primary would have had is the fallback's: no more is counted.
                 self.record_switch(request, ("circuit_open", kind), 0);
-                let answer = self.fallback.chat(request).await?;
-                return Ok(answered_by(answer, &self.fallback));
+                let error = match self.fallback.chat(request).await {
+                    Ok(answer) => return Ok(answered_by(answer, &self.fallback)),
+                    Err(error) => error,
+                };
+                let answer = self.last_resort(request, error, |model, request| model.chat(request));
+                return Ok(answered_by(answer.await?, &self.primary));
             }
         };
         let mut policy = self.primary_retry(request, probe, |model, request| model.chat(request));
@@ -416,7 +423,13 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
             Ok(probe) => probe,
             Err(kind) => {
                 self.record_switch(request, ("circuit_open", kind), 0);
-                return self.fallback.chat_stream(request).await;
+                return match self.fallback.chat_stream(request).await {
+                    Ok(stream) => Ok(stream),
+                    Err(error) => {
+                        let ask = |model: &'a P, request| model.chat_stream(request);
+                        self.last_resort(request, error, ask).await
+                    }
+                };
             }
         };
         let mut policy =
@@ -432,6 +445,30 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
                 _ => Err(error),
             },
         }
+    }
+
+    /// The fallback failed, as the triggers name, while the primary's circuit is open: the
+    /// primary is called once more before the request fails. An open circuit says where to
+    /// go first, not that the primary may not be asked at all: a model call applies no effect,
+    /// and where both models fail at random (an overloaded provider behind each) a request with
+    /// one call left is better spent than given up. An answer is recorded on the circuit like
+    /// any. Any other failure of the fallback, or caps that refuse another request, is the
+    /// request's.
+    async fn last_resort<'a, T>(
+        &'a self,
+        request: &'a ChatRequest,
+        error: BoxError,
+        ask: Ask<'a, P, T>,
+    ) -> Result<T, BoxError> {
+        if self.triggers.on_failure(&*error).is_none() || request.meter.request().is_err() {
+            return Err(error);
+        }
+        tracing::debug!(
+            "the fallback failed while the primary's circuit is open: asking the primary once"
+        );
+        // Its circuit is open, so the policy makes this one call and no retry.
+        let mut policy = self.primary_retry(request, None, ask);
+        retry::call(&mut policy).await
     }
 
     /// Announces the switch: why (the trigger, and the kind of failure it read) and after how

@@ -135,6 +135,59 @@ async fn an_overloaded_primary_is_skipped_until_its_cooldown_then_a_probe_closes
 }
 
 #[tokio::test(start_paused = true)]
+async fn with_its_circuit_open_the_primary_is_asked_once_when_the_fallback_fails_too() {
+    let primary = ScriptedModel::named("big")
+        .errors(3, overload)
+        .text("big")
+        .text("big again");
+    let fallback = ScriptedModel::named("small")
+        .text("small")
+        .errors(1, overload);
+    let model = wrap(&primary, &fallback);
+    assert_eq!(text_of(&model).await, "small");
+    assert_eq!(model.circuit_state(), BreakerState::Open);
+
+    // The fallback is overloaded too: the primary, skipped first, gets one call and answers,
+    // which closes its circuit.
+    let start = Instant::now();
+    assert_eq!(text_of(&model).await, "big");
+    assert_eq!((primary.calls(), fallback.calls()), (4, 2));
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "no backoff on either model"
+    );
+    assert_eq!(model.circuit_state(), BreakerState::Closed);
+    assert_eq!(text_of(&model).await, "big again");
+    assert_eq!((primary.calls(), fallback.calls()), (5, 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_both_models_failing_an_open_circuit_costs_one_call_of_each() {
+    let primary = ScriptedModel::named("big").errors(4, overload);
+    let fallback = ScriptedModel::named("small").errors(2, overload);
+    let model = wrap(&primary, &fallback);
+    assert!(model.chat(&ask()).await.is_err());
+    assert_eq!((primary.calls(), fallback.calls()), (3, 1));
+    assert_eq!(model.circuit_state(), BreakerState::Open);
+
+    let start = Instant::now();
+    let failed = model.chat(&ask()).await.expect_err("both overloaded");
+    assert_eq!(classify(&*failed).kind, overloaded_kind());
+    assert_eq!(
+        (primary.calls(), fallback.calls()),
+        (4, 2),
+        "one call each, no retry"
+    );
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(
+        model.circuit_state(),
+        BreakerState::Open,
+        "the primary failed again"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_failed_probe_reopens_the_circuit_for_another_cooldown() {
     let primary = ScriptedModel::named("big")
         .errors(4, overload)
