@@ -407,7 +407,7 @@ mod rig_chain {
     use rig_core::test_utils::MockTurn;
     use tokio::time::advance;
 
-    use crate::rig::{failing, status};
+    use crate::rig::{failing, failing_as, status};
 
     fn turns(n: usize) -> Vec<MockTurn> {
         (0..n).map(|_| MockTurn::text("from the backup")).collect()
@@ -455,6 +455,34 @@ mod rig_chain {
             .filter(|event| event.name() == "llm_circuit")
             .collect();
         assert_eq!(circuits.len(), 3, "open, half open, closed: {circuits:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_skipped_model_gets_one_call_when_the_rest_of_the_chain_fails() {
+        let run = Arc::new(RunContext::new());
+        let (primary, primary_calls) = failing(
+            [status(529), status(529)],
+            [MockTurn::text("primary, once asked")],
+        );
+        let (backup, backup_calls) =
+            failing_as([None, Some(status(529)), Some(status(529))], turns(1));
+        let schedule = RetrySchedule::attempts(2).unwrap().with_jitter(0.0);
+        let model = RecoveringModel::new(primary, schedule, Arc::clone(&run)).fallback(backup);
+        let agent = rig_agent::AgentBuilder::new(model).build();
+        let answer = agent.prompt("hi").await.unwrap();
+        assert_eq!(answer.output(), "from the backup");
+
+        // The primary's circuit is open and the backup is overloaded now: after the backup's
+        // two calls, the skipped primary gets one, which answers.
+        let answer = agent.prompt("hi").await.unwrap();
+        assert_eq!(answer.output(), "primary, once asked");
+        assert_eq!(
+            primary_calls.calls.load(Ordering::SeqCst),
+            3,
+            "two, then one"
+        );
+        assert_eq!(backup_calls.calls.load(Ordering::SeqCst), 3);
+        assert_eq!(fallbacks(&run), [("overload", 2), ("circuit_open", 0)]);
     }
 
     #[tokio::test(start_paused = true)]

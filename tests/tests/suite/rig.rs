@@ -73,7 +73,7 @@ pub(super) fn failing(
 }
 
 /// A model whose calls go by `script`: `None` is answered from `turns`, an error fails the call.
-fn failing_as(
+pub(super) fn failing_as(
     script: impl IntoIterator<Item = Option<ProviderError>>,
     turns: impl IntoIterator<Item = MockTurn>,
 ) -> (Model<MockScript, Failing>, Failing) {

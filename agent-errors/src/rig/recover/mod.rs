@@ -174,7 +174,8 @@ impl RecoveringModel {
     /// `llm_fallback` event with trigger `circuit_open`). After `cooldown` one request probes
     /// it with a single call: an answer closes the circuit, a failure re-opens it. Each change
     /// is an `llm_circuit` event. The last model of the chain, which nothing falls back from,
-    /// is always called. A zero `cooldown` remembers nothing, as
+    /// is always called; when it fails too, each model skipped for its open circuit gets one
+    /// call before the request fails (an open circuit says where to go first, not never). A zero `cooldown` remembers nothing, as
     /// [`forget`](RecoveringModel::forget).
     ///
     /// Remembering is on by default, as for [`FallbackModel`](crate::llm::FallbackModel): a

@@ -58,13 +58,19 @@ impl RecoveringTransport {
         request: CompletionRequest,
     ) -> Result<CompletionResponse, ProviderError> {
         let mut models = self.models.iter().zip(self.circuits.iter()).peekable();
+        let mut skipped = Vec::new();
         loop {
             let (model, circuit) = models.next().ok_or_else(no_model)?;
             let (trigger, attempts, kind) =
                 match self.tried(model, circuit.as_ref(), &request).await {
                     Tried::Answered(response) => return Ok(response),
-                    Tried::Skipped(kind) => ("circuit_open", 0, kind),
-                    Tried::Failed(error, _) if models.peek().is_none() => return Err(error),
+                    Tried::Skipped(kind) => {
+                        skipped.push((model, circuit.as_ref()));
+                        ("circuit_open", 0, kind)
+                    }
+                    Tried::Failed(error, _) if models.peek().is_none() => {
+                        return self.last_resort(&skipped, error, &request).await;
+                    }
                     Tried::Failed(error, attempts) => match classify(&error).kind {
                         ErrorKind::Validation => return Err(error),
                         kind => {
@@ -84,6 +90,30 @@ impl RecoveringTransport {
                 kind,
             });
         }
+    }
+
+    /// The chain's last model failed: each model skipped for its open circuit gets one call,
+    /// first to last, before the request fails. An open circuit says where a request goes
+    /// first, not that the model is never asked: a model call applies no effect, and where
+    /// every model fails at random a call left is better spent than given up. An invalid
+    /// request, which no model could serve, fails at once.
+    async fn last_resort(
+        &self,
+        skipped: &[(&DynModel<Completion>, Option<&ModelCircuit>)],
+        error: ProviderError,
+        request: &CompletionRequest,
+    ) -> Result<CompletionResponse, ProviderError> {
+        if skipped.is_empty() || classify(&error).kind == ErrorKind::Validation {
+            return Err(error);
+        }
+        let mut last = error;
+        for (model, circuit) in skipped {
+            match self.call(model, *circuit, None, request).await {
+                Ok(response) => return Ok(response),
+                Err(error) => last = error,
+            }
+        }
+        Err(last)
     }
 
     /// One model's turn: skipped while its circuit is open, else [`retried`](Self::retried)
