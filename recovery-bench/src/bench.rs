@@ -17,6 +17,9 @@ pub(crate) struct BenchConfig {
     pub(crate) runs_per_task: u64,
     pub(crate) mixes: Vec<Mix>,
     pub(crate) rates: Vec<f64>,
+    /// Print every run that did not reach the expected answer: how it ended and the last
+    /// messages its model was sent (`--misses`).
+    pub(crate) misses: bool,
 }
 
 /// Runs one task once under one strategy and accounts for it.
@@ -43,6 +46,9 @@ pub(crate) async fn run_task(
     let virtual_time = clock_start.elapsed();
     let cpu_time = cpu_start.elapsed();
     let (success, wrong) = TaskRecord::judge(&end, &task.expected_answer());
+    if !success && MISSES.load(std::sync::atomic::Ordering::Relaxed) {
+        print_miss(strategy, &task, &plan, &end, &env);
+    }
     TaskRecord {
         success,
         wrong,
@@ -55,6 +61,31 @@ pub(crate) async fn run_task(
         secrets_shown: (env.primary.secrets_seen().len() + env.backup.secrets_seen().len()) as u64,
         virtual_time,
         cpu_time,
+    }
+}
+
+/// Whether `run_task` prints its misses: set once from `BenchConfig::misses` by `run_all`.
+static MISSES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// One missed run, for `--misses`: where it ran, how it ended, what its model last read.
+fn print_miss(
+    strategy: &dyn Strategy,
+    task: &Task,
+    plan: &FaultPlan,
+    end: &crate::strategies::RunEnd,
+    env: &TaskEnv,
+) {
+    println!(
+        "miss: {} | {:?} {:.0}% | {} #{} | {:?}",
+        strategy.name(),
+        plan.mix,
+        plan.rate * 100.0,
+        task.name,
+        plan.instance,
+        end
+    );
+    for line in env.primary.last_messages(6) {
+        println!("    {line}");
     }
 }
 
@@ -93,6 +124,7 @@ pub(crate) fn run_all(
         .start_paused(true)
         .build()
         .expect("a current-thread runtime with a paused clock builds");
+    MISSES.store(config.misses, std::sync::atomic::Ordering::Relaxed);
     let suite: Vec<Arc<Task>> = suite.iter().cloned().map(Arc::new).collect();
     let mut results = Results::default();
     for strategy in strategies {
@@ -380,6 +412,7 @@ mod tests {
         let suite: Vec<Task> = suite().into_iter().take(4).collect();
         let mixes = [Mix::Transient, Mix::All];
         let config = |seed| BenchConfig {
+            misses: false,
             seed,
             runs_per_task: 3,
             mixes: mixes.to_vec(),

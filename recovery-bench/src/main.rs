@@ -45,7 +45,7 @@ enum ArgsError {
     NotANumber { flag: String, value: String },
     #[error(
         "unknown option `{0}` (expected --seed, --runs-per-task, --out, --no-plots, --no-cpu, \
-         --structured-only, --compact-failures, --preset)"
+         --structured-only, --compact-failures, --preset, --misses)"
     )]
     Unknown(String),
 }
@@ -59,6 +59,7 @@ struct Args {
     compaction: bool,
     preset: bool,
     structured_only: bool,
+    misses: bool,
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError> {
@@ -71,6 +72,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
         compaction: false,
         preset: false,
         structured_only: false,
+        misses: false,
     };
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| ArgsError::Missing(flag.clone()));
@@ -93,6 +95,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, ArgsError>
             "--compact-failures" => parsed.compaction = true,
             "--preset" => parsed.preset = true,
             "--structured-only" => parsed.structured_only = true,
+            "--misses" => parsed.misses = true,
             _ => return Err(ArgsError::Unknown(flag)),
         }
     }
@@ -115,6 +118,7 @@ fn main() -> ExitCode {
         runs_per_task: args.runs_per_task,
         mixes: Mix::EVERY.to_vec(),
         rates: RATES.to_vec(),
+        misses: args.misses,
     };
     let suite = tasks::suite();
     // Its own task and strategies: what is done with a bad final answer, not with a failure.

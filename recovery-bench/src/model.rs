@@ -107,6 +107,20 @@ impl ReactingModel {
         seen
     }
 
+    /// The last `n` messages of the last request it was sent, one line each, cut at 240
+    /// characters: what the model read before it answered (for `--misses`).
+    pub(crate) fn last_messages(&self, n: usize) -> Vec<String> {
+        let requests = self.kit.requests();
+        let Some(last) = requests.last() else {
+            return Vec::new();
+        };
+        let skip = last.messages.len().saturating_sub(n);
+        last.messages[skip..]
+            .iter()
+            .map(|m| format!("{m:?}").chars().take(240).collect())
+            .collect()
+    }
+
     /// This call's fault, if any, and otherwise the answer; counts the call's place.
     fn next(&self, request: &ChatRequest, streaming: bool) -> Next {
         let place = request.messages.len();

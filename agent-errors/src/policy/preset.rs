@@ -38,7 +38,7 @@ impl Policy {
     ///   the schema are first repaired by the built-in repair
     ///   ([`repair_arguments`](crate::repair::repair_arguments): a fence or prose around the
     ///   object, trailing commas, single quotes, bare keys, Python literals, an object sent as
-    ///   a string, a key off by case, `_` or `-`), which refuses rather than guesses and whose
+    ///   a string, a number or boolean in quotes, a key off by case, `_` or `-`), which refuses rather than guesses and whose
     ///   arguments pass the gate like the model's; what it cannot repair is shown to the model
     ///   with what is wrong. The tool never ran on the broken arguments, so nothing can happen
     ///   twice.

@@ -44,6 +44,12 @@ pub enum Change {
         /// Where, as a JSON pointer (`""` for the whole arguments, `/filter` for a parameter).
         at: String,
     },
+    /// A number or boolean sent in quotes (`"42"`, `"true"`) was read as the number or boolean
+    /// the schema asks for there.
+    Unquoted {
+        /// Where, as a JSON pointer (`/count`).
+        at: String,
+    },
     /// A key that matched a parameter but for case, `_` or `-` was given the parameter's name.
     RenamedKey {
         /// The key as sent.
@@ -63,6 +69,7 @@ impl fmt::Display for Change {
             Change::PythonLiteral => f.write_str("read Python literals as JSON"),
             Change::Decoded { at } if at.is_empty() => f.write_str("decoded a JSON string"),
             Change::Decoded { at } => write!(f, "decoded the JSON string at `{at}`"),
+            Change::Unquoted { at } => write!(f, "read the quoted value at `{at}` unquoted"),
             Change::RenamedKey { from, to } => write!(f, "renamed `{from}` to `{to}`"),
         }
     }

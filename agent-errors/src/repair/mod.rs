@@ -2,8 +2,9 @@
 //!
 //! Models send arguments that are almost right: the object inside a Markdown fence or a
 //! sentence, a trailing comma, single quotes, unquoted keys, Python's `True` and `None`, the
-//! whole object encoded as a JSON string, a key that differs from its parameter only in case,
-//! `_` or `-` (`maxResults` for `max_results`). [`repair_arguments`] repairs exactly these, in
+//! whole object encoded as a JSON string, a number or boolean in quotes where the schema wants
+//! the number (`"x": "42"`), a key that differs from its parameter only in case, `_` or `-`
+//! (`maxResults` for `max_results`). [`repair_arguments`] repairs exactly these, in
 //! one pass over at most [`MAX_REPAIR_INPUT`] bytes, and answers only with arguments that fit
 //! the tool's schema. It never touches arguments that fit already, and it refuses rather than
 //! guesses: a missing value is not invented, a key given twice is not resolved, and of two

@@ -1,5 +1,7 @@
 //! The repairs the schema directs: a key given the parameter's name it matched but for case,
-//! `_` or `-`, and a string holding JSON read as the object or array the schema asks for.
+//! `_` or `-`, a string holding JSON read as the object or array the schema asks for, and a
+//! quoted number or boolean (`"42"`, `"true"`) read as the number or boolean the schema asks
+//! for where it allows no string.
 //!
 //! The walk follows the value and the schema together, visiting each value once; a string is
 //! decoded at most once on any path (never inside a value that was itself decoded), so the
@@ -65,6 +67,16 @@ impl<'a> Walk<'a> {
                     Some(inner) => {
                         self.changes.push(Change::Decoded { at: path.clone() });
                         self.value(inner, schema, path, (depth, true))
+                    }
+                    None => Value::String(text),
+                }
+            }
+            Value::String(text) if wants_scalar(schema) => {
+                *self.steps += text.len();
+                match scalar(&text, schema) {
+                    Some(unquoted) => {
+                        self.changes.push(Change::Unquoted { at: path.clone() });
+                        unquoted
                     }
                     None => Value::String(text),
                 }
@@ -252,6 +264,39 @@ fn types(schema: &Value) -> Option<Vec<&str>> {
 
 fn allows(schema: &Value, kind: &str) -> bool {
     types(schema).is_some_and(|types| types.contains(&kind))
+}
+
+/// The longest quoted number read as a number: longer digits are no model's slip.
+const MAX_QUOTED_NUMBER: usize = 40;
+
+/// A schema that asks for a number, an integer or a boolean and does not allow a string: a
+/// string there that spells one is the model's quoting slip.
+fn wants_scalar(schema: &Value) -> bool {
+    types(schema).is_some_and(|types| {
+        !types.contains(&"string")
+            && types
+                .iter()
+                .any(|t| matches!(*t, "integer" | "number" | "boolean"))
+    })
+}
+
+/// The number or boolean `text` spells exactly (no spaces, no sign of a guess), when `schema`
+/// allows its type: `"42"` for an integer, `"2.5"` for a number, `"true"` for a boolean.
+fn scalar(text: &str, schema: &Value) -> Option<Value> {
+    if allows(schema, "boolean") {
+        match text {
+            "true" => return Some(Value::Bool(true)),
+            "false" => return Some(Value::Bool(false)),
+            _ => {}
+        }
+    }
+    if text.len() > MAX_QUOTED_NUMBER || text.trim() != text {
+        return None;
+    }
+    let number: serde_json::Number = text.parse().ok()?;
+    let whole = number.is_i64() || number.is_u64();
+    (allows(schema, "number") || (whole && allows(schema, "integer")))
+        .then_some(Value::Number(number))
 }
 
 /// A schema that asks for an object or array and does not allow a string: a string there is

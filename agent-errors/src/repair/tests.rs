@@ -76,6 +76,42 @@ fn each_repair_alone() {
 }
 
 #[test]
+fn quoted_numbers_and_booleans_are_read_as_the_schema_asks() {
+    let fixed = repaired(r#"{"city": "Oslo", "max_results": "3", "exact": "true"}"#);
+    assert_eq!(
+        fixed.value(),
+        &json!({"city": "Oslo", "max_results": 3, "exact": true})
+    );
+    assert_eq!(
+        fixed.changes(),
+        [
+            Change::Unquoted {
+                at: "/max_results".into()
+            },
+            Change::Unquoted { at: "/exact".into() },
+        ]
+    );
+    // A string parameter keeps its digits; a nested integer is read too.
+    let fixed = repaired(r#"{"city": "1905", "max_results": 3, "filter": {"min_stars": "4"}}"#);
+    assert_eq!(fixed.value()["city"], "1905");
+    assert_eq!(fixed.value()["filter"]["min_stars"], 4);
+    // Nothing that would be a guess: a fraction for an integer, spaces, words, a sign of
+    // something else.
+    for sent in ["\"2.5\"", "\" 3\"", "\"three\"", "\"3 items\"", "\"\"", "\"0x10\""] {
+        let raw = format!(r#"{{"city": "Oslo", "max_results": {sent}}}"#);
+        let refused = repair_arguments(&raw, &schema()).unwrap_err();
+        assert!(
+            matches!(refused, NotRepaired::StillInvalid { .. }),
+            "{raw}: {refused:?}"
+        );
+    }
+    // A number schema takes a fraction.
+    let schema = json!({"type": "object", "properties": {"ratio": {"type": "number"}}});
+    let fixed = repair_arguments(r#"{"ratio": "2.5"}"#, &schema).unwrap();
+    assert_eq!(fixed.value(), &json!({"ratio": 2.5}));
+}
+
+#[test]
 fn an_object_sent_as_a_json_string_is_read_whole_and_per_parameter() {
     let whole = repaired(r#""{\"city\": \"Oslo\", \"max_results\": 3}""#);
     assert_eq!(whole.changes(), [Change::Decoded { at: String::new() }]);
@@ -94,12 +130,13 @@ fn an_object_sent_as_a_json_string_is_read_whole_and_per_parameter() {
         ]
     );
     // A string parameter holding JSON is the model's business: it stays a string.
-    let kept = repair_arguments(r#"{"city": "{\"a\": 1}", "max_results": "3"}"#, &schema());
+    let kept = repaired(r#"{"city": "{\"a\": 1}", "max_results": "3"}"#);
+    assert_eq!(kept.value()["city"], r#"{"a": 1}"#);
     assert_eq!(
-        kept.unwrap_err(),
-        NotRepaired::StillInvalid {
-            paths: vec!["/max_results".into()]
-        }
+        kept.changes(),
+        [Change::Unquoted {
+            at: "/max_results".into()
+        }]
     );
 }
 
