@@ -162,10 +162,13 @@ fn push_bounded(calls: &mut VecDeque<Option<String>>, call: Option<String>, wind
 }
 
 impl ServiceBreaker {
-    /// The recommended preset's service breaker: opens when half of the last 20 calls failed,
-    /// judged from the 10th, and lets a probe through after 30 s.
+    /// The recommended preset's service breaker: opens when half of the last 100 calls failed,
+    /// judged from the 20th, and lets a probe through after 30 s. The field's count-based
+    /// breakers wait for many calls before judging (resilience4j and Polly from 100): judged
+    /// from the 10th, the retries of one run through a service failing half its calls opened
+    /// its circuit, and the model's next call met a refusal it could only wait out.
     pub(crate) fn recommended() -> ServiceBreaker {
-        ServiceBreaker::failure_rate(50, 20, 10, Duration::from_secs(30))
+        ServiceBreaker::failure_rate(50, 100, 20, Duration::from_secs(30))
             .expect("the preset's settings are in range")
     }
 }

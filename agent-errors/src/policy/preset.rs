@@ -63,7 +63,7 @@ impl Policy {
     ///   and at least 60% of its last 10 calls in the run; the run goes on with the other
     ///   tools, and ends when the model calls a removed tool until it trips again.
     /// - **The service breaker of an agent built with the preset opens on a failure rate**
-    ///   (half of the last 20 calls failed, judged from the 10th; 30 s before a probe) unless
+    ///   (half of the last 100 calls failed, judged from the 20th; 30 s before a probe) unless
     ///   the agent is given its own, so one call that meets a few faults in a row does not
     ///   open a circuit for everyone; a call its open circuit refuses is shown to the model
     ///   with when to try again, not the end of the run.

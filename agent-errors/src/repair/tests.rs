@@ -88,7 +88,9 @@ fn quoted_numbers_and_booleans_are_read_as_the_schema_asks() {
             Change::Unquoted {
                 at: "/max_results".into()
             },
-            Change::Unquoted { at: "/exact".into() },
+            Change::Unquoted {
+                at: "/exact".into()
+            },
         ]
     );
     // A string parameter keeps its digits; a nested integer is read too.
@@ -97,7 +99,14 @@ fn quoted_numbers_and_booleans_are_read_as_the_schema_asks() {
     assert_eq!(fixed.value()["filter"]["min_stars"], 4);
     // Nothing that would be a guess: a fraction for an integer, spaces, words, a sign of
     // something else.
-    for sent in ["\"2.5\"", "\" 3\"", "\"three\"", "\"3 items\"", "\"\"", "\"0x10\""] {
+    for sent in [
+        "\"2.5\"",
+        "\" 3\"",
+        "\"three\"",
+        "\"3 items\"",
+        "\"\"",
+        "\"0x10\"",
+    ] {
         let raw = format!(r#"{{"city": "Oslo", "max_results": {sent}}}"#);
         let refused = repair_arguments(&raw, &schema()).unwrap_err();
         assert!(

@@ -313,6 +313,34 @@ async fn one_unlucky_call_does_not_open_the_services_circuit() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_services_circuit_is_judged_from_its_twentieth_call() {
+    // A service that is really down: every run's call fails its three tries. Six runs make 18
+    // calls and the circuit stays closed; the 20th opens it and the 21st is refused unsent.
+    let search = FaultyTool::new(echo_tool("search").idempotent(true)).fail_times(100, unavailable);
+    let model = (0..7).fold(ScriptedModel::new(), |model, _| {
+        model
+            .tool_call("search", r#"{"text": "a"}"#)
+            .text("gave up")
+    });
+    let agent = one_call(search.tool(), &model);
+    for _ in 0..6 {
+        assert_eq!(agent.run("search").await.unwrap(), "gave up");
+    }
+    assert_eq!(search.calls(), 18);
+    assert_eq!(
+        agent.service_breaker().state("search"),
+        BreakerState::Closed
+    );
+
+    assert_eq!(agent.run("search").await.unwrap(), "gave up");
+
+    assert_eq!(search.calls(), 20, "the third try met the open circuit");
+    assert_eq!(agent.service_breaker().state("search"), BreakerState::Open);
+    let said = shown(&model).pop().unwrap();
+    assert!(said.contains("circuit is open"), "{said}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_open_circuit_tells_the_model_why_and_when_to_try_again() {
     let search = FaultyTool::new(echo_tool("search").idempotent(true)).fail_times(1, unavailable);
     let model = ScriptedModel::new()
