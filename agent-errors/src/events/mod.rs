@@ -265,6 +265,16 @@ pub enum Event {
         /// The id of the earlier call, whose outcome is unknown.
         earlier_call: String,
     },
+    /// The model asked again for a call whose outcome is unknown, of a
+    /// [keyed](crate::ToolDef::keyed) tool, and the repeat ran under the earlier call's
+    /// idempotency key: the service, which applies a key once, answers it from its record if the
+    /// earlier call took effect.
+    RepeatUnderEarlierKey {
+        /// The tool.
+        tool: String,
+        /// The id of the earlier call, whose key the repeat carried.
+        earlier_call: String,
+    },
 }
 
 /// The layer of the model-call stack that made a model call again, as [`Event::LlmRetry`]
@@ -360,6 +370,7 @@ impl Event {
             Event::InterruptedRerun { .. } => "interrupted_rerun",
             Event::Reconciled { .. } => "reconciled",
             Event::RepeatNotRun { .. } => "repeat_not_run",
+            Event::RepeatUnderEarlierKey { .. } => "repeat_under_earlier_key",
         }
     }
 
@@ -381,7 +392,8 @@ impl Event {
             | Event::UnknownNotRetried { tool }
             | Event::InterruptedRerun { tool, .. }
             | Event::Reconciled { tool, .. }
-            | Event::RepeatNotRun { tool, .. } => Some(tool),
+            | Event::RepeatNotRun { tool, .. }
+            | Event::RepeatUnderEarlierKey { tool, .. } => Some(tool),
             Event::LlmRetry { .. }
             | Event::LlmFallback { .. }
             | Event::LlmCircuit { .. }

@@ -39,6 +39,7 @@ impl Event {
             Event::UnknownNotRetried { .. }
             | Event::Reconciled { .. }
             | Event::RepeatNotRun { .. }
+            | Event::RepeatUnderEarlierKey { .. }
             | Event::InterruptedRerun { .. } => self.trace_outcome(event),
             Event::LlmCircuit { model, state } => trace_circuit(event, model, *state),
         }
@@ -205,6 +206,12 @@ impl Event {
                 gen_ai.tool.name = %tool,
                 earlier_call = %earlier_call,
                 "a call whose outcome is unknown was asked for again: not run"
+            ),
+            Event::RepeatUnderEarlierKey { tool, earlier_call } => tracing::info!(
+                event,
+                gen_ai.tool.name = %tool,
+                earlier_call = %earlier_call,
+                "a call whose outcome is unknown was asked for again: run under its key"
             ),
             Event::InterruptedRerun {
                 tool,
@@ -459,6 +466,9 @@ fn tool_counter(event: &Event) -> Option<ToolCounter<'_>> {
             ("agent_errors.tool.reconciled", Some(("answer", *answer)))
         }
         Event::RepeatNotRun { .. } => ("agent_errors.tool.repeats_not_run", None),
+        Event::RepeatUnderEarlierKey { .. } => {
+            ("agent_errors.tool.repeats_under_earlier_key", None)
+        }
         _ => return None,
     })
 }

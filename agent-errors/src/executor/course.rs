@@ -15,6 +15,7 @@ use super::outcome::{Failure, Handled};
 use super::resume::{
     Approved, CallInterrupted, CallProgress, CallStart, RetryPlace, SavedFailure, Waiting,
 };
+use super::unknown::Repeat;
 use crate::chat::ToolCall;
 use crate::error::ToolError;
 use crate::events::Event;
@@ -41,12 +42,19 @@ pub(super) async fn run(
         return unknown_tool(registry, ctx, call);
     };
     let progress = start.progress();
-    // A repeat of a call whose outcome is unknown is answered, not run. Only a tool that is not
-    // idempotent, in a run where some call's outcome is unknown, looks it up.
-    if progress.is_none() && !tool.is_idempotent() && ctx.learnt().any_unknown() {
-        if let Some(answer) = Box::pin(super::unknown::repeat(registry, ctx, tool, call)).await {
-            return answer;
-        }
+    // A repeat of a call whose outcome is unknown is answered, not run, or for a keyed tool run
+    // under the earlier call's key. Only a tool that is not idempotent, in a run where some
+    // call's outcome is unknown, looks it up.
+    let mut key_of = None;
+    if !tool.is_idempotent() && ctx.learnt().any_unknown() {
+        key_of = match progress {
+            Some(_) => super::unknown::resumed_key(ctx, tool, call),
+            None => match Box::pin(super::unknown::repeat(registry, ctx, tool, call)).await {
+                Repeat::Answered(answer) => return answer,
+                Repeat::UnderKeyOf(earlier) => Some(earlier),
+                Repeat::Fresh => None,
+            },
+        };
     }
     // The arguments the call sends: its own, or those a fixer wrote before the process stopped.
     let sent = match progress.and_then(|p| p.arguments.as_ref()) {
@@ -81,7 +89,7 @@ pub(super) async fn run(
     if let Some(budget) = ctx.hooks().retry_budget() {
         budget.record_call(tool.breaker_key());
     }
-    let extensions = ctx.call_extensions(&call.id);
+    let extensions = ctx.call_extensions(key_of.as_ref().unwrap_or(&call.id));
     match (outcome, progress) {
         (Ok(cleared), None) if !asked => {
             // The usual call, tried at once: the course is made only for a failure.

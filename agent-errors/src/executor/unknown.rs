@@ -6,14 +6,17 @@
 //! run's recovery state, so a durable run's record outlives a crash). A later call of the same
 //! tool with the same arguments (as parsed: key order, whitespace and number spelling aside) is
 //! a repeat of it, and is not run: it is answered with the earlier call's unknown outcome and
-//! what the model can do about it, so the effect cannot happen twice. Handing the repeat the
-//! earlier call's idempotency key instead would only be safe where the service deduplicates by
-//! key, which nothing here can check: answering is the default that fails closed. A tool with a
+//! what the model can do about it, so the effect cannot happen twice. A tool declared
+//! [keyed](crate::ToolDef::keyed), whose service applies a key once, runs the repeat under the
+//! earlier call's key instead: the service answers it from its record if the earlier call took
+//! effect and applies it once if it did not. For any other tool nothing here can check that the
+//! service deduplicates, so answering is the default that fails closed. A tool with a
 //! reconciler has the earlier call reconciled first.
 
 use std::error::Error;
 use std::io;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
 use futures_util::FutureExt;
 
@@ -160,18 +163,52 @@ pub(super) fn record(ctx: &RunContext, tool: &ToolDef, call: &ToolCall, sent: &s
     }
 }
 
-/// The answer to `call` when it repeats an earlier call of `tool` whose outcome is unknown;
-/// `None` when it repeats none (or the tool's reconciler says the earlier call did not happen),
-/// and the call runs. Asked only of a tool that is not idempotent, in a run with a call whose
-/// outcome is unknown.
+/// What a call of a tool that is not idempotent does about an earlier call of the same effect
+/// whose outcome is unknown.
+pub(super) enum Repeat {
+    /// It repeats none, or the tool's reconciler said the earlier call did not happen: it runs
+    /// as itself.
+    Fresh,
+    /// It repeats one, and its tool is keyed: it runs under the earlier call's key (the id of
+    /// the call the key was made for), which the service applies once.
+    UnderKeyOf(Arc<str>),
+    /// It repeats one and is answered, not run.
+    Answered(Handled),
+}
+
+/// The earlier call of `tool` asking for `call`'s effect whose outcome is unknown, if any.
+fn earlier_call(
+    ctx: &RunContext,
+    tool: &ToolDef,
+    call: &ToolCall,
+) -> Option<(String, UnknownCall)> {
+    let effect = effect_hash(tool.name(), &call.arguments)?;
+    let earlier = ctx.learnt().unknown_call(tool.name(), &effect)?;
+    Some((effect, earlier))
+}
+
+/// The key a keyed tool's call resumed after a crash carries: the earlier call's, when it was a
+/// repeat run under that key, so the service sees the key it may already have applied.
+pub(super) fn resumed_key(ctx: &RunContext, tool: &ToolDef, call: &ToolCall) -> Option<Arc<str>> {
+    if !tool.is_keyed() || !ctx.learnt().any_unknown() {
+        return None;
+    }
+    let (_, earlier) = earlier_call(ctx, tool, call)?;
+    (*earlier.call_id != *call.id).then(|| Arc::from(earlier.call_id.as_str()))
+}
+
+/// What `call` does when it may repeat an earlier call of `tool` whose outcome is unknown (see
+/// [`Repeat`]). Asked only of a tool that is not idempotent, in a run with a call whose outcome
+/// is unknown.
 pub(super) async fn repeat(
     registry: &Registry,
     ctx: &RunContext,
     tool: &ToolDef,
     call: &ToolCall,
-) -> Option<Handled> {
-    let effect = effect_hash(tool.name(), &call.arguments)?;
-    let earlier = ctx.learnt().unknown_call(tool.name(), &effect)?;
+) -> Repeat {
+    let Some((effect, earlier)) = earlier_call(ctx, tool, call) else {
+        return Repeat::Fresh;
+    };
     if let Some(reconciler) = registry.reconciler_of(tool) {
         let reason = earlier.reason.as_str();
         let asked = reconcile(
@@ -185,13 +222,21 @@ pub(super) async fn repeat(
         match asked.await {
             // The effect the model asks for again has happened: it is told so, with the
             // earlier call's result, and the record stays for a third ask.
-            Reconciled::Happened(output) => return Some(Handled::Ok(output)),
+            Reconciled::Happened(output) => return Repeat::Answered(Handled::Ok(output)),
             Reconciled::DidNotHappen => {
                 ctx.learnt().forget_unknown(tool.name(), &effect);
-                return None;
+                return Repeat::Fresh;
             }
             Reconciled::StillUnknown => {}
         }
+    }
+    if tool.is_keyed() {
+        // The record stays: a third ask runs under the same key too.
+        ctx.events().emit(Event::RepeatUnderEarlierKey {
+            tool: tool.name().to_owned(),
+            earlier_call: earlier.call_id.clone(),
+        });
+        return Repeat::UnderKeyOf(Arc::from(earlier.call_id.as_str()));
     }
     ctx.events().emit(Event::RepeatNotRun {
         tool: tool.name().to_owned(),
@@ -207,5 +252,5 @@ pub(super) async fn repeat(
     let limit = ctx.limits().max_message_chars;
     let surfaced = SurfacedError::bounded(tool.name(), ErrorKind::OutcomeUnknown, &message, limit)
         .with_suggestion(REPEAT_SUGGESTION);
-    Some(Handled::Error(surfaced))
+    Repeat::Answered(Handled::Error(surfaced))
 }

@@ -175,6 +175,80 @@ async fn a_repeat_of_a_call_whose_outcome_is_unknown_is_answered_not_run() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_keyed_tools_repeat_runs_under_the_earlier_calls_key() {
+    let refund = refund(&[Step::Hang]);
+    let model = ScriptedModel::new()
+        .tool_call("refund", ARGS)
+        .tool_call("refund", SAME_ARGS_REORDERED)
+        .text("refunded");
+    let tool = escalating(refund.def.clone().keyed(true));
+    let outcome = builder(model, tool)
+        .build()
+        .unwrap()
+        .run_with("refund A-7", RunOptions::new().run_id("t60"))
+        .await;
+
+    assert_eq!(outcome.result.as_deref().unwrap(), "refunded");
+    // The service saw one key twice, which it applies once: one refund.
+    assert_eq!(keys(&refund), ["t60:call_1", "t60:call_1"]);
+    let results = results(&outcome);
+    assert!(
+        results[0].content.contains("timeout"),
+        "{}",
+        results[0].content
+    );
+    assert_eq!(results[1].content, "refunded 500 cents of A-7");
+    assert!(
+        outcome
+            .report
+            .events
+            .contains(&Event::RepeatUnderEarlierKey {
+                tool: "refund".into(),
+                earlier_call: "call_1".into(),
+            })
+    );
+    assert_eq!(outcome.report.count("repeat_not_run"), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_keyed_repeat_resumed_after_a_crash_keeps_the_earlier_key() {
+    let store = Arc::new(MemoryCheckpoints::new());
+    let mut first = refund(&[Step::Hang, Step::Hang]);
+    let model = ScriptedModel::new()
+        .tool_call("refund", ARGS)
+        .tool_call("refund", SAME_ARGS_REORDERED);
+    let agent = builder(model, escalating(first.def.clone().keyed(true)))
+        .shared_checkpoints(Arc::clone(&store) as Arc<dyn CheckpointStore>)
+        .build()
+        .unwrap();
+    let options = RunOptions::new().run_id("t61");
+    let task = tokio::spawn(async move { agent.run_with("refund A-7", options).await });
+    first.started.recv().await.expect("the refund started"); // and timed out
+    first.started.recv().await.expect("its repeat started"); // and the process died
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    assert_eq!(keys(&first), ["t61:call_1", "t61:call_1"]);
+
+    let second = refund(&[]);
+    let tool = escalating(second.def.clone().keyed(true));
+    let outcome = resuming(
+        &store,
+        ScriptedModel::new().text("refunded"),
+        vec![tool],
+        None,
+    )
+    .resume("t61", RunOptions::new())
+    .await;
+
+    assert_eq!(outcome.result.as_deref().unwrap(), "refunded");
+    assert_eq!(
+        keys(&second),
+        ["t61:call_1"],
+        "the resumed repeat kept the key"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn other_arguments_or_a_failure_that_never_reached_the_service_run_as_usual() {
     // The first call was refused before it was sent: nothing can have happened.
     let refund = refund(&[Step::Refused, Step::Hang]);
