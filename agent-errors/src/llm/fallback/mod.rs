@@ -95,6 +95,8 @@ mod request;
 /// # Ok(())
 /// # }
 /// ```
+///
+/// [`ChatResponse::model`]: crate::ChatResponse::model
 #[derive(Clone)]
 pub struct FallbackModel<P, F> {
     primary: P,
@@ -236,6 +238,8 @@ impl<P: ChatModel, F: ChatModel> FallbackModel<P, F> {
     /// let model = FallbackModel::new(primary, fallback).remember(Duration::from_secs(120));
     /// # }
     /// ```
+    ///
+    /// [`Event::LlmCircuit`]: crate::Event::LlmCircuit
     #[must_use]
     pub fn remember(mut self, cooldown: Duration) -> Self {
         self.memory = if cooldown.is_zero() {
