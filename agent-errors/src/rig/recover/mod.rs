@@ -168,21 +168,20 @@ impl RecoveringModel {
     }
 
     /// Remembers a model of the chain that failed for good for `cooldown` (30 s by default),
-    /// in this model and its clones: its circuit opens after as many failures in a row as the
-    /// schedule makes calls (any failure but an invalid request counts), and while it is open
-    /// each request skips it for the next model, with no call and no backoff spent on it (an
-    /// `llm_fallback` event with trigger `circuit_open`). After `cooldown` one request probes
-    /// it with a single call: an answer closes the circuit, a failure re-opens it. Each change
-    /// is an `llm_circuit` event. The last model of the chain, which nothing falls back from,
-    /// is always called; when it fails too, each model skipped for its open circuit gets one
-    /// call before the request fails (an open circuit says where to go first, not never). A zero `cooldown` remembers nothing, as
-    /// [`forget`](RecoveringModel::forget).
+    /// in this model and its clones. Each model's circuit opens, skips, probes and reports as
+    /// [`FallbackModel::remember`](crate::llm::FallbackModel::remember) describes (and is on by
+    /// default for the reason given there: every turn of rig's loop is a request), with what a
+    /// chain changes:
     ///
-    /// Remembering is on by default, as for [`FallbackModel`](crate::llm::FallbackModel): a
-    /// model call changes nothing in the world, and every turn of rig's loop is a request,
-    /// which would otherwise spend its retries and backoff on a model that just failed. A
-    /// model made for one run remembers for that run; give the runs one
-    /// [`service_breaker`](RecoveringModel::service_breaker) to remember across them.
+    /// - a model's circuit opens after as many failures in a row as the schedule makes calls,
+    ///   and any failure but an invalid request counts;
+    /// - while it is open each request skips it for the next model; the last model of the
+    ///   chain, which nothing falls back from, is always called, and when it fails too each
+    ///   model skipped for its open circuit gets one call before the request fails;
+    /// - a model made for one run remembers for that run; give the runs one
+    ///   [`service_breaker`](RecoveringModel::service_breaker) to remember across them.
+    ///
+    /// A zero `cooldown` remembers nothing, as [`forget`](RecoveringModel::forget).
     ///
     /// # Examples
     ///
@@ -207,7 +206,8 @@ impl RecoveringModel {
         self
     }
 
-    /// Remembers nothing between requests: each starts at the first model, with its retries.
+    /// Remembers nothing between requests: each starts at the first model, with its retries
+    /// (as [`FallbackModel::forget`](crate::llm::FallbackModel::forget)).
     ///
     /// # Examples
     ///
