@@ -40,7 +40,7 @@ impl Measure {
     }
 }
 
-const COLORS: [RGBColor; 8] = [
+const COLORS: [RGBColor; 9] = [
     RGBColor(120, 120, 120),
     RGBColor(230, 159, 0),
     RGBColor(86, 180, 233),
@@ -49,6 +49,7 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(0, 0, 0),
     RGBColor(117, 112, 179),
     RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
 ];
 
 /// The plot as SVG text.

@@ -54,7 +54,8 @@ pub(crate) fn every_strategy() -> Vec<Box<dyn Strategy>> {
         Box::new(Baseline(BaselineKind::NaiveRetry)),
         Box::new(LibraryDefaults::default()),
         Box::new(LibraryTuned::default()),
-        Box::new(LibraryPreset),
+        Box::new(LibraryPreset { backup: false }),
+        Box::new(LibraryPreset { backup: true }),
         Box::new(RigAgent(RigKind::Defaults)),
         Box::new(RigAgent(RigKind::Guarded)),
     ]
@@ -76,7 +77,8 @@ pub(crate) fn preset_trio() -> Vec<Box<dyn Strategy>> {
         Box::new(Baseline(BaselineKind::NaiveRetry)),
         Box::new(LibraryDefaults::default()),
         Box::new(LibraryTuned::default()),
-        Box::new(LibraryPreset),
+        Box::new(LibraryPreset { backup: false }),
+        Box::new(LibraryPreset { backup: true }),
     ]
 }
 
