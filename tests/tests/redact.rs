@@ -975,7 +975,7 @@ mod through_a_run {
             .with_span_events(FmtSpan::FULL)
             .with_ansi(false)
             .finish();
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let _guard = crate::support::subscriber::set_default(subscriber);
 
         let tool = ToolDef::new("fetch", "Fetches.", move |_: serde_json::Value| {
             let leak = leak.clone();

@@ -130,7 +130,7 @@ async fn the_attempt_events_are_in_the_calls_one_span_with_the_conventions_names
     let _serial = serial().await;
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::support::subscriber::set_default(subscriber);
     // Every callsite registered before the interest cache is rebuilt (a test on another thread
     // with no subscriber may have been first to reach one): the run under test is the second.
     three_recoveries().run("go").await.unwrap();

@@ -318,7 +318,7 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
     let log: Log = Arc::default();
     let (agent, model) = build(case, &log);
     let subscriber = tracing_subscriber::registry().with(TripRecorder(Arc::clone(&log)));
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::support::subscriber::set_default(subscriber);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)

@@ -67,7 +67,7 @@ async fn a_run_is_one_span_tree_with_recovery_events_in_the_spans_they_happened_
     let _serial = serial().await;
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::support::subscriber::set_default(subscriber);
     tracing::callsite::rebuild_interest_cache();
 
     let outcome = recovering_agent().run_with_report("go").await;
@@ -141,7 +141,7 @@ async fn a_failed_tool_call_and_a_failed_run_carry_their_error_type() {
     let _serial = serial().await;
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::support::subscriber::set_default(subscriber);
     tracing::callsite::rebuild_interest_cache();
     let token = FaultyTool::new(echo_tool("fetch")).fail_times(1, || HttpError::new(401, "no"));
     let agent = Agent::builder("a")
@@ -329,7 +329,7 @@ async fn the_chat_span_names_the_model_that_answered_behind_a_fallback() {
     let _serial = serial().await;
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::support::subscriber::set_default(subscriber);
     tracing::callsite::rebuild_interest_cache();
 
     let overloaded = || HttpError::new(529, "overloaded");
@@ -351,7 +351,7 @@ async fn a_run_s_span_carries_what_it_used_and_a_usage_limit_stop() {
     let _serial = serial().await;
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::support::subscriber::set_default(subscriber);
     tracing::callsite::rebuild_interest_cache();
     let model = ScriptedModel::new();
     let mut turn = agent_errors::ChatResponse::tool_calls(vec![agent_errors::ToolCall::new(
@@ -390,7 +390,7 @@ async fn a_model_written_call_id_and_tool_name_reach_spans_and_events_escaped() 
     let _serial = serial().await;
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::support::subscriber::set_default(subscriber);
     tracing::callsite::rebuild_interest_cache();
 
     let forged = "call_1\n2026-12-01T00:00:00Z ERROR forged\u{1b}[2K";
@@ -434,7 +434,7 @@ async fn every_span_of_a_run_carries_its_id_and_a_resumed_run_says_it_resumed() 
     let _serial = serial().await;
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::support::subscriber::set_default(subscriber);
     tracing::callsite::rebuild_interest_cache();
 
     let store: std::sync::Arc<dyn agent_errors::checkpoint::CheckpointStore> =

@@ -1017,7 +1017,7 @@ async fn two_guards_over_one_run_context_never_give_two_calls_one_key_and_say_so
     let _serial = crate::capture::serial().await;
     let capture = crate::capture::Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::support::subscriber::set_default(subscriber);
     tracing::callsite::rebuild_interest_cache();
     let tool = Keyed::default();
     let registry = Registry::builder()
@@ -1357,7 +1357,7 @@ mod attempts {
         let _serial = serial().await;
         let capture = Capture::default();
         let subscriber = tracing_subscriber::registry().with(capture.clone());
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let _guard = crate::support::subscriber::set_default(subscriber);
         tracing::callsite::rebuild_interest_cache();
         // rig's span callsites are registered by the first run that reaches them, perhaps a
         // test on another thread with no subscriber: one run first, then the interest cache

@@ -275,7 +275,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for MissingWarnings {
 async fn a_response_without_usage_is_estimated_and_told_once() {
     let warnings = MissingWarnings::default();
     let subscriber = tracing_subscriber::registry().with(warnings.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::support::subscriber::set_default(subscriber);
     let model = ScriptedModel::new().tool_call("lookup", "{}").text("done");
     let agent = Agent::builder("capped")
         .model(model)

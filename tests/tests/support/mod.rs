@@ -1,14 +1,17 @@
 //! Real servers for the tests, on free loopback ports, stopped by PID when dropped: a
 //! `redis-server` here, PostgreSQL in [`postgres`]; in [`checkpoints`] the suite every
 //! checkpoint store must pass; and a scripted loopback HTTP server for the providers
-//! ([`loopback`]); tools several suite files run ([`tools`]). Never a mock: the scripts that make the fleet agree must run on Redis
-//! itself, and the statements that fence a checkpoint on PostgreSQL itself.
+//! ([`loopback`]); tools several suite files run ([`tools`]); a test's own `tracing` subscriber
+//! that no other test can blind ([`subscriber`]). Never a mock: the scripts that make the fleet
+//! agree must run on Redis itself, and the statements that fence a checkpoint on PostgreSQL
+//! itself.
 
 #![allow(dead_code)] // each test file uses its own part of the kit
 
 pub mod checkpoints;
 pub mod loopback;
 pub mod postgres;
+pub mod subscriber;
 pub mod tools;
 
 use std::net::{TcpListener, TcpStream};
