@@ -4,6 +4,7 @@
 //! spent, the retry rung it was on, the person it waited for, what a person approved).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::attempt::{Missed, attempt};
@@ -42,25 +43,17 @@ pub(super) async fn run(
         return unknown_tool(registry, ctx, call);
     };
     let progress = start.progress();
-    // A repeat of a call whose outcome is unknown is answered, not run, or for a keyed tool run
-    // under the earlier call's key. Only a tool that is not idempotent, in a run where some
-    // call's outcome is unknown, looks it up.
+    // Only a tool that is not idempotent, in a run where some call's outcome is unknown, asks
+    // whether this call repeats one.
     let mut key_of = None;
     if !tool.is_idempotent() && ctx.learnt().any_unknown() {
-        key_of = match progress {
-            Some(_) => super::unknown::resumed_key(ctx, tool, call),
-            None => match Box::pin(super::unknown::repeat(registry, ctx, tool, call)).await {
-                Repeat::Answered(answer) => return answer,
-                Repeat::UnderKeyOf(earlier) => Some(earlier),
-                Repeat::Fresh => None,
-            },
-        };
+        let resumed = progress.is_some();
+        match Box::pin(repeat_of_unknown(registry, ctx, tool, call, resumed)).await {
+            Ok(key) => key_of = key,
+            Err(answer) => return answer,
+        }
     }
-    // The arguments the call sends: its own, or those a fixer wrote before the process stopped.
-    let sent = match progress.and_then(|p| p.arguments.as_ref()) {
-        Some(arguments) => Cow::Owned(arguments.clone()),
-        None => Cow::Borrowed(call.arguments.as_str()),
-    };
+    let sent = arguments_sent(call, progress);
     let mut approved = progress.map(|p| p.approved.clone()).unwrap_or_default();
     let waited = progress.and_then(|p| p.waiting.as_ref());
     // Whether a person was asked before the first try: what they approved is saved first.
@@ -114,6 +107,35 @@ pub(super) async fn run(
             let course = Course::new(registry, ctx, entry, call, extensions, approved);
             Box::pin(course.go_on(cleared, &progress, asked)).await
         }
+    }
+}
+
+/// The arguments a call sends: its own, or those a fixer wrote before the process stopped.
+fn arguments_sent<'a>(call: &'a ToolCall, progress: Option<&CallProgress>) -> Cow<'a, str> {
+    match progress.and_then(|p| p.arguments.as_ref()) {
+        Some(arguments) => Cow::Owned(arguments.clone()),
+        None => Cow::Borrowed(call.arguments.as_str()),
+    }
+}
+
+/// What a call that may repeat one whose outcome is unknown becomes: `Err` with its answer when
+/// it is answered instead of run, `Ok` with the earlier call's key when a keyed tool runs it
+/// under that key, `Ok(None)` when it runs as itself. A call of a resumed run was looked up
+/// before the process stopped, so only its key is found again.
+async fn repeat_of_unknown(
+    registry: &Registry,
+    ctx: &RunContext,
+    tool: &ToolDef,
+    call: &ToolCall,
+    resumed: bool,
+) -> Result<Option<Arc<str>>, Handled> {
+    if resumed {
+        return Ok(super::unknown::resumed_key(ctx, tool, call));
+    }
+    match super::unknown::repeat(registry, ctx, tool, call).await {
+        Repeat::Answered(answer) => Err(answer),
+        Repeat::UnderKeyOf(earlier) => Ok(Some(earlier)),
+        Repeat::Fresh => Ok(None),
     }
 }
 
