@@ -833,6 +833,16 @@ fn stream_model(server: &Loopback) -> AnthropicModel {
         .unwrap()
 }
 
+/// For a test that sends megabytes: time limits a loaded machine cannot hit.
+fn patient_stream_model(server: &Loopback) -> AnthropicModel {
+    let limit = SECS(60);
+    let builder = builder(server, &Sleeps::default()).timeout(limit);
+    let builder = builder
+        .first_event_timeout(limit)
+        .stream_idle_timeout(limit);
+    builder.build().unwrap()
+}
+
 /// Reads a whole stream as the agent does: events, then the first error.
 async fn drain(mut stream: ChatStream<'_>) -> (Vec<StreamEvent>, Option<BoxError>) {
     let mut events = Vec::new();
@@ -1169,7 +1179,7 @@ async fn an_endless_stream_ends_early_at_its_cap() {
     parts.extend((0..CAP / chunk.len() + 8).map(|_| text_delta(0, &chunk)));
     parts.push(message_stop());
     let server = Loopback::start([Reply::Stream(parts)]).await;
-    let (events, error) = drain(stream_model(&server).stream(&ask()).await.unwrap()).await;
+    let (events, error) = drain(patient_stream_model(&server).stream(&ask()).await.unwrap()).await;
     let cause = end_cause(&error);
     assert!(
         matches!(cause.downcast_ref(), Some(StreamError::TooLarge { limit, .. }) if *limit == CAP),
