@@ -10,52 +10,8 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use serde::{Deserialize, Serialize};
-
 use super::Usage;
-use super::{RunUsage, UsageLimit, UsageLimitExceeded, UsageLimits};
-
-/// How a model response that reports no usage is counted against a run's token and cost caps.
-///
-/// Whichever is chosen, the first such response of a run is an `usage_missing` event and a
-/// `tracing` warning, so a provider that stopped reporting usage is seen, not silently free.
-///
-/// # Examples
-///
-/// ```
-/// use agent_errors::llm::Usage;
-/// use agent_errors::run::{MissingUsage, UsageLimits};
-///
-/// // Count each such response as a generous 8,000 tokens in, 2,000 out.
-/// let generous = UsageLimits::new()
-///     .max_total_tokens(100_000)
-///     .missing_usage(MissingUsage::Assume(Usage::new(8_000, 2_000)));
-/// // Or refuse them: the first response without usage ends the run past the cap.
-/// let strict = UsageLimits::new()
-///     .max_total_tokens(100_000)
-///     .missing_usage(MissingUsage::Assume(Usage::new(u64::MAX, 0)));
-/// assert_ne!(generous, strict);
-///
-/// fn describe(counted: MissingUsage) -> String {
-///     match counted {
-///         MissingUsage::Estimate => "estimated from the text".to_owned(),
-///         MissingUsage::Assume(usage) => format!("{} tokens each", usage.total()),
-///         _ => "something newer".to_owned(), // the enum is non-exhaustive
-///     }
-/// }
-/// assert_eq!(describe(MissingUsage::default()), "estimated from the text");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[non_exhaustive]
-pub enum MissingUsage {
-    /// Estimated from the text: one token per 4 characters (rounded up) of what was sent (the
-    /// messages, tool calls and results, and the tools on offer) and of what was answered.
-    #[default]
-    Estimate,
-    /// Counted as this usage. A usage past a cap ends the run at the first response that
-    /// reports none: `Usage::new(u64::MAX, 0)` refuses such responses outright.
-    Assume(Usage),
-}
+use super::{MissingUsage, RunUsage, UsageLimit, UsageLimitExceeded, UsageLimits};
 
 /// The meter of one run, shared by every path of the run that spends.
 struct Meter {

@@ -6,8 +6,7 @@ mod limits;
 mod meter;
 
 pub use exceeded::{OnExceed, RunUsage, UsageLimit, UsageLimitExceeded};
-pub use limits::{DEFAULT_MAX_TOOL_CALLS_PER_TURN, ModelPrice, UsageLimits};
-pub use meter::MissingUsage;
+pub use limits::{DEFAULT_MAX_TOOL_CALLS_PER_TURN, MissingUsage, ModelPrice, UsageLimits};
 pub(crate) use meter::{Answerer, RunMeter};
 
 use serde::{Deserialize, Serialize};
