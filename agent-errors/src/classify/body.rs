@@ -137,21 +137,6 @@ impl ContextOverflow {
     }
 }
 
-/// Whether an error body says the account's quota or spending limit is used up (OpenAI's
-/// `insufficient_quota`), which waiting does not fix, unlike a rate limit.
-pub(crate) fn is_quota_exhausted(body: &str) -> bool {
-    let body = body.to_ascii_lowercase();
-    [
-        "insufficient_quota",
-        "exceeded your current quota",
-        "billing_hard_limit",
-        "spending limit",
-        "credit balance is too low",
-    ]
-    .iter()
-    .any(|needle| body.contains(needle))
-}
-
 /// The status a provider's error type stands for, when an error arrives without one (an error
 /// event inside a stream that began with 200): Anthropic's `overloaded_error` is a 529,
 /// `rate_limit_error` a 429, and so on. Unknown types are a 500, a server error.
@@ -336,20 +321,6 @@ mod tests {
         };
         assert_eq!(o.max_tokens_for_retry(3000), None);
         assert_eq!(o.max_tokens_for_retry(2000), Some(2192));
-    }
-
-    #[test]
-    fn quota_exhaustion_is_told_from_rate_limits() {
-        assert!(is_quota_exhausted(
-            r#"{"error":{"code":"insufficient_quota","message":"You exceeded your current quota, please check your plan and billing details."}}"#
-        ));
-        assert!(!is_quota_exhausted(
-            "Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used 29000."
-        ));
-        // A plain rate limit that points at the billing page is still a rate limit.
-        assert!(!is_quota_exhausted(
-            "Rate limit reached for requests per min. Add a payment method at https://platform.openai.com/account/billing to increase your rate limit."
-        ));
     }
 
     #[test]

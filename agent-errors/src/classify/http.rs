@@ -121,11 +121,7 @@ impl HttpError {
 
     /// Whether the message or the code says the quota or spending limit is used up.
     pub(crate) fn says_quota_exhausted(&self) -> bool {
-        super::body::is_quota_exhausted(&self.message)
-            || self
-                .code
-                .as_deref()
-                .is_some_and(super::body::is_quota_exhausted)
+        is_quota_exhausted(&self.message) || self.code.as_deref().is_some_and(is_quota_exhausted)
     }
 
     /// Adds a response header (`retry-after`, `x-should-retry`, ...). Names are case-insensitive.
@@ -309,9 +305,38 @@ impl Classification {
     }
 }
 
+/// Whether an error body says the account's quota or spending limit is used up (OpenAI's
+/// `insufficient_quota`), which waiting does not fix, unlike a rate limit.
+pub(crate) fn is_quota_exhausted(body: &str) -> bool {
+    let body = body.to_ascii_lowercase();
+    [
+        "insufficient_quota",
+        "exceeded your current quota",
+        "billing_hard_limit",
+        "spending limit",
+        "credit balance is too low",
+    ]
+    .iter()
+    .any(|needle| body.contains(needle))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quota_exhaustion_is_told_from_rate_limits() {
+        assert!(is_quota_exhausted(
+            r#"{"error":{"code":"insufficient_quota","message":"You exceeded your current quota, please check your plan and billing details."}}"#
+        ));
+        assert!(!is_quota_exhausted(
+            "Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used 29000."
+        ));
+        // A plain rate limit that points at the billing page is still a rate limit.
+        assert!(!is_quota_exhausted(
+            "Rate limit reached for requests per min. Add a payment method at https://platform.openai.com/account/billing to increase your rate limit."
+        ));
+    }
 
     const CAP: Duration = Duration::from_secs(300);
 

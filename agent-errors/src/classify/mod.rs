@@ -141,7 +141,9 @@ pub(crate) fn kind_of_text(text: &str) -> Option<ErrorKind> {
 #[cfg(feature = "_provider")]
 pub(crate) use body::status_of_error_type;
 #[cfg(feature = "_provider")]
-pub(crate) use body::{is_overloaded, is_quota_exhausted, server_refuses};
+pub(crate) use body::{is_overloaded, server_refuses};
+#[cfg(feature = "_provider")]
+pub(crate) use http::is_quota_exhausted;
 
 use rules::Rule;
 use typed::Known;
