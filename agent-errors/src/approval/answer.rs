@@ -466,7 +466,12 @@ impl Taken {
             .0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if taken.contains(answer) || !super::ledger::first_use_in_process(answer) {
+        // An answer bound to no question (by call id alone, for a run that saved its question)
+        // is each run's own to judge: only a bound one is held to one use in the process.
+        let bound = !answer.digest().is_empty();
+        if taken.contains(answer)
+            || bound && !super::ledger::first_use_in_process(&answer.to_token())
+        {
             return false;
         }
         taken.push(answer.clone());

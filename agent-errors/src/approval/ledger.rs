@@ -8,8 +8,6 @@ use std::sync::{Mutex, PoisonError};
 
 use sha2::{Digest as _, Sha256};
 
-use super::Answer;
-
 /// The most answers remembered; past it the oldest is forgotten. Each takes 32 bytes and its
 /// place in the queue, about 3 MiB in all.
 const REMEMBERED: usize = 1 << 16;
@@ -22,14 +20,10 @@ struct Used {
 
 static USED: Mutex<Option<Used>> = Mutex::new(None);
 
-/// Takes `answer` for its one use in this process: false when a run took it already. An answer
-/// bound to no question (an answer by call id alone, for a run that saved its question) is
-/// each run's own to judge, and always passes here.
-pub(crate) fn first_use_in_process(answer: &Answer) -> bool {
-    if answer.digest().is_empty() {
-        return true;
-    }
-    let key: [u8; 32] = Sha256::digest(answer.to_token().as_bytes()).into();
+/// Takes the answer written as `token` for its one use in this process: false when a run took
+/// it already.
+pub(crate) fn first_use_in_process(token: &str) -> bool {
+    let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
     let mut used = USED.lock().unwrap_or_else(PoisonError::into_inner);
     let used = used.get_or_insert_with(Used::default);
     if !used.seen.insert(key) {
