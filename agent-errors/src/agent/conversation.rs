@@ -3,92 +3,13 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use super::{Agent, AgentOutput, RunError, RunOptions, RunOutcome};
+use super::{Agent, AgentOutput, HistoryError, RunError, RunOptions, RunOutcome};
 use crate::chat::Message;
 use crate::extensions::Extensions;
 use crate::sanitize::scrub;
 
 /// The bound on a call id quoted in a [`HistoryError`], in characters.
 const MAX_QUOTED_ID_CHARS: usize = 64;
-
-/// Why a history handed to a run was refused: it breaks the rule model APIs enforce, that
-/// every tool call of an assistant message is answered by exactly one tool message, right
-/// after it and before any other message. A provider answers such a transcript with a 400 on
-/// every later turn, so the run refuses it before the model is called
-/// ([`RunError::InvalidHistory`]), naming the message, instead of guessing a repair: which of
-/// two results to keep, or what a lost call was, is not the library's to decide.
-///
-/// `index` counts the messages of the history as handed in, from 0; `call_id` is quoted
-/// sanitized and bounded (it may come from a model).
-///
-/// # Examples
-///
-/// ```
-/// use agent_errors::{Message, RunError, ToolCall, ToolResult, run::HistoryError};
-/// use agent_errors::Agent;
-/// use agent_errors::testing::ScriptedModel;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let agent = Agent::builder("a").model(ScriptedModel::new().text("hi")).build().unwrap();
-/// let call = ToolCall::new("call_1", "lookup", "{}");
-/// let history = vec![
-///     Message::user("find it"),
-///     Message::assistant(None, vec![call.clone()]),
-///     Message::Tool(ToolResult::ok(&call, "found")),
-///     Message::Tool(ToolResult::ok(&call, "found again")),
-///     Message::user("thanks"),
-/// ];
-/// let outcome = agent.run_conversation(history, Default::default()).await;
-/// match outcome.result {
-///     Err(RunError::InvalidHistory(HistoryError::DuplicateResult { index, .. })) => {
-///         assert_eq!(index, 3)
-///     }
-///     other => panic!("{other:?}"),
-/// }
-/// # }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum HistoryError {
-    /// A tool message answers a call that the assistant message just before it did not make.
-    #[error(
-        "message {index}: a tool result for call `{call_id}`, which the assistant message \
-         before it did not make"
-    )]
-    ResultWithoutCall {
-        /// The tool message.
-        index: usize,
-        /// The id it answers.
-        call_id: String,
-    },
-    /// A second tool message answers the same call.
-    #[error("message {index}: a second tool result for call `{call_id}`")]
-    DuplicateResult {
-        /// The second tool message.
-        index: usize,
-        /// The id both answer.
-        call_id: String,
-    },
-    /// An assistant's call has no tool message answering it before the next other message (or
-    /// the end of the history).
-    #[error("message {index}: the call `{call_id}` has no tool result after it")]
-    CallWithoutResult {
-        /// The assistant message that made the call.
-        index: usize,
-        /// The unanswered call's id.
-        call_id: String,
-    },
-    /// One assistant message makes two calls with the same id, so no result can say which
-    /// it answers.
-    #[error("message {index}: two tool calls with the id `{call_id}`")]
-    DuplicateCallId {
-        /// The assistant message.
-        index: usize,
-        /// The id given twice.
-        call_id: String,
-    },
-}
 
 /// The calls of the last assistant message, and which have their result.
 struct OpenCalls<'a> {

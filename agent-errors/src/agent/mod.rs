@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 pub use builder::AgentBuilder;
 pub use builtins::{ESCALATE, THROW_EXCEPTION};
-pub use conversation::{Conversation, HistoryError};
+pub use conversation::Conversation;
 /// A run's id, minted by the loop (a run's spans name it before it starts) and by a rig agent's
 /// guarded tools alike.
 pub(crate) use durable::new_run_id;
@@ -49,7 +49,7 @@ pub(crate) use durable::{RunJournal, Seam};
 pub use fixer::NotJsonArguments;
 pub use model_failure::{IntoLlmDecision, ModelError, ModelFailure};
 pub use options::RunOptions;
-pub use outcome::{RunError, RunOutcome};
+pub use outcome::{HistoryError, RunError, RunOutcome};
 pub use output::{AgentOutput, Json};
 pub use run::{OutputPolicy, OutputValidator};
 pub use stream::RunDelta;
