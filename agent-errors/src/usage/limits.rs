@@ -1,5 +1,5 @@
 //! Caps on what one run may use (model requests, tokens, tool calls, cost) and what a
-//! model's tokens cost.
+//! model's tokens cost, and how a response that reports no usage is counted.
 
 use std::collections::BTreeMap;
 
