@@ -221,7 +221,56 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
         .params
         .iter()
         .find(|param| matches!(param.source, ParamSource::Whole));
-    let args_type = match whole {
+    let args_type = args_type(p, &name, func, whole);
+    let (policy, run_breaker) = match &args.on_error {
+        Some(node) => (policy_table(p, node), optional_run_breaker(p, node)),
+        None => (quote!(&[]), quote!(::core::option::Option::None)),
+    };
+    let recommended = args.on_error.as_ref().is_some_and(|node| node.recommended);
+    let optional = args.optional;
+    let idempotent = args.idempotent;
+    let approval_required = args.approval.is_some();
+    let timeout = optional_duration(args.timeout.as_ref());
+    let breaker = match &args.breaker {
+        Some(key) => quote!(::core::option::Option::Some(#key)),
+        None => quote!(::core::option::Option::None),
+    };
+    let reconcile = match &args.reconcile {
+        Some(name) => quote!(::core::option::Option::Some(#name)),
+        None => quote!(::core::option::Option::None),
+    };
+    let output_check = output_check_spec(p, args.output_check.as_ref());
+    let unique_keys = whole.is_none()
+        && func
+            .params
+            .iter()
+            .filter(|param| matches!(param.source, ParamSource::Field))
+            .all(|param| refuses_repeated_keys(&param.ty));
+    quote! {
+        #args_type
+
+        static __AGENT_ERRORS_TOOL: #p::ToolSpec = #p::ToolSpec {
+            name: #name,
+            description: #description,
+            policy: #policy,
+            run_breaker: #run_breaker,
+            recommended: #recommended,
+            optional: #optional,
+            idempotent: #idempotent,
+            approval_required: #approval_required,
+            timeout: #timeout,
+            breaker: #breaker,
+            unique_keys: #unique_keys,
+            output_check: #output_check,
+            reconcile: #reconcile,
+        };
+    }
+}
+
+/// The type a call's arguments are read into: an `#[args]` parameter's own, or a struct of the
+/// function's parameters, named `name` in the schema.
+fn args_type(p: &TokenStream, name: &str, func: &ToolFn, whole: Option<&Param>) -> TokenStream {
+    match whole {
         Some(param) => {
             let ty = &param.ty;
             // Spanned on the type: one without `Deserialize` or `JsonSchema` is reported there.
@@ -248,25 +297,13 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
                 }
             }
         }
-    };
-    let (policy, run_breaker) = match &args.on_error {
-        Some(node) => (policy_table(p, node), optional_run_breaker(p, node)),
-        None => (quote!(&[]), quote!(::core::option::Option::None)),
-    };
-    let recommended = args.on_error.as_ref().is_some_and(|node| node.recommended);
-    let optional = args.optional;
-    let idempotent = args.idempotent;
-    let approval_required = args.approval.is_some();
-    let timeout = optional_duration(args.timeout.as_ref());
-    let breaker = match &args.breaker {
-        Some(key) => quote!(::core::option::Option::Some(#key)),
-        None => quote!(::core::option::Option::None),
-    };
-    let reconcile = match &args.reconcile {
-        Some(name) => quote!(::core::option::Option::Some(#name)),
-        None => quote!(::core::option::Option::None),
-    };
-    let output_check = match &args.output_check {
+    }
+}
+
+/// The `ToolSpec`'s output check: none, a ready-made one with the kind of error it reports, or
+/// the user's function.
+fn output_check_spec(p: &TokenStream, spec: Option<&OutputCheckValue>) -> TokenStream {
+    match spec {
         None => quote!(::core::option::Option::None),
         Some(OutputCheckValue::Ready { check, kind }) => {
             let variant = match check.unraw().to_string().as_str() {
@@ -282,31 +319,6 @@ fn tool_items(args: &ToolArgs, func: &ToolFn) -> TokenStream {
         Some(OutputCheckValue::Custom(path)) => quote_spanned!(path.span()=>
             ::core::option::Option::Some(#p::OutputCheckSpec::Custom(#path))
         ),
-    };
-    let unique_keys = whole.is_none()
-        && func
-            .params
-            .iter()
-            .filter(|param| matches!(param.source, ParamSource::Field))
-            .all(|param| refuses_repeated_keys(&param.ty));
-    quote! {
-        #args_type
-
-        static __AGENT_ERRORS_TOOL: #p::ToolSpec = #p::ToolSpec {
-            name: #name,
-            description: #description,
-            policy: #policy,
-            run_breaker: #run_breaker,
-            recommended: #recommended,
-            optional: #optional,
-            idempotent: #idempotent,
-            approval_required: #approval_required,
-            timeout: #timeout,
-            breaker: #breaker,
-            unique_keys: #unique_keys,
-            output_check: #output_check,
-            reconcile: #reconcile,
-        };
     }
 }
 
