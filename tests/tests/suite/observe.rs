@@ -484,3 +484,53 @@ async fn every_span_of_a_run_carries_its_id_and_a_resumed_run_says_it_resumed() 
         .collect();
     assert_eq!(resumed, [Some("false"), Some("true")]);
 }
+
+/// The `agent_errors.*` names quoted in `text`, as the library names its metrics.
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    text.split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|quoted| {
+            quoted.starts_with("agent_errors.")
+                && quoted
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_' || c == '.')
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every metric the library records has its row in the observing guide's table, and every row
+/// names one it records: the guide is where a dashboard is built from.
+#[test]
+fn every_metric_the_library_records_has_its_row_in_the_observing_guide() {
+    let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent-errors");
+    let read = |path: &str| std::fs::read_to_string(crate_dir.join(path)).expect(path);
+    let recorded: std::collections::BTreeSet<String> = [
+        "src/events/trace.rs",
+        "src/observe/metrics.rs",
+        "src/breaker/store.rs",
+    ]
+    .into_iter()
+    .flat_map(|path| metric_names(&read(path)))
+    .collect();
+    assert!(
+        recorded.contains("agent_errors.tool.retries"),
+        "the scan finds the names it checks"
+    );
+    let guide = read("guide/07-observing.md");
+    let rows: std::collections::BTreeSet<String> = guide
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `agent_errors."))
+        .filter_map(|rest| rest.split_once('`'))
+        .filter(|(_, after)| after.starts_with(" | counter") || after.starts_with(" | histogram"))
+        .map(|(name, _)| format!("agent_errors.{name}"))
+        .collect();
+    let undocumented: Vec<_> = recorded.difference(&rows).collect();
+    let unrecorded: Vec<_> = rows.difference(&recorded).collect();
+    assert!(
+        undocumented.is_empty() && unrecorded.is_empty(),
+        "recorded but not in the guide's table: {undocumented:?}; in the table but not recorded: \
+         {unrecorded:?}"
+    );
+}
