@@ -1,6 +1,7 @@
 //! Building an agent: model, tools, fixers, policies and limits, validated at start-up
 //! (`build.rs`).
 
+mod answers;
 mod build;
 
 use std::fmt;

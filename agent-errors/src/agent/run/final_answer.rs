@@ -7,7 +7,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use super::Run;
-use crate::agent::{AgentBuilder, AgentInner, AgentOutput, RunError};
+use crate::agent::{AgentInner, AgentOutput, RunError};
 use crate::chat::{Message, ResponseFormat};
 use crate::error::BoxError;
 use crate::events::Event;
@@ -233,68 +233,24 @@ impl<O> AnswerRules<O> {
         self
     }
 
+    /// The rules with `policy` for answers that do not fit.
+    pub(crate) fn with_policy(mut self, policy: OutputPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The rules with `validator` added after the others.
+    pub(crate) fn with_validator(mut self, validator: Arc<dyn OutputValidator<O>>) -> Self {
+        self.validators.push(validator);
+        self
+    }
+
     /// The model a refused answer falls back to, when the output policy names one.
     pub(crate) fn fallback_model(&self) -> Option<&dyn ChatModel> {
         match &self.policy.then {
             AfterRetries::Fallback(model) => Some(model.as_ref()),
             _ => None,
         }
-    }
-}
-
-impl<O: AgentOutput> AgentBuilder<O> {
-    /// What a run does with a final answer that does not fit the output (see
-    /// [`OutputPolicy`]); by default it asks once more, then ends with
-    /// [`RunError::InvalidOutput`].
-    ///
-    /// ```
-    /// use agent_errors::{AgentBuilder, RunError};
-    /// use agent_errors::run::{Json, OutputPolicy};
-    /// use agent_errors::testing::ScriptedModel;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let model = ScriptedModel::new().text("forty-two");
-    /// let agent = AgentBuilder::<Json<u32>>::new("count")
-    ///     .model(model)
-    ///     .output_policy(OutputPolicy::retry(0))
-    ///     .build()?;
-    /// assert!(matches!(agent.run("How many?").await, Err(RunError::InvalidOutput { .. })));
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn output_policy(mut self, policy: OutputPolicy) -> Self {
-        self.answers.policy = policy;
-        self
-    }
-
-    /// Adds a check on every output, run after it was read (see [`OutputValidator`]). An
-    /// output it refuses is a bad answer like one that does not fit its schema.
-    ///
-    /// ```
-    /// use agent_errors::AgentBuilder;
-    /// use agent_errors::run::Json;
-    /// use agent_errors::testing::ScriptedModel;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let model = ScriptedModel::new().text("-3").text("3");
-    /// let agent = AgentBuilder::<Json<i32>>::new("count")
-    ///     .model(model)
-    ///     .output_validator(|n: &Json<i32>| match n.0 >= 0 {
-    ///         true => Ok(()),
-    ///         false => Err("a count cannot be negative".to_owned()),
-    ///     })
-    ///     .build()?;
-    /// assert_eq!(agent.run("How many?").await?.0, 3);
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn output_validator(mut self, validator: impl OutputValidator<O>) -> Self {
-        self.answers.validators.push(Arc::new(validator));
-        self
     }
 }
 
