@@ -327,21 +327,73 @@ fn path_items(rest: &str, mut base: Module, found: &mut Vec<Module>) {
     found.push(base);
 }
 
-/// The module `path` lands in: the longest start of it that is a file of the crate, or the
-/// module a root re-export (`crate::Agent`) comes from.
+/// What each file takes from its own child modules, by name: `agent/mod.rs`'s
+/// `pub use outcome::RunError` makes `agent` + `RunError` stand for `agent/outcome`.
+type ChildUses = BTreeMap<Module, BTreeMap<String, Module>>;
+
+/// The module `path` lands in: the longest start of it that is a file of the crate (or, when
+/// that file only passes the name on from a child of its own, that child), or the module a
+/// root re-export (`crate::Agent`) comes from.
 fn module_of(
     path: &[String],
     files: &BTreeSet<Module>,
     exports: &BTreeMap<String, String>,
+    child_uses: &ChildUses,
 ) -> Option<Module> {
     let found = (1..=path.len())
         .rev()
         .map(|n| path[..n].to_vec())
         .find(|start| files.contains(start));
+    let found = found.map(|file| {
+        let child = path
+            .get(file.len())
+            .and_then(|name| child_uses.get(&file)?.get(name));
+        child.cloned().unwrap_or(file)
+    });
     found.or_else(|| {
         let module = exports.get(path.first()?)?;
         Some(vec![module.clone()]).filter(|m| files.contains(m))
     })
+}
+
+/// The names `code` (the file of module `at`) imports or re-exports from its own child modules
+/// (`use child::{A, b::B}`, `pub(crate) use self::child::C`), each with the file it comes from:
+/// a sibling that names `super::A` depends on that child, not on the parent that passes it on.
+fn child_uses_of(code: &str, at: &[String], files: &BTreeSet<Module>) -> BTreeMap<String, Module> {
+    let mut names = BTreeMap::new();
+    for statement in code.split(';') {
+        let Some((before, path)) = statement.rsplit_once("use ") else {
+            continue;
+        };
+        if before
+            .chars()
+            .next_back()
+            .is_some_and(|c| !(c.is_whitespace() || c == ')'))
+        {
+            continue;
+        }
+        let path = path.trim();
+        let path = path.strip_prefix("self::").unwrap_or(path);
+        let head = ident(path);
+        let child = [at, &[head.to_owned()]].concat();
+        let Some(rest) = path[head.len()..].strip_prefix("::") else {
+            continue;
+        };
+        if head.is_empty() || !files.contains(&child) {
+            continue;
+        }
+        let mut found = Vec::new();
+        path_items(rest.trim_start(), child, &mut found);
+        for item in found {
+            let Some(name) = item.last().cloned() else {
+                continue;
+            };
+            if let Some(file) = module_of(&item, files, &BTreeMap::new(), &ChildUses::new()) {
+                names.insert(name, file);
+            }
+        }
+    }
+    names
 }
 
 /// The file-level import graph of the crate at `src`.
@@ -369,12 +421,21 @@ fn file_graph(src: &Path) -> FileGraph {
             code_of(&fs::read_to_string(&file).expect("a source file")),
         );
     }
+    graph_of(&sources, &exports)
+}
+
+/// The import graph of `sources` (each file's code, by module), with the root's re-exports.
+fn graph_of(sources: &BTreeMap<Module, String>, exports: &BTreeMap<String, String>) -> FileGraph {
     let files: BTreeSet<Module> = sources.keys().cloned().collect();
+    let child_uses: ChildUses = sources
+        .iter()
+        .map(|(module, code)| (module.clone(), child_uses_of(code, module, &files)))
+        .collect();
     let mut graph = FileGraph::new();
-    for (module, code) in &sources {
+    for (module, code) in sources {
         let targets = graph.entry(module.clone()).or_default();
         for path in module_paths(code, module) {
-            if let Some(target) = module_of(&path, &files, &exports) {
+            if let Some(target) = module_of(&path, &files, exports, &child_uses) {
                 if &target != module && !target.is_empty() {
                     targets.insert(target);
                 }
@@ -458,6 +519,12 @@ fn no_two_files_of_the_runtime_crate_import_each_other_by_any_path() {
             .is_some_and(|targets| targets.contains(&module("agent/counts"))),
         "the scan follows `super::` paths between sibling files"
     );
+    assert!(
+        graph
+            .get(&module("agent/conversation"))
+            .is_some_and(|targets| targets.contains(&module("agent/outcome"))),
+        "the scan follows a name through the parent that re-exports it (`super::RunError`)"
+    );
     let problems = file_cycles(&graph);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
@@ -484,25 +551,15 @@ fn super_self_and_grouped_paths_are_read_from_the_file_they_are_in() {
 
 #[test]
 fn two_sibling_files_that_import_each_other_through_super_are_a_cycle() {
-    let files: BTreeSet<Module> = ["agent", "agent/a", "agent/b", "agent/c"]
-        .into_iter()
-        .map(module)
-        .collect();
-    let sources = [
-        ("agent/a", "use super::b::Thing;"),
-        ("agent/b", "use super::{c::Other, a};"),
-        ("agent/c", "use crate::agent::Agent;"),
-    ];
-    let mut graph = FileGraph::new();
-    for (at, code) in sources {
-        let at = module(at);
-        let targets = module_paths(&code_of(code), &at)
-            .iter()
-            .filter_map(|path| module_of(path, &files, &BTreeMap::new()))
-            .filter(|target| target != &at)
-            .collect();
-        graph.insert(at, targets);
-    }
+    let mut graph = graph_of(
+        &sources([
+            ("agent", ""),
+            ("agent/a", "use super::b::Thing;"),
+            ("agent/b", "use super::{c::Other, a};"),
+            ("agent/c", "use crate::agent::Agent;"),
+        ]),
+        &BTreeMap::new(),
+    );
     assert_eq!(
         file_cycles(&graph),
         ["files import each other: agent/a -> agent/b -> agent/a"]
@@ -515,6 +572,39 @@ fn two_sibling_files_that_import_each_other_through_super_are_a_cycle() {
         file_cycles(&graph),
         Vec::<String>::new(),
         "a line of imports is no cycle"
+    );
+}
+
+fn sources<const N: usize>(files: [(&str, &str); N]) -> BTreeMap<Module, String> {
+    files
+        .into_iter()
+        .map(|(at, code)| (module(at), code_of(code)))
+        .collect()
+}
+
+#[test]
+fn two_sibling_files_that_import_each_other_through_their_parents_re_exports_are_a_cycle() {
+    let graph = graph_of(
+        &sources([
+            (
+                "agent",
+                "mod a;\nmod b;\npub use a::Thing;\n#[cfg(test)] pub(crate) use self::b::{Other, x::Y};",
+            ),
+            ("agent/a", "use super::Other;"),
+            ("agent/b", "use super::Thing;"),
+            ("agent/b/x", ""),
+            ("agent/c", "use super::{Y, Agent};"),
+        ]),
+        &BTreeMap::new(),
+    );
+    assert_eq!(
+        file_cycles(&graph),
+        ["files import each other: agent/a -> agent/b -> agent/a"]
+    );
+    assert_eq!(
+        graph[&module("agent/c")],
+        BTreeSet::from([module("agent"), module("agent/b/x")]),
+        "a name the parent does not take from a child is the parent's"
     );
 }
 
