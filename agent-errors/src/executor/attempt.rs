@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use super::context::RunContext;
 use super::failure::{CircuitOpen, Failed, ToolPanic, classify_tool_error};
 use super::gate::Cleared;
-use super::journal::{Journal, kept_step};
 use super::resume::{CallInterrupted, SavedFailure};
 use crate::breaker::{Admission, ServiceBreaker};
 use crate::classify::{Classification, Classifier, ErrorKind, Evidence};
@@ -53,35 +52,23 @@ pub(crate) fn attempt<'a>(
         Ok(future) => future,
         Err(missed) => return Either::Left(ready(Err(missed))),
     };
-    let journal = ctx.journal();
-    Either::Right(if journal.replays() {
-        // Boxed: an attempt run as it is must not carry this future's space.
-        Either::Left(Box::pin(replayed(journal, ctx, tool, raw, future)))
-    } else {
-        Either::Right(run(ctx, tool, raw, future))
-    })
-}
-
-/// An attempt as a step of a journal that replays the run: what it did (output, or failure with
-/// its classification) is kept as a value, so the engine never retries it on its own and a
-/// replay hands the same outcome to the ladder without calling the tool again.
-async fn replayed(
-    journal: &dyn Journal,
-    ctx: &RunContext,
-    tool: &ToolDef,
-    raw: &str,
-    future: ToolFuture,
-) -> Result<ToolOutput, Missed> {
-    let name = format!("tool:{}", tool.name());
-    let work = run(ctx, tool, raw, future);
-    let keep = |attempt| KeptAttempt::of(attempt, ctx);
-    let stepped = kept_step(journal, name, work, keep, |kept| kept.into_attempt(raw)).await;
+    // What the attempt did (output, or failure with its classification) is kept as a value,
+    // so an engine never retries it on its own and a replay hands the same outcome to the
+    // ladder without calling the tool again.
+    let keep = move |attempt| KeptAttempt::of(attempt, ctx);
+    let read = move |kept: KeptAttempt| kept.into_attempt(raw);
     // A step its journal could not keep: whether the tool took effect is unknown.
-    stepped.unwrap_or_else(|| {
+    let lost = move || {
         Err(Missed::Failed(
             ToolError::execution(raw, CallInterrupted).into(),
         ))
-    })
+    };
+    Either::Right(ctx.journal().run_step(
+        || format!("tool:{}", tool.name()),
+        || run(ctx, tool, raw, future),
+        (keep, read),
+        lost,
+    ))
 }
 
 /// The tool's future for `raw`, unless the per-run breaker tripped, the arguments do not fit or

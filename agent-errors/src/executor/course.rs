@@ -279,11 +279,7 @@ impl<'a> Course<'a> {
         progress: &CallProgress,
         attempts: u32,
     ) -> bool {
-        let journal = self.ctx.journal();
-        if !journal.records() {
-            return true;
-        }
-        let running = CallProgress {
+        let running = || CallProgress {
             attempts,
             repair_steps: progress.repair_steps,
             arguments: (cleared.arguments() != self.call.arguments)
@@ -291,8 +287,9 @@ impl<'a> Course<'a> {
             approved: self.approved.clone(),
             ..CallProgress::default()
         };
+        let journal = self.ctx.journal();
         journal
-            .progress(&self.call.id, running, self.ctx.recovery())
+            .save_progress(&self.call.id, running, || self.ctx.recovery())
             .await
     }
 

@@ -276,18 +276,21 @@ async fn wait_later(
     call: &ToolCall,
     pending: PendingApproval,
     key: Option<PolicyKey>,
-    mut progress: CallProgress,
+    progress: CallProgress,
 ) -> Handled {
-    let journal = ctx.journal();
-    if journal.records() {
-        progress.waiting = Some(Waiting {
+    let waiting = || CallProgress {
+        waiting: Some(Waiting {
             pending: pending.clone(),
             key: key.map(|k| k.as_str().to_owned()),
-        });
-        progress.backoff_ms = None;
-        if !journal.progress(&call.id, progress, ctx.recovery()).await {
-            return Handled::Cancelled;
-        }
+        }),
+        backoff_ms: None,
+        ..progress
+    };
+    let saved = ctx
+        .journal()
+        .save_progress(&call.id, waiting, || ctx.recovery());
+    if !saved.await {
+        return Handled::Cancelled;
     }
     Handled::Waiting(Box::new(pending))
 }

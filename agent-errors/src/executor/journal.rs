@@ -2,24 +2,31 @@
 //! run goes through it. A run without a checkpoint store or an engine holds [`NoJournal`],
 //! which runs each step as it is, waits on tokio's clock, saves nothing and costs nothing.
 //!
-//! What goes through the seam, and who asks:
-//! - **Steps**: each model request (`agent/run/model_call.rs`) and each tool attempt
-//!   (`executor/attempt.rs`) asks the journal whether it [replays](Journal::replays) the run. A
-//!   journal that does (a durable-execution engine's) keeps the step's outcome as a value,
-//!   failures included ([`kept_step`]), and on replay hands it back without running the step
-//!   again; with any other journal the step's work is awaited as it is.
+//! The run tells the journal what to do and hands it the work; it never asks what kind of
+//! journal it holds. What goes through the seam:
+//! - **Steps**: each model request (`agent/run/model_call.rs`), tool attempt
+//!   (`executor/attempt.rs`) and reconciler's answer (`executor/unknown.rs`) is handed to
+//!   `run_step` as the work that makes it. A journal that replays the run
+//!   (a durable-execution engine's) keeps the step's outcome as a value, failures included, and
+//!   on replay hands it back without running the step again; any other journal awaits the work
+//!   where it is, with nothing boxed, named or kept. A turn's calls are answered through
+//!   `answer_all`: together, or one after another for a journal that
+//!   replays the run, since a replay must ask for the same steps in the same order.
 //! - **Waits**: every retry's backoff and `Retry-After` sleeps with the journal's
 //!   [`sleeper`](Journal::sleeper): tokio's clock, or the engine's durable sleep.
-//! - **Saves**: how far each call got ([`progress`](Journal::progress), from the course, the
-//!   gate and the ladder); the agent loop's own save points (the run started, a turn asked for
-//!   calls, a call was answered, the run finished) are the same object's, seen through the
-//!   loop's face of this trait (`agent/durable/journal.rs`).
+//! - **Saves**: how far each call got (`save_progress`, from the course,
+//!   the gate and the ladder, handed what builds the progress, built only by a journal that
+//!   saves); the agent loop's own save points (the run started, a turn asked for calls, a call
+//!   was answered, the run finished) are the same object's, seen through the loop's face of this
+//!   trait (`agent/durable/journal.rs`).
 //!
 //! Who implements it: the agent's checkpoint store (`agent/durable/checkpoint_journal.rs`: every save
 //! appended to the store's journal; steps run as they are, since a resumed run goes on from its
 //! saves) and Restate (`restate/journal.rs`: every step a `ctx.run`, every wait a `ctx.sleep`,
 //! no saves, since Restate replays the run from its own journal). A run has exactly one: a run
-//! on Restate keeps no checkpoints, whatever store its agent has.
+//! on Restate keeps no checkpoints, whatever store its agent has. An implementation says what
+//! it is ([`records`](Journal::records), [`replays`](Journal::replays)); only the helpers here
+//! read that.
 
 use std::fmt;
 use std::future::Future;
@@ -28,8 +35,10 @@ use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
+use futures_util::future::{Either, Ready, join_all, ready};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio::time::Instant;
 
 use super::context::recovery::RecoveryState;
 use super::resume::CallProgress;
@@ -39,8 +48,8 @@ use crate::retry::Sleep;
 
 /// Where a run records its steps, its waits and its saves.
 pub(crate) trait Journal: fmt::Debug + Send + Sync + 'static {
-    /// Whether this journal saves anything: when it does not, callers skip building what they
-    /// would have told it.
+    /// Whether this journal saves anything: when it does not, nothing is built for it to save.
+    /// Read by the seam's helpers (`save_progress`), not at the run's call sites.
     fn records(&self) -> bool;
 
     /// Records `progress` for the call `call_id`, with the run's `recovery` state as it is now
@@ -56,7 +65,8 @@ pub(crate) trait Journal: fmt::Debug + Send + Sync + 'static {
     /// Whether this journal replays the run, as a durable-execution engine does: each model
     /// request and tool attempt is a step it keeps ([`step`](Journal::step)), a replay must ask
     /// for the same steps in the same order (so a turn's calls are answered one after another),
-    /// and the run waits on the engine's clock, not tokio's.
+    /// and the run waits on the engine's clock, not tokio's. Read by the seam's helpers
+    /// (`run_step`, `answer_all`), not at the run's call sites.
     fn replays(&self) -> bool {
         false
     }
@@ -64,7 +74,7 @@ pub(crate) trait Journal: fmt::Debug + Send + Sync + 'static {
     /// Runs `work` as the run's next step named `name` and keeps its value, or, when the
     /// journal already holds this step (a replay), hands back the kept value without running
     /// `work`. `None` when the journal could not keep the step: the run then stops. Asked only
-    /// of a journal that [replays](Journal::replays).
+    /// of a journal that [replays](Journal::replays), through `run_step`.
     fn step<'a>(
         &'a self,
         name: &'a str,
@@ -80,14 +90,105 @@ pub(crate) trait Journal: fmt::Debug + Send + Sync + 'static {
     }
 }
 
-/// `work` as a step of a journal that [replays](Journal::replays) the run, named `name`: its
-/// outcome kept as `keep` makes it, or, on replay, the kept outcome read back by `read` without
-/// running `work`. `None` when the journal could not keep the step, or holds a value this build
-/// cannot read: the run then stops.
-///
-/// A step's site asks its journal whether it replays and calls this only when it does: a step
-/// run as it is is awaited in place, with nothing boxed, named or kept.
-pub(crate) async fn kept_step<'a, T, K>(
+/// What the run hands its journal, whatever journal it is: the journal decides how each is done.
+impl dyn Journal {
+    /// Runs the step `work` makes, or replays it: a journal that [replays](Journal::replays)
+    /// the run keeps its outcome under the name `name` makes, as `keep` makes it, and on replay
+    /// reads the kept outcome back with `read` without making `work` at all; any other journal
+    /// awaits `work` where it is, with nothing boxed, named or kept. When the journal could not
+    /// keep the step, or holds a value this build cannot read, the step's outcome is what
+    /// `lost` makes.
+    ///
+    /// `work` is made here, not handed in made, and a step run as it is is the work's own
+    /// future: it is not moved through one more layer, and a kept step is boxed so that a step
+    /// run as it is does not carry its space.
+    #[inline]
+    pub(crate) fn run_step<'a, W, K>(
+        &'a self,
+        name: impl FnOnce() -> String,
+        work: impl FnOnce() -> W,
+        (keep, read): (
+            impl FnOnce(W::Output) -> K + Send + 'a,
+            impl FnOnce(K) -> W::Output + Send + 'a,
+        ),
+        lost: impl FnOnce() -> W::Output + Send + 'a,
+    ) -> Step<'a, W>
+    where
+        W: Future + Send + 'a,
+        W::Output: Send,
+        K: Serialize + DeserializeOwned + 'a,
+    {
+        if self.replays() {
+            let kept = kept_step(self, name(), work(), keep, read);
+            Either::Right(Box::pin(async move { kept.await.unwrap_or_else(lost) }))
+        } else {
+            Either::Left(work())
+        }
+    }
+
+    /// Saves how far the call `call_id` got, as `progress` builds it, with the run's recovery
+    /// state as `recovery` reads it; both are asked for only by a journal that
+    /// [records](Journal::records) anything. False when the save failed (the run is then
+    /// halting, and the call must not go on to run its tool).
+    #[inline]
+    pub(crate) fn save_progress<'a>(
+        &'a self,
+        call_id: &'a str,
+        progress: impl FnOnce() -> CallProgress,
+        recovery: impl FnOnce() -> RecoveryState,
+    ) -> Saved<'a> {
+        if self.records() {
+            Either::Right(self.progress(call_id, progress(), recovery()))
+        } else {
+            Either::Left(ready(true))
+        }
+    }
+
+    /// Awaits the answers `answers` makes, one per call of a turn: together, or one after
+    /// another for a journal that [replays](Journal::replays) the run (a replay must ask for
+    /// the same steps in the same order).
+    pub(crate) async fn answer_all<F: Future>(
+        &self,
+        answers: impl Iterator<Item = F>,
+    ) -> Vec<F::Output> {
+        if !self.replays() {
+            return join_all(answers).await;
+        }
+        let mut answered = Vec::with_capacity(answers.size_hint().0);
+        for answer in answers {
+            answered.push(answer.await);
+        }
+        answered
+    }
+
+    /// Whether the run can wait as this journal waits: a journal that
+    /// [replays](Journal::replays) the run waits on the engine's clock, any other on tokio's,
+    /// which needs a runtime with its timer (a run outside any Tokio runtime is left to the
+    /// executor it runs on).
+    pub(crate) fn can_wait(&self) -> bool {
+        self.replays() || super::runtime_has_timer()
+    }
+
+    /// `reading`, a reading of the clock, while it still tells the time: a journal that
+    /// [records](Journal::records) anything saves before the run's next timed event, and that
+    /// save takes time, so the clock is read again after it (`None`).
+    #[inline]
+    pub(crate) fn reading_after_save(&self, reading: Instant) -> Option<Instant> {
+        (!self.records()).then_some(reading)
+    }
+}
+
+/// A step as its journal runs it (`run_step`): the work awaited where
+/// it is, or a kept step, boxed.
+pub(crate) type Step<'a, W> = Either<W, BoxFuture<'a, <W as Future>::Output>>;
+
+/// A save as its journal makes it (`save_progress`): done at once by a journal that saves
+/// nothing, else the journal's own.
+pub(crate) type Saved<'a> = Either<Ready<bool>, BoxFuture<'a, bool>>;
+
+/// `work` as a step of a journal that replays the run, named `name`: its outcome kept as `keep`
+/// makes it, or, on replay, the kept outcome read back by `read` without running `work`.
+async fn kept_step<'a, T, K>(
     journal: &'a dyn Journal,
     name: String,
     work: impl Future<Output = T> + Send + 'a,

@@ -44,8 +44,6 @@ use std::future::poll_fn;
 use std::pin::pin;
 use std::task::Poll;
 
-use futures_util::future::join_all;
-
 pub use cancel::Cancellation;
 pub use context::RunContext;
 pub use failure::{CircuitOpen, MayHaveTakenEffect, ToolPanic};
@@ -56,7 +54,7 @@ pub use permission::{Permission, PermissionContext, PermissionDenied, Permission
 
 pub(crate) use context::{Approvals, RecoveryState, RunSetup};
 use context::{Halt, Trip};
-pub(crate) use journal::{Journal, NoJournal, Recorded, kept_step};
+pub(crate) use journal::{Journal, NoJournal, Recorded};
 pub(crate) use outcome::CANCELLED;
 pub use resume::CallInterrupted;
 pub(crate) use resume::{CallProgress, CallStart};
@@ -219,20 +217,8 @@ where
     Fut: Future<Output = T>,
 {
     let ends_run = &ends_run;
-    // A journal that replays the run must see a replay ask for the same steps in the same
-    // order: its calls are answered one after another.
-    if ctx.journal().replays() {
-        let mut answers = Vec::with_capacity(calls.len());
-        for call in calls {
-            let answer = answer(call).await;
-            if ends_run(&answer) {
-                ctx.halting().halt();
-            }
-            answers.push(answer);
-        }
-        return answers;
-    }
-    join_all(calls.iter().map(|call| {
+    // The journal awaits the answers: together, or one after another when it replays the run.
+    let answers = calls.iter().map(|call| {
         let answered = answer(call);
         async move {
             let answer = answered.await;
@@ -243,6 +229,6 @@ where
             }
             answer
         }
-    }))
-    .await
+    });
+    ctx.journal().answer_all(answers).await
 }

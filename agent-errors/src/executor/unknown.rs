@@ -23,7 +23,6 @@ use futures_util::FutureExt;
 use super::context::RunContext;
 use super::context::recovery::UnknownCall;
 use super::failure::ToolPanic;
-use super::journal::kept_step;
 use super::outcome::{Failure, Handled};
 use crate::chat::ToolCall;
 use crate::classify::{ErrorKind, chain};
@@ -100,15 +99,13 @@ pub(super) async fn reconcile(
     )
     .with_reason(scrub(reason, limit))
     .with_context(ctx.extensions().clone());
-    let journal = ctx.journal();
-    let answer = if journal.replays() {
-        let name = format!("reconcile:{tool}");
-        let asked = asked(reconciler, request, tool, limit);
-        let kept = kept_step(journal, name, asked, |answer| answer, |answer| answer).await;
-        kept.unwrap_or(Reconciled::StillUnknown)
-    } else {
-        asked(reconciler, request, tool, limit).await
-    };
+    let answer = ctx.journal().run_step(
+        || format!("reconcile:{tool}"),
+        || asked(reconciler, request, tool, limit),
+        (|answer| answer, |answer| answer),
+        || Reconciled::StillUnknown,
+    );
+    let answer = answer.await;
     ctx.events().emit(Event::Reconciled {
         tool: tool.to_owned(),
         reconciler: reconciler.name().to_owned(),

@@ -84,7 +84,7 @@ impl<O: AgentOutput> AgentInner<O> {
 /// any Tokio runtime is left to the executor it runs on. The probe's panic is kept quiet: the
 /// run ends with [`RunError::NoTimer`], and nothing is printed.
 pub(in crate::agent) fn check_timer(journal: &dyn Journal) -> Result<(), RunError> {
-    if journal.replays() || crate::executor::runtime_has_timer() {
+    if journal.can_wait() {
         return Ok(());
     }
     Err(RunError::NoTimer)

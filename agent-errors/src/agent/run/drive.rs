@@ -102,7 +102,7 @@ impl<O: AgentOutput> Run<'_, O> {
         }
         // Until something else happens, the turn's end is the run's end too (a durable run
         // saves how it ended after its last turn: its end is read after that).
-        self.clock = (!self.journal.records()).then_some(ended);
+        self.clock = self.ctx.journal().reading_after_save(ended);
         turn
     }
 

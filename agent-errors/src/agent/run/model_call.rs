@@ -22,7 +22,7 @@ use crate::classify::{HttpError, server_delay};
 use crate::error::BoxError;
 use crate::escapes::Visible;
 use crate::events::{Event, ModelLayer, count_outcome};
-use crate::executor::{Cancellation, RunContext, ToolPanic, kept_step};
+use crate::executor::{Cancellation, RunContext, ToolPanic};
 use crate::llm::{LlmErrorDecision, MAX_RETRY_AFTER, cannot_succeed_on_retry};
 use crate::model::ChatModel;
 use crate::retry::{self, Policy, RetrySchedule, Step, Stop, decide};
@@ -152,25 +152,19 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
         // The output policy's fallback, once it took over, answers in the agent model's place.
         let model = self.fallback.unwrap_or(&*self.agent.model);
         let (request, deltas) = (self.request, self.deltas);
-        // Made where each branch awaits it: made once before the branches, the ask's future
-        // would be copied into the one that takes it.
+        // Handed to the journal to make: made here, the ask's future would be moved into the
+        // step that awaits it.
         let ask = || AssertUnwindSafe(stream::ask(model, request, deltas)).catch_unwind();
-        let journal = self.ctx.journal();
-        let asked = if journal.replays() {
-            // A step of the engine's journal; boxed: a request asked as it is must not carry
-            // this future's space.
-            let (keep, read) = (KeptModelCall::of, KeptModelCall::into_asked);
-            let step = kept_step(journal, "model".to_owned(), ask(), keep, read);
-            match Box::pin(step).await {
-                Some(asked) => asked,
-                // The engine could not keep the step: the run stops here.
-                None => return Ok(Err(RunError::Cancelled)),
-            }
-        } else {
-            ask().await
-        };
-        let result = match asked {
+        let kept = (KeptModelCall::of, KeptModelCall::into_asked);
+        let lost = || Err(Box::new(StepNotKept) as Box<dyn std::any::Any + Send>);
+        let step = self
+            .ctx
+            .journal()
+            .run_step(|| "model".to_owned(), ask, kept, lost);
+        let result = match step.await {
             Ok(result) => result,
+            // The journal could not keep the step: the run stops here.
+            Err(lost) if lost.is::<StepNotKept>() => return Ok(Err(RunError::Cancelled)),
             Err(panic) => return Ok(Err(callback_panicked("ChatModel::chat", panic))),
         };
         match &result {
@@ -294,6 +288,11 @@ impl<O: AgentOutput> Policy for OnLlmError<'_, O> {
 }
 
 type Asked = std::thread::Result<Result<ChatResponse, BoxError>>;
+
+/// What a model request's step comes back as when its journal could not keep it: in the place
+/// of a panic's payload (no `chat` can panic with this private type), so the run stops as
+/// cancelled rather than as a panic, and a step run as it is carries no `Option` around it.
+struct StepNotKept;
 
 /// A model request's outcome as a journal that replays the run keeps it: on replay it comes
 /// back and the model is not asked again.

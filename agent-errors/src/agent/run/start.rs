@@ -119,7 +119,7 @@ impl<O: AgentOutput> AgentInner<O> {
             deadline: self.limits.run_deadline,
             usage_limits,
             // A run whose journal saves records its start before its first turn.
-            clock: (!seam.calls.records()).then_some(started),
+            clock: seam.calls.reading_after_save(started),
         };
         let mut ended = self.go(run_id, seam, start, options).await;
         super::context::name_a_taken_id(&mut ended.outcome.result);

@@ -23,6 +23,7 @@ use super::attempt::{Missed, attempt};
 use super::context::RunContext;
 use super::failure::Failed;
 use super::gate::{self, Asking, Blocked, Cleared, Refused};
+use super::journal::Saved;
 use super::outcome::{Failure, Handled, TerminationReason};
 use super::resume::Approved;
 use super::resume::{CallProgress, RetryPlace};
@@ -268,17 +269,23 @@ impl<'a> Walk<'a> {
     }
 
     /// Records how far the call got; false when the save failed and the call must stop here.
-    async fn save(&self, retry: Option<RetryPlace>, backoff: Option<Duration>) -> bool {
+    fn save(&self, retry: Option<RetryPlace>, backoff: Option<Duration>) -> Saved<'_> {
+        self.save_at(|| retry, backoff)
+    }
+
+    /// Records how far the call got, on the retry rung `retry` names when the journal asks.
+    fn save_at(
+        &self,
+        retry: impl FnOnce() -> Option<RetryPlace>,
+        backoff: Option<Duration>,
+    ) -> Saved<'_> {
+        let progress = || CallProgress {
+            retry: retry(),
+            backoff_ms: backoff.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            ..self.progress()
+        };
         let journal = self.ctx.journal();
-        if !journal.records() {
-            return true;
-        }
-        let mut progress = self.progress();
-        progress.retry = retry;
-        progress.backoff_ms = backoff.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        journal
-            .progress(&self.call.id, progress, self.ctx.recovery())
-            .await
+        journal.save_progress(&self.call.id, progress, || self.ctx.recovery())
     }
 
     /// How far the call got, on no retry rung.

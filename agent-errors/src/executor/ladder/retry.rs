@@ -92,15 +92,13 @@ impl Walk<'_> {
 
     /// Records the call's place on this retry rung: asleep for `backoff`, or about to call.
     async fn save_retry(&self, retries: u32, backoff: Option<Duration>) -> bool {
-        if !self.ctx.journal().records() {
-            return true;
-        }
         if self.nested {
             // A fallback's own retry rung belongs to another tool's ladder: its place would
             // name a rung of the wrong ladder on resume. The attempts made are still saved.
             return self.save(None, None).await;
         }
-        self.save(Some(self.retry_place(retries)), backoff).await
+        self.save_at(|| Some(self.retry_place(retries)), backoff)
+            .await
     }
 }
 
