@@ -90,8 +90,41 @@ pub(crate) trait Journal: fmt::Debug + Send + Sync + 'static {
     }
 }
 
+/// A run's one journal as the run holds it: the journal, and whether it records and replays,
+/// read once as the run starts, so that the helpers below test a flag where they would have
+/// called the journal, and a run that records and replays nothing calls it for nothing.
+#[derive(Clone)]
+pub(crate) struct Held {
+    journal: Arc<dyn Journal>,
+    records: bool,
+    replays: bool,
+}
+
+impl Held {
+    /// `journal`, as a run holds it.
+    pub(crate) fn new(journal: Arc<dyn Journal>) -> Held {
+        let (records, replays) = (journal.records(), journal.replays());
+        Held {
+            journal,
+            records,
+            replays,
+        }
+    }
+
+    /// How the run's retry loops wait.
+    pub(crate) fn sleeper(&self) -> Sleep {
+        self.journal.sleeper()
+    }
+}
+
+impl fmt::Debug for Held {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.journal.fmt(f)
+    }
+}
+
 /// What the run hands its journal, whatever journal it is: the journal decides how each is done.
-impl dyn Journal {
+impl Held {
     /// Runs the step `work` makes, or replays it: a journal that [replays](Journal::replays)
     /// the run keeps its outcome under the name `name` makes, as `keep` makes it, and on replay
     /// reads the kept outcome back with `read` without making `work` at all; any other journal
@@ -118,8 +151,8 @@ impl dyn Journal {
         W::Output: Send,
         K: Serialize + DeserializeOwned + 'a,
     {
-        if self.replays() {
-            let kept = kept_step(self, name(), work(), keep, read);
+        if self.replays {
+            let kept = kept_step(&*self.journal, name(), work(), keep, read);
             Either::Right(Box::pin(async move { kept.await.unwrap_or_else(lost) }))
         } else {
             Either::Left(work())
@@ -137,8 +170,8 @@ impl dyn Journal {
         progress: impl FnOnce() -> CallProgress,
         recovery: impl FnOnce() -> RecoveryState,
     ) -> Saved<'a> {
-        if self.records() {
-            Either::Right(self.progress(call_id, progress(), recovery()))
+        if self.records {
+            Either::Right(self.journal.progress(call_id, progress(), recovery()))
         } else {
             Either::Left(ready(true))
         }
@@ -151,7 +184,7 @@ impl dyn Journal {
         &self,
         answers: impl Iterator<Item = F>,
     ) -> Vec<F::Output> {
-        if !self.replays() {
+        if !self.replays {
             return join_all(answers).await;
         }
         let mut answered = Vec::with_capacity(answers.size_hint().0);
@@ -166,7 +199,7 @@ impl dyn Journal {
     /// which needs a runtime with its timer (a run outside any Tokio runtime is left to the
     /// executor it runs on).
     pub(crate) fn can_wait(&self) -> bool {
-        self.replays() || super::runtime_has_timer()
+        self.replays || super::runtime_has_timer()
     }
 
     /// `reading`, a reading of the clock, while it still tells the time: a journal that
@@ -174,7 +207,7 @@ impl dyn Journal {
     /// save takes time, so the clock is read again after it (`None`).
     #[inline]
     pub(crate) fn reading_after_save(&self, reading: Instant) -> Option<Instant> {
-        (!self.records()).then_some(reading)
+        (!self.records).then_some(reading)
     }
 }
 

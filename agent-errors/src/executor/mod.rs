@@ -54,7 +54,7 @@ pub use permission::{Permission, PermissionContext, PermissionDenied, Permission
 
 pub(crate) use context::{Approvals, RecoveryState, RunSetup};
 use context::{Halt, Trip};
-pub(crate) use journal::{Journal, NoJournal, Recorded};
+pub(crate) use journal::{Held, Journal, NoJournal, Recorded, Saved};
 pub(crate) use outcome::CANCELLED;
 pub use resume::CallInterrupted;
 pub(crate) use resume::{CallProgress, CallStart};

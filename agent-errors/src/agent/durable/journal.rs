@@ -4,20 +4,23 @@
 //! the executor tells the same object how far each call got.
 //!
 //! Each save point is a do-nothing by default: a journal that saves nothing (no store, or an
-//! engine that replays the run from its own journal) implements none of them, and a run that
-//! holds it allocates nothing for them. The checkpoint store's journal
+//! engine that replays the run from its own journal) implements none of them, and the run,
+//! which holds its journal as [`SavePoints`], does not call it at them. The checkpoint store's journal
 //! (`checkpoint_journal.rs`) implements them all.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use futures_util::future::ready;
+
 use crate::agent::RunError;
 use crate::agent::counts::Counts;
 use crate::chat::{Message, ToolResult};
 use crate::checkpoint::CheckpointError;
 use crate::error::BoxFuture;
-use crate::executor::{Journal, NoJournal, Recorded, RunContext};
+use crate::executor::{Held, Journal, NoJournal, Recorded, RunContext, Saved};
 
 /// Where the loop records a run's state changes. Each save point answers whether the record
 /// was kept; once one was not, [`failure`](RunJournal::failure) says why and the run ends with
@@ -80,8 +83,93 @@ pub(crate) trait RunJournal: Journal {
 
 impl RunJournal for NoJournal {}
 
+/// The loop's save points as the run holds them: its journal, and whether it records anything,
+/// read once as the run starts. A journal that records nothing has nothing to keep at a save
+/// point (its save points are the trait's do-nothing defaults), so a run that holds one tests
+/// a flag at each instead of calling the journal and polling a boxed "saved".
+#[derive(Clone)]
+pub(crate) struct SavePoints {
+    journal: Arc<dyn RunJournal>,
+    records: bool,
+}
+
+impl SavePoints {
+    fn new(journal: Arc<dyn RunJournal>) -> SavePoints {
+        let records = journal.records();
+        SavePoints { journal, records }
+    }
+
+    /// [`RunJournal::started`], when the journal records anything.
+    pub(in crate::agent) fn started<'a>(
+        &'a self,
+        ctx: &'a RunContext,
+        deadline: Option<Duration>,
+    ) -> Saved<'a> {
+        if !self.records {
+            return ready(true).left_future();
+        }
+        self.journal.started(ctx, deadline).right_future()
+    }
+
+    /// [`RunJournal::turn`], when the journal records anything.
+    pub(in crate::agent) fn turn<'a>(
+        &'a self,
+        history: &'a [Message],
+        asked: &'a Message,
+        known: &dyn Fn(&str) -> bool,
+        counts: &Counts,
+        ctx: &'a RunContext,
+    ) -> Saved<'a> {
+        if !self.records {
+            return ready(true).left_future();
+        }
+        (self.journal)
+            .turn(history, asked, known, counts, ctx)
+            .right_future()
+    }
+
+    /// [`RunJournal::answered`], when the journal records anything.
+    pub(in crate::agent) fn answered<'a>(
+        &'a self,
+        call_id: &'a str,
+        result: &'a ToolResult,
+        stop: Option<&'a RunError>,
+        ctx: &'a RunContext,
+    ) -> Saved<'a> {
+        if !self.records {
+            return ready(true).left_future();
+        }
+        (self.journal)
+            .answered(call_id, result, stop, ctx)
+            .right_future()
+    }
+
+    /// [`RunJournal::finished`], when the journal records anything.
+    pub(in crate::agent) fn finished<'a>(
+        &'a self,
+        transcript: &'a [Message],
+        counts: &Counts,
+        outcome: Result<(), &'a RunError>,
+    ) -> Saved<'a> {
+        if !self.records {
+            return ready(true).left_future();
+        }
+        (self.journal)
+            .finished(transcript, counts, outcome)
+            .right_future()
+    }
+
+    /// [`RunJournal::failure`]: none for a journal that records nothing.
+    pub(in crate::agent) fn failure(&self) -> Option<CheckpointError> {
+        if !self.records {
+            return None;
+        }
+        self.journal.failure()
+    }
+}
+
 /// The run error a record that was not kept becomes.
-pub(in crate::agent) fn unsaved(journal: &dyn RunJournal) -> RunError {
+pub(in crate::agent) fn unsaved(journal: &SavePoints) -> RunError {
     let error = journal
         .failure()
         .unwrap_or_else(|| CheckpointError::Store("a checkpoint save failed".into()));
@@ -93,16 +181,16 @@ pub(in crate::agent) fn unsaved(journal: &dyn RunJournal) -> RunError {
 /// 1.86.
 #[derive(Clone)]
 pub(crate) struct Seam {
-    pub(in crate::agent) run: Arc<dyn RunJournal>,
-    pub(in crate::agent) calls: Arc<dyn Journal>,
+    pub(in crate::agent) run: SavePoints,
+    pub(in crate::agent) calls: Held,
 }
 
 impl Seam {
     /// The seam of a run recording through `journal`.
     pub(crate) fn of<J: RunJournal>(journal: Arc<J>) -> Seam {
         Seam {
-            run: journal.clone(),
-            calls: journal,
+            run: SavePoints::new(journal.clone()),
+            calls: Held::new(journal),
         }
     }
 
@@ -114,6 +202,6 @@ impl Seam {
 
 impl fmt::Debug for Seam {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.run.fmt(f)
+        self.run.journal.fmt(f)
     }
 }

@@ -14,8 +14,10 @@ mod saved_step;
 mod saved_stop;
 
 pub(in crate::agent) use checkpoint_journal::CheckpointJournal;
+#[cfg(feature = "restate")]
+pub(crate) use journal::RunJournal;
 pub(in crate::agent) use journal::unsaved;
-pub(crate) use journal::{RunJournal, Seam};
+pub(crate) use journal::{SavePoints, Seam};
 pub(in crate::agent) use resume::resumable;
 pub(crate) use saved_run::new_run_id;
 pub use saved_run::{BrokenTranscript, FinishedRun, ResumeError};

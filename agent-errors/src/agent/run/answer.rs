@@ -3,7 +3,7 @@
 
 use super::Run;
 use crate::agent::builtins::{ESCALATE, EscalateArgs, THROW_EXCEPTION, ThrowArgs};
-use crate::agent::durable::{PendingCall, RunJournal};
+use crate::agent::durable::{PendingCall, SavePoints};
 use crate::agent::{AgentInner, AgentOutput, RunError};
 use crate::chat::{Message, ToolCall, ToolResult};
 use crate::classify::ErrorKind;
@@ -80,7 +80,7 @@ impl<O: AgentOutput> Run<'_, O> {
         asked: Message,
         resumed: Option<(&[ToolCall], &[PendingCall])>,
     ) -> Result<(), RunError> {
-        let (agent, ctx, journal) = (self.agent, &self.ctx, &*self.journal);
+        let (agent, ctx, journal) = (self.agent, &self.ctx, &self.journal);
         let request = &mut self.request;
         let (calls, saved) = match (resumed, &asked) {
             (Some((calls, saved)), _) => (calls, saved),
@@ -141,7 +141,7 @@ impl<O: AgentOutput> AgentInner<O> {
         &self,
         ctx: &RunContext,
         call: &ToolCall,
-        journal: &dyn RunJournal,
+        journal: &SavePoints,
         saved: Option<&PendingCall>,
     ) -> Answered {
         if let Some((result, stop)) = saved.and_then(PendingCall::answer) {

@@ -2,13 +2,11 @@
 //! checks, before anything runs, that it holds every value the agent's tools need and a clock
 //! to wait on.
 
-use std::sync::Arc;
-
 use crate::agent::{AgentInner, AgentOutput, RunError, RunOptions};
 use crate::breaker::RunBreaker;
 use crate::checkpoint::CheckpointError;
 use crate::events::EventLog;
-use crate::executor::{Journal, RunContext, RunSetup};
+use crate::executor::{Held, RunContext, RunSetup};
 use crate::registry::{ConfigError, caps_that_never_apply};
 use crate::usage::RunMeter;
 
@@ -18,7 +16,7 @@ impl<O: AgentOutput> AgentInner<O> {
         &self,
         options: RunOptions,
         run_id: &str,
-        journal: Arc<dyn Journal>,
+        journal: Held,
         meter: RunMeter,
     ) -> RunContext {
         let (observer, run) = self.observer.for_run(options.feed);
@@ -83,7 +81,7 @@ impl<O: AgentOutput> AgentInner<O> {
 /// the run. A run whose journal replays it waits on the engine's clock instead, and a run outside
 /// any Tokio runtime is left to the executor it runs on. The probe's panic is kept quiet: the
 /// run ends with [`RunError::NoTimer`], and nothing is printed.
-pub(in crate::agent) fn check_timer(journal: &dyn Journal) -> Result<(), RunError> {
+pub(in crate::agent) fn check_timer(journal: &Held) -> Result<(), RunError> {
     if journal.can_wait() {
         return Ok(());
     }

@@ -32,7 +32,7 @@ impl<O: AgentOutput> Run<'_, O> {
 
     async fn started_and_driven(&mut self) -> Result<O, RunError> {
         if !self.journal.started(&self.ctx, self.deadline).await {
-            return Err(unsaved(&*self.journal));
+            return Err(unsaved(&self.journal));
         }
         let ended = self.drive().await;
         if !matches!(ended, Err(RunError::UsageLimit(_))) {
@@ -121,7 +121,7 @@ impl<O: AgentOutput> Run<'_, O> {
         self.ctx.learnt().begin_turn();
         let agent = self.agent;
         let known = |name: &str| agent.knows(name);
-        let journal = &*self.journal;
+        let journal = &self.journal;
         let recorded = journal.turn(
             &self.request.messages,
             &asked,

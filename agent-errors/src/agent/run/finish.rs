@@ -128,7 +128,7 @@ impl<O: AgentOutput> Run<'_, O> {
         ) {
             return result;
         }
-        let journal = &*self.journal;
+        let journal = &self.journal;
         let outcome = result.as_ref().map(|_| ());
         if journal
             .finished(&self.request.messages, &self.counts, outcome)

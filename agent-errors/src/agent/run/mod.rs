@@ -49,7 +49,7 @@ pub(crate) use final_answer::AnswerRules;
 pub use final_answer::{OutputPolicy, OutputValidator};
 
 use super::counts::Counts;
-use super::durable::{PendingCall, RunJournal};
+use super::durable::{PendingCall, SavePoints};
 use super::stream::DeltaSender;
 use super::{Agent, AgentInner, AgentOutput, RunError, RunOptions, RunOutcome};
 use crate::chat::{ChatRequest, Message};
@@ -63,7 +63,7 @@ pub(crate) struct Run<'a, O> {
     run_id: String,
     ctx: RunContext,
     /// The loop's face of the run's journal: its save points.
-    journal: Arc<dyn RunJournal>,
+    journal: SavePoints,
     /// The request sent each turn: the transcript so far, the tools offered, the options.
     request: ChatRequest,
     counts: Counts,

@@ -199,7 +199,7 @@ impl<'a, O: AgentOutput> Run<'a, O> {
     ) -> Result<Self, Box<Ended<O>>> {
         let refused = agent
             .check_context(&options.extensions)
-            .and_then(|()| super::context::check_timer(&*seam.calls));
+            .and_then(|()| super::context::check_timer(&seam.calls));
         if let Err(refused) = refused {
             return Err(Box::new(Ended::from(RunOutcome {
                 result: Err(refused),

@@ -8,7 +8,7 @@ use crate::breaker::ServiceBreaker;
 use crate::budget::RetryBudget;
 use crate::classify::Classifier;
 
-use super::super::journal::Journal;
+use super::super::journal::Held;
 use super::super::permission::PermissionHook;
 use super::approvals::Approvals;
 
@@ -21,7 +21,7 @@ pub(crate) struct Hooks {
     pub(super) classifier: OnceLock<Arc<Classifier>>,
     /// Where the run records its steps, waits and saves: its checkpoint store's journal, an
     /// engine's, or one that records nothing.
-    pub(super) journal: Arc<dyn Journal>,
+    pub(super) journal: Held,
     /// Who answers calls that need a person, when anyone can.
     pub(super) approvals: Option<Arc<Approvals>>,
 }
@@ -51,7 +51,7 @@ impl Hooks {
     }
 
     /// Where this run records its steps, waits and saves.
-    pub(crate) fn journal(&self) -> &dyn Journal {
-        &*self.journal
+    pub(crate) fn journal(&self) -> &Held {
+        &self.journal
     }
 }

@@ -22,7 +22,7 @@ use crate::retry::RetryAllowance;
 use crate::usage::RunMeter;
 
 use super::cancel::Cancellation;
-use super::journal::{Journal, NoJournal};
+use super::journal::{Held, NoJournal};
 use super::limits::Limits;
 use super::permission::{PermissionContext, PermissionHook};
 
@@ -77,7 +77,7 @@ pub(crate) struct RunSetup {
     pub(crate) limits: Limits,
     pub(crate) events: EventLog,
     pub(crate) run_id: Option<Arc<str>>,
-    pub(crate) journal: Arc<dyn Journal>,
+    pub(crate) journal: Held,
     pub(crate) approvals: Option<Arc<Approvals>>,
     pub(crate) meter: RunMeter,
 }
@@ -113,7 +113,7 @@ impl RunContext {
             limits: Limits::default(),
             events: EventLog::new(),
             run_id: None,
-            journal: NoJournal::shared(),
+            journal: Held::new(NoJournal::shared()),
             approvals: None,
             meter: RunMeter::default(),
         })
@@ -377,7 +377,7 @@ impl RunContext {
     }
 
     /// Where this run records its steps, waits and saves.
-    pub(crate) fn journal(&self) -> &dyn Journal {
+    pub(crate) fn journal(&self) -> &Held {
         self.hooks.journal()
     }
 
