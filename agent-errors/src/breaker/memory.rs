@@ -57,8 +57,15 @@ pub struct MemoryStore {
     /// When set, the circuit opens on this rule instead of `threshold` consecutive failures.
     rate: Option<FailureRate>,
     cooldown: Duration,
-    circuits: Mutex<HashMap<String, Circuit>>,
+    circuits: Mutex<Circuits>,
 }
+
+/// The circuits by key, hashed with foldhash: randomly seeded, and a few times cheaper than
+/// std's SipHash on a short key, which a failed call and its retry hash four times. A key is a
+/// service or tool name the program gave, not text from outside, so the interactive collision
+/// attacks SipHash resists (and foldhash does not claim to) have nothing to send it; a circuit
+/// is also dropped at the key's next success, so the map holds the keys failing now.
+type Circuits = HashMap<String, Circuit, foldhash::fast::RandomState>;
 
 impl MemoryStore {
     /// Opens after `threshold` consecutive failures; lets one probe through after `cooldown`.
@@ -67,7 +74,7 @@ impl MemoryStore {
             threshold: threshold.get(),
             rate: None,
             cooldown,
-            circuits: Mutex::new(HashMap::new()),
+            circuits: Mutex::new(Circuits::default()),
         }
     }
 
@@ -77,7 +84,7 @@ impl MemoryStore {
             threshold: rate.min_calls.get(),
             rate: Some(rate),
             cooldown,
-            circuits: Mutex::new(HashMap::new()),
+            circuits: Mutex::new(Circuits::default()),
         }
     }
 
@@ -91,7 +98,7 @@ impl MemoryStore {
         self.cooldown
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Circuit>> {
+    fn lock(&self) -> MutexGuard<'_, Circuits> {
         // Every critical section is a lookup and a few field writes: a panic cannot tear it.
         self.circuits.lock().unwrap_or_else(|p| p.into_inner())
     }
