@@ -115,16 +115,10 @@ impl Held {
     pub(crate) fn sleeper(&self) -> Sleep {
         self.journal.sleeper()
     }
-}
 
-impl fmt::Debug for Held {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.journal.fmt(f)
-    }
-}
+    // What the run hands its journal, whatever journal it is: the journal decides how each is
+    // done.
 
-/// What the run hands its journal, whatever journal it is: the journal decides how each is done.
-impl Held {
     /// Runs the step `work` makes, or replays it: a journal that [replays](Journal::replays)
     /// the run keeps its outcome under the name `name` makes, as `keep` makes it, and on replay
     /// reads the kept outcome back with `read` without making `work` at all; any other journal
@@ -211,8 +205,14 @@ impl Held {
     }
 }
 
-/// A step as its journal runs it (`run_step`): the work awaited where
-/// it is, or a kept step, boxed.
+impl fmt::Debug for Held {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.journal.fmt(f)
+    }
+}
+
+/// A step as its journal runs it (`run_step`): the work awaited where it is, or a kept step,
+/// boxed.
 pub(crate) type Step<'a, W> = Either<W, BoxFuture<'a, <W as Future>::Output>>;
 
 /// A save as its journal makes it (`save_progress`): done at once by a journal that saves
