@@ -528,3 +528,33 @@ async fn without_the_preset_the_default_stays_fail_closed() {
     assert!(agent.run("search").await.is_err());
     assert_eq!(search.calls(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_rerun_after_did_not_happen_that_fails_again_is_shown_not_the_end_of_the_run() {
+    // A 503 of a tool with effects may have taken effect: its reconciler says it did not, the
+    // call runs again and meets another 503, whose ladder the call walked already. Its last
+    // rung, `escalate`, shows the model the failure; the run goes on.
+    let refund = FaultyTool::new(echo_tool("refund")).fail_times(2, unavailable);
+    let check = agent_errors::build::ReconcilerDef::from_fn("check", |_| {
+        Ok::<_, io::Error>(agent_errors::call::Reconciled::DidNotHappen)
+    });
+    let model = ScriptedModel::new()
+        .tool_call("refund", r#"{"text": "A-7"}"#)
+        .text("told the user");
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .tool(refund.tool().with_reconcile("check"))
+        .reconciler(check)
+        .recommended()
+        .build()
+        .unwrap();
+
+    assert_eq!(agent.run("refund A-7").await.unwrap(), "told the user");
+
+    assert_eq!(refund.calls(), 2, "run again once after \"did not happen\"");
+    let said = &shown(&model)[0];
+    assert!(
+        said.contains("503") || said.contains("unavailable"),
+        "{said}"
+    );
+}

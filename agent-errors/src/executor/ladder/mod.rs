@@ -160,7 +160,7 @@ impl<'a> Walk<'a> {
                 Some(Next::Done(handled)) => return self.answered(handled),
                 Some(Next::Stop(reason)) => return self.stopped(reason),
                 // Run again, the call failed with a key whose ladder it walked already.
-                Some(Next::Down) => return self.ran_out(),
+                Some(Next::Down) => return self.after_walked().await,
             }
             let (key, ladder) = self.entry();
             self.walked.push(key);
@@ -202,6 +202,26 @@ impl<'a> Walk<'a> {
         self.count_outcome(false);
         self.record_unknown();
         Handled::stop(reason, self.failure)
+    }
+
+    /// A call run again after its reconciler said the first did not happen failed with a key
+    /// whose ladder it walked already: that ladder is not walked twice, but its last rung, when
+    /// it is not a retry, decides as it did the first time (the preset's `escalate` shows the
+    /// model the failure); a ladder of retries alone has run out.
+    async fn after_walked(mut self) -> Handled {
+        let (key, ladder) = self.entry();
+        let last = ladder.actions().len().checked_sub(1);
+        match last.map(|index| (index, &ladder.actions()[index])) {
+            Some((index, action)) if !matches!(action, Action::Retry(_)) => {
+                self.rung = (key, index);
+                match self.rung(action).await {
+                    Next::Done(handled) => self.answered(handled),
+                    Next::Stop(reason) => self.stopped(reason),
+                    Next::Down | Next::Switch => self.ran_out(),
+                }
+            }
+            _ => self.ran_out(),
+        }
     }
 
     /// The ladders ran out without a terminal rung: the failure's default fate.
