@@ -159,6 +159,7 @@ CONTROL = [
         },
     ),
     control_tool("bench_turn_end", {}),
+    control_tool("bench_applied", {"key": {"type": "string"}}),
     control_tool("bench_score", {}),
 ]
 TASKS = load_jsonl(os.path.join(DATA, f"BFCL_v4_{CATEGORY}.json"))
@@ -285,6 +286,9 @@ class Run:
         self.turn = 0
         self.arrivals = {}
         self.answered = {}  # idempotency key -> the first applied call's result
+        # The same, kept with dedup off too: a service that records each request's key and can
+        # be asked about one, though it does not deduplicate by it (`bench_applied`).
+        self.applied_keys = {}
         self.log = []  # every applied call: (turn, tool, arguments, changed the state)
         self.results = [[]]  # per turn, the results of calls whose answer was sent
         self.snapshots = []
@@ -324,6 +328,7 @@ class Run:
             self.log.append((self.turn, name, canonical(args), changed))
             if key is not None:
                 self.answered[key] = result
+                self.applied_keys.setdefault(key, result)
         if fault == "lost_answer":
             return "HTTP 504 Gateway Timeout: the upstream service did not answer in time", True
         if key is not None:
@@ -407,6 +412,15 @@ class Server:
             return text_result(json.dumps(answer))
         if name == "bench_turn_end":
             return text_result(json.dumps(self.run.turn_end()))
+        if name == "bench_applied":
+            key = str(args.get("key", ""))
+            applied = self.run is not None and key in self.run.applied_keys
+            result = self.run.applied_keys[key] if applied else None
+            if applied:
+                # The reconciler hands this result to the model as the call's: it is among the
+                # results the model received, which BFCL's response checker reads.
+                self.run.results[-1].append(result)
+            return text_result(json.dumps({"applied": applied, "result": result}))
         if name == "bench_score":
             return text_result(json.dumps(self.run.score()))
         if name not in OWNER or self.run is None:

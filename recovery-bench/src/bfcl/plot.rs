@@ -6,12 +6,13 @@ use plotters::prelude::*;
 use super::run::{Cell, TaskRecord};
 use super::strategies::BfclStrategy;
 
-const COLORS: [RGBColor; 5] = [
+const COLORS: [RGBColor; 6] = [
     RGBColor(120, 120, 120),
     RGBColor(230, 159, 0),
     RGBColor(86, 180, 233),
     RGBColor(204, 0, 102),
     RGBColor(0, 158, 115),
+    RGBColor(0, 114, 178),
 ];
 
 /// The plot as SVG text.

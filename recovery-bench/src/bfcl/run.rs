@@ -59,7 +59,12 @@ pub(crate) async fn run_task(
     let model = ReplayModel::new(turns);
     let agent = cell
         .strategy
-        .agent(worker.tools(&info.tools), model.clone(), cell.dedup)
+        .agent(
+            worker.tools(&info.tools),
+            model.clone(),
+            cell.dedup,
+            worker.reconciler(),
+        )
         .map_err(|e| RunError::Agent(e.to_string()))?;
     let mut history = Vec::new();
     let mut run_errors = Vec::new();

@@ -6,6 +6,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use agent_errors::ToolDef;
+use agent_errors::build::ReconcilerDef;
+use agent_errors::call::{ReconcileRequest, Reconciled};
 use agent_errors::mcp::{McpClient, McpServer};
 use agent_errors::testing::handler_of;
 use serde::Deserialize;
@@ -59,6 +61,7 @@ pub(crate) struct Worker {
     reset: ToolDef,
     turn_end: ToolDef,
     score: ToolDef,
+    applied: ToolDef,
 }
 
 /// What `bench_reset` answers: the task.
@@ -68,6 +71,16 @@ pub(crate) struct TaskInfo {
     pub(crate) ground_truth: Vec<Vec<Call>>,
     pub(crate) tools: Vec<String>,
     pub(crate) tasks: usize,
+}
+
+/// The name the reconciled strategy's tools give their reconciler.
+pub(crate) const RECONCILER: &str = "applied_by_key";
+
+/// What `bench_applied` answers.
+#[derive(Debug, Deserialize)]
+struct Applied {
+    applied: bool,
+    result: Option<String>,
 }
 
 /// What `bench_score` answers: BFCL's checker's verdict and the server's counts.
@@ -102,6 +115,7 @@ impl Worker {
             reset: control("bench_reset")?,
             turn_end: control("bench_turn_end")?,
             score: control("bench_score")?,
+            applied: control("bench_applied")?,
             client,
         })
     }
@@ -113,6 +127,25 @@ impl Worker {
             .into_iter()
             .filter(|t| names.iter().any(|n| n == t.name()))
             .collect()
+    }
+
+    /// A reconciler that asks the server whether a call with the request's idempotency key
+    /// was applied, as a service that records each request's key can be asked (a payment looked
+    /// up by its key) whether or not it deduplicates by it.
+    pub(crate) fn reconciler(&self) -> ReconcilerDef {
+        let applied = self.applied.clone();
+        ReconcilerDef::from_async_fn(RECONCILER, move |request: ReconcileRequest| {
+            let args = json!({"key": request.key.to_string()});
+            let running = handler_of(&applied).call(&args.to_string());
+            async move {
+                let text = running?.await?;
+                let answer: Applied = serde_json::from_str(&text)?;
+                Ok::<_, agent_errors::BoxError>(match answer.result {
+                    Some(result) if answer.applied => Reconciled::happened(result),
+                    _ => Reconciled::DidNotHappen,
+                })
+            }
+        })
     }
 
     async fn control(

@@ -4,10 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_errors::breaker::ServiceBreaker;
+use agent_errors::build::ReconcilerDef;
 use agent_errors::call::OutputCheck;
 use agent_errors::{Agent, ErrorKind, ToolDef, policy};
 
 use super::model::ReplayModel;
+use super::server::RECONCILER;
 
 /// One way to configure the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,15 +25,19 @@ pub(crate) enum BfclStrategy {
     /// The recommended preset, one line: the tools declared keyed only when the server
     /// deduplicates by key, as a user would declare it of their server.
     Preset,
+    /// The preset, and every tool that changes state reconciled: asked of the server, by the
+    /// call's key, whether an uncertain call was applied.
+    Reconciled,
 }
 
 impl BfclStrategy {
-    pub(crate) const EVERY: [BfclStrategy; 5] = [
+    pub(crate) const EVERY: [BfclStrategy; 6] = [
         BfclStrategy::NoRecovery,
         BfclStrategy::NaiveRetry,
         BfclStrategy::Defaults,
         BfclStrategy::Tuned,
         BfclStrategy::Preset,
+        BfclStrategy::Reconciled,
     ];
 
     /// The strategy the goal is about.
@@ -46,15 +52,18 @@ impl BfclStrategy {
             BfclStrategy::Defaults => "defaults",
             BfclStrategy::Tuned => "tuned",
             BfclStrategy::Preset => "preset",
+            BfclStrategy::Reconciled => "preset, reconciled",
         }
     }
 
-    /// The agent for one task run; `dedup` is whether the server applies a key once.
+    /// The agent for one task run; `dedup` is whether the server applies a key once, and
+    /// `reconciler` asks the server whether a key was applied.
     pub(crate) fn agent(
         self,
         tools: Vec<ToolDef>,
         model: ReplayModel,
         dedup: bool,
+        reconciler: ReconcilerDef,
     ) -> Result<Agent, Box<dyn std::error::Error>> {
         let builder = Agent::builder("bfcl").model(model);
         let agent =
@@ -90,6 +99,14 @@ impl BfclStrategy {
                     .build()?,
                 BfclStrategy::Preset => builder
                     .tools(tools.into_iter().map(|t| t.keyed(dedup)))
+                    .recommended()
+                    .build()?,
+                BfclStrategy::Reconciled => builder
+                    .tools(tools.into_iter().map(|t| match t.is_idempotent() {
+                        true => t,
+                        false => t.keyed(dedup).with_reconcile(RECONCILER),
+                    }))
+                    .reconciler(reconciler)
                     .recommended()
                     .build()?,
             };
